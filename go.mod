@@ -1,0 +1,3 @@
+module github.com/dscourse/payments-outbox
+
+go 1.26.8
