@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# kafka.sh: a native single-node Apache Kafka 4.4 broker (KRaft) owned by this project.
+#
+#   scripts/stack/kafka.sh start      download jars (first time), format, start, wait until ready
+#   scripts/stack/kafka.sh stop       SIGTERM, wait up to 20 s, then SIGKILL
+#   scripts/stack/kafka.sh status     exit 0 if the broker process runs and DIRECT accepts TCP
+#   scripts/stack/kafka.sh logs [-f]  print (or follow) the broker log
+#
+# Listeners (see scripts/stack/kafka/server.properties.tmpl for why there are two client ones):
+#   DIRECT   127.0.0.1:19092  tests, consumer, verifier: never behind Toxiproxy
+#   PROXIED  127.0.0.1:19094  advertised as 127.0.0.1:29092, the Toxiproxy listener
+#            (scripts/stack/toxiproxy.sh); the relay bootstraps at 127.0.0.1:29092
+#
+# The jars come from Maven Central (scripts/stack/kafka/pom.xml) into .stack/kafka-libs; the
+# broker's data, config, log and pid live in .stack/kafka. `rm -rf .stack/kafka` (broker
+# stopped) gives a fresh, empty broker on the next start.
+#
+# start is idempotent and safe to run concurrently (flock). It creates the topic
+# payments.events (3 partitions) if missing; that creation, through the admin API on DIRECT,
+# is also the readiness check. When KAFKA_BROKERS is set, the project uses that broker
+# instead and start does nothing.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+STATE="$ROOT/.stack"
+LOCK="$STATE/kafka.lock"
+LIBS="$STATE/kafka-libs"
+RUN="$STATE/kafka"
+DATA="$RUN/data"
+CONF="$RUN/server.properties"
+PIDFILE="$RUN/kafka.pid"
+LOG="$RUN/kafka.log"
+SRC="$ROOT/scripts/stack/kafka"
+LOG4J="-Dlog4j2.configurationFile=$SRC/log4j2.properties"
+
+DIRECT_PORT=19092
+TOPIC=payments.events
+TOPIC_PARTITIONS=3
+READY_TIMEOUT=90
+STOP_TIMEOUT=20
+# Any fixed 16-byte base64url UUID: the data dir is local and never joins another cluster.
+CLUSTER_ID=cGF5bWVudHMtb3V0Ym94MQ
+
+# Broker JVM: 512 MiB fixed heap, G1 with few threads (2 cores shared with Postgres and the
+# apps), no C1-only mode: it starts barely faster and halves throughput.
+BROKER_JVM=(-Xms512m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:ParallelGCThreads=2
+	-XX:ConcGCThreads=1 -XX:CICompilerCount=2 -Djava.awt.headless=true)
+# Short-lived tools (storage format, topic creation): start-up time is all that matters.
+TOOL_JVM=(-Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true)
+
+log() { echo "kafka.sh: $*" >&2; }
+
+die() {
+	log "$*"
+	if [[ -s "$LOG" ]]; then
+		log "last 40 lines of $LOG:"
+		tail -n 40 "$LOG" >&2
+	fi
+	exit 1
+}
+
+# pid prints the broker's pid if the pid file names a live kafka.Kafka process of this repo.
+pid() {
+	local p
+	[[ -s "$PIDFILE" ]] || return 1
+	p="$(<"$PIDFILE")"
+	[[ -r "/proc/$p/cmdline" ]] || return 1
+	tr '\0' ' ' <"/proc/$p/cmdline" | grep -qF -- "kafka.Kafka $CONF" || return 1
+	echo "$p"
+}
+
+port_open() {
+	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# ensure_libs copies the broker's runtime classpath into .stack/kafka-libs. A stamp holding the
+# pom's checksum makes it a no-op until the pom changes.
+ensure_libs() {
+	local sum
+	sum="$(sha256sum "$SRC/pom.xml" | cut -d' ' -f1)"
+	if [[ -f "$LIBS/.pom.sha256" && "$(<"$LIBS/.pom.sha256")" == "$sum" ]]; then
+		return
+	fi
+	command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
+	log "downloading Kafka jars with Maven into $LIBS"
+	rm -rf "$LIBS.tmp"
+	mvn -B -q -f "$SRC/pom.xml" dependency:copy-dependencies \
+		-DincludeScope=runtime -DoutputDirectory="$LIBS.tmp" >&2 ||
+		die "mvn dependency:copy-dependencies failed"
+	echo "$sum" >"$LIBS.tmp/.pom.sha256"
+	rm -rf "$LIBS"
+	mv "$LIBS.tmp" "$LIBS"
+}
+
+java_tool() {
+	java "${TOOL_JVM[@]}" "$LOG4J" -cp "$LIBS/*" "$@"
+}
+
+# ensure_topic creates payments.events if it is missing. It succeeds only when the broker
+# answers admin requests on DIRECT with an active controller, so it doubles as the readiness check.
+ensure_topic() {
+	java_tool org.apache.kafka.tools.TopicCommand \
+		--bootstrap-server "127.0.0.1:$DIRECT_PORT" \
+		--command-config "$RUN/admin.properties" \
+		--create --if-not-exists --topic "$TOPIC" \
+		--partitions "$TOPIC_PARTITIONS" --replication-factor 1
+}
+
+print_endpoints() {
+	cat <<EOF
+Kafka 4.4.0 is running (pid $1, log $LOG)
+  DIRECT   127.0.0.1:19092  tests, consumer, verifier (no faults)
+  PROXIED  127.0.0.1:29092  via Toxiproxy (scripts/stack/toxiproxy.sh start), bound on 127.0.0.1:19094
+  topic    $TOPIC ($TOPIC_PARTITIONS partitions)
+Stop it with: $ROOT/scripts/stack/kafka.sh stop
+EOF
+}
+
+start() {
+	if [[ -n "${KAFKA_BROKERS:-}" ]]; then
+		echo "KAFKA_BROKERS is set ($KAFKA_BROKERS): using that broker, not starting one"
+		return
+	fi
+	command -v java >/dev/null || die "java not found (Kafka 4 needs Java 17+)"
+	mkdir -p "$STATE" "$RUN"
+	# The lock serializes concurrent starts; the broker itself must not inherit fd 9, or the
+	# lock would stay held for the broker's whole life.
+	exec 9>"$LOCK"
+	flock -w 600 9 || die "another kafka.sh has held $LOCK for 10 minutes"
+
+	local p
+	if p="$(pid)"; then
+		echo "Kafka is already running (pid $p)"
+		print_endpoints "$p"
+		return
+	fi
+	if port_open "$DIRECT_PORT"; then
+		die "127.0.0.1:$DIRECT_PORT is taken by a process this script did not start (ss -ltnp 'sport = :$DIRECT_PORT')"
+	fi
+
+	local t0=$SECONDS
+	ensure_libs
+	sed "s|@DATA_DIR@|$DATA|" "$SRC/server.properties.tmpl" >"$CONF"
+	cat >"$RUN/admin.properties" <<-EOF
+		request.timeout.ms=5000
+		default.api.timeout.ms=10000
+	EOF
+	if [[ ! -f "$DATA/meta.properties" ]]; then
+		log "formatting $DATA"
+		java_tool kafka.tools.StorageTool format --standalone --ignore-formatted \
+			-t "$CLUSTER_ID" -c "$CONF" >"$LOG" 2>&1 || die "formatting the storage failed"
+	fi
+
+	log "starting the broker"
+	: >"$LOG"
+	# setsid: the broker outlives the caller's process group (a test binary, a CI step). It
+	# forks when the caller is a group leader, so $! may not be the broker: the final process
+	# writes its own pid before it becomes java.
+	rm -f "$PIDFILE"
+	setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' kafka "$PIDFILE" \
+		java "${BROKER_JVM[@]}" "$LOG4J" -cp "$LIBS/*" kafka.Kafka "$CONF" \
+		>>"$LOG" 2>&1 </dev/null 9>&- &
+
+	local deadline=$((SECONDS + READY_TIMEOUT)) out
+	until [[ -s "$PIDFILE" ]] && pid >/dev/null; do
+		((SECONDS < deadline - READY_TIMEOUT + 10)) || die "the broker process did not start"
+		sleep 0.1
+	done
+	until port_open "$DIRECT_PORT"; do
+		pid >/dev/null || die "the broker exited during start-up"
+		((SECONDS < deadline)) || die "the broker did not listen on $DIRECT_PORT within ${READY_TIMEOUT}s"
+		sleep 0.2
+	done
+	until out="$(ensure_topic 2>&1)"; do
+		pid >/dev/null || die "the broker exited during start-up"
+		((SECONDS < deadline)) || die "the broker did not become ready within ${READY_TIMEOUT}s: $out"
+		sleep 0.5
+	done
+	log "ready in $((SECONDS - t0))s"
+	print_endpoints "$(pid)"
+}
+
+stop() {
+	mkdir -p "$STATE"
+	exec 9>"$LOCK"
+	flock -w 120 9 || die "could not take $LOCK"
+	local p
+	if ! p="$(pid)"; then
+		echo "Kafka is not running"
+		rm -f "$PIDFILE"
+		return
+	fi
+	kill -TERM "$p"
+	local deadline=$((SECONDS + STOP_TIMEOUT))
+	while kill -0 "$p" 2>/dev/null && ((SECONDS < deadline)); do
+		sleep 0.2
+	done
+	if kill -0 "$p" 2>/dev/null; then
+		log "no exit ${STOP_TIMEOUT}s after SIGTERM: sending SIGKILL"
+		kill -KILL "$p"
+		while kill -0 "$p" 2>/dev/null; do sleep 0.1; done
+	fi
+	rm -f "$PIDFILE"
+	echo "Kafka stopped"
+}
+
+status() {
+	local p
+	if p="$(pid)" && port_open "$DIRECT_PORT"; then
+		print_endpoints "$p"
+		return
+	fi
+	echo "Kafka is not running"
+	return 1
+}
+
+logs() {
+	[[ -f "$LOG" ]] || die "no log yet at $LOG"
+	if [[ "${1:-}" == "-f" ]]; then
+		exec tail -n 100 -F "$LOG"
+	fi
+	cat "$LOG"
+}
+
+case "${1:-}" in
+start) start ;;
+stop) stop ;;
+status) status ;;
+logs) logs "${2:-}" ;;
+*)
+	echo "usage: $0 start|stop|status|logs [-f]" >&2
+	exit 2
+	;;
+esac
