@@ -1,0 +1,250 @@
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// nativeKafkaBroker is the DIRECT listener of the broker that scripts/stack/kafka.sh runs.
+// Clients on it never go through Toxiproxy.
+const nativeKafkaBroker = "127.0.0.1:19092"
+
+// kafkaStart runs scripts/stack/kafka.sh start at most once per test binary. The script
+// itself is idempotent and takes a file lock, so parallel test binaries (go test ./...)
+// share one broker.
+var kafkaStart = sync.OnceValues(func() (string, error) {
+	script, err := stackScript("kafka.sh")
+	if err != nil {
+		return "", err
+	}
+	// A cold start downloads the jars with Maven; a warm one takes a few seconds.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", script, "start")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("scripts/stack/kafka.sh start: %w", err)
+	}
+	return string(out), nil
+})
+
+// KafkaBrokers returns the seed brokers of the Kafka cluster the tests use: the
+// comma-separated KAFKA_BROKERS when it is set (a broker someone else runs), otherwise the
+// native broker of scripts/stack/kafka.sh, which it starts on first use and leaves running.
+// It never skips: a test that needs Kafka fails when no broker can be had.
+//
+// The brokers are reached on the DIRECT listener, which is never behind a proxy; to inject
+// faults, see NewKafkaProxy.
+func KafkaBrokers(tb testing.TB) []string {
+	tb.Helper()
+	if env := os.Getenv("KAFKA_BROKERS"); env != "" {
+		var brokers []string
+		for b := range strings.SplitSeq(env, ",") {
+			if b = strings.TrimSpace(b); b != "" {
+				brokers = append(brokers, b)
+			}
+		}
+		return brokers
+	}
+	if out, err := kafkaStart(); err != nil {
+		tb.Fatalf("start Kafka: %v\n%s", err, out)
+	}
+	return []string{nativeKafkaBroker}
+}
+
+// NewTopic creates a topic with the given number of partitions and a name unique to this
+// test run, waits until every partition has a leader, and deletes the topic when the test
+// ends. Tests that share no topic can run in parallel on one broker.
+func NewTopic(tb testing.TB, partitions int32) string {
+	tb.Helper()
+	adm := newAdmin(tb, KafkaBrokers(tb))
+	name := topicName(tb.Name())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Replication factor -1: the broker's default (1 on the native broker).
+	resp, err := adm.CreateTopic(ctx, partitions, -1, nil, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		tb.Fatalf("create topic %s: %v", name, err)
+	}
+	tb.Cleanup(func() {
+		// The test's context is already cancelled when cleanups run.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := adm.DeleteTopic(ctx, name)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			tb.Errorf("delete topic %s: %v", name, err)
+		}
+	})
+	if err := waitForLeaders(ctx, adm, name, int(partitions)); err != nil {
+		tb.Fatalf("topic %s: %v", name, err)
+	}
+	return name
+}
+
+// newAdmin returns an admin client closed when the test ends.
+func newAdmin(tb testing.TB, brokers []string) *kadm.Client {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		tb.Fatalf("new Kafka admin client: %v", err)
+	}
+	tb.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// waitForLeaders polls the metadata until the topic shows all its partitions with a
+// leader: CreateTopics returns once the controller has committed the topic, which can be a
+// moment before the broker serves it.
+func waitForLeaders(ctx context.Context, adm *kadm.Client, topic string, partitions int) error {
+	ticker := time.NewTicker(50 * time.Millisecond)
+	defer ticker.Stop()
+	for {
+		details, err := adm.ListTopics(ctx, topic)
+		if err == nil {
+			err = details.Error()
+		}
+		if err == nil {
+			ready := 0
+			for _, p := range details[topic].Partitions {
+				if p.Err == nil && p.Leader >= 0 {
+					ready++
+				}
+			}
+			if ready == partitions {
+				return nil
+			}
+			err = fmt.Errorf("%d of %d partitions have a leader", ready, partitions)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for partition leaders: %w (last: %w)", ctx.Err(), err)
+		case <-ticker.C:
+		}
+	}
+}
+
+// topicName builds "test.<test name>.<8 hex>" from the characters Kafka allows in topic
+// names (letters, digits, '.', '_', '-'), at most 249 characters long.
+func topicName(testName string) string {
+	clean := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
+			return r
+		default:
+			return '-'
+		}
+	}, testName)
+	if len(clean) > 200 {
+		clean = clean[:200]
+	}
+	suffix := make([]byte, 4)
+	rand.Read(suffix)
+	return "test." + clean + "." + hex.EncodeToString(suffix)
+}
+
+// StartToxiproxy runs a Toxiproxy server in-process on a random port, stopped with all its
+// proxies when the test ends, and returns a client for its API. Each test gets its own
+// server, so toxics never leak between tests. For Kafka, NewKafkaProxy does the wiring.
+func StartToxiproxy(tb testing.TB) *toxiclient.Client {
+	tb.Helper()
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	api := httptest.NewServer(srv.Routes())
+	tb.Cleanup(func() {
+		api.Close()
+		if err := srv.Collection.Clear(); err != nil {
+			tb.Errorf("stop Toxiproxy proxies: %v", err)
+		}
+	})
+	return toxiclient.NewClient(api.Listener.Addr().String())
+}
+
+// KafkaProxy is an in-process Toxiproxy proxy in front of the test broker. Add toxics to
+// Proxy to inject faults; a client built with ClientOpts sends all its traffic through it.
+type KafkaProxy struct {
+	// Proxy is the Toxiproxy proxy: AddToxic, RemoveToxic, Disable, Enable.
+	Proxy *toxiclient.Proxy
+	// Addr is the host:port the proxy listens on.
+	Addr string
+}
+
+// NewKafkaProxy starts an in-process Toxiproxy (StartToxiproxy) with one proxy on a random
+// port in front of the first broker of KafkaBrokers.
+//
+// Why a dialer is needed: a Kafka client dials the seed only to bootstrap, then dials the
+// addresses the broker advertises, which are not the proxy's random port (the DIRECT
+// listener advertises 127.0.0.1:19092, PROXIED the fixed 127.0.0.1:29092 of the native
+// Toxiproxy). ClientOpts therefore adds a kgo.Dialer that sends every connection to the
+// proxy, whatever address the client asked for. That is only right for a single-broker
+// cluster, which is what the tests run on.
+func NewKafkaProxy(tb testing.TB) *KafkaProxy {
+	tb.Helper()
+	upstream := KafkaBrokers(tb)[0]
+	proxy, err := StartToxiproxy(tb).CreateProxy("kafka", "127.0.0.1:0", upstream)
+	if err != nil {
+		tb.Fatalf("create Toxiproxy proxy to %s: %v", upstream, err)
+	}
+	// The API answers with the port it bound for "127.0.0.1:0".
+	if _, port, err := net.SplitHostPort(proxy.Listen); err != nil || port == "0" {
+		tb.Fatalf("Toxiproxy proxy listens on %q, want a bound port", proxy.Listen)
+	}
+	return &KafkaProxy{Proxy: proxy, Addr: proxy.Listen}
+}
+
+// ClientOpts returns the options that make a kgo client seed from the proxy and reach every
+// broker through it. Append them to the options of kgo.NewClient.
+func (p *KafkaProxy) ClientOpts() []kgo.Opt {
+	dialer := &net.Dialer{Timeout: 10 * time.Second}
+	return []kgo.Opt{
+		kgo.SeedBrokers(p.Addr),
+		kgo.Dialer(func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return dialer.DialContext(ctx, network, p.Addr)
+		}),
+	}
+}
+
+// stackScript returns the path of scripts/stack/<name>, found by walking up from the working
+// directory (the package under test) to the directory holding go.mod.
+func stackScript(name string) (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("find repo root: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, "scripts", "stack", name), nil
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("find repo root: %w", err)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("find repo root: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
