@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# postgres.sh: a throwaway PostgreSQL cluster owned by this project.
+#
+#   scripts/stack/postgres.sh start    initdb (first time) and start on 127.0.0.1:55432
+#   scripts/stack/postgres.sh stop     fast shutdown
+#   scripts/stack/postgres.sh status   exit 0 if it answers
+#   scripts/stack/postgres.sh url      print the admin URL
+#   scripts/stack/postgres.sh restart  fast restart (used by the db-restart chaos scenario)
+#   scripts/stack/postgres.sh destroy  stop and delete the cluster
+#
+# It uses the installed server binaries (pg_config --bindir). When DATABASE_URL is set,
+# the project uses that server instead and this script does nothing on start.
+# Authentication is "trust" on loopback only: this cluster is for tests and demos.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+PORT="${PGSTACK_PORT:-55432}"
+STATE="$ROOT/.stack"
+LOCK="$STATE/postgres.lock"
+URL="postgres://postgres@127.0.0.1:$PORT/postgres?sslmode=disable"
+
+bindir() {
+	local dir
+	dir="$(pg_config --bindir 2>/dev/null || true)"
+	if [[ -x "$dir/initdb" ]]; then echo "$dir"; return; fi
+	for dir in /usr/lib/postgresql/*/bin; do
+		if [[ -x "$dir/initdb" ]]; then echo "$dir"; return; fi
+	done
+	echo "postgres.sh: no PostgreSQL server binaries found (install postgresql-15)" >&2
+	exit 1
+}
+
+BIN="$(bindir)"
+
+# PostgreSQL refuses to run as root, and CI runs as root: run the server as the
+# unprivileged "postgres" user (created by the Debian server package) in that case.
+as_owner() {
+	if [[ "$(id -u)" == 0 ]]; then
+		runuser -u postgres -- "$@"
+	else
+		"$@"
+	fi
+}
+
+# The data directory lives in the repo's .stack/ unless the postgres user cannot
+# reach it (a checkout under a private home directory); then it lives in /tmp.
+datadir() {
+	local dir="$STATE/postgres"
+	mkdir -p "$STATE"
+	if [[ "$(id -u)" == 0 ]] && ! runuser -u postgres -- test -x "$STATE"; then
+		dir="/tmp/payments-outbox-pg-$(echo "$ROOT" | md5sum | cut -c1-8)"
+	fi
+	echo "$dir"
+}
+
+DATA="$(datadir)"
+
+running() {
+	"$BIN/pg_isready" -q -h 127.0.0.1 -p "$PORT" -U postgres >/dev/null 2>&1
+}
+
+start() {
+	if [[ -n "${DATABASE_URL:-}" ]]; then
+		echo "postgres: DATABASE_URL is set, using that server; nothing to start"
+		return
+	fi
+	mkdir -p "$STATE"
+	exec 9>"$LOCK"
+	flock 9
+	if running; then
+		echo "postgres: already running at $URL"
+		return
+	fi
+	if [[ ! -f "$DATA/PG_VERSION" ]]; then
+		mkdir -p "$DATA"
+		[[ "$(id -u)" == 0 ]] && chown postgres:postgres "$DATA"
+		chmod 700 "$DATA"
+		as_owner "$BIN/initdb" -D "$DATA" -U postgres --auth=trust --encoding=UTF8 --locale=C.UTF-8 >"$STATE/postgres-initdb.log" 2>&1 ||
+			{ cat "$STATE/postgres-initdb.log" >&2; exit 1; }
+		cat >>"$DATA/postgresql.conf" <<-EOF
+			# Set by scripts/stack/postgres.sh
+			listen_addresses = '127.0.0.1'
+			port = $PORT
+			unix_socket_directories = ''
+			max_connections = 300
+			shared_buffers = 256MB
+			# Tests and the chaos harness create many short-lived databases.
+			max_wal_size = 2GB
+		EOF
+	fi
+	# A crash (or SIGKILL of a test run) can leave a stale pid file; pg_ctl handles it.
+	# 9>&-: the server must not inherit the lock, or it would hold it for its whole life.
+	as_owner "$BIN/pg_ctl" -D "$DATA" -l "$DATA/server.log" -w -t 60 start >/dev/null 2>&1 9>&- ||
+		{ tail -n 30 "$DATA/server.log" >&2; exit 1; }
+	echo "postgres: listening at $URL"
+	echo "postgres: stop with 'scripts/stack/postgres.sh stop' (data in $DATA)"
+}
+
+stop() {
+	if [[ -f "$DATA/postmaster.pid" ]]; then
+		as_owner "$BIN/pg_ctl" -D "$DATA" -m fast -w -t 30 stop >/dev/null || true
+	fi
+	echo "postgres: stopped"
+}
+
+case "${1:-}" in
+start) start ;;
+stop) stop ;;
+restart)
+	as_owner "$BIN/pg_ctl" -D "$DATA" -l "$DATA/server.log" -m fast -w -t 60 restart >/dev/null 2>&1
+	echo "postgres: restarted at $URL"
+	;;
+status)
+	if running; then echo "postgres: running at $URL"; else echo "postgres: not running"; exit 1; fi
+	;;
+url) echo "$URL" ;;
+destroy)
+	stop
+	rm -rf "$DATA"
+	;;
+*)
+	echo "usage: $0 start|stop|restart|status|url|destroy" >&2
+	exit 2
+	;;
+esac
