@@ -66,7 +66,7 @@ start() {
 	fi
 	mkdir -p "$STATE"
 	exec 9>"$LOCK"
-	flock 9
+	flock -w 180 9 || { echo "postgres.sh: another start holds $LOCK" >&2; exit 1; }
 	if running; then
 		echo "postgres: already running at $URL"
 		return
