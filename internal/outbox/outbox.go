@@ -1,0 +1,50 @@
+// Package outbox implements the transactional outbox: Insert writes an event in the
+// caller's transaction, and the Relay publishes committed events to Kafka.
+//
+// The package knows nothing about payments. It stores opaque JSON payloads under an
+// aggregate id, which becomes the Kafka record key.
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// A Message is one event to publish.
+type Message struct {
+	// ID identifies the event forever; it is sent as the X-Event-Id header and is what
+	// consumers deduplicate on. Use a new UUID per event.
+	ID uuid.UUID
+	// Type names the event, e.g. "PaymentCreated"; sent as the X-Event-Type header.
+	Type string
+	// AggregateID is the id of the entity the event is about. It is the Kafka record
+	// key, so all events of one aggregate go to one partition, in order.
+	AggregateID string
+	// Payload is the JSON body of the record.
+	Payload []byte
+	// OccurredAt is when the event happened; sent as the X-Event-Occurred-At header.
+	OccurredAt time.Time
+}
+
+// Execer is the part of a pgx transaction that Insert needs; pgx.Tx satisfies it.
+type Execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// Insert adds msg to the outbox inside the caller's transaction. It never opens a
+// transaction of its own: the event must commit or roll back together with the
+// business change it describes, which is the whole point of the pattern.
+func Insert(ctx context.Context, tx Execer, msg Message) error {
+	_, err := tx.Exec(ctx, `
+		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at, next_attempt_at)
+		VALUES ($1, $2, $3, $4, $5, $5)`,
+		msg.ID, msg.Type, msg.AggregateID, msg.Payload, msg.OccurredAt)
+	if err != nil {
+		return fmt.Errorf("insert outbox event %s: %w", msg.ID, err)
+	}
+	return nil
+}

@@ -1,0 +1,45 @@
+-- +goose Up
+
+-- The transactional outbox. A row is written in the same transaction as the business
+-- change it describes; the relay publishes it to Kafka afterwards.
+CREATE TABLE outbox_events (
+    -- The event id: a UUID sent as the X-Event-Id header. Consumers deduplicate on it.
+    id               uuid        PRIMARY KEY,
+    -- Insertion order. Orders the events of one aggregate; never used as a cursor.
+    seq              bigint      GENERATED ALWAYS AS IDENTITY UNIQUE,
+    event_type       text        NOT NULL,
+    -- The Kafka record key, so the partition key: all events of one aggregate land on
+    -- one partition, in order.
+    aggregate_id     text        NOT NULL,
+    payload          jsonb       NOT NULL,
+    status           text        NOT NULL DEFAULT 'pending'
+                                 CHECK (status IN ('pending', 'published', 'failed')),
+    attempts         integer     NOT NULL DEFAULT 0,
+    last_error       text,
+    -- When the event occurred (the X-Event-Occurred-At header).
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    published_at     timestamptz,
+    -- Retry backoff: the relay does not claim the row before this time.
+    next_attempt_at  timestamptz NOT NULL DEFAULT now(),
+    -- The lease: a relay that claimed the row owns it until lease_expires_at. The token
+    -- fences late writers: an outcome is recorded only if the token still matches.
+    lease_token      uuid,
+    lease_expires_at timestamptz,
+    CHECK ((status = 'published') = (published_at IS NOT NULL))
+);
+
+-- Polling: the relay looks only at pending rows, oldest first. A partial index stays as
+-- small as the backlog, however many published rows the table holds (the course's
+-- (status, created_at) index would grow with every published row until cleanup).
+CREATE INDEX outbox_events_pending_idx ON outbox_events (seq) WHERE status = 'pending';
+
+-- Order per aggregate: "is there an earlier unfinished event of this aggregate?"
+CREATE INDEX outbox_events_unfinished_idx ON outbox_events (aggregate_id, seq)
+    WHERE status <> 'published';
+
+-- Cleanup: published rows by age.
+CREATE INDEX outbox_events_published_at_idx ON outbox_events (published_at)
+    WHERE status = 'published';
+
+-- +goose Down
+DROP TABLE outbox_events;
