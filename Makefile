@@ -1,0 +1,98 @@
+# Every target works on a fresh machine: the native stack (PostgreSQL, Kafka, Toxiproxy)
+# is started by scripts/stack when it is needed. `make help` lists the targets.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+GO        ?= go
+SCENARIO  ?= default
+STACK_PG  := scripts/stack/postgres.sh
+STACK_KF  := scripts/stack/kafka.sh
+STACK_TP  := scripts/stack/toxiproxy.sh
+PG_URL     = $(shell bash $(STACK_PG) url)
+API_DB     = $(or $(DATABASE_URL),$(patsubst %/postgres?sslmode=disable,%/payments?sslmode=disable,$(PG_URL)))
+FRAUD_DB   = $(or $(CONSUMER_DATABASE_URL),$(patsubst %/postgres?sslmode=disable,%/antifraud?sslmode=disable,$(PG_URL)))
+
+.PHONY: help
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+## ---- native stack -------------------------------------------------------------
+
+.PHONY: stack-up
+stack-up: ## Start PostgreSQL, Kafka and Toxiproxy natively (idempotent)
+	@bash $(STACK_PG) start
+	@bash $(STACK_KF) start
+	@bash $(STACK_TP) start
+
+.PHONY: stack-down
+stack-down: ## Stop the native stack (data is kept in .stack/)
+	@bash $(STACK_TP) stop || true
+	@bash $(STACK_KF) stop || true
+	@bash $(STACK_PG) stop || true
+
+.PHONY: stack-status
+stack-status: ## Show what the native stack runs
+	@bash $(STACK_PG) status || true
+	@bash $(STACK_KF) status || true
+	@bash $(STACK_TP) status || true
+
+.PHONY: databases
+databases:
+	@bash $(STACK_PG) start >/dev/null
+	@for db in payments antifraud; do \
+		psql -q "$(PG_URL)" -tAc "SELECT 1 FROM pg_database WHERE datname = '$$db'" | grep -q 1 || \
+		psql -q "$(PG_URL)" -c "CREATE DATABASE $$db"; \
+	done
+
+## ---- run ------------------------------------------------------------------------
+
+.PHONY: migrate
+migrate: databases ## Apply the migrations of both services
+	$(GO) run ./cmd/api migrate --database-url "$(API_DB)"
+	$(GO) run ./cmd/consumer migrate --database-url "$(FRAUD_DB)"
+
+.PHONY: run-api
+run-api: databases ## Run the API and its relay on :8080 against the native stack
+	@bash $(STACK_KF) start
+	DATABASE_URL="$(API_DB)" $(GO) run ./cmd/api
+
+.PHONY: run-consumer
+run-consumer: databases ## Run the antifraud consumer on :8081 against the native stack
+	@bash $(STACK_KF) start
+	DATABASE_URL="$(FRAUD_DB)" $(GO) run ./cmd/consumer
+
+## ---- check ----------------------------------------------------------------------
+
+.PHONY: test
+test: stack-up ## Run all tests against real PostgreSQL and Kafka
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+.PHONY: bench
+bench: stack-up ## Measure throughput and latency; writes reports/bench.json
+	$(GO) run ./cmd/bench all
+
+## ---- chaos ----------------------------------------------------------------------
+
+.PHONY: chaos
+chaos: ## Run a chaos scenario (SCENARIO=default|kafka-down|relay-crash|consumer-crash|db-restart|dual-write)
+	$(GO) run ./cmd/chaos -scenario $(SCENARIO)
+
+.PHONY: chaos-all
+chaos-all: ## Run every chaos scenario
+	$(GO) run ./cmd/chaos -scenario all
+
+## ---- Docker (needs a Docker engine) ---------------------------------------------
+
+.PHONY: up
+up: ## docker compose up the whole stack (Docker)
+	docker compose -f deploy/docker-compose.yml up -d --build --wait
+
+.PHONY: down
+down: ## docker compose down (Docker)
+	docker compose -f deploy/docker-compose.yml down -v
+
+.PHONY: logs
+logs: ## Follow the compose stack's logs (Docker)
+	docker compose -f deploy/docker-compose.yml logs -f
