@@ -1,0 +1,220 @@
+package deploy
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestKafkaConfigMatchesNative: every key of the native broker's server.properties has
+// the same value in the compose broker's KAFKA_* environment. Only addresses may differ,
+// and those are compared by listener name and port.
+func TestKafkaConfigMatchesNative(t *testing.T) {
+	t.Parallel()
+	native := readProperties(t, kafkaPropertiesPath)
+	kafkaEnv := service(t, loadProject(t), "kafka").Environment
+
+	addressKeys := map[string]bool{
+		"listeners":            true,
+		"advertised.listeners": true,
+		// A dynamic quorum natively, a static voter list in the image (see the compose
+		// file); both name the one controller on the CONTROLLER port.
+		"controller.quorum.bootstrap.servers": true,
+		"listener.security.protocol.map":      true,
+		"log.dirs":                            true,
+	}
+	for key, want := range native {
+		if addressKeys[key] {
+			continue
+		}
+		name := kafkaEnvName(key)
+		got, ok := kafkaEnv[name]
+		if !ok || got == nil {
+			t.Errorf("native %s=%s has no %s in compose", key, want, name)
+			continue
+		}
+		if *got != want {
+			t.Errorf("%s = %q, want %q (native %s)", name, *got, want, key)
+		}
+	}
+
+	nativeListeners := parseListeners(t, native["listeners"])
+	composeListeners := parseListeners(t, *kafkaEnv["KAFKA_LISTENERS"])
+	for name, l := range nativeListeners {
+		if got := composeListeners[name].port; got != l.port {
+			t.Errorf("listener %s port = %q, want native %q", name, got, l.port)
+		}
+	}
+
+	// The advertised PROXIED port is the proxy's port in both stacks.
+	nativeAdv := parseListeners(t, native["advertised.listeners"])
+	composeAdv := parseListeners(t, *kafkaEnv["KAFKA_ADVERTISED_LISTENERS"])
+	if got, want := composeAdv["PROXIED"].port, nativeAdv["PROXIED"].port; got != want {
+		t.Errorf("advertised PROXIED port = %q, want native %q", got, want)
+	}
+
+	_, bootstrapPort, err := net.SplitHostPort(native["controller.quorum.bootstrap.servers"])
+	if err != nil {
+		t.Fatalf("native controller.quorum.bootstrap.servers: %v", err)
+	}
+	if got, want := *kafkaEnv["KAFKA_CONTROLLER_QUORUM_VOTERS"], native["node.id"]+"@kafka:"+bootstrapPort; got != want {
+		t.Errorf("KAFKA_CONTROLLER_QUORUM_VOTERS = %q, want %q", got, want)
+	}
+
+	// Every native listener keeps its protocol; compose adds only its HOST listener.
+	protocols := func(v string) map[string]string {
+		out := map[string]string{}
+		for entry := range strings.SplitSeq(v, ",") {
+			name, proto, _ := strings.Cut(entry, ":")
+			out[name] = proto
+		}
+		return out
+	}
+	want := protocols(native["listener.security.protocol.map"])
+	want["HOST"] = "PLAINTEXT"
+	if diff := cmp.Diff(want, protocols(*kafkaEnv["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"])); diff != "" {
+		t.Errorf("listener.security.protocol.map (-want +got):\n%s", diff)
+	}
+}
+
+// TestToxiproxyConfig: the proxy kafka_relay listens where the broker advertises its
+// PROXIED listener and forwards to the port that listener is bound on.
+func TestToxiproxyConfig(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("toxiproxy.json")
+	if err != nil {
+		t.Fatalf("read toxiproxy.json: %v", err)
+	}
+	var proxies []struct {
+		Name     string `json:"name"`
+		Listen   string `json:"listen"`
+		Upstream string `json:"upstream"`
+		Enabled  bool   `json:"enabled"`
+	}
+	if err := json.Unmarshal(data, &proxies); err != nil {
+		t.Fatalf("toxiproxy.json is not an array of proxies: %v", err)
+	}
+	if len(proxies) != 1 {
+		t.Fatalf("toxiproxy.json has %d proxies, want 1", len(proxies))
+	}
+	proxy := proxies[0]
+	nativeProxy := shellVariable(t, "../scripts/stack/toxiproxy.sh", "PROXY")
+	if proxy.Name != nativeProxy {
+		t.Errorf("proxy name = %q, want %q as in the native stack", proxy.Name, nativeProxy)
+	}
+	if !proxy.Enabled {
+		t.Error("proxy kafka_relay is disabled at start")
+	}
+
+	p := loadProject(t)
+	kafkaEnv := service(t, p, "kafka").Environment
+	bound := parseListeners(t, *kafkaEnv["KAFKA_LISTENERS"])["PROXIED"]
+	advertised := parseListeners(t, *kafkaEnv["KAFKA_ADVERTISED_LISTENERS"])["PROXIED"]
+
+	if want := net.JoinHostPort("kafka", bound.port); proxy.Upstream != want {
+		t.Errorf("kafka_relay upstream = %q, want %q (the PROXIED listener)", proxy.Upstream, want)
+	}
+	listenHost, listenPort, err := net.SplitHostPort(proxy.Listen)
+	if err != nil {
+		t.Fatalf("kafka_relay listen %q: %v", proxy.Listen, err)
+	}
+	if listenPort != advertised.port || advertised.host != "toxiproxy" {
+		t.Errorf("kafka_relay listens on port %s, broker advertises PROXIED as %s:%s",
+			listenPort, advertised.host, advertised.port)
+	}
+	if listenHost != "0.0.0.0" {
+		t.Errorf("kafka_relay listens on %q, want 0.0.0.0 so other containers reach it", listenHost)
+	}
+
+	cmd := []string(service(t, p, "toxiproxy").Command)
+	if !slices.Contains(cmd, "-host=0.0.0.0") {
+		t.Errorf("toxiproxy command %q lacks -host=0.0.0.0: its API would be loopback-only", cmd)
+	}
+}
+
+// TestComposeEnvMatchesContract: the api and consumer services set the variables that
+// docs/contract.md documents for their binaries, and no others.
+func TestComposeEnvMatchesContract(t *testing.T) {
+	t.Parallel()
+	p := loadProject(t)
+	documented := contractEnvVars(t)
+	for svc, binary := range map[string]string{"api": "cmd/api", "consumer": "cmd/consumer"} {
+		names := documented[binary]
+		if len(names) == 0 {
+			t.Fatalf("docs/contract.md documents no variables for %s", binary)
+		}
+		environment := service(t, p, svc).Environment
+		for variable := range environment {
+			if !matchesContract(variable, names) {
+				t.Errorf("%s sets %s, which docs/contract.md does not document for %s", svc, variable, binary)
+			}
+		}
+		for _, name := range names {
+			if strings.HasSuffix(name, "*") {
+				continue // a family of tuning knobs with defaults, set only when needed
+			}
+			if _, ok := environment[name]; !ok {
+				t.Errorf("%s does not set %s, documented for %s", svc, name, binary)
+			}
+		}
+	}
+}
+
+// TestPrometheusScrapesTheServices: the scrape targets are the services' HTTP ports.
+func TestPrometheusScrapesTheServices(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("prometheus/prometheus.yml")
+	if err != nil {
+		t.Fatalf("read prometheus.yml: %v", err)
+	}
+	p := loadProject(t)
+	for _, name := range []string{"api", "consumer"} {
+		_, port, err := net.SplitHostPort(env(t, service(t, p, name), "HTTP_ADDR"))
+		if err != nil {
+			t.Fatalf("%s HTTP_ADDR: %v", name, err)
+		}
+		if target := `"` + name + ":" + port + `"`; !strings.Contains(string(data), target) {
+			t.Errorf("prometheus.yml does not scrape %s", target)
+		}
+	}
+}
+
+// TestDockerfileBuildsTheEntrypoints: every binary a compose service runs from the
+// project image is built by the Dockerfile, from a cmd/ directory that exists.
+func TestDockerfileBuildsTheEntrypoints(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatalf("read Dockerfile: %v", err)
+	}
+	built := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\./cmd/([a-z]+)`).FindAllStringSubmatch(string(data), -1) {
+		built[m[1]] = true
+	}
+	if !strings.Contains(string(data), "CGO_ENABLED=0") {
+		t.Error("Dockerfile does not build static binaries (CGO_ENABLED=0)")
+	}
+	for name, s := range loadProject(t).Services {
+		if !strings.HasPrefix(s.Image, "payments-outbox:") {
+			continue
+		}
+		if len(s.Entrypoint) == 0 {
+			t.Errorf("service %s runs the project image without an explicit entrypoint", name)
+			continue
+		}
+		binary, ok := strings.CutPrefix(s.Entrypoint[0], "/usr/local/bin/")
+		if !ok || !built[binary] {
+			t.Errorf("service %s runs %q, which the Dockerfile does not build (builds %v)", name, s.Entrypoint[0], built)
+			continue
+		}
+		if _, err := os.Stat("../cmd/" + binary); err != nil {
+			t.Errorf("service %s runs %s: %v", name, binary, err)
+		}
+	}
+}
