@@ -1,0 +1,150 @@
+package outbox
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// RelayConfig configures a Relay. Zero fields take the documented defaults, so a
+// config needs only Brokers and Topic.
+type RelayConfig struct {
+	// Brokers are the Kafka seed brokers. Required.
+	Brokers []string
+	// Topic is where every event is published. Required.
+	Topic string
+	// ClientOpts are extra franz-go options appended after the relay's own, e.g. a
+	// kgo.Dialer that routes traffic through Toxiproxy in tests.
+	ClientOpts []kgo.Opt
+
+	// Workers is the number of goroutines that claim and publish batches. Several
+	// workers overlap one batch's Kafka round trip with another's database work.
+	// Default 4.
+	Workers int
+	// BatchSize is the most rows one claim takes. Default 500.
+	BatchSize int
+	// Lease is how long a claimed row belongs to its worker. It must outlast a publish
+	// (PublishTimeout) plus the mark: a worker that dies leaves its rows to others
+	// after this long. Default 30s.
+	Lease time.Duration
+	// PublishTimeout bounds one publish attempt of a batch, including time spent
+	// waiting on a broker that does not answer. Default 5s.
+	PublishTimeout time.Duration
+	// QueryTimeout bounds every database statement of the relay. Default 5s.
+	QueryTimeout time.Duration
+	// PollInterval is the fallback poll when no wake-up arrives (a missed NOTIFY, a
+	// retry whose backoff ended). Default 1s.
+	PollInterval time.Duration
+
+	// RetryBase and RetryMax shape the per-event backoff after a rejection: RetryBase
+	// doubled per rejection, capped at RetryMax, with jitter. Defaults 1s and 5m.
+	RetryBase time.Duration
+	RetryMax  time.Duration
+	// MaxRejections is how many record-level rejections move an event to the DLQ.
+	// Broker outages never count. Default 5.
+	MaxRejections int
+
+	// OutageBackoffBase and OutageBackoffMax shape the pause of the whole relay after
+	// a transport failure (broker down, timeout): doubled per consecutive failure,
+	// capped, with jitter. Defaults 100ms and 10s.
+	OutageBackoffBase time.Duration
+	OutageBackoffMax  time.Duration
+
+	// StatsInterval is how often outbox_pending_count and the oldest pending age are
+	// refreshed. Default 1s.
+	StatsInterval time.Duration
+	// OldestPendingAlert is the age of the oldest pending event above which the relay
+	// logs an Error for operators (at most once per minute). Default 5m.
+	OldestPendingAlert time.Duration
+
+	// AlertWebhookURL, when set, receives a POST with a PagerDuty-Events-v2-like body
+	// for every dead-lettered event. AlertRoutingKey is copied into its routing_key.
+	AlertWebhookURL string
+	AlertRoutingKey string
+	// AlertTimeout bounds one webhook call. Default 5s.
+	AlertTimeout time.Duration
+
+	// ShutdownTimeout bounds Run's return after its context ends: in-flight batches
+	// get this long to finish, then are abandoned and their leases released.
+	// Default 10s.
+	ShutdownTimeout time.Duration
+}
+
+func (c RelayConfig) withDefaults() RelayConfig {
+	c.Workers = cmp.Or(c.Workers, 4)
+	c.BatchSize = cmp.Or(c.BatchSize, 500)
+	c.Lease = cmp.Or(c.Lease, 30*time.Second)
+	c.PublishTimeout = cmp.Or(c.PublishTimeout, 5*time.Second)
+	c.QueryTimeout = cmp.Or(c.QueryTimeout, 5*time.Second)
+	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
+	c.RetryBase = cmp.Or(c.RetryBase, time.Second)
+	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Minute)
+	c.MaxRejections = cmp.Or(c.MaxRejections, 5)
+	c.OutageBackoffBase = cmp.Or(c.OutageBackoffBase, 100*time.Millisecond)
+	c.OutageBackoffMax = cmp.Or(c.OutageBackoffMax, 10*time.Second)
+	c.StatsInterval = cmp.Or(c.StatsInterval, time.Second)
+	c.OldestPendingAlert = cmp.Or(c.OldestPendingAlert, 5*time.Minute)
+	c.AlertTimeout = cmp.Or(c.AlertTimeout, 5*time.Second)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 10*time.Second)
+	return c
+}
+
+// Validate reports a config the relay cannot run with, saying which setting to fix.
+// Zero fields are checked as their defaults.
+func (c RelayConfig) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("no Kafka brokers: set KAFKA_BROKERS"))
+	}
+	if c.Topic == "" {
+		errs = append(errs, errors.New("no Kafka topic: set KAFKA_TOPIC"))
+	}
+	if c.Workers < 1 || c.BatchSize < 1 || c.MaxRejections < 1 {
+		errs = append(errs, fmt.Errorf("workers (%d), batch size (%d) and max rejections (%d) must be positive",
+			c.Workers, c.BatchSize, c.MaxRejections))
+	}
+	// A lease shorter than a publish would let a second worker claim rows the first
+	// is still publishing: duplicates on every slow publish.
+	if c.Lease <= c.PublishTimeout+c.QueryTimeout {
+		errs = append(errs, fmt.Errorf("lease %s must exceed publish timeout %s plus query timeout %s: raise RELAY_LEASE",
+			c.Lease, c.PublishTimeout, c.QueryTimeout))
+	}
+	if c.RetryMax < c.RetryBase || c.OutageBackoffMax < c.OutageBackoffBase {
+		errs = append(errs, errors.New("a backoff maximum is below its base: check RELAY_RETRY_* and RELAY_OUTAGE_BACKOFF_*"))
+	}
+	return errors.Join(errs...)
+}
+
+// CleanerConfig configures a Cleaner.
+type CleanerConfig struct {
+	// Retention is how long published rows are kept. Default 720h (30 days).
+	Retention time.Duration
+	// Interval is how often the cleaner runs. Default 1m.
+	Interval time.Duration
+	// BatchSize is the most rows one DELETE removes, so no statement holds locks or
+	// bloats WAL for long. Default 1000.
+	BatchSize int
+	// QueryTimeout bounds each DELETE. Default 10s.
+	QueryTimeout time.Duration
+}
+
+func (c CleanerConfig) withDefaults() CleanerConfig {
+	c.Retention = cmp.Or(c.Retention, 720*time.Hour)
+	c.Interval = cmp.Or(c.Interval, time.Minute)
+	c.BatchSize = cmp.Or(c.BatchSize, 1000)
+	c.QueryTimeout = cmp.Or(c.QueryTimeout, 10*time.Second)
+	return c
+}
+
+// Validate reports a config the cleaner cannot run with.
+func (c CleanerConfig) Validate() error {
+	c = c.withDefaults()
+	if c.Retention < 0 || c.Interval < 0 || c.BatchSize < 0 || c.QueryTimeout < 0 {
+		return errors.New("cleaner settings must not be negative: check RELAY_RETENTION")
+	}
+	return nil
+}

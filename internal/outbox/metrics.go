@@ -1,0 +1,74 @@
+package outbox
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the relay's Prometheus metrics. The chaos harness reads
+// outbox_publish_failures_total to prove that its faults hit the relay, and the course's
+// SLO is on outbox_pending_count: keep both names.
+type Metrics struct {
+	pending          prometheus.Gauge
+	oldestPendingAge prometheus.Gauge
+	published        prometheus.Counter
+	publishFailures  *prometheus.CounterVec
+	deadLettered     prometheus.Counter
+	batchDuration    prometheus.Histogram
+	commitToPublish  prometheus.Histogram
+	deleted          prometheus.Counter
+}
+
+// Failure reasons, the values of the reason label of outbox_publish_failures_total.
+const (
+	// reasonTransport: the broker was unreachable or did not answer in time. The
+	// event stays pending however long it lasts.
+	reasonTransport = "transport"
+	// reasonRejected: the broker refused this record. Counts towards the DLQ.
+	reasonRejected = "rejected"
+)
+
+// NewMetrics creates the relay's metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "outbox_pending_count",
+			Help: "Outbox events committed but not yet published (refreshed every few seconds).",
+		}),
+		oldestPendingAge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "outbox_oldest_pending_age_seconds",
+			Help: "Age of the oldest pending outbox event; 0 when none. Alert on this during broker outages.",
+		}),
+		published: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "outbox_published_total",
+			Help: "Outbox events acknowledged by Kafka and marked published.",
+		}),
+		publishFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "outbox_publish_failures_total",
+			Help: "Failed publish attempts of outbox events, by reason (transport or rejected).",
+		}, []string{"reason"}),
+		deadLettered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "outbox_dlq_total",
+			Help: "Outbox events moved to the dead-letter queue after repeated rejections.",
+		}),
+		batchDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "outbox_batch_duration_seconds",
+			Help:    "Time to publish one claimed batch and record its outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15), // 1 ms .. 16 s
+		}),
+		commitToPublish: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "outbox_commit_to_publish_seconds",
+			Help:    "Time from an event's creation (its transaction) to Kafka's acknowledgement.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 18), // 1 ms .. 131 s
+		}),
+		deleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "outbox_cleaned_total",
+			Help: "Published outbox events deleted after the retention period.",
+		}),
+	}
+	// Pre-create both reasons so a dashboard shows 0, not "no data", before a fault.
+	m.publishFailures.WithLabelValues(reasonTransport)
+	m.publishFailures.WithLabelValues(reasonRejected)
+	reg.MustRegister(m.pending, m.oldestPendingAge, m.published, m.publishFailures,
+		m.deadLettered, m.batchDuration, m.commitToPublish, m.deleted)
+	return m
+}

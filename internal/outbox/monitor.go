@@ -1,0 +1,42 @@
+package outbox
+
+import (
+	"context"
+	"time"
+)
+
+// monitor refreshes outbox_pending_count and the oldest pending age, and logs an
+// Error when the oldest pending event is older than OldestPendingAlert: during a
+// broker outage that age, not the DLQ, is what tells operators something is wrong.
+func (r *Relay) monitor(ctx context.Context) {
+	ticker := time.NewTicker(r.cfg.StatsInterval)
+	defer ticker.Stop()
+	var lastAlert time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
+		count, oldest, err := r.store.pendingStats(queryCtx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				r.logger.Warn("refresh outbox stats", "err", err)
+			}
+			continue
+		}
+		age := time.Duration(0)
+		if !oldest.IsZero() {
+			age = time.Since(oldest)
+		}
+		r.metrics.pending.Set(float64(count))
+		r.metrics.oldestPendingAge.Set(age.Seconds())
+		if age > r.cfg.OldestPendingAlert && time.Since(lastAlert) > time.Minute {
+			lastAlert = time.Now()
+			r.logger.Error("outbox events are not being published; is Kafka reachable?",
+				"oldest_pending_age", age.Round(time.Second), "pending", count)
+		}
+	}
+}

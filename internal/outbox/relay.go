@@ -1,0 +1,260 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// producer is what the relay needs from a Kafka client; *kgo.Client satisfies it.
+type producer interface {
+	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
+}
+
+// Relay publishes committed outbox events to Kafka: claim a batch under a lease,
+// publish it with no transaction open, record the outcome fenced by the lease token
+// (docs/adr/0002). Several workers run in one Relay, and several Relays (API replicas)
+// can share one database.
+type Relay struct {
+	cfg     RelayConfig
+	store   store
+	logger  *slog.Logger
+	metrics *Metrics
+	alerter *alerter
+	outage  *outageBackoff
+	// wake carries nudges to idle workers. One slot is enough: a nudge means "look
+	// again", and a worker that looks sees every row committed so far.
+	wake chan struct{}
+}
+
+// NewRelay returns a relay over the outbox in pool. It starts nothing; call Run.
+func NewRelay(pool *pgxpool.Pool, cfg RelayConfig, logger *slog.Logger, metrics *Metrics) (*Relay, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("relay config: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	logger = logger.With("component", "outbox_relay")
+	return &Relay{
+		cfg:     cfg,
+		store:   store{pool: pool},
+		logger:  logger,
+		metrics: metrics,
+		alerter: newAlerter(cfg, logger),
+		outage:  &outageBackoff{base: cfg.OutageBackoffBase, max: cfg.OutageBackoffMax},
+		wake:    make(chan struct{}, 1),
+	}, nil
+}
+
+// Notify tells the relay that new events were committed, so an idle worker publishes
+// them now instead of at its next poll. It never blocks and is safe from any goroutine.
+func (r *Relay) Notify() {
+	select {
+	case r.wake <- struct{}{}:
+	default: // a nudge is already pending; one is as good as many
+	}
+}
+
+// Run publishes until ctx ends, then shuts down: it claims no new batch, gives the
+// batches in flight up to ShutdownTimeout to finish (after which they are abandoned
+// and their leases released), and closes the Kafka client. It returns an error only
+// when it cannot start.
+func (r *Relay) Run(ctx context.Context) error {
+	client, err := kgo.NewClient(r.clientOpts()...)
+	if err != nil {
+		return fmt.Errorf("new Kafka producer: %w", err)
+	}
+	defer client.Close()
+
+	// In-flight work runs under its own context, so that stopping the relay lets the
+	// current batch finish instead of cutting it off mid-publish.
+	workCtx, abandonWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer abandonWork()
+
+	var wg sync.WaitGroup
+	for range r.cfg.Workers {
+		wg.Go(func() { r.work(ctx, workCtx, client) })
+	}
+	wg.Go(func() { r.listen(ctx) })
+	wg.Go(func() { r.monitor(ctx) })
+	r.logger.Info("relay started", "workers", r.cfg.Workers, "batch_size", r.cfg.BatchSize, "topic", r.cfg.Topic)
+
+	<-ctx.Done()
+	stopped := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(stopped)
+	}()
+	timer := time.NewTimer(r.cfg.ShutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-stopped:
+	case <-timer.C:
+		r.logger.Warn("relay shutdown timed out; abandoning in-flight batches", "timeout", r.cfg.ShutdownTimeout)
+		abandonWork()
+		<-stopped // bounded: publishes and queries all run under timeouts
+	}
+	r.logger.Info("relay stopped")
+	return nil
+}
+
+// clientOpts configures the producer so that no publish can hang (see
+// ../shared/notes/kafka.md §5): the idempotent producer with acks=all is franz-go's
+// default, and AllowIdempotentProduceCancellation lets a deadline fail a record that
+// is already on the wire. The price is a possible duplicate when the broker wrote a
+// record whose ack was lost, which consumers absorb by X-Event-Id.
+func (r *Relay) clientOpts() []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(r.cfg.Brokers...),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.AllowIdempotentProduceCancellation(),
+		// A backstop for the per-publish context deadline.
+		kgo.RecordDeliveryTimeout(r.cfg.PublishTimeout + time.Second),
+		// A silent socket is noticed after ProduceRequestTimeout + overhead, not the
+		// default 20 s.
+		kgo.ProduceRequestTimeout(3 * time.Second),
+		kgo.RequestTimeoutOverhead(2 * time.Second),
+		kgo.DialTimeout(3 * time.Second),
+		// Retries after NOT_LEADER and the like wait for a metadata refresh, which
+		// is gated by this age (default 5 s).
+		kgo.MetadataMinAge(250 * time.Millisecond),
+		// ProduceSync flushes its own records at once; lingering would only add
+		// latency.
+		kgo.ProducerLinger(0),
+	}
+	return append(opts, r.cfg.ClientOpts...)
+}
+
+// AdminHandler returns the operator endpoints (DLQ list and replay), see admin.go.
+func (r *Relay) AdminHandler(token string) http.Handler {
+	return newAdminHandler(r.store, token, r.logger, r.Notify)
+}
+
+// work is one worker: claim, publish, record, until ctx ends. Batches run under
+// workCtx, which outlives ctx by the shutdown grace period.
+func (r *Relay) work(ctx, workCtx context.Context, p producer) {
+	poll := time.NewTicker(r.cfg.PollInterval)
+	defer poll.Stop()
+	for {
+		if pause := r.outage.remaining(); pause > 0 {
+			timer := time.NewTimer(pause)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case <-timer.C:
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		claimed, err := r.runOnce(workCtx, p)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			r.logger.Error("relay batch", "err", err)
+		}
+		if claimed > 0 && err == nil {
+			continue // more may be ready: successors of what we just published
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		case <-poll.C:
+		}
+	}
+}
+
+// runOnce claims one batch, publishes it and records the outcome. It returns how many
+// events it claimed.
+func (r *Relay) runOnce(ctx context.Context, p producer) (int, error) {
+	token := uuid.New()
+	events, err := r.claim(ctx, token)
+	if err != nil || len(events) == 0 {
+		return 0, err
+	}
+	if len(events) == r.cfg.BatchSize {
+		r.Notify() // a full batch: there is probably more, let an idle worker take it
+	}
+	start := time.Now()
+	published, failures := r.publish(ctx, p, events)
+
+	// Record what happened even if ctx was cancelled meanwhile: acknowledged events
+	// must be marked, or they are published again after the lease.
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.QueryTimeout)
+	defer cancel()
+	if ctx.Err() != nil {
+		// Abandoned at shutdown: the failures are our own cancellation, not the
+		// broker's. Mark what was acknowledged and hand the rest back.
+		_, markErr := r.store.markPublished(recordCtx, token, published)
+		return len(events), errors.Join(markErr, r.store.release(recordCtx, token))
+	}
+	if err := r.record(recordCtx, token, published, failures); err != nil {
+		return len(events), err
+	}
+	r.metrics.batchDuration.Observe(time.Since(start).Seconds())
+	return len(events), nil
+}
+
+func (r *Relay) claim(ctx context.Context, token uuid.UUID) ([]claimedEvent, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
+	defer cancel()
+	return r.store.claim(ctx, token, r.cfg.Lease, r.cfg.BatchSize)
+}
+
+// record stores the outcome of a batch, counts it, and reacts to failures: a pause of
+// the whole relay for transport failures, an alert for each dead-lettered event.
+func (r *Relay) record(ctx context.Context, token uuid.UUID, published []uuid.UUID, failures []failure) error {
+	if len(published) > 0 {
+		marked, err := r.store.markPublished(ctx, token, published)
+		if err != nil {
+			return err
+		}
+		r.metrics.published.Add(float64(marked))
+		if lost := int64(len(published)) - marked; lost > 0 {
+			// Our lease expired and another worker took the rows: its outcome wins.
+			r.logger.Warn("lease lost before marking; another worker owns the events", "events", lost)
+		}
+	}
+	if len(failures) == 0 {
+		r.outage.succeeded()
+		return nil
+	}
+
+	transport, firstTransportErr := 0, ""
+	for _, f := range failures {
+		if f.Rejected {
+			r.metrics.publishFailures.WithLabelValues(reasonRejected).Inc()
+			r.logger.Warn("broker rejected event", "event_id", f.ID, "err", f.Err)
+			continue
+		}
+		r.metrics.publishFailures.WithLabelValues(reasonTransport).Inc()
+		if transport == 0 {
+			firstTransportErr = f.Err
+		}
+		transport++
+	}
+	if transport > 0 {
+		pause := r.outage.failed()
+		r.logger.Warn("Kafka unavailable; relay backs off, events stay pending",
+			"events", transport, "pause", pause, "err", firstTransportErr)
+	} else {
+		r.outage.succeeded()
+	}
+
+	dead, err := r.store.recordFailures(ctx, token, failures, r.cfg.MaxRejections)
+	if err != nil {
+		return err
+	}
+	for _, d := range dead {
+		r.metrics.deadLettered.Inc()
+		r.alerter.deadLettered(ctx, d)
+	}
+	return nil
+}
