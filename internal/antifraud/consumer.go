@@ -1,0 +1,255 @@
+// Package antifraud is the antifraud consumer: it reads PaymentCreated events from Kafka,
+// scores each payment with the rules of rules.go, and stores one decision per payment,
+// however many times Kafka delivers the event.
+//
+// Delivery is at least once, so the consumer is idempotent: the event id (the X-Event-Id
+// header) goes into processed_events, whose primary key rejects a second copy, in the same
+// database transaction as the decision. Offsets are committed to Kafka only after that
+// transaction committed. A crash between the two redelivers events that are already
+// processed, and the primary key turns them into counted no-ops.
+//
+// Velocity looks at the same user's payments that occurred in the window before the one
+// being decided, in event time, excluding the payment itself. A decision, once committed,
+// is never recomputed, so redeliveries cannot change it. What remains is an order
+// dependence: events of one user are spread over partitions (the key is the payment id),
+// so a payment can be decided before an earlier payment of the same user has been
+// processed, and then that earlier payment is not counted. A replay of the same log in the
+// same order gives the same decisions.
+package antifraud
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Config configures a Consumer. The zero value of a field means its default.
+type Config struct {
+	// Brokers are the seed brokers. Required.
+	Brokers []string
+	// Topic is the topic of payment events. Default "payments.events".
+	Topic string
+	// Group is the consumer group. Default "antifraud".
+	Group string
+	// MaxPollRecords bounds the records of one poll, hence of one database transaction.
+	// Rebalances wait for the batch in flight, so keep a batch well under a second of work.
+	// Default 1000.
+	MaxPollRecords int
+	// BatchTimeout bounds the database work and the offset commit of one batch. Default 30s.
+	BatchTimeout time.Duration
+	// RetryBackoffMax caps the wait between attempts at a batch whose transaction failed
+	// (the database is down, say). The first wait is 100ms, doubled each time. Default 5s.
+	RetryBackoffMax time.Duration
+	// Rules are the fraud rules' thresholds.
+	Rules Rules
+	// ClientOpts are appended to the options of the Kafka client, e.g. a shorter
+	// kgo.FetchMaxWait in tests. They must not change the group or commit settings.
+	ClientOpts []kgo.Opt
+
+	// AfterDBCommit is a FAULT-INJECTION hook for tests and the chaos consumer-crash
+	// scenario; leave it nil in production. It is called after a batch's transaction
+	// committed and before its offsets are committed. If it returns an error, Run stops at
+	// once as if the process had died right there: it commits no offset (not even the ones
+	// of earlier batches that are still pending), closes the client and returns the error.
+	// cmd/consumer's hook kills the process instead.
+	AfterDBCommit func() error
+}
+
+func (c Config) withDefaults() Config {
+	c.Topic = cmp.Or(c.Topic, "payments.events")
+	c.Group = cmp.Or(c.Group, "antifraud")
+	c.MaxPollRecords = cmp.Or(c.MaxPollRecords, 1000)
+	c.BatchTimeout = cmp.Or(c.BatchTimeout, 30*time.Second)
+	c.RetryBackoffMax = cmp.Or(c.RetryBackoffMax, 5*time.Second)
+	return c
+}
+
+// Validate reports a configuration the consumer cannot run with.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("no Kafka brokers: set at least one seed broker, e.g. 127.0.0.1:19092"))
+	}
+	if c.MaxPollRecords < 0 {
+		errs = append(errs, fmt.Errorf("max poll records is %d: want a positive number, e.g. 1000", c.MaxPollRecords))
+	}
+	if c.BatchTimeout < 0 || c.RetryBackoffMax < 0 {
+		errs = append(errs, fmt.Errorf("batch timeout %s and retry backoff %s: want positive durations", c.BatchTimeout, c.RetryBackoffMax))
+	}
+	if err := c.Rules.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("rules: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// A Consumer consumes payment events into the antifraud database. Create it with
+// NewConsumer and call Run once.
+type Consumer struct {
+	cfg     Config
+	pool    *pgxpool.Pool
+	logger  *slog.Logger
+	metrics *Metrics
+
+	// processed holds, per assigned partition, the offset after the last record whose
+	// transaction committed: the only offsets this member may ever commit. The rebalance
+	// callbacks read it from the client's goroutine, hence the mutex.
+	mu        sync.Mutex
+	processed map[int32]kgo.EpochOffset
+}
+
+// NewConsumer returns a consumer, or an error if cfg is not valid.
+func NewConsumer(cfg Config, pool *pgxpool.Pool, logger *slog.Logger, metrics *Metrics) (*Consumer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("antifraud consumer config: %w", err)
+	}
+	return &Consumer{
+		cfg:       cfg.withDefaults(),
+		pool:      pool,
+		logger:    logger.With("component", "antifraud_consumer"),
+		metrics:   metrics,
+		processed: map[int32]kgo.EpochOffset{},
+	}, nil
+}
+
+// errCrashInjected wraps the AfterDBCommit hook's error.
+var errCrashInjected = errors.New("fault injected after database commit")
+
+// Run joins the group and processes events until ctx is cancelled. Then it finishes the
+// batch in flight, commits the offsets of everything processed, leaves the group and
+// returns nil. It returns an error only if the client cannot be created or the
+// AfterDBCommit hook asked for a crash.
+func (c *Consumer) Run(ctx context.Context) error {
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(c.cfg.Brokers...),
+		kgo.ConsumerGroup(c.cfg.Group),
+		kgo.ConsumeTopics(c.cfg.Topic),
+		// Offsets are committed by hand, after the database transaction.
+		kgo.DisableAutoCommit(),
+		// No rebalance while a batch is in flight: partitions cannot move to another
+		// member between our database commit and our offset commit.
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(c.onAssigned),
+		kgo.OnPartitionsRevoked(c.onRevoked),
+		kgo.OnPartitionsLost(c.onLost),
+		// A new group, or a committed offset no longer in the log: start from the
+		// earliest record. Re-reading is cheap (deduplicated); skipping would lose events.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	}, c.cfg.ClientOpts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("new Kafka client: %w", err)
+	}
+
+	c.logger.Info("consuming", slog.String("topic", c.cfg.Topic), slog.String("group", c.cfg.Group))
+	for {
+		fetches := cl.PollRecords(ctx, c.cfg.MaxPollRecords)
+		if fetches.IsClientClosed() {
+			break
+		}
+		fetches.EachError(func(topic string, partition int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				c.logger.Warn("fetch failed", slog.String("topic", topic),
+					slog.Int("partition", int(partition)), slog.Any("err", err))
+			}
+		})
+		if records := fetches.Records(); len(records) > 0 {
+			if err := c.handle(ctx, cl, fetches, records); err != nil {
+				c.crash(cl)
+				return err
+			}
+		}
+		cl.AllowRebalance()
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	c.shutdown(cl)
+	return nil
+}
+
+// handle processes one poll: one transaction, then the offset commit. It keeps retrying a
+// failed transaction until it succeeds or ctx ends, never skipping ahead: an offset past a
+// record that is not in the database would lose it.
+func (c *Consumer) handle(ctx context.Context, cl *kgo.Client, fetches kgo.Fetches, records []*kgo.Record) error {
+	start := time.Now()
+	backoff := 100 * time.Millisecond
+	for {
+		// The batch is finished even if ctx is cancelled meanwhile (shutdown): it is
+		// bounded by BatchTimeout instead.
+		batchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.BatchTimeout)
+		res, err := c.processBatch(batchCtx, records)
+		cancel()
+		if err == nil {
+			c.record(res)
+			break
+		}
+		c.logger.Warn("batch failed, will retry it", slog.Int("records", len(records)),
+			slog.Duration("backoff", backoff), slog.Any("err", err))
+		select {
+		case <-ctx.Done():
+			// Shutting down: the batch stays unprocessed and uncommitted, and is
+			// delivered again to whoever consumes the partitions next.
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, c.cfg.RetryBackoffMax)
+	}
+
+	if c.cfg.AfterDBCommit != nil {
+		if err := c.cfg.AfterDBCommit(); err != nil {
+			return fmt.Errorf("%w: %w", errCrashInjected, err)
+		}
+	}
+	c.markProcessed(records)
+	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.BatchTimeout)
+	defer cancel()
+	if err := cl.CommitRecords(commitCtx, lastPerPartition(records)...); err != nil {
+		// Not fatal: the offsets are committed again on revoke or shutdown, and if they
+		// never are, the redelivered events are absorbed as duplicates.
+		c.logger.Warn("commit offsets failed", slog.Any("err", err))
+	}
+	c.metrics.processing.Observe(time.Since(start).Seconds())
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		if n := len(p.Records); n > 0 && p.HighWatermark >= 0 {
+			c.metrics.setLag(p.Partition, max(0, p.HighWatermark-(p.Records[n-1].Offset+1)))
+		}
+	})
+	return nil
+}
+
+// record updates the metrics and logs what a committed batch did.
+func (c *Consumer) record(res batchResult) {
+	c.metrics.processed.Add(float64(res.processed))
+	c.metrics.duplicates.Add(float64(res.duplicates))
+	for verdict, n := range res.verdicts {
+		c.metrics.decisions.WithLabelValues(string(verdict)).Add(float64(n))
+	}
+	for _, l := range res.poison {
+		c.metrics.poison.WithLabelValues(l.reason).Inc()
+		c.logger.Warn("poison record stored as a dead letter and skipped",
+			slog.String("reason", l.reason), slog.String("detail", l.detail),
+			slog.String("topic", l.topic), slog.Int("partition", int(l.partition)), slog.Int64("offset", l.offset))
+	}
+}
+
+// lastPerPartition returns the last record of each partition: committing it commits the
+// partition up to it. Records of a partition come in offset order.
+func lastPerPartition(records []*kgo.Record) []*kgo.Record {
+	last := map[int32]*kgo.Record{}
+	for _, r := range records {
+		last[r.Partition] = r
+	}
+	out := make([]*kgo.Record, 0, len(last))
+	for _, r := range last {
+		out = append(out, r)
+	}
+	return out
+}

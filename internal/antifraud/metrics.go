@@ -1,0 +1,67 @@
+package antifraud
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the consumer's Prometheus metrics. Create them once per registry with
+// NewMetrics and hand them to every Consumer of the process.
+type Metrics struct {
+	processed  prometheus.Counter
+	duplicates prometheus.Counter
+	poison     *prometheus.CounterVec
+	decisions  *prometheus.CounterVec
+	processing prometheus.Histogram
+	lag        *prometheus.GaugeVec
+}
+
+// NewMetrics creates the metrics and registers them with reg. It fails if reg already
+// holds metrics of the same names.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		processed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "antifraud_processed_total",
+			Help: "Events processed for the first time: each produced one decision.",
+		}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "antifraud_duplicates_total",
+			Help: "Deliveries of an event already processed, absorbed without effect.",
+		}),
+		poison: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "antifraud_poison_total",
+			Help: "Records that can never be processed, stored in consumer_dead_letters and skipped, by reason.",
+		}, []string{"reason"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "antifraud_decisions_total",
+			Help: "Decisions made, by verdict (approve, review, block).",
+		}, []string{"decision"}),
+		processing: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "antifraud_processing_seconds",
+			Help:    "Time to process one poll's batch: decode, one database transaction, offset commit.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14), // 1 ms to 8 s
+		}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "antifraud_lag",
+			Help: "Records behind the partition's high watermark after the last processed batch, by partition.",
+		}, []string{"partition"}),
+	}
+	for _, c := range []prometheus.Collector{m.processed, m.duplicates, m.poison, m.decisions, m.processing, m.lag} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register antifraud metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) setLag(partition int32, lag int64) {
+	m.lag.WithLabelValues(strconv.Itoa(int(partition))).Set(float64(lag))
+}
+
+// forgetLag removes the series of a partition this member no longer consumes, so that a
+// dashboard summing the lag of every member does not count it twice.
+func (m *Metrics) forgetLag(partition int32) {
+	m.lag.DeleteLabelValues(strconv.Itoa(int(partition)))
+}
