@@ -1,0 +1,145 @@
+package payment
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// paymentJSON is a payment on the wire.
+type paymentJSON struct {
+	ID        uuid.UUID  `json:"id"`
+	UserID    string     `json:"user_id"`
+	Amount    int64      `json:"amount"`
+	Currency  string     `json:"currency"`
+	CreatedAt time.Time  `json:"created_at"`
+	EventID   *uuid.UUID `json:"event_id,omitempty"`
+	Event     *eventJSON `json:"event,omitempty"`
+}
+
+// eventJSON is the delivery state of a payment's event, in GET /payments/{id}.
+type eventJSON struct {
+	ID          uuid.UUID  `json:"id"`
+	Status      string     `json:"status"`
+	Attempts    int        `json:"attempts"`
+	PublishedAt *time.Time `json:"published_at"`
+	LastError   *string    `json:"last_error"`
+}
+
+func toJSON(p Payment) paymentJSON {
+	return paymentJSON{ID: p.ID, UserID: p.UserID, Amount: p.Amount, Currency: p.Currency, CreatedAt: p.CreatedAt}
+}
+
+// retryAfterSeconds is what a 503 asks clients to wait: about the time a PostgreSQL
+// restart or failover takes.
+const retryAfterSeconds = "2"
+
+// handleCreate serves POST /payments.
+func handleCreate(logger *slog.Logger, store *Store, notify func()) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, err := idempotencyKey(r)
+		if err != nil {
+			WriteError(w, r, logger, err)
+			return
+		}
+		req, err := DecodeCreateRequest(w, r)
+		if err != nil {
+			WriteError(w, r, logger, err)
+			return
+		}
+		created, err := store.Create(r.Context(), req, key)
+		if err != nil {
+			WriteError(w, r, logger, err)
+			return
+		}
+		if created.Replayed {
+			w.Header().Set("Idempotent-Replayed", "true")
+		} else if notify != nil {
+			// The event is committed: nudge the relay so it does not wait for its poll.
+			notify()
+		}
+		body := toJSON(created.Payment)
+		if created.EventID != uuid.Nil {
+			body.EventID = &created.EventID
+		}
+		w.Header().Set("Location", "/payments/"+created.Payment.ID.String())
+		Encode(w, r, logger, http.StatusCreated, body)
+	})
+}
+
+// handleGet serves GET /payments/{id}.
+func handleGet(logger *slog.Logger, store *Store) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, err := uuid.Parse(r.PathValue("id"))
+		if err != nil {
+			WriteError(w, r, logger, Errorf(Invalid, "id", "payment id must be a UUID, got %q", r.PathValue("id")))
+			return
+		}
+		p, event, err := store.Get(r.Context(), id)
+		if err != nil {
+			WriteError(w, r, logger, err)
+			return
+		}
+		body := toJSON(p)
+		if event != nil {
+			body.Event = &eventJSON{
+				ID: event.ID, Status: event.Status, Attempts: event.Attempts,
+				PublishedAt: event.PublishedAt, LastError: event.LastError,
+			}
+		}
+		Encode(w, r, logger, http.StatusOK, body)
+	})
+}
+
+// Encode writes v as the JSON response with the given status.
+func Encode(w http.ResponseWriter, r *http.Request, logger *slog.Logger, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		// The status line is gone already; all we can do is record it.
+		logger.LogAttrs(r.Context(), slog.LevelWarn, "write response",
+			slog.String("path", r.URL.Path), slog.Any("err", err))
+	}
+}
+
+// errorJSON is the body of every error response.
+type errorJSON struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+// WriteError answers with err. An *Error is shown as it is; anything else is logged
+// and the client only learns "internal error": no SQL, no stack trace.
+func WriteError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
+	e, ok := errors.AsType[*Error](err)
+	switch {
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// The client went away; nobody reads this answer and nobody needs to act.
+		logger.LogAttrs(r.Context(), slog.LevelInfo, "request canceled by client",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path))
+		e = &Error{Code: Unavailable, Message: "request canceled"}
+	case !ok:
+		logger.LogAttrs(r.Context(), slog.LevelError, "internal error",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
+		e = &Error{Code: Internal, Message: "internal error"}
+	case e.Code == Unavailable:
+		// Worth a warning, not an error: the database is restarting or unreachable and
+		// the client was told to retry. An alert on 503 rates is the place to act.
+		logger.LogAttrs(r.Context(), slog.LevelWarn, "database unavailable",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
+	}
+	if e.Code == Unavailable {
+		w.Header().Set("Retry-After", retryAfterSeconds)
+	}
+	Encode(w, r, logger, StatusCode(e.Code), errorJSON{Error: errorDetail{Code: e.Code, Message: e.Message, Field: e.Field}})
+}

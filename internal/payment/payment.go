@@ -1,0 +1,114 @@
+// Package payment is the payments domain: validation of a payment request, the one
+// transaction that writes a payment together with its outbox event, and the HTTP
+// handlers of /payments.
+//
+// The package never talks to Kafka. It writes the PaymentCreated event into the
+// outbox table in the same transaction as the payment; the relay (package outbox)
+// publishes it after the commit. That is what keeps the API available whatever Kafka
+// does, and what makes "payment without event" and "event without payment" impossible.
+package payment
+
+import (
+	"fmt"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// maxUserIDLength matches the CHECK constraint on payments.user_id.
+const maxUserIDLength = 64
+
+// A CreateRequest is a validated request to create a payment.
+type CreateRequest struct {
+	// UserID identifies the paying user: 1 to 64 printable characters.
+	UserID string
+	// Amount is in the currency's minor unit (cents for EUR), always > 0. Money is never
+	// a float.
+	Amount int64
+	// Currency is an active ISO 4217 code in upper case, e.g. "EUR".
+	Currency string
+}
+
+// Validate reports the first invalid field as an *Error with code Invalid.
+func (r CreateRequest) Validate() error {
+	if err := validateUserID(r.UserID); err != nil {
+		return err
+	}
+	if r.Amount <= 0 {
+		return Errorf(Invalid, "amount", "amount must be a positive integer in minor units (e.g. 1999 for 19.99), got %d", r.Amount)
+	}
+	if !isCurrency(r.Currency) {
+		return Errorf(Invalid, "currency", "currency must be an active ISO 4217 code in upper case, e.g. EUR; got %q", r.Currency)
+	}
+	return nil
+}
+
+func validateUserID(id string) error {
+	n := utf8.RuneCountInString(id)
+	if n == 0 || n > maxUserIDLength {
+		return Errorf(Invalid, "user_id", "user_id must be 1 to %d characters, got %d", maxUserIDLength, n)
+	}
+	for _, r := range id {
+		// Control characters, NUL in particular, would be rejected by PostgreSQL only
+		// after the transaction began; reject them here with a message.
+		if !unicode.IsPrint(r) {
+			return Errorf(Invalid, "user_id", "user_id must contain printable characters only, found %U", r)
+		}
+	}
+	return nil
+}
+
+// A Payment is an accepted payment.
+type Payment struct {
+	ID        uuid.UUID
+	UserID    string
+	Amount    int64
+	Currency  string
+	CreatedAt time.Time
+}
+
+// An Event is the delivery state of a payment's PaymentCreated event in the outbox.
+type Event struct {
+	// ID is the event id, sent to Kafka as the X-Event-Id header.
+	ID uuid.UUID
+	// Status is pending, published or failed (moved to the dead-letter queue).
+	Status string
+	// Attempts counts the failed publish attempts so far.
+	Attempts int
+	// PublishedAt is set once the broker acknowledged the event.
+	PublishedAt *time.Time
+	// LastError is the error of the last failed attempt, if any.
+	LastError *string
+}
+
+// A Created is the outcome of Store.Create.
+type Created struct {
+	Payment Payment
+	// EventID is the id of the PaymentCreated event; uuid.Nil if the event row was
+	// already cleaned up when an old Idempotency-Key was replayed.
+	EventID uuid.UUID
+	// Replayed is true when an earlier request with the same Idempotency-Key created
+	// the payment and this one only read it back.
+	Replayed bool
+}
+
+// newPayment stamps a request with a fresh id and the current time.
+func newPayment(req CreateRequest, now time.Time) (Payment, error) {
+	// UUIDv7 ids start with a timestamp, so new rows land at the right edge of the
+	// primary-key index instead of at random pages.
+	id, err := uuid.NewV7()
+	if err != nil {
+		return Payment{}, fmt.Errorf("new payment id: %w", err)
+	}
+	return Payment{
+		ID:       id,
+		UserID:   req.UserID,
+		Amount:   req.Amount,
+		Currency: req.Currency,
+		// PostgreSQL keeps microseconds: truncating here makes the value we answer with
+		// and put in the event equal to the one a later GET reads back.
+		CreatedAt: now.UTC().Truncate(time.Microsecond),
+	}, nil
+}

@@ -1,0 +1,192 @@
+package payment
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dscourse/payments-outbox/internal/outbox"
+)
+
+// A Store keeps payments in PostgreSQL. Its methods return *Error for what the client
+// can act on (not found, reused Idempotency-Key, database unavailable); driver errors
+// are translated here and nowhere else.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// NewStore returns a Store on pool. The pool's database must have the payments
+// migrations applied.
+func NewStore(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool}
+}
+
+// Create writes a payment and its PaymentCreated outbox event in one transaction:
+// both commit or neither does. It never talks to Kafka.
+//
+// With an idempotency key, the key is recorded in the same transaction. A retry with
+// the same key and the same request reads back the original payment (Replayed is
+// true) and writes nothing; the same key with a different request is Unprocessable.
+// Concurrent requests with one key create exactly one payment: the loser's INSERT of
+// the key waits for the winner's transaction and then finds its row.
+func (s *Store) Create(ctx context.Context, req CreateRequest, idempotencyKey string) (Created, error) {
+	p, err := newPayment(req, time.Now())
+	if err != nil {
+		return Created{}, err
+	}
+	eventID, err := uuid.NewV7()
+	if err != nil {
+		return Created{}, fmt.Errorf("new event id: %w", err)
+	}
+	payload, err := json.Marshal(NewPaymentCreated(p))
+	if err != nil {
+		return Created{}, fmt.Errorf("encode %s event: %w", EventTypePaymentCreated, err)
+	}
+
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return Created{}, translate(fmt.Errorf("begin transaction: %w", err))
+	}
+	// After a successful Commit this is a no-op; on every other path it ends the
+	// transaction, so a failed outbox insert leaves no payment behind.
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // the error that matters is returned below
+
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO payments (id, user_id, amount, currency, created_at)
+		VALUES ($1, $2, $3, $4, $5)`,
+		p.ID, p.UserID, p.Amount, p.Currency, p.CreatedAt); err != nil {
+		return Created{}, translate(fmt.Errorf("insert payment: %w", err))
+	}
+
+	if idempotencyKey != "" {
+		// The key goes in after the payment because its payment_id references it. If a
+		// concurrent transaction holds the same key, this INSERT waits for it to end:
+		// on its commit we insert nothing and replay its payment; on its rollback we
+		// get the key.
+		tag, err := tx.Exec(ctx, `
+			INSERT INTO idempotency_keys (key, request_hash, payment_id)
+			VALUES ($1, $2, $3)
+			ON CONFLICT (key) DO NOTHING`,
+			idempotencyKey, requestHash(req), p.ID)
+		if err != nil {
+			return Created{}, translate(fmt.Errorf("insert idempotency key: %w", err))
+		}
+		if tag.RowsAffected() == 0 {
+			if err := tx.Rollback(ctx); err != nil {
+				return Created{}, translate(fmt.Errorf("roll back duplicate request: %w", err))
+			}
+			return s.replay(ctx, req, idempotencyKey)
+		}
+	}
+
+	if err := outbox.Insert(ctx, tx, outbox.Message{
+		ID:          eventID,
+		Type:        EventTypePaymentCreated,
+		AggregateID: p.ID.String(),
+		Payload:     payload,
+		OccurredAt:  p.CreatedAt,
+	}); err != nil {
+		return Created{}, translate(err)
+	}
+
+	// If the connection drops during COMMIT, the outcome is unknown: the client gets
+	// Unavailable and retries with the same Idempotency-Key, which is safe either way.
+	if err := tx.Commit(ctx); err != nil {
+		return Created{}, translate(fmt.Errorf("commit payment: %w", err))
+	}
+	return Created{Payment: p, EventID: eventID}, nil
+}
+
+// replay answers a request whose Idempotency-Key is already taken.
+func (s *Store) replay(ctx context.Context, req CreateRequest, idempotencyKey string) (Created, error) {
+	var (
+		storedHash []byte
+		paymentID  uuid.UUID
+	)
+	err := s.pool.QueryRow(ctx, `
+		SELECT request_hash, payment_id FROM idempotency_keys WHERE key = $1`,
+		idempotencyKey).Scan(&storedHash, &paymentID)
+	if err != nil {
+		return Created{}, translate(fmt.Errorf("read idempotency key: %w", err))
+	}
+	if hash := requestHash(req); string(hash) != string(storedHash) {
+		return Created{}, Errorf(Unprocessable, "Idempotency-Key",
+			"this Idempotency-Key was already used with a different request; use a new key for a new payment")
+	}
+	p, event, err := s.Get(ctx, paymentID)
+	if err != nil {
+		return Created{}, err
+	}
+	c := Created{Payment: p, Replayed: true}
+	if event != nil {
+		c.EventID = event.ID
+	}
+	return c, nil
+}
+
+// Get returns a payment and the delivery state of its PaymentCreated event. The event
+// is nil if its outbox row no longer exists (published rows are cleaned up after a
+// while). An unknown id is NotFound.
+func (s *Store) Get(ctx context.Context, id uuid.UUID) (Payment, *Event, error) {
+	var (
+		p Payment
+		e struct {
+			ID          *uuid.UUID
+			Status      *string
+			Attempts    *int
+			PublishedAt *time.Time
+			LastError   *string
+		}
+	)
+	err := s.pool.QueryRow(ctx, `
+		SELECT p.id, p.user_id, p.amount, p.currency, p.created_at,
+		       e.id, e.status, e.attempts, e.published_at, e.last_error
+		FROM payments p
+		LEFT JOIN LATERAL (
+			SELECT id, status, attempts, published_at, last_error
+			FROM outbox_events
+			WHERE aggregate_id = $2 AND event_type = $3
+			ORDER BY seq
+			LIMIT 1
+		) e ON true
+		WHERE p.id = $1`,
+		id, id.String(), EventTypePaymentCreated,
+	).Scan(&p.ID, &p.UserID, &p.Amount, &p.Currency, &p.CreatedAt,
+		&e.ID, &e.Status, &e.Attempts, &e.PublishedAt, &e.LastError)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Payment{}, nil, Errorf(NotFound, "id", "no payment with id %s", id)
+	}
+	if err != nil {
+		return Payment{}, nil, translate(fmt.Errorf("select payment %s: %w", id, err))
+	}
+	p.CreatedAt = p.CreatedAt.UTC()
+	if e.ID == nil {
+		return p, nil, nil
+	}
+	event := &Event{ID: *e.ID, Status: *e.Status, Attempts: *e.Attempts, PublishedAt: e.PublishedAt, LastError: e.LastError}
+	if event.PublishedAt != nil {
+		utc := event.PublishedAt.UTC()
+		event.PublishedAt = &utc
+	}
+	return p, event, nil
+}
+
+// requestHash fingerprints a request for the Idempotency-Key check. It hashes the
+// validated fields, not the raw body, so that a retry that only reorders the JSON keys
+// or changes whitespace still counts as the same request.
+func requestHash(req CreateRequest) []byte {
+	h := sha256.New()
+	// Length-prefixed fields: no two different requests share an encoding.
+	fmt.Fprintf(h, "%d:%s|", len(req.UserID), req.UserID)
+	fmt.Fprintf(h, "%s|", strconv.FormatInt(req.Amount, 10))
+	fmt.Fprintf(h, "%s", req.Currency)
+	return h.Sum(nil)
+}
