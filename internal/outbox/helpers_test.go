@@ -1,0 +1,269 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+
+	"github.com/dscourse/payments-outbox/internal/testenv"
+	"github.com/dscourse/payments-outbox/migrations"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// testBundle is what most relay tests start from: a fresh migrated database, a fresh
+// topic on the real broker, and a relay config with short timings.
+type testBundle struct {
+	pool    *pgxpool.Pool
+	brokers []string
+	topic   string
+	cfg     RelayConfig
+	metrics *Metrics
+	logger  *slog.Logger
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	brokers := testenv.KafkaBrokers(t)
+	topic := testenv.NewTopic(t, 3)
+	return &testBundle{
+		pool:    testenv.NewPool(t, migrations.Payments),
+		brokers: brokers,
+		topic:   topic,
+		cfg: RelayConfig{
+			Brokers:           brokers,
+			Topic:             topic,
+			Workers:           2,
+			PublishTimeout:    time.Second,
+			QueryTimeout:      time.Second,
+			Lease:             3 * time.Second,
+			PollInterval:      100 * time.Millisecond,
+			RetryBase:         10 * time.Millisecond,
+			RetryMax:          50 * time.Millisecond,
+			OutageBackoffBase: 50 * time.Millisecond,
+			OutageBackoffMax:  500 * time.Millisecond,
+			StatsInterval:     100 * time.Millisecond,
+			ShutdownTimeout:   2 * time.Second,
+		},
+		metrics: NewMetrics(prometheus.NewRegistry()),
+		logger:  testLogger(t),
+	}
+}
+
+// testLogger writes to the test log only with -v, to keep failures readable.
+func testLogger(t *testing.T) *slog.Logger {
+	if !testing.Verbose() {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
+}
+
+func (b *testBundle) newRelay(t *testing.T) *Relay {
+	t.Helper()
+	r, err := NewRelay(b.pool, b.cfg, b.logger, b.metrics)
+	if err != nil {
+		t.Fatalf("NewRelay: %v", err)
+	}
+	return r
+}
+
+// startRelay runs r until the test ends, and checks that Run returns.
+func startRelay(t *testing.T, r *Relay) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("Run did not return 30s after its context ended")
+		}
+	})
+}
+
+// testEvent is the payload of the events the tests publish.
+type testEvent struct {
+	Aggregate string `json:"aggregate"`
+	N         int    `json:"n"`
+	Padding   string `json:"padding,omitempty"`
+}
+
+func newMessage(t *testing.T, aggregate string, n int) Message {
+	t.Helper()
+	payload, err := json.Marshal(testEvent{Aggregate: aggregate, N: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Message{ID: uuid.New(), Type: "TestEvent", AggregateID: aggregate, Payload: payload, OccurredAt: time.Now()}
+}
+
+// insert commits each message in a transaction of its own, as the API does.
+func (b *testBundle) insert(t *testing.T, msgs ...Message) {
+	t.Helper()
+	for _, msg := range msgs {
+		err := pgx.BeginFunc(context.Background(), b.pool, func(tx pgx.Tx) error {
+			return Insert(context.Background(), tx, msg)
+		})
+		if err != nil {
+			t.Fatalf("insert: %v", err)
+		}
+	}
+}
+
+// consume reads the test topic from the start until it holds want records or the
+// deadline passes, and returns what it read.
+func (b *testBundle) consume(t *testing.T, want int, timeout time.Duration) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...), kgo.ConsumeTopics(b.topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatalf("new consumer: %v", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var records []*kgo.Record
+	for len(records) < want {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d records of topic %s in %s, want %d", len(records), b.topic, timeout, want)
+		}
+		if err := fetches.Err(); err != nil {
+			t.Fatalf("consume: %v", err)
+		}
+		records = append(records, fetches.Records()...)
+	}
+	return records
+}
+
+// topicEnd returns the number of records in the topic (sum of partition end offsets).
+func (b *testBundle) topicEnd(t *testing.T) int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, b.topic)
+	if err != nil {
+		t.Fatalf("list end offsets: %v", err)
+	}
+	var total int64
+	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	return total
+}
+
+func header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// waitFor polls cond until it returns "" or timeout passes; cond returns what it is
+// still waiting for.
+func waitFor(t *testing.T, timeout time.Duration, cond func() string) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		waiting := cond()
+		if waiting == "" {
+			return
+		}
+		select {
+		case <-deadline.C:
+			t.Fatalf("after %s: %s", timeout, waiting)
+		case <-tick.C:
+		}
+	}
+}
+
+// statusCounts returns how many outbox rows have each status.
+func (b *testBundle) statusCounts(t *testing.T) map[string]int {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), `SELECT status, count(*) FROM outbox_events GROUP BY status`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (struct {
+		status string
+		n      int
+	}, error) {
+		var s struct {
+			status string
+			n      int
+		}
+		return s, row.Scan(&s.status, &s.n)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]int{}
+	for _, c := range counts {
+		m[c.status] = c.n
+	}
+	return m
+}
+
+func (b *testBundle) waitAllPublished(t *testing.T, want int, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, func() string {
+		if got := b.statusCounts(t); got["published"] != want || len(got) != 1 {
+			return fmt.Sprintf("outbox statuses %v, want all %d published", got, want)
+		}
+		return ""
+	})
+}
+
+func (b *testBundle) count(t *testing.T, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := b.pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+func failuresOf(m *Metrics, reason string) float64 {
+	return testutil.ToFloat64(m.publishFailures.WithLabelValues(reason))
+}
+
+// newProducer returns a Kafka client configured like r's own, closed when the test
+// ends, for tests that drive the relay's steps by hand.
+func newProducer(t *testing.T, r *Relay) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(r.clientOpts()...)
+	if err != nil {
+		t.Fatalf("new producer: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}

@@ -1,0 +1,218 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+func TestRelayDeliversEveryCommittedEventAndNoRolledBackOne(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.newRelay(t)
+	startRelay(t, r)
+
+	var msgs []Message
+	for i := range 40 {
+		msgs = append(msgs, newMessage(t, fmt.Sprintf("agg-%d", i), 0))
+	}
+	b.insert(t, msgs...)
+	r.Notify()
+	// A transaction that rolls back after its Insert: the event must never appear.
+	rolledBack := newMessage(t, "agg-rolled-back", 0)
+	errRollback := errors.New("business rule failed after the insert")
+	err := pgx.BeginFunc(context.Background(), b.pool, func(tx pgx.Tx) error {
+		if err := Insert(context.Background(), tx, rolledBack); err != nil {
+			return err
+		}
+		return errRollback
+	})
+	if !errors.Is(err, errRollback) {
+		t.Fatalf("rolled-back transaction: got %v, want %v", err, errRollback)
+	}
+
+	b.waitAllPublished(t, len(msgs), 15*time.Second)
+	records := b.consume(t, len(msgs), 15*time.Second)
+	if end := b.topicEnd(t); end != int64(len(msgs)) {
+		t.Errorf("topic holds %d records, want %d (one per committed event, none for the rolled-back one)", end, len(msgs))
+	}
+
+	// The payload is stored as jsonb, so it comes back equal as JSON, not byte for byte.
+	type delivered struct {
+		ID, Type, Key string
+		Value         testEvent
+	}
+	decode := func(b []byte) testEvent {
+		var e testEvent
+		if err := json.Unmarshal(b, &e); err != nil {
+			t.Fatalf("payload %s: %v", b, err)
+		}
+		return e
+	}
+	var got, want []delivered
+	for _, m := range msgs {
+		want = append(want, delivered{m.ID.String(), m.Type, m.AggregateID, decode(m.Payload)})
+	}
+	for _, rec := range records {
+		got = append(got, delivered{header(rec, headerEventID), header(rec, headerEventType), string(rec.Key), decode(rec.Value)})
+		occurred, err := time.Parse(time.RFC3339Nano, header(rec, headerOccurredAt))
+		if err != nil || occurred.Location() != time.UTC {
+			t.Errorf("X-Event-Occurred-At %q: want RFC 3339 in UTC (parse error %v)", header(rec, headerOccurredAt), err)
+		}
+	}
+	byID := func(a, b delivered) int { return strings.Compare(a.ID, b.ID) }
+	slices.SortFunc(got, byID)
+	slices.SortFunc(want, byID)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("delivered records (-want +got):\n%s", diff)
+	}
+	if n := b.count(t, `SELECT count(*) FROM outbox_events WHERE lease_token IS NOT NULL`); n != 0 {
+		t.Errorf("%d published rows still hold a lease, want 0", n)
+	}
+}
+
+func TestRelayKeepsOrderPerAggregateWithSeveralWorkers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.Workers = 4
+	b.cfg.BatchSize = 3 // many small batches, so workers really interleave
+	const aggregates, perAggregate = 8, 8
+	// Interleaved inserts: agg-0 #0, agg-1 #0, ..., agg-0 #1, ...
+	var msgs []Message
+	for n := range perAggregate {
+		for a := range aggregates {
+			msgs = append(msgs, newMessage(t, fmt.Sprintf("agg-%d", a), n))
+		}
+	}
+	b.insert(t, msgs...)
+	startRelay(t, b.newRelay(t))
+
+	b.waitAllPublished(t, len(msgs), 30*time.Second)
+	records := b.consume(t, len(msgs), 15*time.Second)
+	got := map[string][]int{}
+	for _, rec := range records { // records of one key share a partition, in log order
+		var e testEvent
+		if err := json.Unmarshal(rec.Value, &e); err != nil {
+			t.Fatal(err)
+		}
+		got[string(rec.Key)] = append(got[string(rec.Key)], e.N)
+	}
+	want := map[string][]int{}
+	for a := range aggregates {
+		for n := range perAggregate {
+			want[fmt.Sprintf("agg-%d", a)] = append(want[fmt.Sprintf("agg-%d", a)], n)
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("event order per aggregate in the topic (-want +got):\n%s", diff)
+	}
+}
+
+// A relay that dies after Kafka acknowledged its batch but before marking it: the
+// rows stay leased until the lease expires, then another relay publishes them again
+// with the same event ids, which is what consumers deduplicate on.
+func TestRelayRepublishesAfterCrashBetweenAckAndMark(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var msgs []Message
+	for i := range 10 {
+		msgs = append(msgs, newMessage(t, fmt.Sprintf("agg-%d", i), 0))
+	}
+	b.insert(t, msgs...)
+
+	dying := b.newRelay(t)
+	client := newProducer(t, dying)
+	ctx := context.Background()
+	claimed, err := dying.claim(ctx, uuid.New())
+	if err != nil || len(claimed) != len(msgs) {
+		t.Fatalf("claim: got %d events, %v; want %d", len(claimed), err, len(msgs))
+	}
+	published, failures := dying.publish(ctx, client, claimed)
+	if len(published) != len(msgs) || len(failures) != 0 {
+		t.Fatalf("publish: %d acknowledged, failures %v; want %d acknowledged", len(published), failures, len(msgs))
+	}
+	// The crash: no mark. While the lease lives, nobody else may take the rows.
+	if again, err := dying.claim(ctx, uuid.New()); err != nil || len(again) != 0 {
+		t.Fatalf("claim under a live lease: got %d events, %v; want none", len(again), err)
+	}
+
+	claimedAt := time.Now()
+	startRelay(t, b.newRelay(t))
+	b.waitAllPublished(t, len(msgs), 20*time.Second)
+	if elapsed := time.Since(claimedAt); elapsed < b.cfg.Lease-500*time.Millisecond {
+		t.Errorf("rows republished %s after the crash, want no sooner than the lease (%s)", elapsed, b.cfg.Lease)
+	}
+	records := b.consume(t, 2*len(msgs), 15*time.Second)
+	copies := map[string]int{}
+	for _, rec := range records {
+		copies[header(rec, headerEventID)]++
+	}
+	want := map[string]int{}
+	for _, m := range msgs {
+		want[m.ID.String()] = 2
+	}
+	if diff := cmp.Diff(want, copies); diff != "" {
+		t.Errorf("copies per X-Event-Id (-want +got):\n%s", diff)
+	}
+}
+
+// A worker whose lease expired must not overwrite the outcome recorded by the worker
+// that claimed the rows after it.
+func TestRelayLeaseFencesLateOutcomes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	msg := newMessage(t, "agg", 0)
+	b.insert(t, msg)
+	r := b.newRelay(t)
+	ctx := context.Background()
+
+	stale, fresh := uuid.New(), uuid.New()
+	if got, err := r.claim(ctx, stale); err != nil || len(got) != 1 {
+		t.Fatalf("first claim: %d events, %v; want 1", len(got), err)
+	}
+	// Let the first lease expire without waiting for it.
+	if _, err := b.pool.Exec(ctx, `UPDATE outbox_events SET lease_expires_at = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.claim(ctx, fresh); err != nil || len(got) != 1 {
+		t.Fatalf("second claim after expiry: %d events, %v; want 1", len(got), err)
+	}
+
+	// The stale owner reports a failure, then a success: both must be ignored.
+	if _, err := r.store.recordFailures(ctx, stale, []failure{{ID: msg.ID, Err: "late failure", Rejected: true}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.store.markPublished(ctx, stale, []uuid.UUID{msg.ID}); err != nil || n != 0 {
+		t.Errorf("stale markPublished: marked %d, %v; want 0", n, err)
+	}
+	type row struct {
+		Status   string
+		Attempts int
+		Token    *uuid.UUID
+	}
+	var got row
+	if err := b.pool.QueryRow(ctx, `SELECT status, attempts, lease_token FROM outbox_events WHERE id = $1`, msg.ID).
+		Scan(&got.Status, &got.Attempts, &got.Token); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(row{"pending", 0, &fresh}, got); diff != "" {
+		t.Errorf("row after stale outcomes (-want +got):\n%s", diff)
+	}
+	if n := b.count(t, `SELECT count(*) FROM outbox_dlq`); n != 0 {
+		t.Errorf("DLQ rows after a stale rejection: %d, want 0", n)
+	}
+
+	// The fresh owner's outcome is recorded.
+	if n, err := r.store.markPublished(ctx, fresh, []uuid.UUID{msg.ID}); err != nil || n != 1 {
+		t.Errorf("fresh markPublished: marked %d, %v; want 1", n, err)
+	}
+}
