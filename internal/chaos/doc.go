@@ -1,0 +1,20 @@
+// Package chaos is the harness behind `make chaos`: it starts the services of this
+// repository on the native stack, sends payments while Toxiproxy breaks the network
+// between the relay and Kafka (or while processes and the database are killed), and
+// then checks, as numbers, that no committed payment lost its event or its decision.
+//
+// The pieces are split by concern and usable on their own:
+//
+//   - stack.go and process.go build the binaries, create fresh databases and a topic,
+//     and start, kill and restart the API and the consumer as real processes;
+//   - loadgen.go is the load generator (the Go twin of loadtest/k6/payments.js);
+//   - faults.go drives Toxiproxy on a deterministic schedule and records the windows;
+//   - verify.go is the black-box verifier: it needs only an API URL, the payments
+//     database, the Kafka topic and, optionally, the consumer's database, so it can
+//     check any implementation that keeps docs/contract.md;
+//   - scenarios.go says what each scenario breaks and when a run counts as valid;
+//   - runner.go puts them together and report.go prints the verdict and writes JSON.
+//
+// A run is valid only if its faults demonstrably bit (failed publish attempts,
+// duplicates, kills); an invalid run is reported as such, never as a pass.
+package chaos

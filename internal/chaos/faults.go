@@ -1,0 +1,221 @@
+package chaos
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
+)
+
+// A FaultKind is one way of breaking the relay's connection to Kafka.
+//
+// Why windows and not a "50% toxic": Toxiproxy rolls a toxic's toxicity once per
+// connection, and Kafka clients keep their connections open, so a 50% toxic means either
+// no fault at all or a total one (shared notes, chaos.md §1.2). A fault that is shorter
+// than the producer's timeouts only delays bytes and produces no failure. So faults are
+// applied fully (toxicity 1) for windows longer than the relay's publish deadline, with
+// clean windows between.
+type FaultKind string
+
+const (
+	// DropRequests black-holes client-to-broker bytes (a timeout toxic upstream with
+	// timeout 0): produce requests never arrive.
+	DropRequests FaultKind = "drop_requests"
+	// DropAcks black-holes broker-to-client bytes (a timeout toxic downstream): the
+	// broker writes the records but the acknowledgement is lost, so the relay
+	// publishes again and the topic gets duplicates for the consumer to absorb.
+	DropAcks FaultKind = "drop_acks"
+	// ProxyDown disables the proxy: open connections are closed and new dials are
+	// refused, as if the broker were gone.
+	ProxyDown FaultKind = "proxy_down"
+)
+
+// A Window is a span of time during which one fault was applied.
+type Window struct {
+	Kind FaultKind `json:"kind"`
+	// StartS and EndS are offsets in seconds from the start of the run.
+	StartS float64 `json:"start_s"`
+	EndS   float64 `json:"end_s"`
+	// FailedPublishAttempts is how many publish failures the API counted between the
+	// start of this window and the start of the next one (-1 if unknown).
+	FailedPublishAttempts int `json:"failed_publish_attempts"`
+}
+
+// Faults applies faults to one Toxiproxy proxy and records when.
+type Faults struct {
+	proxy  *toxiproxy.Proxy
+	client *toxiproxy.Client
+	logger *slog.Logger
+	origin time.Time
+	// failures, when set, reads the API's failure counter so each window records how
+	// many publish attempts it broke.
+	failures func() (int, bool)
+
+	mu       sync.Mutex
+	windows  []Window
+	baseline int // failures at the start of the last window
+}
+
+// NewFaults connects to the Toxiproxy API at apiAddr (e.g. 127.0.0.1:8474) and finds
+// the proxy. Times in the recorded windows are offsets from origin.
+func NewFaults(apiAddr, proxyName string, origin time.Time, logger *slog.Logger) (*Faults, error) {
+	client := toxiproxy.NewClient(apiAddr)
+	proxy, err := client.Proxy(proxyName)
+	if err != nil {
+		return nil, fmt.Errorf("find Toxiproxy proxy %s at %s: %w", proxyName, apiAddr, err)
+	}
+	return &Faults{proxy: proxy, client: client, origin: origin, logger: logger.With("component", "faults")}, nil
+}
+
+// CountFailures makes each window record the publish failures it caused; read is
+// called at the edges of the windows.
+func (f *Faults) CountFailures(read func() (int, bool)) { f.failures = read }
+
+// Reset removes every toxic and re-enables every proxy: the clean state a run starts
+// and ends in.
+func (f *Faults) Reset() error {
+	if err := f.client.ResetState(); err != nil {
+		return fmt.Errorf("reset Toxiproxy: %w", err)
+	}
+	return nil
+}
+
+// toxicName names the toxic of a kind, so Clear can find it again.
+func toxicName(kind FaultKind) string { return "chaos_" + string(kind) }
+
+// Inject starts a fault and opens its window.
+func (f *Faults) Inject(kind FaultKind) error {
+	var err error
+	switch kind {
+	case DropRequests, DropAcks:
+		stream := "upstream"
+		if kind == DropAcks {
+			stream = "downstream"
+		}
+		// Toxicity must be 1, not 0: the Go client always sends the field, and 0
+		// means the toxic never applies (chaos.md §1.2).
+		_, err = f.proxy.AddToxic(toxicName(kind), "timeout", stream, 1, toxiproxy.Attributes{"timeout": 0})
+	case ProxyDown:
+		err = f.proxy.Disable()
+	default:
+		err = fmt.Errorf("unknown fault kind %q", kind)
+	}
+	if err != nil {
+		return fmt.Errorf("inject %s: %w", kind, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closeCountLocked()
+	f.windows = append(f.windows, Window{Kind: kind, StartS: f.since(), EndS: -1, FailedPublishAttempts: -1})
+	f.logger.Info("fault on", "kind", kind)
+	return nil
+}
+
+// Clear ends a fault. Removing a timeout toxic closes the connections it held, so the
+// relay reconnects at once.
+func (f *Faults) Clear(kind FaultKind) error {
+	var err error
+	switch kind {
+	case DropRequests, DropAcks:
+		err = f.proxy.RemoveToxic(toxicName(kind))
+	case ProxyDown:
+		err = f.proxy.Enable()
+	default:
+		err = fmt.Errorf("unknown fault kind %q", kind)
+	}
+	if err != nil {
+		return fmt.Errorf("clear %s: %w", kind, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := len(f.windows); n > 0 && f.windows[n-1].EndS < 0 {
+		f.windows[n-1].EndS = f.since()
+	}
+	f.logger.Info("fault off", "kind", kind)
+	return nil
+}
+
+// closeCountLocked records the failures counted since the previous window opened into
+// that window: the failures a fault causes show up during it and in the clean window
+// after it, when timed-out attempts are recorded.
+func (f *Faults) closeCountLocked() {
+	if f.failures == nil {
+		return
+	}
+	now, ok := f.failures()
+	if !ok {
+		return
+	}
+	if n := len(f.windows); n > 0 {
+		f.windows[n-1].FailedPublishAttempts = now - f.baseline
+	}
+	f.baseline = now
+}
+
+// Windows returns the windows so far; a window still open has EndS -1.
+func (f *Faults) Windows() []Window {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closeCountLocked()
+	return append([]Window(nil), f.windows...)
+}
+
+func (f *Faults) since() float64 { return time.Since(f.origin).Seconds() }
+
+// DutyCycle alternates faulty and clean windows.
+type DutyCycle struct {
+	// Kinds are applied in turn, one per faulty window. Default: DropAcks, DropRequests,
+	// ProxyDown. DropAcks comes first so the first burst of events is written by the
+	// broker with its acknowledgements lost: that is what makes duplicates.
+	Kinds []FaultKind
+	// Faulty is the length of a faulty window; it must exceed the relay's publish
+	// deadline or the fault only delays bytes. Default 9 s.
+	Faulty time.Duration
+	// Clean is the length of a clean window. Default 9 s: Kafka is down about half of
+	// the time.
+	Clean time.Duration
+}
+
+func (c DutyCycle) withDefaults() DutyCycle {
+	if len(c.Kinds) == 0 {
+		c.Kinds = []FaultKind{DropAcks, DropRequests, ProxyDown}
+	}
+	c.Faulty = cmp.Or(c.Faulty, 9*time.Second)
+	c.Clean = cmp.Or(c.Clean, 9*time.Second)
+	return c
+}
+
+// Cycle runs the duty cycle, starting with a faulty window, until ctx ends; it then
+// clears the fault in force and returns. The only errors are Toxiproxy API errors.
+func (f *Faults) Cycle(ctx context.Context, cfg DutyCycle) error {
+	cfg = cfg.withDefaults()
+	for i := 0; ; i++ {
+		kind := cfg.Kinds[i%len(cfg.Kinds)]
+		if err := f.Hold(ctx, kind, cfg.Faulty); err != nil {
+			return err
+		}
+		if err := waitUntil(ctx, time.Now().Add(cfg.Clean)); err != nil {
+			return nil
+		}
+	}
+}
+
+// Hold applies one fault for d, or until ctx ends, then clears it.
+func (f *Faults) Hold(ctx context.Context, kind FaultKind, d time.Duration) error {
+	if err := f.Inject(kind); err != nil {
+		return err
+	}
+	waitErr := waitUntil(ctx, time.Now().Add(d))
+	if err := f.Clear(kind); err != nil {
+		return err
+	}
+	if waitErr != nil && !errors.Is(waitErr, context.Canceled) && !errors.Is(waitErr, context.DeadlineExceeded) {
+		return waitErr
+	}
+	return nil
+}

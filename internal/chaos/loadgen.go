@@ -1,0 +1,240 @@
+package chaos
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// LoadConfig describes the load: the same scenario as loadtest/k6/payments.js.
+type LoadConfig struct {
+	// BaseURL of the API, e.g. http://127.0.0.1:8080. Required.
+	BaseURL string
+	// RunID prefixes every Idempotency-Key ("<run-id>-<n>"), so two runs never share a
+	// key. Required.
+	RunID string
+	// Payments is how many payments to send. Default 100.
+	Payments int
+	// Span spreads the sends evenly over this duration. Default 0: all at once, in
+	// parallel, as the course's scenario asks.
+	Span time.Duration
+	// RequestTimeout bounds one HTTP attempt. Default 10 s.
+	RequestTimeout time.Duration
+	// MaxAttempts bounds the attempts per payment, the first included. Default 10.
+	MaxAttempts int
+	// FirstBackoff is the wait before the first retry; it doubles up to MaxBackoff.
+	// Defaults 250 ms and 4 s.
+	FirstBackoff time.Duration
+	MaxBackoff   time.Duration
+}
+
+func (c LoadConfig) withDefaults() LoadConfig {
+	c.Payments = cmp.Or(c.Payments, 100)
+	c.RequestTimeout = cmp.Or(c.RequestTimeout, 10*time.Second)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, 10)
+	c.FirstBackoff = cmp.Or(c.FirstBackoff, 250*time.Millisecond)
+	c.MaxBackoff = cmp.Or(c.MaxBackoff, 4*time.Second)
+	return c
+}
+
+// Validate reports a configuration the load generator cannot run with.
+func (c LoadConfig) Validate() error {
+	switch {
+	case c.BaseURL == "":
+		return errors.New("load: BaseURL is required (the API, e.g. http://127.0.0.1:8080)")
+	case c.RunID == "":
+		return errors.New("load: RunID is required (it makes the Idempotency-Keys unique)")
+	case c.Payments < 0 || c.Span < 0:
+		return errors.New("load: Payments and Span must not be negative")
+	}
+	return nil
+}
+
+// LoadResult is what the clients saw.
+type LoadResult struct {
+	Sent     int
+	Accepted int // answered 201, possibly after retries
+	Rejected int // gave up: a 4xx, or retries exhausted
+	// Retries counts attempts beyond the first (503s, timeouts, connection errors).
+	Retries int
+	// PaymentIDs are the ids the API returned with its 201s.
+	PaymentIDs []string
+	// RejectReasons counts why payments were rejected, e.g. "status 422" or
+	// "connection refused".
+	RejectReasons map[string]int
+	// Latencies of each accepted payment, from the first attempt to the 201.
+	Latencies []time.Duration
+	Started   time.Time
+	Ended     time.Time
+}
+
+// Percentiles summarises the latencies.
+func (r LoadResult) Percentiles() Percentiles {
+	if len(r.Latencies) == 0 {
+		return Percentiles{}
+	}
+	sorted := slices.Clone(r.Latencies)
+	slices.Sort(sorted)
+	at := func(q float64) float64 {
+		i := int(math.Ceil(q*float64(len(sorted)))) - 1
+		return float64(sorted[max(i, 0)]) / float64(time.Millisecond)
+	}
+	return Percentiles{P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: at(1)}
+}
+
+// outcome of one payment, after all its attempts.
+type outcome struct {
+	paymentID string
+	latency   time.Duration
+	retries   int
+	rejected  string // empty when accepted
+}
+
+// RunLoad sends the payments and waits for every one of them to end: accepted,
+// rejected, or out of attempts. Each payment keeps its Idempotency-Key across retries,
+// so a retry after a 503 or a lost response can never create a second payment.
+func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return LoadResult{}, err
+	}
+	client := &http.Client{Timeout: cfg.RequestTimeout}
+	defer client.CloseIdleConnections()
+
+	res := LoadResult{Started: time.Now(), RejectReasons: map[string]int{}}
+	outcomes := make([]outcome, cfg.Payments)
+	var wg sync.WaitGroup
+	for n := range cfg.Payments {
+		if cfg.Span > 0 && n > 0 {
+			// Pace the sends: payment n leaves at n/Payments of the span.
+			due := res.Started.Add(cfg.Span * time.Duration(n) / time.Duration(cfg.Payments))
+			if err := waitUntil(ctx, due); err != nil {
+				break
+			}
+		}
+		res.Sent++
+		wg.Go(func() { outcomes[n] = sendPayment(ctx, client, cfg, n) })
+	}
+	wg.Wait()
+	res.Ended = time.Now()
+
+	for _, o := range outcomes[:res.Sent] {
+		res.Retries += o.retries
+		if o.rejected != "" {
+			res.Rejected++
+			res.RejectReasons[o.rejected]++
+			continue
+		}
+		res.Accepted++
+		res.PaymentIDs = append(res.PaymentIDs, o.paymentID)
+		res.Latencies = append(res.Latencies, o.latency)
+	}
+	return res, ctx.Err()
+}
+
+// sendPayment posts payment n until it is accepted, rejected for good, or out of
+// attempts.
+func sendPayment(ctx context.Context, client *http.Client, cfg LoadConfig, n int) outcome {
+	body, _ := json.Marshal(map[string]any{
+		"user_id":  fmt.Sprintf("chaos-user-%d", n%20),
+		"amount":   1000 + n,
+		"currency": "EUR",
+	})
+	key := fmt.Sprintf("%s-%d", cfg.RunID, n)
+	start := time.Now()
+	backoff := cfg.FirstBackoff
+	var last string
+	for attempt := range cfg.MaxAttempts {
+		if attempt > 0 {
+			if err := waitUntil(ctx, time.Now().Add(backoff)); err != nil {
+				return outcome{retries: attempt - 1, rejected: "cancelled"}
+			}
+			backoff = min(2*backoff, cfg.MaxBackoff)
+		}
+		id, retry, reason := postPayment(ctx, client, cfg.BaseURL, key, body)
+		if reason == "" {
+			return outcome{paymentID: id, latency: time.Since(start), retries: attempt}
+		}
+		last = reason
+		if !retry {
+			return outcome{retries: attempt, rejected: reason}
+		}
+	}
+	return outcome{retries: cfg.MaxAttempts - 1, rejected: "out of attempts, last: " + last}
+}
+
+// postPayment makes one attempt. It returns the payment id on a 201, or why not and
+// whether the same request may be sent again.
+func postPayment(ctx context.Context, client *http.Client, baseURL, key string, body []byte) (id string, retry bool, reason string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(baseURL, "/")+"/payments", bytes.NewReader(body))
+	if err != nil {
+		return "", false, "build request: " + err.Error()
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := client.Do(req)
+	if err != nil {
+		// Connection refused, reset, or timed out: the outcome is unknown, and the
+		// Idempotency-Key makes sending it again safe.
+		return "", true, "transport error"
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return "", true, "read response"
+	}
+	switch {
+	case resp.StatusCode == http.StatusCreated:
+		id := paymentID(b)
+		if id == "" {
+			return "", false, "201 without a payment id"
+		}
+		return id, false, ""
+	case resp.StatusCode >= 500, resp.StatusCode == http.StatusConflict, resp.StatusCode == http.StatusTooManyRequests:
+		// 503 while the database restarts; 409 while another request with the same
+		// key is in flight.
+		return "", true, fmt.Sprintf("status %d", resp.StatusCode)
+	default:
+		return "", false, fmt.Sprintf("status %d", resp.StatusCode)
+	}
+}
+
+// paymentID finds the payment id in a 201 body: {"id": ...}, {"payment_id": ...} or
+// either under "payment". The contract fixes the status, not the body's shape.
+func paymentID(body []byte) string {
+	var doc map[string]any
+	if json.Unmarshal(body, &doc) != nil {
+		return ""
+	}
+	for _, obj := range []any{doc, doc["payment"]} {
+		m, _ := obj.(map[string]any)
+		for _, k := range []string{"id", "payment_id"} {
+			if s, ok := m[k].(string); ok && s != "" {
+				return s
+			}
+		}
+	}
+	return ""
+}
+
+// waitUntil blocks until t or until ctx ends.
+func waitUntil(ctx context.Context, t time.Time) error {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}

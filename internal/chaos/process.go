@@ -1,0 +1,173 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// A Process is one service binary (the API or the consumer) run as a real OS process,
+// so the harness can SIGKILL it the way a crash or an OOM kill would.
+type Process struct {
+	// Name is used in logs and disruptions ("api", "consumer").
+	Name string
+	// Path of the binary, Args after it.
+	Path string
+	Args []string
+	// Env is added to the harness's own environment.
+	Env []string
+	// LogPath receives the process's stdout and stderr, appended across restarts.
+	LogPath string
+	// BaseURL is where it serves HTTP, e.g. http://127.0.0.1:41234; /healthz is polled.
+	BaseURL string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when the current incarnation exits
+	starts int
+}
+
+// Start starts a new incarnation. It does not wait for health; see WaitHealthy.
+func (p *Process) Start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		select {
+		case <-p.exited:
+		default:
+			return fmt.Errorf("start %s: already running (pid %d)", p.Name, p.cmd.Process.Pid)
+		}
+	}
+	logFile, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open %s log: %w", p.Name, err)
+	}
+	cmd := exec.Command(p.Path, p.Args...)
+	cmd.Env = append(os.Environ(), p.Env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("start %s: %w", p.Name, err)
+	}
+	exited := make(chan struct{})
+	// The goroutine's owner is the incarnation: it ends when the process does.
+	go func() {
+		_ = cmd.Wait()
+		logFile.Close()
+		close(exited)
+	}()
+	p.cmd, p.exited = cmd, exited
+	p.starts++
+	return nil
+}
+
+// Exited is closed when the current incarnation exits, for whatever reason.
+func (p *Process) Exited() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exited
+}
+
+// Starts counts the incarnations so far.
+func (p *Process) Starts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starts
+}
+
+// Running reports whether the current incarnation is alive.
+func (p *Process) Running() bool {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return false
+	}
+	select {
+	case <-exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kill sends SIGKILL, the crash the scenarios simulate: no shutdown hook runs, no
+// lease is released, no offset is committed. It waits for the process to be gone.
+func (p *Process) Kill() error {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("kill %s: %w", p.Name, err)
+	}
+	<-exited
+	return nil
+}
+
+// Stop asks for a graceful shutdown (SIGTERM) and kills the process if it is still
+// there after grace.
+func (p *Process) Stop(grace time.Duration) error {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("stop %s: %w", p.Name, err)
+	}
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case <-exited:
+		return nil
+	case <-timer.C:
+		return p.Kill()
+	}
+}
+
+// WaitHealthy polls /healthz until it answers 200, the process exits, or ctx ends.
+func (p *Process) WaitHealthy(ctx context.Context) error {
+	client := &http.Client{Timeout: time.Second}
+	ticker := time.NewTicker(100 * time.Millisecond)
+	defer ticker.Stop()
+	exited := p.Exited()
+	for {
+		resp, err := client.Get(p.BaseURL + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for %s /healthz (log %s): %w", p.Name, p.LogPath, ctx.Err())
+		case <-exited:
+			return fmt.Errorf("%s exited before it was healthy; see %s", p.Name, p.LogPath)
+		case <-ticker.C:
+		}
+	}
+}
+
+// freeAddr returns a loopback address with a port nobody listens on right now. The
+// services take their address from the environment, so port 0 cannot be used; the
+// small race with another process taking the port is acceptable for a harness.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}

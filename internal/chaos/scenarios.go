@@ -1,0 +1,199 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// A Scenario says what a chaos run breaks, when, and how to tell that it did.
+type Scenario struct {
+	Name        string
+	Description string
+	// DualWrite runs the API in the teaching dual-write mode (DUAL_WRITE=true).
+	DualWrite bool
+	// Span paces the load over this long; 0 sends everything at once.
+	Span time.Duration
+	// LoadDelay is how long after the disruption starts the load is sent, so that the
+	// load meets a fault already in force.
+	LoadDelay time.Duration
+	// APIEnv and ConsumerEnv are added to the services' environment.
+	APIEnv      []string
+	ConsumerEnv []string
+	// Disrupt breaks things. It starts before the load and runs until ctx ends, which
+	// is after the verifier has seen the drain and the decisions; it must leave the
+	// services running when it returns (the runner checks).
+	Disrupt func(ctx context.Context, rn *Run) error
+	// Validity lists the checks proving the disruption happened.
+	Validity func(r *Report, rn *Run) []Check
+}
+
+// relayEnv makes the relay's timeouts short enough for the fault windows to outlast
+// them (chaos.md: a window shorter than the producer's timeouts produces no failure):
+// a publish attempt gives up after 3 s, a crashed relay's lease expires after 10 s, and
+// the relay-wide backoff after an outage never exceeds 2 s.
+var relayEnv = []string{
+	"RELAY_PUBLISH_TIMEOUT=3s",
+	"RELAY_LEASE=10s",
+	"RELAY_OUTAGE_BACKOFF_MAX=2s",
+}
+
+// Scenarios returns every scenario by name. short shrinks the windows for the CI test.
+func Scenarios(short bool) map[string]Scenario {
+	cycle := DutyCycle{Faulty: 9 * time.Second, Clean: 9 * time.Second}
+	if short {
+		// Still longer than the relay's 3 s publish deadline.
+		cycle = DutyCycle{Faulty: 5 * time.Second, Clean: 4 * time.Second}
+	}
+	faultsBit := func(r *Report, _ *Run) []Check {
+		return []Check{
+			check(Validity, "failed publish attempts (faults bit)", "> 0", r.FailedPublishAttempts, r.FailedPublishAttempts > 0),
+			check(Validity, "duplicates delivered (lost acks bit)", "> 0", r.DuplicatesDelivered, r.DuplicatesDelivered > 0),
+		}
+	}
+	return map[string]Scenario{
+		"default": {
+			Name:        "default",
+			Description: "the course's scenario: Kafka unavailable to the relay about half of the time (requests dropped, acks lost, proxy down in turn) while 100 payments arrive at once and the relay drains",
+			LoadDelay:   time.Second,
+			Disrupt:     func(ctx context.Context, rn *Run) error { return rn.Faults.Cycle(ctx, cycle) },
+			Validity:    faultsBit,
+		},
+		"dual-write": {
+			Name:        "dual-write",
+			Description: "the anti-pattern under the default faults: the handler commits the payment, then publishes to Kafka itself and moves on when that fails",
+			DualWrite:   true,
+			LoadDelay:   time.Second,
+			Disrupt:     func(ctx context.Context, rn *Run) error { return rn.Faults.Cycle(ctx, cycle) },
+			Validity: func(r *Report, _ *Run) []Check {
+				return []Check{check(Validity, "failed publish attempts (faults bit)", "> 0", r.FailedPublishAttempts, r.FailedPublishAttempts > 0)}
+			},
+		},
+		"kafka-down": {
+			Name:        "kafka-down",
+			Description: "the broker unreachable for 60 s (proxy disabled) in the middle of a load paced over 20 s",
+			Span:        20 * time.Second,
+			LoadDelay:   -5 * time.Second, // the load starts first; the outage 5 s into it
+			Disrupt: func(ctx context.Context, rn *Run) error {
+				return rn.Faults.Hold(ctx, ProxyDown, 60*time.Second)
+			},
+			Validity: func(r *Report, rn *Run) []Check {
+				overlap := len(r.FaultWindows) > 0 && r.FaultWindows[0].StartS < rn.loadEndS
+				return []Check{
+					check(Validity, "failed publish attempts (faults bit)", "> 0", r.FailedPublishAttempts, r.FailedPublishAttempts > 0),
+					check(Validity, "outage began during the load", "true", overlap, overlap),
+				}
+			},
+		},
+		"relay-crash": {
+			Name:        "relay-crash",
+			Description: "the API (and its relay) SIGKILLed three times while it publishes with acks being lost, then restarted on the same database; leases expire and events are published again",
+			Span:        20 * time.Second,
+			LoadDelay:   time.Second,
+			APIEnv:      relayEnv,
+			Disrupt:     crashRelay,
+			Validity: func(r *Report, rn *Run) []Check {
+				kills, busy := rn.countDisruptions("SIGKILL api")
+				return []Check{
+					check(Validity, "API killed while publishing", ">= 2 kills with rows in flight", fmt.Sprintf("%d kills, %d with rows in flight", kills, busy), kills >= 2 && busy >= 2),
+				}
+			},
+		},
+		"consumer-crash": {
+			Name:        "consumer-crash",
+			Description: "the consumer exits abruptly between its database commit and its offset commit (ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=0.3) and is restarted until it has caught up",
+			ConsumerEnv: []string{"ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=0.3"},
+			Disrupt:     superviseConsumer,
+			Validity: func(r *Report, rn *Run) []Check {
+				crashes, _ := rn.countDisruptions("consumer crashed")
+				return []Check{
+					check(Validity, "consumer crashed after its DB commit", ">= 2 crashes", crashes, crashes >= 2),
+					check(Validity, "redeliveries absorbed by the consumer", "> 0", r.ConsumerDuplicates, r.ConsumerDuplicates > 0),
+				}
+			},
+		},
+		"db-restart": {
+			Name:        "db-restart",
+			Description: "PostgreSQL restarted (fast shutdown) during a load paced over 20 s; the API answers 503 and the clients retry with the same Idempotency-Key",
+			Span:        20 * time.Second,
+			LoadDelay:   -6 * time.Second,
+			Disrupt: func(ctx context.Context, rn *Run) error {
+				rn.disrupted("PostgreSQL restart begins", "")
+				if err := rn.Stack.RestartPostgres(ctx); err != nil {
+					return err
+				}
+				rn.disrupted("PostgreSQL restart done", "")
+				return nil
+			},
+			Validity: func(r *Report, rn *Run) []Check {
+				during := false
+				for _, d := range r.Disruptions {
+					if d.What == "PostgreSQL restart done" && d.AtSeconds < rn.loadEndS {
+						during = true
+					}
+				}
+				return []Check{check(Validity, "PostgreSQL restarted during the load", "true", during, during)}
+			},
+		},
+	}
+}
+
+// ScenarioNames lists the scenarios in the order `-scenario all` runs them: the outbox
+// run first and the dual-write run right after it, for the side-by-side table;
+// db-restart last, because it restarts the shared PostgreSQL server.
+func ScenarioNames() []string {
+	return []string{"default", "dual-write", "kafka-down", "relay-crash", "consumer-crash", "db-restart"}
+}
+
+// IsScenario reports whether name is a scenario or "all".
+func IsScenario(name string) bool {
+	return name == "all" || slices.Contains(ScenarioNames(), name)
+}
+
+// crashRelay kills the API three times, each time in the middle of a lost-acks window:
+// the relay has claimed rows, the broker has written them, and the acknowledgements
+// never arrive. The rows stay leased by a dead process until the lease expires; then a
+// new relay publishes them again, and the consumer must absorb the copies.
+func crashRelay(ctx context.Context, rn *Run) error {
+	for range 3 {
+		if err := rn.Faults.Inject(DropAcks); err != nil {
+			return err
+		}
+		if err := waitUntil(ctx, time.Now().Add(3500*time.Millisecond)); err != nil {
+			return rn.Faults.Clear(DropAcks)
+		}
+		inFlight := rn.leasedRows(ctx)
+		if err := rn.KillAPI(); err != nil {
+			return err
+		}
+		rn.disrupted("SIGKILL api", fmt.Sprintf("%d rows leased and unpublished", inFlight))
+		if err := rn.Faults.Clear(DropAcks); err != nil {
+			return err
+		}
+		if err := rn.StartAPI(ctx); err != nil {
+			return err
+		}
+		rn.disrupted("api restarted", "")
+		if err := waitUntil(ctx, time.Now().Add(3*time.Second)); err != nil {
+			return nil
+		}
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// superviseConsumer restarts the consumer each time it dies, until ctx ends.
+func superviseConsumer(ctx context.Context, rn *Run) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-rn.Consumer.Exited():
+		}
+		rn.disrupted("consumer crashed", "")
+		if err := rn.Consumer.Start(); err != nil {
+			return err
+		}
+	}
+}
