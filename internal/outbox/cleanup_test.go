@@ -1,0 +1,105 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
+)
+
+func TestCleanerDeletesOnlyPublishedRowsPastRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	// name -> (status, age of created_at and published_at)
+	rows := []struct {
+		name, status string
+		age          time.Duration
+	}{
+		{"old-published-1", "published", 40 * 24 * time.Hour},
+		{"old-published-2", "published", 31 * 24 * time.Hour},
+		{"old-published-3", "published", 31 * 24 * time.Hour},
+		{"recent-published", "published", 29 * 24 * time.Hour},
+		{"old-pending", "pending", 40 * 24 * time.Hour},
+		{"old-failed", "failed", 40 * 24 * time.Hour},
+	}
+	for _, r := range rows {
+		b.insert(t, newMessage(t, r.name, 0))
+		_, err := b.pool.Exec(ctx, `
+			UPDATE outbox_events
+			SET status = $2, created_at = now() - make_interval(secs => $3),
+			    published_at = CASE WHEN $2 = 'published' THEN now() - make_interval(secs => $3) END
+			WHERE aggregate_id = $1`, r.name, r.status, r.age.Seconds())
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Batches of 2 make the cleaner loop: 3 expired rows take two DELETEs.
+	c, err := NewCleaner(b.pool, CleanerConfig{Retention: 720 * time.Hour, BatchSize: 2}, b.logger, b.metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := c.runOnce(ctx)
+	if err != nil || deleted != 3 {
+		t.Errorf("runOnce: deleted %d, %v; want 3, nil", deleted, err)
+	}
+	left, err := b.pool.Query(ctx, `SELECT aggregate_id FROM outbox_events`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(left, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	if diff := cmp.Diff([]string{"old-failed", "old-pending", "recent-published"}, got); diff != "" {
+		t.Errorf("rows left (-want +got):\n%s", diff)
+	}
+}
+
+// Stopping the relay while Kafka does not answer: Run returns within the shutdown
+// timeout, and the abandoned batch's leases are released at once rather than left to
+// expire.
+func TestRelayStopReleasesLeasesOfAbandonedBatch(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.PublishTimeout = 5 * time.Second
+	b.cfg.Lease = 30 * time.Second
+	b.cfg.ShutdownTimeout = 200 * time.Millisecond
+	// Nothing listens here: every dial fails, so the batch waits out its deadline.
+	b.cfg.Brokers = []string{"127.0.0.1:1"}
+	for i := range 5 {
+		b.insert(t, newMessage(t, fmt.Sprintf("agg-%d", i), 0))
+	}
+	r := b.newRelay(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+
+	waitFor(t, 10*time.Second, func() string {
+		if n := b.count(t, `SELECT count(*) FROM outbox_events WHERE lease_token IS NOT NULL`); n != 5 {
+			return fmt.Sprintf("%d rows leased, want 5", n)
+		}
+		return ""
+	})
+	stoppedAt := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return 10s after stop")
+	}
+	if took := time.Since(stoppedAt); took > 3*time.Second {
+		t.Errorf("stop took %s, want about the shutdown timeout (%s)", took, b.cfg.ShutdownTimeout)
+	}
+	if n := b.count(t, `SELECT count(*) FROM outbox_events WHERE lease_token IS NOT NULL OR status <> 'pending' OR attempts <> 0`); n != 0 {
+		t.Errorf("%d rows still leased or changed after stop, want all 5 pending, unleased, attempts 0", n)
+	}
+}
