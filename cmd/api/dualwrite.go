@@ -1,15 +1,21 @@
 package main
 
 import (
-	"errors"
 	"log/slog"
 	"net/http"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dscourse/payments-outbox/internal/dualwrite"
 )
 
-// dualWriteHandler builds the TEACHING-ONLY dual-write POST /payments handler (issue 5).
-// Not built yet.
+// dualWriteHandler builds the POST /payments handler of DUAL_WRITE=true: the dual-write
+// ANTI-PATTERN, kept for teaching (make chaos SCENARIO=dual-write shows it losing
+// events). It commits the payment without an outbox row and publishes to Kafka from the
+// request; it is the only path to Kafka outside the outbox.
+//
+// The returned handler also has a Close() method that closes its Kafka client; run
+// should call it after the HTTP server has stopped.
 func dualWriteHandler(cfg config, pool *pgxpool.Pool, logger *slog.Logger) (http.Handler, error) {
-	return nil, errors.New("dual-write mode is not built yet")
+	return dualwrite.NewHandler(dualwrite.Config{Brokers: cfg.KafkaBrokers, Topic: cfg.KafkaTopic}, pool, logger)
 }

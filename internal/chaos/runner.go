@@ -378,7 +378,7 @@ func (rn *Run) scrapeFailures() (int, bool) {
 }
 
 // dualWriteFailureLog is the message internal/dualwrite logs when a publish fails.
-const dualWriteFailureLog = `"msg":"dual write: publish failed`
+const dualWriteFailureLog = "dual write: publish failed"
 
 // leasedRows counts outbox rows claimed by a relay and not yet published: the rows a
 // kill leaves behind for the lease to expire.
