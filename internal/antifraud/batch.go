@@ -43,7 +43,7 @@ func (c *Consumer) processBatch(ctx context.Context, records []*kgo.Record) (bat
 		index[ev.id] = len(unique)
 		unique = append(unique, ev)
 		rows = append(rows, processedRow{
-			eventID: ev.id, paymentID: ev.payment.PaymentID,
+			eventID: ev.id, paymentID: ev.payload.PaymentID,
 			partition: r.Partition, offset: r.Offset, deliveries: 1,
 		})
 	}
@@ -156,11 +156,11 @@ func (c *Consumer) decide(ctx context.Context, tx pgx.Tx, events []event) ([]dec
 	for i, ev := range events {
 		p := batchPayments[i]
 		rows[i] = decisionRow{
-			paymentID:  ev.payment.PaymentID,
+			paymentID:  ev.payload.PaymentID,
 			eventID:    ev.id,
-			userID:     ev.payment.UserID,
-			amount:     ev.payment.Amount,
-			currency:   ev.payment.Currency,
+			userID:     ev.payload.UserID,
+			amount:     ev.payload.Amount,
+			currency:   ev.payload.Currency,
 			decision:   c.cfg.Rules.Decide(p, history[p.UserID]),
 			occurredAt: ev.occurredAt,
 		}
@@ -171,7 +171,7 @@ func (c *Consumer) decide(ctx context.Context, tx pgx.Tx, events []event) ([]dec
 // paymentOf is the part of an event the rules look at. The time is the event's
 // X-Event-Occurred-At, the moment the producer committed the payment.
 func paymentOf(ev event) Payment {
-	return Payment{ID: ev.payment.PaymentID, UserID: ev.payment.UserID, Amount: ev.payment.Amount, OccurredAt: ev.occurredAt}
+	return Payment{ID: ev.payload.PaymentID, UserID: ev.payload.UserID, Amount: ev.payload.Amount, OccurredAt: ev.occurredAt}
 }
 
 func newDeadLetter(r *kgo.Record, poison *PoisonError) deadLetter {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dscourse/payments-outbox/internal/payment"
 )
 
 // The record headers of the event contract (docs/contract.md).
@@ -41,7 +43,7 @@ func (e *PoisonError) Error() string { return e.Reason + ": " + e.Detail }
 type event struct {
 	id         uuid.UUID
 	occurredAt time.Time
-	payment    paymentCreated
+	payload    payment.PaymentCreated
 	record     *kgo.Record
 }
 
@@ -59,8 +61,8 @@ func decodeRecord(r *kgo.Record) (event, *PoisonError) {
 	if err != nil {
 		return event{}, &PoisonError{PoisonInvalidEventID, fmt.Sprintf("%s %q: %v", HeaderEventID, rawID, err)}
 	}
-	if typ := headers[HeaderEventType]; typ != eventTypePaymentCreated {
-		return event{}, &PoisonError{PoisonUnknownEventType, fmt.Sprintf("%s %q, want %q", HeaderEventType, typ, eventTypePaymentCreated)}
+	if typ := headers[HeaderEventType]; typ != payment.EventTypePaymentCreated {
+		return event{}, &PoisonError{PoisonUnknownEventType, fmt.Sprintf("%s %q, want %q", HeaderEventType, typ, payment.EventTypePaymentCreated)}
 	}
 	occurredAt, err := time.Parse(time.RFC3339Nano, headers[HeaderOccurredAt])
 	if err != nil {
@@ -68,18 +70,18 @@ func decodeRecord(r *kgo.Record) (event, *PoisonError) {
 	}
 
 	// Unknown fields are accepted: a producer may add fields to v1 without breaking us.
-	var p paymentCreated
+	var p payment.PaymentCreated
 	if err := json.Unmarshal(r.Value, &p); err != nil {
 		return event{}, &PoisonError{PoisonInvalidPayload, fmt.Sprintf("decode JSON: %v", err)}
 	}
 	if err := validPayment(p); err != nil {
 		return event{}, &PoisonError{PoisonInvalidPayload, err.Error()}
 	}
-	return event{id: id, occurredAt: occurredAt, payment: p, record: r}, nil
+	return event{id: id, occurredAt: occurredAt, payload: p, record: r}, nil
 }
 
 // validPayment checks what the rules and the decisions table rely on.
-func validPayment(p paymentCreated) error {
+func validPayment(p payment.PaymentCreated) error {
 	var errs []error
 	if p.PaymentID == uuid.Nil {
 		errs = append(errs, errors.New("payment_id is missing"))

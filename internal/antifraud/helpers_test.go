@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
+	"github.com/dscourse/payments-outbox/internal/payment"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -127,12 +128,12 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 // newPayment returns a valid payment event of the user.
-func newPayment(userID string, amount int64, at time.Time) paymentCreated {
-	return paymentCreated{PaymentID: uuid.New(), UserID: userID, Amount: amount, Currency: "EUR", CreatedAt: at}
+func newPayment(userID string, amount int64, at time.Time) payment.PaymentCreated {
+	return payment.PaymentCreated{PaymentID: uuid.New(), UserID: userID, Amount: amount, Currency: "EUR", CreatedAt: at}
 }
 
 // eventRecord is the record the relay would publish for p, with event id id.
-func eventRecord(t *testing.T, id uuid.UUID, p paymentCreated) *kgo.Record {
+func eventRecord(t *testing.T, id uuid.UUID, p payment.PaymentCreated) *kgo.Record {
 	t.Helper()
 	value, err := json.Marshal(p)
 	if err != nil {
@@ -143,7 +144,7 @@ func eventRecord(t *testing.T, id uuid.UUID, p paymentCreated) *kgo.Record {
 		Value: value,
 		Headers: []kgo.RecordHeader{
 			{Key: HeaderEventID, Value: []byte(id.String())},
-			{Key: HeaderEventType, Value: []byte(eventTypePaymentCreated)},
+			{Key: HeaderEventType, Value: []byte(payment.EventTypePaymentCreated)},
 			{Key: HeaderOccurredAt, Value: []byte(p.CreatedAt.UTC().Format(time.RFC3339Nano))},
 		},
 	}
