@@ -16,6 +16,10 @@ import (
 	"github.com/dscourse/payments-outbox/internal/outbox"
 )
 
+// transactionTimeout bounds each call to the database, so a stalled database turns
+// into a prompt 503 (Unavailable) instead of requests piling up until clients give up.
+const transactionTimeout = 5 * time.Second
+
 // A Store keeps payments in PostgreSQL. Its methods return *Error for what the client
 // can act on (not found, reused Idempotency-Key, database unavailable); driver errors
 // are translated here and nowhere else.
@@ -38,6 +42,8 @@ func NewStore(pool *pgxpool.Pool) *Store {
 // Concurrent requests with one key create exactly one payment: the loser's INSERT of
 // the key waits for the winner's transaction and then finds its row.
 func (s *Store) Create(ctx context.Context, req CreateRequest, idempotencyKey string) (Created, error) {
+	ctx, cancel := context.WithTimeout(ctx, transactionTimeout)
+	defer cancel()
 	p, err := newPayment(req, time.Now())
 	if err != nil {
 		return Created{}, err
@@ -56,8 +62,9 @@ func (s *Store) Create(ctx context.Context, req CreateRequest, idempotencyKey st
 		return Created{}, translate(fmt.Errorf("begin transaction: %w", err))
 	}
 	// After a successful Commit this is a no-op; on every other path it ends the
-	// transaction, so a failed outbox insert leaves no payment behind.
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // the error that matters is returned below
+	// transaction, so a failed outbox insert leaves no payment behind. If ctx is
+	// already done, pgx closes the connection instead, and the server rolls back.
+	defer tx.Rollback(ctx) //nolint:errcheck // the error that matters is returned below
 
 	if _, err := tx.Exec(ctx, `
 		INSERT INTO payments (id, user_id, amount, currency, created_at)
@@ -136,6 +143,8 @@ func (s *Store) replay(ctx context.Context, req CreateRequest, idempotencyKey st
 // is nil if its outbox row no longer exists (published rows are cleaned up after a
 // while). An unknown id is NotFound.
 func (s *Store) Get(ctx context.Context, id uuid.UUID) (Payment, *Event, error) {
+	ctx, cancel := context.WithTimeout(ctx, transactionTimeout)
+	defer cancel()
 	var (
 		p Payment
 		e struct {

@@ -1,0 +1,318 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
+
+	"github.com/dscourse/payments-outbox/internal/testenv"
+	"github.com/dscourse/payments-outbox/migrations"
+)
+
+// run starts goroutines (the HTTP server, the relay); every one must be gone when
+// it returns.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// The whole program, in-process, on port 0: the way an operator would use it.
+func TestRunServesPaymentsAndShutsDownCleanly(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"DATABASE_URL":  testenv.NewDatabase(t, migrations.Payments),
+		"HTTP_ADDR":     "127.0.0.1:0",
+		"KAFKA_BROKERS": strings.Join(testenv.KafkaBrokers(t), ","),
+		"KAFKA_TOPIC":   testenv.NewTopic(t, 3),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdout := new(lineBuffer)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"api"}, func(k string) string { return env[k] }, stdout) }()
+
+	base := "http://" + waitForListening(t, stdout, done)
+	waitForStatus(t, base+"/healthz", http.StatusOK)
+	if res := httpDo(t, http.MethodGet, base+"/readyz", "", nil); res.StatusCode != http.StatusOK {
+		t.Errorf("GET /readyz: status = %d, want 200; body %s", res.StatusCode, res.Body)
+	}
+
+	headers := map[string]string{"Content-Type": "application/json", "Idempotency-Key": "e2e-1"}
+	created := httpDo(t, http.MethodPost, base+"/payments", `{"user_id": "u-42", "amount": 1999, "currency": "EUR"}`, headers)
+	if created.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /payments: status = %d, want 201; body %s", created.StatusCode, created.Body)
+	}
+	var p struct {
+		ID      string `json:"id"`
+		EventID string `json:"event_id"`
+	}
+	if err := json.Unmarshal(created.Body, &p); err != nil || p.ID == "" || p.EventID == "" {
+		t.Fatalf("POST /payments body %s: want id and event_id (decode error: %v)", created.Body, err)
+	}
+	replayed := httpDo(t, http.MethodPost, base+"/payments", `{"user_id": "u-42", "amount": 1999, "currency": "EUR"}`, headers)
+	if replayed.StatusCode != http.StatusCreated || !bytes.Equal(replayed.Body, created.Body) {
+		t.Errorf("replay: status %d body %s, want 201 and the first body %s", replayed.StatusCode, replayed.Body, created.Body)
+	}
+
+	got := httpDo(t, http.MethodGet, base+"/payments/"+p.ID, "", nil)
+	if got.StatusCode != http.StatusOK {
+		t.Fatalf("GET /payments/%s: status = %d, want 200; body %s", p.ID, got.StatusCode, got.Body)
+	}
+	var view struct {
+		ID    string `json:"id"`
+		Event struct {
+			ID string `json:"id"`
+		} `json:"event"`
+	}
+	if err := json.Unmarshal(got.Body, &view); err != nil {
+		t.Fatalf("decode GET body %s: %v", got.Body, err)
+	}
+	if diff := cmp.Diff([2]string{p.ID, p.EventID}, [2]string{view.ID, view.Event.ID}); diff != "" {
+		t.Errorf("GET payment and event ids (-want +got):\n%s", diff)
+	}
+
+	metrics := httpDo(t, http.MethodGet, base+"/metrics", "", nil)
+	for _, want := range []string{
+		`http_requests_total{code="201",method="POST",route="/payments"} 2`,
+		`http_requests_total{code="200",method="GET",route="/payments/{id}"} 1`,
+		`http_request_duration_seconds_count{method="POST",route="/payments"} 2`,
+	} {
+		if !bytes.Contains(metrics.Body, []byte(want)) {
+			t.Errorf("GET /metrics lacks %s", want)
+		}
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run returned %v after cancel, want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return within 30 s of cancel")
+	}
+	if !strings.Contains(stdout.String(), `"msg":"stopped"`) {
+		t.Errorf("no \"stopped\" log line; output:\n%s", stdout)
+	}
+}
+
+// An in-flight request finishes during shutdown instead of being cut off.
+func TestRunFinishesInFlightRequestsOnShutdown(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"DATABASE_URL":  testenv.NewDatabase(t, migrations.Payments),
+		"HTTP_ADDR":     "127.0.0.1:0",
+		"KAFKA_BROKERS": strings.Join(testenv.KafkaBrokers(t), ","),
+		"KAFKA_TOPIC":   testenv.NewTopic(t, 3),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdout := new(lineBuffer)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"api"}, func(k string) string { return env[k] }, stdout) }()
+	base := "http://" + waitForListening(t, stdout, done)
+	waitForStatus(t, base+"/healthz", http.StatusOK)
+
+	// A request whose body arrives slowly, on a raw connection so that we control
+	// exactly when its bytes reach the server: half of it before shutdown begins,
+	// the rest after.
+	body := `{"user_id": "u-42", "amount": 1999, "currency": "EUR"}`
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer conn.Close()
+	head := fmt.Sprintf("POST /payments HTTP/1.1\r\nHost: api\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	if _, err := io.WriteString(conn, head+body[:20]); err != nil {
+		t.Fatalf("write first half: %v", err)
+	}
+	cancel()
+	eventually(t, 10*time.Second, "log line \"shutting down\"", func() bool {
+		return strings.Contains(stdout.String(), `"msg":"shutting down"`)
+	})
+	if _, err := io.WriteString(conn, body[20:]); err != nil {
+		t.Fatalf("write second half: %v", err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("read response of the in-flight request: %v", err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusCreated {
+		t.Errorf("in-flight request during shutdown: status = %d, want 201", res.StatusCode)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run returned %v, want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return within 30 s of cancel")
+	}
+}
+
+func TestRunFailsFastOnBadConfiguration(t *testing.T) {
+	t.Parallel()
+	err := run(context.Background(), []string{"api"}, func(string) string { return "" }, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "DATABASE_URL is required") {
+		t.Errorf("run without DATABASE_URL = %v, want an error saying DATABASE_URL is required", err)
+	}
+	err = run(context.Background(), []string{"api", "serve-please"}, func(string) string { return "" }, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `unknown command "serve-please"`) {
+		t.Errorf("run with an unknown command = %v, want an error naming it", err)
+	}
+}
+
+func TestMigrateSubcommandCreatesTheTables(t *testing.T) {
+	t.Parallel()
+	// A database with only the other service's tables: the payments set is not applied.
+	dbURL := testenv.NewDatabase(t, migrations.Antifraud)
+
+	err := run(context.Background(), []string{"api", "migrate", "--database-url", dbURL}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatalf("api migrate: %v", err)
+	}
+
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(context.Background())
+	var tables []string
+	rows, err := conn.Query(context.Background(), `
+		SELECT table_name FROM information_schema.tables
+		WHERE table_name IN ('payments', 'idempotency_keys', 'outbox_events') ORDER BY table_name`)
+	if err != nil {
+		t.Fatalf("list tables: %v", err)
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatalf("scan: %v", err)
+		}
+		tables = append(tables, name)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("list tables: %v", err)
+	}
+	if diff := cmp.Diff([]string{"idempotency_keys", "outbox_events", "payments"}, tables); diff != "" {
+		t.Errorf("tables after migrate (-want +got):\n%s", diff)
+	}
+}
+
+// waitForListening returns the address run logged, failing if run returns first.
+func waitForListening(t *testing.T, stdout *lineBuffer, done <-chan error) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, line := range stdout.Lines() {
+			var entry struct {
+				Msg  string `json:"msg"`
+				Addr string `json:"addr"`
+			}
+			if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "listening" {
+				return entry.Addr
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("run returned before listening: %v\noutput:\n%s", err, stdout)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatalf("run did not log \"listening\" within 30 s; output:\n%s", stdout)
+	return ""
+}
+
+// waitForStatus polls url until it answers with status.
+func waitForStatus(t *testing.T, url string, status int) {
+	t.Helper()
+	eventually(t, 10*time.Second, fmt.Sprintf("GET %s answering %d", url, status), func() bool {
+		res, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == status
+	})
+}
+
+// eventually polls cond every 10 ms until it holds, failing the test after timeout.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline:
+			t.Fatalf("no %s within %v", what, timeout)
+		case <-tick.C:
+		}
+	}
+}
+
+type response struct {
+	StatusCode int
+	Body       []byte
+}
+
+func httpDo(t *testing.T, method, url, body string, headers map[string]string) response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("new request: %v", err)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", method, url, err)
+	}
+	return response{StatusCode: res.StatusCode, Body: b}
+}
+
+// lineBuffer is run's stdout: written by run's goroutines, read by the test.
+type lineBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lineBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lineBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *lineBuffer) Lines() []string {
+	var lines []string
+	sc := bufio.NewScanner(strings.NewReader(b.String()))
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	return lines
+}
