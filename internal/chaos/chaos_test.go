@@ -1,0 +1,80 @@
+package chaos_test
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/dscourse/payments-outbox/internal/chaos"
+)
+
+// TestShortDefaultScenario is `make chaos` in small, run by `make test` on every
+// change: the real API and consumer binaries, the real broker behind the native
+// Toxiproxy, 20 payments, shorter fault windows, the same SLO checks, and the run must
+// be valid (the faults bit) as well as pass.
+func TestShortDefaultScenario(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	ctx := t.Context()
+
+	// The native stack has one proxy kafka_relay: wait for any other chaos run.
+	unlock, err := chaos.LockRuns(ctx, filepath.Join(root, ".stack", "chaos.lock"), 5*time.Minute)
+	if err != nil {
+		t.Fatalf("lock: %v", err)
+	}
+	defer unlock()
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// Servers it starts are left running for the next test binary, like testenv does.
+	stack := &chaos.NativeStack{Root: root, Logger: logger}
+	if err := stack.Start(ctx); err != nil {
+		t.Fatalf("start the native stack: %v", err)
+	}
+	bins, err := chaos.Build(ctx, root, t.TempDir(), "./cmd/api", "./cmd/consumer")
+	if err != nil {
+		t.Fatalf("build: %v", err)
+	}
+
+	sc := chaos.Scenarios(true)["default"]
+	report, err := chaos.RunScenario(ctx, chaos.Options{
+		Root: root, Payments: 20, Short: true, Binaries: bins,
+		ReportDir: t.TempDir(), Logger: logger, Out: t.Output(),
+	}, stack, sc)
+	if err != nil {
+		t.Fatalf("run scenario: %v", err)
+	}
+	for _, c := range report.Checks {
+		if !c.OK {
+			t.Errorf("%s check %q: got %s, want %s", c.Kind, c.Name, c.Got, c.Want)
+		}
+	}
+	if !report.Valid || !report.Pass {
+		t.Errorf("verdict: got %s, want PASS (valid %t, pass %t)", report.Verdict(), report.Valid, report.Pass)
+	}
+	if report.APIAccepted != 20 {
+		t.Errorf("api_accepted: got %d, want 20", report.APIAccepted)
+	}
+}
+
+// repoRoot walks up to the directory holding go.mod.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatalf("getwd: %v", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		} else if !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("stat go.mod: %v", err)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}

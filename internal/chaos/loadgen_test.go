@@ -1,0 +1,68 @@
+package chaos
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// A real HTTP server that answers 503 to the first attempt of every key, the way the
+// API does while PostgreSQL restarts: every payment must end accepted, after exactly
+// one retry, with the same Idempotency-Key.
+func TestRunLoadRetriesWithTheSameKey(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	attempts := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key")
+		mu.Lock()
+		attempts[key]++
+		n := attempts[key]
+		mu.Unlock()
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id":"pay-%s"}`, key)
+	}))
+	t.Cleanup(srv.Close)
+
+	res, err := RunLoad(t.Context(), LoadConfig{BaseURL: srv.URL, RunID: "run", Payments: 10, FirstBackoff: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("RunLoad: %v", err)
+	}
+	if res.Sent != 10 || res.Accepted != 10 || res.Rejected != 0 || res.Retries != 10 {
+		t.Errorf("sent/accepted/rejected/retries: got %d/%d/%d/%d, want 10/10/0/10", res.Sent, res.Accepted, res.Rejected, res.Retries)
+	}
+	want := map[string]int{}
+	for n := range 10 {
+		want[fmt.Sprintf("run-%d", n)] = 2
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(want, attempts); diff != "" {
+		t.Errorf("attempts per Idempotency-Key (-want +got):\n%s", diff)
+	}
+}
+
+// A 4xx is final: no retry, counted as rejected with its status.
+func TestRunLoadDoesNotRetryClientErrors(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnprocessableEntity)
+	}))
+	t.Cleanup(srv.Close)
+	res, err := RunLoad(t.Context(), LoadConfig{BaseURL: srv.URL, RunID: "run", Payments: 3})
+	if err != nil {
+		t.Fatalf("RunLoad: %v", err)
+	}
+	if diff := cmp.Diff(map[string]int{"status 422": 3}, res.RejectReasons); diff != "" || res.Retries != 0 {
+		t.Errorf("reject reasons (-want +got):\n%s; retries got %d, want 0", diff, res.Retries)
+	}
+}
