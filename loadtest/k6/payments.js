@@ -1,0 +1,160 @@
+// payments.js: the chaos scenario's load, for k6 in the compose stack. It does what the Go
+// load generator of the native stack does (internal/chaos/loadgen.go): ITERATIONS payments
+// (100) sent in parallel by VUS virtual users (20), each with its own Idempotency-Key, each
+// retried with the same key until the API accepts it.
+//
+//   docker compose -f deploy/docker-compose.yml --profile load run --rm k6
+//
+// Environment (all optional): BASE_URL (http://api:8080), RUN_ID (prefix of the keys; give
+// each run its own), ITERATIONS, VUS, MAX_ATTEMPTS (10), READY_TIMEOUT_S (120),
+// RESULTS_DIR (/results). The run fails (exit code 99) unless every payment was accepted.
+//
+// k6 is not run in CI; scripts/check-k6.sh checks this file's syntax and its use of the
+// k6 API against @types/k6.
+import http from 'k6/http';
+import exec from 'k6/execution';
+import { check, fail, sleep } from 'k6';
+import { Counter, Trend } from 'k6/metrics';
+
+const BASE_URL = (__ENV.BASE_URL || 'http://api:8080').replace(/\/+$/, '');
+const RUN_ID = __ENV.RUN_ID || `k6-${Date.now()}`;
+const ITERATIONS = positiveInt('ITERATIONS', 100);
+const VUS = positiveInt('VUS', 20);
+const MAX_ATTEMPTS = positiveInt('MAX_ATTEMPTS', 10);
+const READY_TIMEOUT_S = positiveInt('READY_TIMEOUT_S', 120);
+const RESULTS_DIR = __ENV.RESULTS_DIR || '/results';
+
+// Backoff between attempts of one payment: 250 ms doubling up to 4 s, as the Go generator.
+const FIRST_BACKOFF_S = 0.25;
+const MAX_BACKOFF_S = 4;
+
+const accepted = new Counter('payments_accepted');
+const rejected = new Counter('payments_rejected');
+const retries = new Counter('payments_retries');
+const acceptLatency = new Trend('payment_accept_latency', true);
+
+/** @type {import('k6/options').Options} */
+export const options = {
+  scenarios: {
+    payments: {
+      // shared-iterations: ITERATIONS in total across all VUs (not per VU), so exactly
+      // ITERATIONS payments are sent.
+      executor: 'shared-iterations',
+      vus: VUS,
+      iterations: ITERATIONS,
+      maxDuration: '10m',
+    },
+  },
+  // setup() may wait for the API to become ready.
+  setupTimeout: `${READY_TIMEOUT_S + 10}s`,
+  thresholds: {
+    checks: ['rate==1.0'],
+    payments_accepted: [`count==${ITERATIONS}`],
+    payments_rejected: ['count==0'],
+  },
+  // Retried 503s are expected while faults are injected; the thresholds above judge the
+  // outcome of each payment, not each attempt.
+  summaryTrendStats: ['avg', 'min', 'med', 'p(90)', 'p(99)', 'max'],
+};
+
+/**
+ * Reads a positive integer from the environment.
+ * @param {string} name
+ * @param {number} fallback
+ * @returns {number}
+ */
+function positiveInt(name, fallback) {
+  const raw = __ENV[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n <= 0) {
+    throw new Error(`${name}=${raw}: want a positive integer`);
+  }
+  return n;
+}
+
+// setup waits until the API answers /readyz: in the compose stack the API container has no
+// healthcheck (distroless image), so depends_on only guarantees that it started.
+export function setup() {
+  const deadline = Date.now() + READY_TIMEOUT_S * 1000;
+  for (;;) {
+    const res = http.get(`${BASE_URL}/readyz`, { timeout: '2s', tags: { name: 'GET /readyz' } });
+    if (res.status === 200) return;
+    if (Date.now() > deadline) {
+      fail(`API at ${BASE_URL} not ready after ${READY_TIMEOUT_S}s (last status ${res.status})`);
+    }
+    sleep(1);
+  }
+}
+
+export default function () {
+  const n = exec.scenario.iterationInTest;
+  const key = `${RUN_ID}-${n}`;
+  const body = JSON.stringify({
+    user_id: `chaos-user-${n % 20}`,
+    amount: 1000 + n,
+    currency: 'EUR',
+  });
+  const params = {
+    headers: { 'Content-Type': 'application/json', 'Idempotency-Key': key },
+    tags: { name: 'POST /payments' },
+    timeout: '10s',
+  };
+
+  const started = Date.now();
+  let backoff = FIRST_BACKOFF_S;
+  let res = http.post(`${BASE_URL}/payments`, body, params);
+  let attempt = 1;
+  // Retry what may succeed later with the same key: the database restarting (503 and other
+  // 5xx), another request with this key in flight (409), throttling (429), and transport
+  // errors (status 0), where the outcome is unknown. Any other answer is final.
+  while (retryable(res.status) && attempt < MAX_ATTEMPTS) {
+    sleep(backoff);
+    backoff = Math.min(2 * backoff, MAX_BACKOFF_S);
+    res = http.post(`${BASE_URL}/payments`, body, params);
+    attempt++;
+    retries.add(1);
+  }
+
+  const ok = check(res, {
+    'payment accepted (201)': (r) => r.status === 201,
+    'response has the payment id': (r) => r.status === 201 && typeof r.json('id') === 'string',
+  });
+  if (ok) {
+    accepted.add(1);
+    acceptLatency.add(Date.now() - started);
+  } else {
+    rejected.add(1);
+    console.warn(`payment ${key} not accepted after ${attempt} attempts: status ${res.status} ${res.body}`);
+  }
+}
+
+/**
+ * @param {number} status
+ * @returns {boolean}
+ */
+function retryable(status) {
+  return status === 0 || status >= 500 || status === 409 || status === 429;
+}
+
+/**
+ * Writes the whole k6 summary as JSON to RESULTS_DIR for make chaos to read, and a short
+ * verdict to stdout. No remote jslib (textSummary): the run must work offline.
+ * @param {Record<string, any>} data
+ */
+export function handleSummary(data) {
+  const count = (/** @type {string} */ name) => data.metrics[name]?.values?.count ?? 0;
+  const failedThresholds = Object.entries(data.metrics)
+    .filter(([, m]) => m.thresholds && Object.values(m.thresholds).some((t) => !t.ok))
+    .map(([name]) => name);
+  const lines = [
+    `run ${RUN_ID}: ${count('payments_accepted')} of ${ITERATIONS} payments accepted, ` +
+      `${count('payments_rejected')} rejected, ${count('payments_retries')} retries`,
+    failedThresholds.length === 0 ? 'thresholds: all passed' : `thresholds FAILED: ${failedThresholds.join(', ')}`,
+    '',
+  ];
+  return {
+    [`${RESULTS_DIR}/k6-summary.json`]: JSON.stringify(data, null, 2),
+    stdout: lines.join('\n'),
+  };
+}
