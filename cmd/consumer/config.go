@@ -1,0 +1,132 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dscourse/payments-outbox/internal/antifraud"
+)
+
+// config is everything cmd/consumer reads from its environment (docs/contract.md lists the
+// shared variables). Unset variables take the documented defaults in loadConfig.
+type config struct {
+	// DatabaseURL (DATABASE_URL, required) is the antifraud database, e.g.
+	// postgres://postgres@127.0.0.1:55432/antifraud?sslmode=disable.
+	DatabaseURL string
+	// KafkaBrokers (KAFKA_BROKERS, default 127.0.0.1:19092) are the seed brokers,
+	// comma-separated. The consumer reads the DIRECT listener, never the chaos proxy.
+	KafkaBrokers []string
+	// KafkaTopic (KAFKA_TOPIC, default payments.events) carries the payment events.
+	KafkaTopic string
+	// KafkaGroup (KAFKA_GROUP, default antifraud) is the consumer group.
+	KafkaGroup string
+	// HTTPAddr (HTTP_ADDR, default 127.0.0.1:8081) serves /healthz and /metrics; port 0
+	// picks a free port, which run logs.
+	HTTPAddr string
+	// MaxPollRecords (ANTIFRAUD_MAX_POLL_RECORDS, default 1000) bounds one batch, hence
+	// one database transaction.
+	MaxPollRecords int
+	// Rules are the fraud thresholds:
+	//   ANTIFRAUD_REVIEW_AMOUNT   (default 100000 minor units) amount above it: review
+	//   ANTIFRAUD_VELOCITY_WINDOW (default 10m) the velocity window, in event time
+	//   ANTIFRAUD_VELOCITY_REVIEW (default 5)  more payments than this in the window: review
+	//   ANTIFRAUD_VELOCITY_BLOCK  (default 10) more payments than this in the window: block
+	Rules antifraud.Rules
+	// CrashAfterDBCommitProb (ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB, default 0 = off) is a
+	// FAULT-INJECTION knob for the chaos consumer-crash scenario: the probability, per
+	// batch, that the process kills itself between its database commit and its offset
+	// commit. Never set it in production.
+	CrashAfterDBCommitProb float64
+}
+
+// loadConfig reads the environment through getenv and fills in the defaults. Values that
+// do not parse are reported together, each with how to fix it.
+func loadConfig(getenv func(string) string) (config, error) {
+	cfg := config{
+		DatabaseURL:  getenv("DATABASE_URL"),
+		KafkaBrokers: splitList(cmp.Or(getenv("KAFKA_BROKERS"), "127.0.0.1:19092")),
+		KafkaTopic:   cmp.Or(getenv("KAFKA_TOPIC"), "payments.events"),
+		KafkaGroup:   cmp.Or(getenv("KAFKA_GROUP"), "antifraud"),
+		HTTPAddr:     cmp.Or(getenv("HTTP_ADDR"), "127.0.0.1:8081"),
+	}
+	var errs []error
+	parse := func(name, fallback, hint string, parse func(string) error) {
+		value := cmp.Or(getenv(name), fallback)
+		if err := parse(value); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q does not parse: %s", name, value, hint))
+		}
+	}
+	parse("ANTIFRAUD_MAX_POLL_RECORDS", "1000", "set a number of records, e.g. 1000", func(s string) (err error) {
+		cfg.MaxPollRecords, err = strconv.Atoi(s)
+		return err
+	})
+	parse("ANTIFRAUD_REVIEW_AMOUNT", "100000", "set an amount in minor units, e.g. 100000", func(s string) (err error) {
+		cfg.Rules.ReviewAmount, err = strconv.ParseInt(s, 10, 64)
+		return err
+	})
+	parse("ANTIFRAUD_VELOCITY_WINDOW", "10m", "set a Go duration, e.g. 10m or 1h", func(s string) (err error) {
+		cfg.Rules.VelocityWindow, err = time.ParseDuration(s)
+		return err
+	})
+	parse("ANTIFRAUD_VELOCITY_REVIEW", "5", "set a number of payments, e.g. 5", func(s string) (err error) {
+		cfg.Rules.VelocityReview, err = strconv.Atoi(s)
+		return err
+	})
+	parse("ANTIFRAUD_VELOCITY_BLOCK", "10", "set a number of payments, e.g. 10", func(s string) (err error) {
+		cfg.Rules.VelocityBlock, err = strconv.Atoi(s)
+		return err
+	})
+	parse("ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB", "0", "set a probability between 0 and 1, or leave it unset", func(s string) (err error) {
+		cfg.CrashAfterDBCommitProb, err = strconv.ParseFloat(s, 64)
+		return err
+	})
+	if err := errors.Join(errs...); err != nil {
+		return config{}, err
+	}
+	return cfg, cfg.Validate()
+}
+
+// Validate checks the configuration before anything starts, and says how to fix it.
+func (c config) Validate() error {
+	var errs []error
+	if c.DatabaseURL == "" {
+		errs = append(errs, errors.New("DATABASE_URL is required: set it to the antifraud database, e.g. postgres://postgres@127.0.0.1:55432/antifraud?sslmode=disable (make run-consumer does this for the native stack)"))
+	}
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		errs = append(errs, fmt.Errorf("HTTP_ADDR=%q is not host:port: use e.g. 127.0.0.1:8081, or :8081 for every interface", c.HTTPAddr))
+	}
+	if len(c.KafkaBrokers) == 0 {
+		errs = append(errs, errors.New("KAFKA_BROKERS is empty: list the seed brokers, e.g. 127.0.0.1:19092"))
+	}
+	for _, b := range c.KafkaBrokers {
+		if _, _, err := net.SplitHostPort(b); err != nil {
+			errs = append(errs, fmt.Errorf("KAFKA_BROKERS: %q is not host:port: use e.g. 127.0.0.1:19092", b))
+		}
+	}
+	if c.MaxPollRecords < 1 {
+		errs = append(errs, fmt.Errorf("ANTIFRAUD_MAX_POLL_RECORDS=%d: want at least 1", c.MaxPollRecords))
+	}
+	if c.CrashAfterDBCommitProb < 0 || c.CrashAfterDBCommitProb > 1 {
+		errs = append(errs, fmt.Errorf("ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=%v: want a probability between 0 and 1", c.CrashAfterDBCommitProb))
+	}
+	if err := c.Rules.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("ANTIFRAUD_* rules: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// splitList splits a comma-separated list, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for part := range strings.SplitSeq(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}

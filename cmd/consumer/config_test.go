@@ -1,0 +1,59 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/dscourse/payments-outbox/internal/antifraud"
+)
+
+func TestLoadConfigDefaults(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": "postgres://postgres@127.0.0.1:55432/antifraud?sslmode=disable"}
+	got, err := loadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("loadConfig = %v, want nil", err)
+	}
+	want := config{
+		DatabaseURL:    env["DATABASE_URL"],
+		KafkaBrokers:   []string{"127.0.0.1:19092"},
+		KafkaTopic:     "payments.events",
+		KafkaGroup:     "antifraud",
+		HTTPAddr:       "127.0.0.1:8081",
+		MaxPollRecords: 1000,
+		Rules:          antifraud.Rules{ReviewAmount: 100_000, VelocityWindow: 10 * time.Minute, VelocityReview: 5, VelocityBlock: 10},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("loadConfig mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestLoadConfigErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		env  map[string]string
+	}{
+		{"no database", map[string]string{"DATABASE_URL": ""}},
+		{"bad window", map[string]string{"ANTIFRAUD_VELOCITY_WINDOW": "ten minutes"}},
+		{"bad amount", map[string]string{"ANTIFRAUD_REVIEW_AMOUNT": "1e3"}},
+		{"block below review", map[string]string{"ANTIFRAUD_VELOCITY_REVIEW": "9", "ANTIFRAUD_VELOCITY_BLOCK": "3"}},
+		{"crash probability above 1", map[string]string{"ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB": "1.5"}},
+		{"bad broker", map[string]string{"KAFKA_BROKERS": "localhost"}},
+		{"bad http addr", map[string]string{"HTTP_ADDR": "8081"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{"DATABASE_URL": "postgres://postgres@127.0.0.1:55432/antifraud"}
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			if _, err := loadConfig(func(k string) string { return env[k] }); err == nil {
+				t.Errorf("loadConfig(%v) = nil error, want one", tt.env)
+			}
+		})
+	}
+}

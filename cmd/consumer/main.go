@@ -1,0 +1,47 @@
+// Command consumer is the antifraud consumer: it reads PaymentCreated events from Kafka
+// and stores one fraud decision per payment in its own database, however many times an
+// event is delivered (see internal/antifraud).
+//
+//	consumer                               serve (configured by environment, see config.go)
+//	consumer migrate --database-url URL    apply the antifraud migrations and exit
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args, os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "consumer:", err)
+		os.Exit(1)
+	}
+}
+
+// run is the whole program, with its dependencies on the process passed in, so that
+// tests run it in-process: it returns when ctx is canceled or SIGINT/SIGTERM arrives,
+// after an orderly shutdown.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := slog.New(slog.NewJSONHandler(stdout, nil))
+
+	if len(args) > 1 {
+		switch args[1] {
+		case "migrate":
+			return runMigrate(ctx, args[2:], getenv, stdout, logger)
+		default:
+			return fmt.Errorf("unknown command %q: run without arguments to serve, or with \"migrate --database-url URL\"", args[1])
+		}
+	}
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	return serve(ctx, cfg, logger)
+}
