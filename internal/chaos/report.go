@@ -24,7 +24,11 @@ type Report struct {
 	// inverted: it passes when it demonstrates lost events.
 	Pass bool `json:"pass"`
 
-	PaymentsSent        int `json:"payments_sent"`
+	PaymentsSent int `json:"payments_sent"`
+	// WarmupPayments were sent before the faults began, so that the relay had
+	// connected and cached metadata; they are committed and checked like the others
+	// but not counted in payments_sent or api_accepted.
+	WarmupPayments      int `json:"warmup_payments"`
 	PaymentsCommitted   int `json:"payments_committed"`
 	APIAccepted         int `json:"api_accepted"`
 	APIRejected         int `json:"api_rejected"`
@@ -144,8 +148,8 @@ func (r *Report) Verdict() string {
 // PrintTable writes the verdict table: the headline numbers, then one line per check.
 func (r *Report) PrintTable(w io.Writer) {
 	fmt.Fprintf(w, "\nchaos scenario %q on the %s stack: %s\n", r.Scenario, r.Stack, r.Verdict())
-	fmt.Fprintf(w, "  sent %d, accepted %d, rejected %d, retried %d; committed %d; events in topic %d (unique %d); decisions %d\n",
-		r.PaymentsSent, r.APIAccepted, r.APIRejected, r.APIRetries, r.PaymentsCommitted,
+	fmt.Fprintf(w, "  sent %d (+%d warm-up), accepted %d, rejected %d, retried %d; committed %d; events in topic %d (unique %d); decisions %d\n",
+		r.PaymentsSent, r.WarmupPayments, r.APIAccepted, r.APIRejected, r.APIRetries, r.PaymentsCommitted,
 		r.EventsInTopic, r.UniqueEventsInTopic, r.Decisions)
 	fmt.Fprintf(w, "  latency ms p50 %.0f p90 %.0f p99 %.0f max %.0f; %d fault windows, %d disruptions\n\n",
 		r.LatencyMS.P50, r.LatencyMS.P90, r.LatencyMS.P99, r.LatencyMS.Max, len(r.FaultWindows), len(r.Disruptions))
