@@ -1,0 +1,334 @@
+package main
+
+// The API benchmark (issue 2): payments/s through the real cmd/api binary over HTTP,
+// against the ceiling of the database itself for the same transaction, measured by
+// pgbench on the same server. Figures go to reports/bench.json.
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dscourse/payments-outbox/internal/benchreport"
+)
+
+const (
+	// apiBenchDuration is each measured phase: the HTTP attack, then pgbench.
+	apiBenchDuration = 12 * time.Second
+	// apiBenchWarmup fills the connection pools and the prepared-statement caches
+	// before the measured attack.
+	apiBenchWarmup = 3 * time.Second
+	// apiBenchClients is the number of concurrent HTTP clients, each on one keep-alive
+	// connection. More than the API's pool, so that the pool never waits for a client.
+	apiBenchClients = 48
+	// apiBenchDBClients is pgbench's number of connections: the API's pool size
+	// (DATABASE_MAX_CONNS default), so that both sides get the same concurrency at the
+	// database.
+	apiBenchDBClients = 16
+)
+
+// benchAPI runs the API benchmark and merges its figures into reports/bench.json.
+func benchAPI(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	adminURL, err := adminPostgresURL(ctx, getenv)
+	if err != nil {
+		return err
+	}
+	brokers := strings.Split(cmp.Or(getenv("KAFKA_BROKERS"), "127.0.0.1:19092"), ",")
+
+	api, err := measureAPI(ctx, adminURL, brokers, stdout)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "API:        %8.0f payments/s  (p50 %.1f ms, p99 %.1f ms, %d created, %d errors, %d clients)\n",
+		api.PaymentsPerSecond, api.P50Millis, api.P99Millis, api.Created, api.Errors, apiBenchClients)
+
+	db, err := measureDBCeiling(ctx, adminURL, stdout)
+	if err != nil {
+		return err
+	}
+	ratio := api.PaymentsPerSecond / db.TransactionsPerSecond
+	fmt.Fprintf(stdout, "DB ceiling: %8.0f tx/s        (pgbench, same transaction, %d clients, avg latency %.1f ms)\n",
+		db.TransactionsPerSecond, apiBenchDBClients, db.AvgLatencyMillis)
+	fmt.Fprintf(stdout, "API / DB:   %8.2f  (goal >= 0.5)\n", ratio)
+
+	return benchreport.Merge("reports/bench.json", map[string]any{
+		"api_payments_per_s":    math.Round(api.PaymentsPerSecond),
+		"api_latency_p50_ms":    hundredths(api.P50Millis),
+		"api_latency_p99_ms":    hundredths(api.P99Millis),
+		"api_errors":            api.Errors,
+		"api_clients":           apiBenchClients,
+		"db_ceiling_tx_per_s":   math.Round(db.TransactionsPerSecond),
+		"db_ceiling_clients":    apiBenchDBClients,
+		"api_to_db_ratio":       hundredths(ratio),
+		"api_bench_duration_s":  apiBenchDuration.Seconds(),
+		"api_bench_measured_at": time.Now().UTC().Format(time.RFC3339),
+	})
+}
+
+type apiResult struct {
+	PaymentsPerSecond    float64
+	P50Millis, P99Millis float64
+	Created, Errors      int
+}
+
+// measureAPI builds cmd/api, runs it against a fresh database (its relay publishing
+// to a throwaway topic, as in production), and attacks POST /payments with vegeta at
+// the highest rate the API sustains: a fixed number of clients, each sending its next
+// request when the previous one is answered.
+func measureAPI(ctx context.Context, adminURL string, brokers []string, stdout io.Writer) (apiResult, error) {
+	dbURL, dropDB, err := createDatabase(ctx, adminURL, "bench_api")
+	if err != nil {
+		return apiResult{}, err
+	}
+	defer dropDB()
+	topic, dropTopic, err := createTopic(ctx, brokers, "bench-api-"+uuid.NewString()[:8])
+	if err != nil {
+		return apiResult{}, err
+	}
+	defer dropTopic()
+
+	binDir, err := os.MkdirTemp("", "bench-api-")
+	if err != nil {
+		return apiResult{}, fmt.Errorf("temp dir: %w", err)
+	}
+	defer os.RemoveAll(binDir)
+	bin := filepath.Join(binDir, "api")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/api").CombinedOutput(); err != nil {
+		return apiResult{}, fmt.Errorf("go build ./cmd/api: %w\n%s", err, out)
+	}
+
+	apiCtx, stopAPI := context.WithCancel(ctx)
+	defer stopAPI()
+	cmd := exec.CommandContext(apiCtx, bin)
+	cmd.Env = append(os.Environ(),
+		"DATABASE_URL="+dbURL, "HTTP_ADDR=127.0.0.1:0",
+		"KAFKA_BROKERS="+strings.Join(brokers, ","), "KAFKA_TOPIC="+topic)
+	// Stop it the way an orchestrator does, and give it time to drain.
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 20 * time.Second
+	logs, err := cmd.StdoutPipe()
+	if err != nil {
+		return apiResult{}, fmt.Errorf("api stdout: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return apiResult{}, fmt.Errorf("start api: %w", err)
+	}
+	defer func() {
+		stopAPI()
+		_ = cmd.Wait()
+	}()
+	addr, err := listeningAddr(logs, 30*time.Second)
+	if err != nil {
+		return apiResult{}, err
+	}
+	go func() { _, _ = io.Copy(io.Discard, logs) }() // keep the pipe drained
+	base := "http://" + addr
+
+	fmt.Fprintf(stdout, "api on %s, warming up for %s\n", base, apiBenchWarmup)
+	if _, err := attackAPI(base, apiBenchWarmup); err != nil {
+		return apiResult{}, fmt.Errorf("warm-up: %w", err)
+	}
+	fmt.Fprintf(stdout, "attacking POST /payments with %d clients for %s\n", apiBenchClients, apiBenchDuration)
+	return attackAPI(base, apiBenchDuration)
+}
+
+// attackAPI sends valid payments, each with its own Idempotency-Key, for d.
+func attackAPI(base string, d time.Duration) (apiResult, error) {
+	var n atomic.Int64
+	targeter := func(t *vegeta.Target) error {
+		i := n.Add(1)
+		t.Method = http.MethodPost
+		t.URL = base + "/payments"
+		t.Body = fmt.Appendf(nil, `{"user_id":"user-%d","amount":%d,"currency":"EUR"}`, i%1000, 100+i%100000)
+		t.Header = http.Header{
+			"Content-Type":    {"application/json"},
+			"Idempotency-Key": {uuid.NewString()},
+		}
+		return nil
+	}
+	attacker := vegeta.NewAttacker(
+		vegeta.Workers(apiBenchClients),
+		vegeta.MaxWorkers(apiBenchClients),
+		vegeta.Connections(apiBenchClients),
+		vegeta.KeepAlive(true),
+		vegeta.Timeout(10*time.Second),
+	)
+	var (
+		metrics vegeta.Metrics
+		created int
+	)
+	// Rate 0 is "as fast as the workers go": a closed loop of apiBenchClients clients.
+	for res := range attacker.Attack(targeter, vegeta.Rate{}, d, "api") {
+		metrics.Add(res)
+		if res.Code == http.StatusCreated {
+			created++
+		}
+	}
+	metrics.Close()
+	elapsed := (metrics.Duration + metrics.Wait).Seconds()
+	if created == 0 || elapsed == 0 {
+		return apiResult{}, fmt.Errorf("no payment created: status codes %v, errors %v", metrics.StatusCodes, metrics.Errors)
+	}
+	return apiResult{
+		PaymentsPerSecond: float64(created) / elapsed,
+		P50Millis:         float64(metrics.Latencies.P50) / float64(time.Millisecond),
+		P99Millis:         float64(metrics.Latencies.P99) / float64(time.Millisecond),
+		Created:           created,
+		Errors:            int(metrics.Requests) - created,
+	}, nil
+}
+
+// listeningAddr reads cmd/api's JSON log until its "listening" line.
+func listeningAddr(logs io.Reader, timeout time.Duration) (string, error) {
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(logs)
+		for sc.Scan() {
+			var entry struct {
+				Msg  string `json:"msg"`
+				Addr string `json:"addr"`
+			}
+			if json.Unmarshal(sc.Bytes(), &entry) == nil && entry.Msg == "listening" {
+				found <- entry.Addr
+				return
+			}
+		}
+		close(found)
+	}()
+	select {
+	case addr, ok := <-found:
+		if !ok {
+			return "", errors.New("api exited before listening (see its log above)")
+		}
+		return addr, nil
+	case <-time.After(timeout):
+		return "", fmt.Errorf("api did not log \"listening\" within %s", timeout)
+	}
+}
+
+// createTopic creates a 3-partition topic, like payments.events, and a function that
+// deletes it.
+func createTopic(ctx context.Context, brokers []string, name string) (string, func(), error) {
+	client, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return "", nil, fmt.Errorf("new Kafka client: %w", err)
+	}
+	adm := kadm.NewClient(client)
+	res, err := adm.CreateTopic(ctx, 3, 1, nil, name)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		client.Close()
+		return "", nil, fmt.Errorf("create topic %s: %w", name, err)
+	}
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = adm.DeleteTopics(ctx, name)
+		client.Close()
+	}
+	return name, drop, nil
+}
+
+type dbCeiling struct {
+	TransactionsPerSecond float64
+	AvgLatencyMillis      float64
+}
+
+// pgbenchScript is the API's transaction in SQL, with the same columns, values of the
+// same sizes and the same number of round trips (BEGIN, three INSERTs, COMMIT), so that
+// the only difference left is what the API adds: HTTP, JSON, Go.
+//
+// Ids are UUIDv7-like (a millisecond timestamp in front), like the API's, so both
+// sides insert at the right edge of the primary-key indexes.
+const pgbenchScript = `
+\set n random(1, 1000000000)
+\set amount random(100, 100099)
+BEGIN;
+INSERT INTO payments (id, user_id, amount, currency, created_at)
+VALUES (encode(overlay(uuid_send(gen_random_uuid()) PLACING substring(int8send((extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3) FROM 1 FOR 6), 'hex')::uuid,
+        'user-' || (:n::bigint % 1000), :amount::bigint, 'EUR', date_trunc('microseconds', now()))
+RETURNING id AS pid, created_at AS ts
+\gset
+INSERT INTO idempotency_keys (key, request_hash, payment_id)
+VALUES (gen_random_uuid()::text, sha256(convert_to(:pid::text || :amount::text, 'UTF8')), :pid::uuid)
+ON CONFLICT (key) DO NOTHING;
+INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at, next_attempt_at)
+VALUES (encode(overlay(uuid_send(gen_random_uuid()) PLACING substring(int8send((extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3) FROM 1 FOR 6), 'hex')::uuid,
+        'PaymentCreated', :pid::text,
+        jsonb_build_object('payment_id', :pid::text, 'user_id', 'user-' || (:n::bigint % 1000), 'amount', :amount::bigint,
+                           'currency', 'EUR', 'created_at', :ts::text),
+        :ts::timestamptz, :ts::timestamptz);
+COMMIT;
+`
+
+var (
+	tpsLine     = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
+	latencyLine = regexp.MustCompile(`latency average = ([0-9.]+) ms`)
+)
+
+// measureDBCeiling runs pgbench with pgbenchScript on a fresh, migrated database.
+func measureDBCeiling(ctx context.Context, adminURL string, stdout io.Writer) (dbCeiling, error) {
+	dbURL, dropDB, err := createDatabase(ctx, adminURL, "bench_db")
+	if err != nil {
+		return dbCeiling{}, err
+	}
+	defer dropDB()
+	if err := migrateDatabase(ctx, dbURL); err != nil {
+		return dbCeiling{}, err
+	}
+	script, err := os.CreateTemp("", "pgbench-payment-*.sql")
+	if err != nil {
+		return dbCeiling{}, fmt.Errorf("pgbench script: %w", err)
+	}
+	defer os.Remove(script.Name())
+	if _, err := script.WriteString(pgbenchScript); err != nil {
+		return dbCeiling{}, fmt.Errorf("write pgbench script: %w", err)
+	}
+	if err := script.Close(); err != nil {
+		return dbCeiling{}, fmt.Errorf("write pgbench script: %w", err)
+	}
+
+	fmt.Fprintf(stdout, "pgbench: %d clients for %s\n", apiBenchDBClients, apiBenchDuration)
+	// -M prepared: the API's pgx prepares and caches its statements too.
+	// -n: no vacuum of pgbench's own tables, which this database does not have.
+	out, err := exec.CommandContext(ctx, "pgbench", "-n", "-M", "prepared",
+		"-c", strconv.Itoa(apiBenchDBClients), "-j", "2",
+		"-T", strconv.Itoa(int(apiBenchDuration.Seconds())),
+		"-f", script.Name(), dbURL).CombinedOutput()
+	if err != nil {
+		return dbCeiling{}, fmt.Errorf("pgbench: %w\n%s", err, out)
+	}
+	tps := tpsLine.FindSubmatch(out)
+	latency := latencyLine.FindSubmatch(out)
+	if tps == nil || latency == nil {
+		return dbCeiling{}, fmt.Errorf("pgbench output without tps or latency:\n%s", out)
+	}
+	var c dbCeiling
+	c.TransactionsPerSecond, _ = strconv.ParseFloat(string(tps[1]), 64)
+	c.AvgLatencyMillis, _ = strconv.ParseFloat(string(latency[1]), 64)
+	return c, nil
+}
+
+// hundredths rounds f to two decimals for the report.
+func hundredths(f float64) float64 { return math.Round(f*100) / 100 }
