@@ -81,7 +81,27 @@ func benchAPI(ctx context.Context, getenv func(string) string, stdout io.Writer)
 		"api_to_db_ratio":       hundredths(ratio),
 		"api_bench_duration_s":  apiBenchDuration.Seconds(),
 		"api_bench_measured_at": time.Now().UTC().Format(time.RFC3339),
+		// Both phases share the machine with whatever else runs: a high load average
+		// means the figures (less so their ratio) are lower than on an idle machine.
+		"api_bench_load_avg_1m": loadAverage(),
 	})
+}
+
+// loadAverage is the 1-minute load average, or -1 where /proc/loadavg does not exist.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) == 0 {
+		return -1
+	}
+	f, err := strconv.ParseFloat(fields[0], 64)
+	if err != nil {
+		return -1
+	}
+	return f
 }
 
 type apiResult struct {
