@@ -102,8 +102,10 @@ func Scenarios(short bool) map[string]Scenario {
 		},
 		"consumer-crash": {
 			Name:        "consumer-crash",
-			Description: "the consumer exits abruptly between its database commit and its offset commit (ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=0.3) and is restarted until it has caught up",
-			ConsumerEnv: []string{"ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=0.3"},
+			Description: "the consumer exits abruptly between its database commit and its offset commit (ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=0.5) and is restarted until it has caught up; the load is paced over 20 s so that it commits many small batches",
+			// Paced: 100 payments at once are one poll, one commit, at most one crash.
+			Span:        20 * time.Second,
+			ConsumerEnv: []string{"ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=0.5"},
 			Disrupt:     superviseConsumer,
 			Validity: func(r *Report, rn *Run) []Check {
 				crashes, _ := rn.countDisruptions("consumer crashed")
