@@ -25,6 +25,11 @@ type config struct {
 	KafkaTopic string
 	// KafkaGroup (KAFKA_GROUP, default antifraud) is the consumer group.
 	KafkaGroup string
+	// KafkaSessionTimeout (KAFKA_SESSION_TIMEOUT, default 45s, the broker allows 6s to 30m)
+	// is how long the group waits for a member that stopped heartbeating. A killed
+	// consumer (the chaos consumer-crash scenario) holds its partitions this long before
+	// the group moves them; a clean shutdown leaves at once.
+	KafkaSessionTimeout time.Duration
 	// HTTPAddr (HTTP_ADDR, default 127.0.0.1:8081) serves /healthz and /metrics; port 0
 	// picks a free port, which run logs.
 	HTTPAddr string
@@ -61,6 +66,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 			errs = append(errs, fmt.Errorf("%s=%q does not parse: %s", name, value, hint))
 		}
 	}
+	parse("KAFKA_SESSION_TIMEOUT", "45s", "set a Go duration between 6s and 30m, e.g. 45s", func(s string) (err error) {
+		cfg.KafkaSessionTimeout, err = time.ParseDuration(s)
+		return err
+	})
 	parse("ANTIFRAUD_MAX_POLL_RECORDS", "1000", "set a number of records, e.g. 1000", func(s string) (err error) {
 		cfg.MaxPollRecords, err = strconv.Atoi(s)
 		return err
@@ -107,6 +116,9 @@ func (c config) Validate() error {
 		if _, _, err := net.SplitHostPort(b); err != nil {
 			errs = append(errs, fmt.Errorf("KAFKA_BROKERS: %q is not host:port: use e.g. 127.0.0.1:19092", b))
 		}
+	}
+	if c.KafkaSessionTimeout < 6*time.Second || c.KafkaSessionTimeout > 30*time.Minute {
+		errs = append(errs, fmt.Errorf("KAFKA_SESSION_TIMEOUT=%s: the broker accepts 6s to 30m by default, e.g. 45s", c.KafkaSessionTimeout))
 	}
 	if c.MaxPollRecords < 1 {
 		errs = append(errs, fmt.Errorf("ANTIFRAUD_MAX_POLL_RECORDS=%d: want at least 1", c.MaxPollRecords))

@@ -17,13 +17,14 @@ func TestLoadConfigDefaults(t *testing.T) {
 		t.Fatalf("loadConfig = %v, want nil", err)
 	}
 	want := config{
-		DatabaseURL:    env["DATABASE_URL"],
-		KafkaBrokers:   []string{"127.0.0.1:19092"},
-		KafkaTopic:     "payments.events",
-		KafkaGroup:     "antifraud",
-		HTTPAddr:       "127.0.0.1:8081",
-		MaxPollRecords: 1000,
-		Rules:          antifraud.Rules{ReviewAmount: 100_000, VelocityWindow: 10 * time.Minute, VelocityReview: 5, VelocityBlock: 10},
+		DatabaseURL:         env["DATABASE_URL"],
+		KafkaBrokers:        []string{"127.0.0.1:19092"},
+		KafkaTopic:          "payments.events",
+		KafkaGroup:          "antifraud",
+		HTTPAddr:            "127.0.0.1:8081",
+		MaxPollRecords:      1000,
+		KafkaSessionTimeout: 45 * time.Second,
+		Rules:               antifraud.Rules{ReviewAmount: 100_000, VelocityWindow: 10 * time.Minute, VelocityReview: 5, VelocityBlock: 10},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("loadConfig mismatch (-want +got):\n%s", diff)
@@ -42,6 +43,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"block below review", map[string]string{"ANTIFRAUD_VELOCITY_REVIEW": "9", "ANTIFRAUD_VELOCITY_BLOCK": "3"}},
 		{"crash probability above 1", map[string]string{"ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB": "1.5"}},
 		{"bad broker", map[string]string{"KAFKA_BROKERS": "localhost"}},
+		{"session timeout below the broker's minimum", map[string]string{"KAFKA_SESSION_TIMEOUT": "1s"}},
 		{"bad http addr", map[string]string{"HTTP_ADDR": "8081"}},
 	}
 	for _, tt := range tests {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/antifraud"
 )
@@ -52,6 +53,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		Group:          cfg.KafkaGroup,
 		MaxPollRecords: cfg.MaxPollRecords,
 		Rules:          cfg.Rules,
+		ClientOpts:     []kgo.Opt{kgo.SessionTimeout(cfg.KafkaSessionTimeout)},
 		AfterDBCommit:  crashHook(cfg.CrashAfterDBCommitProb, logger),
 	}, pool, logger, metrics)
 	if err != nil {

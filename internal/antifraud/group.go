@@ -90,7 +90,7 @@ func (c *Consumer) shutdown(cl *kgo.Client) {
 	c.commitProcessed(context.Background(), cl, nil)
 	start := time.Now()
 	cl.CloseAllowingRebalance() // leaves the group: the partitions move on at once
-	c.logger.Info("left the group", slog.Duration("close_took", time.Since(start)))
+	c.logger.Info("left the group", slog.String("close_took", time.Since(start).String()))
 }
 
 // crash is the fault-injected stop: like a killed process, it commits nothing. It still
