@@ -1,0 +1,458 @@
+package main
+
+// The relay benchmark (issue 3): drain rate of a 100,000-event backlog against a
+// deliberately minimal relay on the same database server and broker, then
+// commit-to-Kafka latency at a steady 1,000 events/s. Figures go to reports/bench.json.
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dscourse/payments-outbox/internal/benchreport"
+	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/migrations"
+)
+
+const (
+	relayBacklog          = 100_000
+	minimalRelayBatchSize = 500
+	relayLatencyRate      = 1000 // events per second
+	relayLatencyDuration  = 15 * time.Second
+)
+
+// benchRelay runs the relay benchmark and merges its figures into reports/bench.json.
+func benchRelay(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	adminURL := cmp.Or(getenv("DATABASE_URL"), "postgres://postgres@127.0.0.1:55432/postgres?sslmode=disable")
+	brokers := strings.Split(cmp.Or(getenv("KAFKA_BROKERS"), "127.0.0.1:19092"), ",")
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	pool, dropDB, err := relayBenchDatabase(ctx, adminURL)
+	if err != nil {
+		return err
+	}
+	defer dropDB()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return fmt.Errorf("new Kafka admin client: %w", err)
+	}
+	defer admin.Close()
+	topics := relayBenchTopics{adm: kadm.NewClient(admin)}
+	defer topics.deleteAll()
+
+	relayCfg := outbox.RelayConfig{Brokers: brokers, Workers: 4, BatchSize: 500}
+
+	// 1. Drain a backlog with the real relay.
+	if relayCfg.Topic, err = topics.create(ctx, "relay-drain"); err != nil {
+		return err
+	}
+	if err := relayInsertBacklog(ctx, pool, relayBacklog); err != nil {
+		return err
+	}
+	relayRate, err := relayDrain(ctx, pool, relayCfg, logger)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "relay drain:          %8.0f events/s (%d workers, batch %d)\n", relayRate, relayCfg.Workers, relayCfg.BatchSize)
+
+	// 2. The floor design on the same database and broker.
+	minimalTopic, err := topics.create(ctx, "minimal-drain")
+	if err != nil {
+		return err
+	}
+	if err := relayInsertBacklog(ctx, pool, relayBacklog); err != nil {
+		return err
+	}
+	minimalRate, err := minimalRelayDrain(ctx, pool, brokers, minimalTopic)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "minimal relay drain:  %8.0f events/s (ratio %.2f, goal >= 0.8)\n", minimalRate, relayRate/minimalRate)
+
+	// 3. Commit-to-Kafka latency at a steady rate.
+	if relayCfg.Topic, err = topics.create(ctx, "relay-latency"); err != nil {
+		return err
+	}
+	if _, err := pool.Exec(ctx, `TRUNCATE outbox_events`); err != nil {
+		return fmt.Errorf("truncate outbox: %w", err)
+	}
+	lat, err := relayMeasureLatency(ctx, pool, brokers, relayCfg, logger)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "latency at %d/s:    p50 %.1f ms, p99 %.1f ms, max %.1f ms (%d events, achieved %.0f/s; goal p99 <= 50 ms)\n",
+		relayLatencyRate, lat.p50, lat.p99, lat.max, lat.events, lat.achievedRate)
+
+	return benchreport.Merge("reports/bench.json", map[string]any{
+		"relay_drain_events_per_s":   relayRound1(relayRate),
+		"minimal_relay_events_per_s": relayRound1(minimalRate),
+		"relay_to_minimal_ratio":     relayRound2(relayRate / minimalRate),
+		"relay_latency_p50_ms":       relayRound1(lat.p50),
+		"relay_latency_p99_ms":       relayRound1(lat.p99),
+		"relay_latency_rate_per_s":   relayRound1(lat.achievedRate),
+		"relay_workers":              relayCfg.Workers,
+		"relay_batch_size":           relayCfg.BatchSize,
+	})
+}
+
+// relayBenchDatabase creates a fresh, migrated database next to adminURL's and returns a
+// pool on it and a function that drops it.
+func relayBenchDatabase(ctx context.Context, adminURL string) (*pgxpool.Pool, func(), error) {
+	name := "bench_relay_" + relayRandomHex(4)
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to %s: %w", adminURL, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return nil, nil, fmt.Errorf("create database %s: %w", name, err)
+	}
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	u.Path = "/" + name
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if conn, err := pgx.Connect(ctx, adminURL); err == nil {
+			conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			conn.Close(ctx)
+		}
+	}
+	poolCfg, err := pgxpool.ParseConfig(u.String())
+	if err != nil {
+		drop()
+		return nil, nil, fmt.Errorf("parse database URL: %w", err)
+	}
+	poolCfg.MaxConns = 32
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		drop()
+		return nil, nil, fmt.Errorf("open pool: %w", err)
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	err = migrations.Payments.Up(ctx, db)
+	db.Close()
+	if err != nil {
+		pool.Close()
+		drop()
+		return nil, nil, err
+	}
+	return pool, func() { pool.Close(); drop() }, nil
+}
+
+type relayBenchTopics struct {
+	adm     *kadm.Client
+	created []string
+}
+
+func (t *relayBenchTopics) create(ctx context.Context, purpose string) (string, error) {
+	name := "bench." + purpose + "." + relayRandomHex(4)
+	resp, err := t.adm.CreateTopic(ctx, 3, -1, nil, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return "", fmt.Errorf("create topic %s: %w", name, err)
+	}
+	t.created = append(t.created, name)
+	// The broker serves a new topic a moment after the controller commits it.
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		details, err := t.adm.ListTopics(ctx, name)
+		if err == nil && details.Error() == nil && len(details[name].Partitions) == 3 && details[name].Partitions.NumReplicas() > 0 {
+			return name, nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return "", fmt.Errorf("topic %s has no leaders after 30s", name)
+}
+
+func (t *relayBenchTopics) deleteAll() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	t.adm.DeleteTopics(ctx, t.created...)
+}
+
+// relayInsertBacklog empties the outbox and fills it with n pending PaymentCreated-like
+// events, each of its own payment, in one statement.
+func relayInsertBacklog(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	if _, err := pool.Exec(ctx, `TRUNCATE outbox_events`); err != nil {
+		return fmt.Errorf("truncate outbox: %w", err)
+	}
+	_, err := pool.Exec(ctx, `
+		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at, next_attempt_at)
+		SELECT gen_random_uuid(), 'PaymentCreated', p.id::text,
+		       jsonb_build_object('payment_id', p.id, 'user_id', 'u-' || (p.i % 1000), 'amount', 1000 + p.i % 9000,
+		                          'currency', 'EUR', 'created_at', now()),
+		       now(), now()
+		FROM (SELECT gen_random_uuid() AS id, i FROM generate_series(1, $1) AS i) p`, n)
+	if err != nil {
+		return fmt.Errorf("insert backlog: %w", err)
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE outbox_events`); err != nil {
+		return fmt.Errorf("analyze outbox: %w", err)
+	}
+	return nil
+}
+
+func relayDrain(ctx context.Context, pool *pgxpool.Pool, cfg outbox.RelayConfig, logger *slog.Logger) (float64, error) {
+	relay, err := outbox.NewRelay(pool, cfg, logger, outbox.NewMetrics(prometheus.NewRegistry()))
+	if err != nil {
+		return 0, err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- relay.Run(runCtx) }()
+	relay.Notify()
+	err = relayWaitDrained(ctx, pool, 5*time.Minute)
+	elapsed := time.Since(start)
+	stop()
+	if runErr := <-done; runErr != nil {
+		return 0, runErr
+	}
+	if err != nil {
+		return 0, err
+	}
+	return relayBacklog / elapsed.Seconds(), nil
+}
+
+func relayWaitDrained(ctx context.Context, pool *pgxpool.Pool, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		var pending bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox_events WHERE status = 'pending')`).Scan(&pending); err != nil {
+			return fmt.Errorf("check backlog: %w", err)
+		}
+		if !pending {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("backlog not drained after %s", timeout)
+}
+
+// minimalRelayDrain is the floor design: one loop of select 500 pending rows FOR
+// UPDATE SKIP LOCKED, produce them, mark them, commit. It holds its transaction and
+// row locks across the Kafka round trip, has no lease, no per-aggregate order beyond
+// one process, no failure handling: everything the real relay exists to avoid.
+func minimalRelayDrain(ctx context.Context, pool *pgxpool.Pool, brokers []string, topic string) (float64, error) {
+	client, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerLinger(0))
+	if err != nil {
+		return 0, fmt.Errorf("new producer: %w", err)
+	}
+	defer client.Close()
+	start := time.Now()
+	published := 0
+	for {
+		n, err := minimalRelayBatch(ctx, pool, client, topic)
+		if err != nil {
+			return 0, err
+		}
+		published += n
+		if n == 0 {
+			break
+		}
+	}
+	if published != relayBacklog {
+		return 0, fmt.Errorf("minimal relay published %d events, want %d", published, relayBacklog)
+	}
+	return relayBacklog / time.Since(start).Seconds(), nil
+}
+
+func minimalRelayBatch(ctx context.Context, pool *pgxpool.Pool, client *kgo.Client, topic string) (int, error) {
+	n := 0
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+			SELECT id, aggregate_id, event_type, payload, created_at FROM outbox_events
+			WHERE status = 'pending' ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED`, minimalRelayBatchSize)
+		if err != nil {
+			return err
+		}
+		var ids []uuid.UUID
+		var records []*kgo.Record
+		for rows.Next() {
+			var id uuid.UUID
+			var aggregate, typ string
+			var payload []byte
+			var created time.Time
+			if err := rows.Scan(&id, &aggregate, &typ, &payload, &created); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+			records = append(records, &kgo.Record{Topic: topic, Key: []byte(aggregate), Value: payload, Headers: []kgo.RecordHeader{
+				{Key: "X-Event-Id", Value: []byte(id.String())},
+				{Key: "X-Event-Type", Value: []byte(typ)},
+				{Key: "X-Event-Occurred-At", Value: []byte(created.UTC().Format(time.RFC3339Nano))},
+			}})
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		if err := client.ProduceSync(ctx, records...).FirstErr(); err != nil {
+			return err
+		}
+		n = len(ids)
+		_, err = tx.Exec(ctx, `UPDATE outbox_events SET status = 'published', published_at = now() WHERE id = ANY($1)`, ids)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("minimal relay batch: %w", err)
+	}
+	return n, nil
+}
+
+type relayLatency struct {
+	p50, p99, max float64 // milliseconds
+	events        int
+	achievedRate  float64
+}
+
+// relayMeasureLatency commits relayLatencyRate events per second for relayLatencyDuration, each in
+// its own transaction through outbox.Insert followed by Notify, as the API does, and
+// measures from the commit's return to the moment a consumer on the topic receives
+// the record. That includes Kafka's acknowledgement and the consumer's fetch, so it
+// is an upper bound of commit-to-publish.
+func relayMeasureLatency(ctx context.Context, pool *pgxpool.Pool, brokers []string, cfg outbox.RelayConfig, logger *slog.Logger) (relayLatency, error) {
+	relay, err := outbox.NewRelay(pool, cfg, logger, outbox.NewMetrics(prometheus.NewRegistry()))
+	if err != nil {
+		return relayLatency{}, err
+	}
+	runCtx, stopRelay := context.WithCancel(ctx)
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- relay.Run(runCtx) }()
+	defer func() { stopRelay(); <-relayDone }()
+
+	consumer, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(cfg.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		return relayLatency{}, fmt.Errorf("new consumer: %w", err)
+	}
+	defer consumer.Close()
+
+	var mu sync.Mutex
+	committedAt := map[string]time.Time{}
+	var lastCommit time.Time
+	total := int(relayLatencyDuration.Seconds()) * relayLatencyRate
+
+	// The generator: a paced schedule handed to a few committing goroutines.
+	jobs := make(chan int, relayLatencyRate)
+	var genErr error
+	var genOnce sync.Once
+	var gen sync.WaitGroup
+	for range 16 {
+		gen.Go(func() {
+			for i := range jobs {
+				msg := outbox.Message{
+					ID: uuid.New(), Type: "PaymentCreated", AggregateID: uuid.NewString(), OccurredAt: time.Now(),
+				}
+				msg.Payload, _ = json.Marshal(map[string]any{"payment_id": msg.AggregateID, "user_id": fmt.Sprint("u-", i%1000),
+					"amount": 1999, "currency": "EUR", "created_at": msg.OccurredAt})
+				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return outbox.Insert(ctx, tx, msg) })
+				if err != nil {
+					genOnce.Do(func() { genErr = err })
+					continue
+				}
+				now := time.Now()
+				mu.Lock()
+				committedAt[msg.ID.String()] = now
+				lastCommit = now
+				mu.Unlock()
+				relay.Notify()
+			}
+		})
+	}
+	start := time.Now()
+	go func() {
+		defer close(jobs)
+		for i := range total {
+			time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second / relayLatencyRate)))
+			jobs <- i
+		}
+	}()
+
+	var latencies []float64
+	received := map[string]bool{}
+	consumeCtx, cancel := context.WithTimeout(ctx, relayLatencyDuration+time.Minute)
+	defer cancel()
+	for len(received) < total && consumeCtx.Err() == nil {
+		fetches := consumer.PollFetches(consumeCtx)
+		now := time.Now()
+		fetches.EachRecord(func(r *kgo.Record) {
+			id := relayHeader(r, "X-Event-Id")
+			mu.Lock()
+			at, ok := committedAt[id]
+			mu.Unlock()
+			if ok && !received[id] {
+				received[id] = true
+				latencies = append(latencies, float64(now.Sub(at).Microseconds())/1000)
+			}
+		})
+		if genErr != nil {
+			break
+		}
+	}
+	gen.Wait()
+	if genErr != nil {
+		return relayLatency{}, fmt.Errorf("generate events: %w", genErr)
+	}
+	if len(latencies) < total {
+		return relayLatency{}, fmt.Errorf("received %d of %d events", len(latencies), total)
+	}
+	slices.Sort(latencies)
+	return relayLatency{
+		p50:          relayPercentile(latencies, 0.50),
+		p99:          relayPercentile(latencies, 0.99),
+		max:          latencies[len(latencies)-1],
+		events:       len(latencies),
+		achievedRate: float64(total) / lastCommit.Sub(start).Seconds(),
+	}, nil
+}
+
+func relayHeader(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+func relayPercentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
+}
+
+func relayRandomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func relayRound1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }
+func relayRound2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
