@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -200,6 +201,18 @@ func TestDockerfileBuildsTheEntrypoints(t *testing.T) {
 	if !strings.Contains(string(data), "CGO_ENABLED=0") {
 		t.Error("Dockerfile does not build static binaries (CGO_ENABLED=0)")
 	}
+	from := regexp.MustCompile(`(?m)^FROM\s+(\S+)`).FindAllStringSubmatch(string(data), -1)
+	if len(from) < 2 {
+		t.Errorf("Dockerfile has %d stages, want a build stage and a runtime stage", len(from))
+	}
+	for _, m := range from {
+		if _, tag, ok := strings.Cut(m[1][strings.LastIndex(m[1], "/")+1:], ":"); !ok || tag == "latest" {
+			t.Errorf("Dockerfile: image %q is not pinned to a tag", m[1])
+		}
+	}
+	if !regexp.MustCompile(`(?m)^USER\s+(nonroot|[1-9][0-9]*)`).Match(data) {
+		t.Error("Dockerfile: the runtime stage does not switch to a non-root USER")
+	}
 	for name, s := range loadProject(t).Services {
 		if !strings.HasPrefix(s.Image, "payments-outbox:") {
 			continue
@@ -215,6 +228,37 @@ func TestDockerfileBuildsTheEntrypoints(t *testing.T) {
 		}
 		if _, err := os.Stat("../cmd/" + binary); err != nil {
 			t.Errorf("service %s runs %s: %v", name, binary, err)
+		}
+	}
+}
+
+// TestComposeEnvIsReadByTheBinaries: a variable the binary never reads is a setting that
+// silently does nothing, for example after a rename in cmd/.
+func TestComposeEnvIsReadByTheBinaries(t *testing.T) {
+	t.Parallel()
+	p := loadProject(t)
+	for _, name := range []string{"api", "consumer"} {
+		s := service(t, p, name)
+		binary, _ := strings.CutPrefix(s.Entrypoint[0], "/usr/local/bin/")
+		sources, err := filepath.Glob(filepath.Join("..", "cmd", binary, "*.go"))
+		if err != nil || len(sources) == 0 {
+			t.Fatalf("%s: no Go sources in cmd/%s (%v)", name, binary, err)
+		}
+		var code strings.Builder
+		for _, path := range sources {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("read %s: %v", path, err)
+			}
+			code.Write(data)
+		}
+		for variable := range s.Environment {
+			if !strings.Contains(code.String(), `"`+variable+`"`) {
+				t.Errorf("%s sets %s, which cmd/%s never reads", name, variable, binary)
+			}
 		}
 	}
 }
