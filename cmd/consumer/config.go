@@ -42,6 +42,10 @@ type config struct {
 	//   ANTIFRAUD_VELOCITY_REVIEW (default 5)  more payments than this in the window: review
 	//   ANTIFRAUD_VELOCITY_BLOCK  (default 10) more payments than this in the window: block
 	Rules antifraud.Rules
+	// DedupRetention (ANTIFRAUD_DEDUP_RETENTION, default 2160h = 90 days, at least 24h) is
+	// how long processed_events rows are kept; it must exceed the longest redelivery
+	// horizon (docs/adr/0004-consumer-dedup-store.md).
+	DedupRetention time.Duration
 	// CrashAfterDBCommitProb (ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB, default 0 = off) is a
 	// FAULT-INJECTION knob for the chaos consumer-crash scenario: the probability, per
 	// batch, that the process kills itself between its database commit and its offset
@@ -90,6 +94,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 		cfg.Rules.VelocityBlock, err = strconv.Atoi(s)
 		return err
 	})
+	parse("ANTIFRAUD_DEDUP_RETENTION", "2160h", "set a Go duration of at least 24h, e.g. 2160h (90 days)", func(s string) (err error) {
+		cfg.DedupRetention, err = time.ParseDuration(s)
+		return err
+	})
 	parse("ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB", "0", "set a probability between 0 and 1, or leave it unset", func(s string) (err error) {
 		cfg.CrashAfterDBCommitProb, err = strconv.ParseFloat(s, 64)
 		return err
@@ -125,6 +133,9 @@ func (c config) Validate() error {
 	}
 	if c.CrashAfterDBCommitProb < 0 || c.CrashAfterDBCommitProb > 1 {
 		errs = append(errs, fmt.Errorf("ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=%v: want a probability between 0 and 1", c.CrashAfterDBCommitProb))
+	}
+	if err := (antifraud.CleanerConfig{Retention: c.DedupRetention}).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("ANTIFRAUD_DEDUP_RETENTION: %w", err))
 	}
 	if err := c.Rules.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("ANTIFRAUD_* rules: %w", err))

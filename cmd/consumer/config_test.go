@@ -24,6 +24,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		HTTPAddr:            "127.0.0.1:8081",
 		MaxPollRecords:      1000,
 		KafkaSessionTimeout: 45 * time.Second,
+		DedupRetention:      90 * 24 * time.Hour,
 		Rules:               antifraud.Rules{ReviewAmount: 100_000, VelocityWindow: 10 * time.Minute, VelocityReview: 5, VelocityBlock: 10},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -44,6 +45,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"crash probability above 1", map[string]string{"ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB": "1.5"}},
 		{"bad broker", map[string]string{"KAFKA_BROKERS": "localhost"}},
 		{"session timeout below the broker's minimum", map[string]string{"KAFKA_SESSION_TIMEOUT": "1s"}},
+		{"dedup retention too short", map[string]string{"ANTIFRAUD_DEDUP_RETENTION": "1h"}},
 		{"bad http addr", map[string]string{"HTTP_ADDR": "8081"}},
 	}
 	for _, tt := range tests {

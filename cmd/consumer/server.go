@@ -27,7 +27,7 @@ const (
 	startupTimeout = 30 * time.Second
 )
 
-// serve runs the consumer and its small HTTP server until ctx ends, then shuts down in
+// serve runs the consumer, the dedup cleaner and a small HTTP server until ctx ends, then shuts down in
 // order: the consumer finishes its batch, commits its offsets and leaves the group; then
 // the HTTP server stops (so /metrics shows the last batch until the end); the pool closes
 // last, because the consumer uses it.
@@ -60,6 +60,11 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 
+	cleaner, err := antifraud.NewCleaner(antifraud.CleanerConfig{Retention: cfg.DedupRetention}, pool, logger)
+	if err != nil {
+		return err
+	}
+
 	srv := &http.Server{
 		Handler:           newHandler(reg),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -82,6 +87,11 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	defer stopConsumer()
 	consumerErr := make(chan error, 1)
 	go func() { consumerErr <- consumer.Run(consumerCtx) }()
+	cleanerDone := make(chan struct{})
+	go func() {
+		defer close(cleanerDone)
+		cleaner.Run(consumerCtx)
+	}()
 
 	var errs []error
 	httpStopped := false
@@ -100,6 +110,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		}
 	}
 	logger.Info("shutting down")
+	stopConsumer()
+	<-cleanerDone
 
 	if !httpStopped {
 		httpCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
