@@ -20,6 +20,10 @@ import (
 func newHandler(logger *slog.Logger, pool *pgxpool.Pool, reg *prometheus.Registry, relay *relayHandle, createHandler http.Handler) http.Handler {
 	r := chi.NewRouter()
 	r.Use(newHTTPMetrics(reg).instrument)
+	// Unknown paths get the same JSON error shape as every other failure.
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		payment.WriteError(w, r, logger, payment.Errorf(payment.NotFound, "", "no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
 
 	r.Get("/healthz", handleHealthz())
 	r.Get("/readyz", handleReadyz(logger, pool))

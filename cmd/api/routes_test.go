@@ -33,7 +33,7 @@ func TestHealthzAndReadyzWithDatabaseDown(t *testing.T) {
 	}{
 		{"/healthz", http.StatusOK, `"status":"ok"`},
 		{"/readyz", http.StatusServiceUnavailable, `"code":"unavailable"`},
-		{"/no-such-route", http.StatusNotFound, ""},
+		{"/no-such-route", http.StatusNotFound, `"code":"not_found"`},
 	}
 	for _, tt := range tests {
 		rec := httptest.NewRecorder()
