@@ -188,7 +188,7 @@ func (c *Consumer) handle(ctx context.Context, cl *kgo.Client, fetches kgo.Fetch
 		res, err := c.processBatch(batchCtx, records)
 		cancel()
 		if err == nil {
-			c.record(res)
+			c.observe(res)
 			break
 		}
 		c.logger.Warn("batch failed, will retry it", slog.Int("records", len(records)),
@@ -225,8 +225,8 @@ func (c *Consumer) handle(ctx context.Context, cl *kgo.Client, fetches kgo.Fetch
 	return nil
 }
 
-// record updates the metrics and logs what a committed batch did.
-func (c *Consumer) record(res batchResult) {
+// observe updates the metrics and logs what a committed batch did.
+func (c *Consumer) observe(res batchResult) {
 	c.metrics.processed.Add(float64(res.processed))
 	c.metrics.duplicates.Add(float64(res.duplicates))
 	for verdict, n := range res.verdicts {

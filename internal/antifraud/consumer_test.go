@@ -12,6 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dscourse/payments-outbox/internal/payment"
 )
 
 func TestSameEventDeliveredThreeTimes(t *testing.T) {
@@ -250,5 +252,55 @@ func TestPoisonRecordDoesNotStallThePartition(t *testing.T) {
 	}
 	if got := b.committed(t); got[0] != 6 {
 		t.Errorf("committed offset after stop = %d, want 6", got[0])
+	}
+}
+
+// Velocity counts the user's earlier payments from the database and from the same batch,
+// and a redelivery does not change a decision.
+func TestVelocityAcrossBatchesAndRedelivery(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	cfg := b.config()
+	cfg.Rules = Rules{ReviewAmount: 1_000_000, VelocityWindow: time.Hour, VelocityReview: 2, VelocityBlock: 3}
+	c, err := NewConsumer(cfg, b.pool, discardLogger(), mustMetrics(t))
+	if err != nil {
+		t.Fatalf("NewConsumer: %v", err)
+	}
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	var offset int64
+	batch := func(records ...*kgo.Record) {
+		t.Helper()
+		for _, r := range records {
+			r.Topic, r.Offset = b.topic, offset
+			offset++
+		}
+		if _, err := c.processBatch(context.Background(), records); err != nil {
+			t.Fatalf("processBatch: %v", err)
+		}
+	}
+	verdict := func(p payment.PaymentCreated) string {
+		t.Helper()
+		var v string
+		if err := b.pool.QueryRow(context.Background(), "SELECT decision FROM decisions WHERE payment_id = $1", p.PaymentID).Scan(&v); err != nil {
+			t.Fatalf("select decision of %s: %v", p.PaymentID, err)
+		}
+		return v
+	}
+
+	p1, p2 := newPayment("u-v", 100, at), newPayment("u-v", 100, at.Add(time.Minute))
+	p3, p4 := newPayment("u-v", 100, at.Add(2*time.Minute)), newPayment("u-v", 100, at.Add(3*time.Minute))
+	third := eventRecord(t, uuid.New(), p3)
+	thirdID := uuid.MustParse(string(third.Headers[0].Value))
+	batch(eventRecord(t, uuid.New(), p1), eventRecord(t, uuid.New(), p2))
+	// p3 finds two earlier payments in the database, p4 three.
+	batch(third)
+	batch(eventRecord(t, uuid.New(), p4))
+	// p3 delivered again, after p4 exists: its decision must not change.
+	batch(eventRecord(t, thirdID, p3))
+
+	got := []string{verdict(p1), verdict(p2), verdict(p3), verdict(p4)}
+	want := []string{"approve", "approve", "review", "block"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("verdicts of p1..p4 mismatch (-want +got):\n%s", diff)
 	}
 }
