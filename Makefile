@@ -65,9 +65,16 @@ run-consumer: databases ## Run the antifraud consumer on :8081 against the nativ
 ## ---- check ----------------------------------------------------------------------
 
 .PHONY: test
-test: stack-up ## Run all tests against real PostgreSQL and Kafka
-	$(GO) vet ./...
+test: stack-up lint ## Run all tests against real PostgreSQL and Kafka, and every check
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+.PHONY: lint
+lint: ## Static checks: go vet, alert rules (promtool), k6 scripts (tsc), sequence diagram (mermaid)
+	$(GO) vet ./...
+	promtool check config deploy/prometheus/prometheus.yml
+	promtool test rules deploy/prometheus/alerts_test.yml
+	bash scripts/check-k6.sh
+	bash scripts/check-mermaid.sh
 
 .PHONY: bench
 bench: stack-up ## Measure throughput and latency; writes reports/bench.json
