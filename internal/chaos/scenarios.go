@@ -102,10 +102,13 @@ func Scenarios(short bool) map[string]Scenario {
 		},
 		"consumer-crash": {
 			Name:        "consumer-crash",
-			Description: "the consumer exits abruptly between its database commit and its offset commit (ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=0.5) and is restarted until it has caught up; the load is paced over 20 s so that it commits many small batches",
+			Description: "the consumer exits abruptly between its database commit and its offset commit (ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=0.5, batches of at most 10 records) and is restarted until it has caught up; the load is paced over 20 s so that it commits many small batches",
 			// Paced: 100 payments at once are one poll, one commit, at most one crash.
-			Span:        20 * time.Second,
-			ConsumerEnv: []string{"ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=0.5"},
+			Span: 20 * time.Second,
+			// Small batches make many commits, each a chance to crash; a short session
+			// lets the restarted consumer get its partitions back without waiting 45 s
+			// for the dead member to time out.
+			ConsumerEnv: []string{"ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=0.5", "ANTIFRAUD_MAX_POLL_RECORDS=10", "KAFKA_SESSION_TIMEOUT=6s"},
 			Disrupt:     superviseConsumer,
 			Validity: func(r *Report, rn *Run) []Check {
 				crashes, _ := rn.countDisruptions("consumer crashed")
