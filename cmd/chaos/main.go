@@ -96,7 +96,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}()
 
-	opts := chaos.Options{Root: root, Payments: *payments, Short: *short, Logger: logger, Out: stdout}
+	opts := chaos.Options{Root: root, Payments: *payments, Logger: logger, Out: stdout}
 	if *apiURL != "" {
 		opts.Target = &chaos.Target{APIURL: *apiURL, PaymentsDB: *paymentsDB, ConsumerDB: *consumerDB, Brokers: strings.Split(*brokers, ","), Topic: *topic}
 	} else {

@@ -39,7 +39,7 @@ func TestShortDefaultScenario(t *testing.T) {
 
 	sc := chaos.Scenarios(true)["default"]
 	report, err := chaos.RunScenario(ctx, chaos.Options{
-		Root: root, Payments: 20, Short: true, Binaries: bins,
+		Root: root, Payments: 20, Binaries: bins,
 		ReportDir: t.TempDir(), Logger: logger, Out: t.Output(),
 	}, stack, sc)
 	if err != nil {

@@ -28,8 +28,6 @@ type Options struct {
 	Payments int
 	// ReportDir receives chaos-<scenario>.json. Default <Root>/reports.
 	ReportDir string
-	// Short shrinks the fault windows (the CI test).
-	Short bool
 	// Binaries maps "./cmd/api" and "./cmd/consumer" to built binaries; Prepare
 	// builds them when nil.
 	Binaries map[string]string
