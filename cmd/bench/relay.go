@@ -361,7 +361,6 @@ func relayMeasureLatency(ctx context.Context, pool *pgxpool.Pool, brokers []stri
 	// The generator: a paced schedule handed to a few committing goroutines.
 	jobs := make(chan int, relayLatencyRate)
 	var genErr error
-	var genOnce sync.Once
 	var gen sync.WaitGroup
 	for range 16 {
 		gen.Go(func() {
@@ -373,7 +372,9 @@ func relayMeasureLatency(ctx context.Context, pool *pgxpool.Pool, brokers []stri
 					"amount": 1999, "currency": "EUR", "created_at": msg.OccurredAt})
 				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return outbox.Insert(ctx, tx, msg) })
 				if err != nil {
-					genOnce.Do(func() { genErr = err })
+					mu.Lock()
+					genErr = cmp.Or(genErr, err)
+					mu.Unlock()
 					continue
 				}
 				now := time.Now()
@@ -394,30 +395,35 @@ func relayMeasureLatency(ctx context.Context, pool *pgxpool.Pool, brokers []stri
 		}
 	}()
 
-	var latencies []float64
-	received := map[string]bool{}
+	// A record can arrive before its generator goroutine has noted the commit time, so
+	// receive times are kept and joined with commit times at the end.
+	receivedAt := map[string]time.Time{}
 	consumeCtx, cancel := context.WithTimeout(ctx, relayLatencyDuration+time.Minute)
 	defer cancel()
-	for len(received) < total && consumeCtx.Err() == nil {
+	for len(receivedAt) < total && consumeCtx.Err() == nil {
 		fetches := consumer.PollFetches(consumeCtx)
 		now := time.Now()
 		fetches.EachRecord(func(r *kgo.Record) {
-			id := relayHeader(r, "X-Event-Id")
-			mu.Lock()
-			at, ok := committedAt[id]
-			mu.Unlock()
-			if ok && !received[id] {
-				received[id] = true
-				latencies = append(latencies, float64(now.Sub(at).Microseconds())/1000)
+			if id := relayHeader(r, "X-Event-Id"); receivedAt[id].IsZero() {
+				receivedAt[id] = now
 			}
 		})
-		if genErr != nil {
+		mu.Lock()
+		failed := genErr != nil
+		mu.Unlock()
+		if failed {
 			break
 		}
 	}
 	gen.Wait()
 	if genErr != nil {
 		return relayLatency{}, fmt.Errorf("generate events: %w", genErr)
+	}
+	var latencies []float64
+	for id, at := range committedAt {
+		if got, ok := receivedAt[id]; ok {
+			latencies = append(latencies, max(0, float64(got.Sub(at).Microseconds())/1000))
+		}
 	}
 	if len(latencies) < total {
 		return relayLatency{}, fmt.Errorf("received %d of %d events", len(latencies), total)
