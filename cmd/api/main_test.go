@@ -136,27 +136,37 @@ func TestRunFinishesInFlightRequestsOnShutdown(t *testing.T) {
 	base := "http://" + waitForListening(t, stdout, done)
 	waitForStatus(t, base+"/healthz", http.StatusOK)
 
-	// A request whose body arrives slowly, on a raw connection so that we control
-	// exactly when its bytes reach the server: half of it before shutdown begins,
-	// the rest after.
+	// A request whose body arrives after shutdown began, on a raw connection so that we
+	// control exactly when its bytes reach the server. "Expect: 100-continue" makes the
+	// server answer "100 Continue" once the handler starts reading the body: from then
+	// on the request is provably in flight (an accepted, active connection), so the
+	// test cannot race the server's Accept.
 	body := `{"user_id": "u-42", "amount": 1999, "currency": "EUR"}`
 	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
 	defer conn.Close()
-	head := fmt.Sprintf("POST /payments HTTP/1.1\r\nHost: api\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
-	if _, err := io.WriteString(conn, head+body[:20]); err != nil {
-		t.Fatalf("write first half: %v", err)
+	head := fmt.Sprintf("POST /payments HTTP/1.1\r\nHost: api\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", len(body))
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatalf("write head: %v", err)
+	}
+	responses := bufio.NewReader(conn)
+	interim, err := http.ReadResponse(responses, nil)
+	if err != nil {
+		t.Fatalf("read interim response: %v", err)
+	}
+	if interim.StatusCode != http.StatusContinue {
+		t.Fatalf("interim status = %d, want 100", interim.StatusCode)
 	}
 	cancel()
 	eventually(t, 10*time.Second, "log line \"shutting down\"", func() bool {
 		return strings.Contains(stdout.String(), `"msg":"shutting down"`)
 	})
-	if _, err := io.WriteString(conn, body[20:]); err != nil {
-		t.Fatalf("write second half: %v", err)
+	if _, err := io.WriteString(conn, body); err != nil {
+		t.Fatalf("write body: %v", err)
 	}
-	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	res, err := http.ReadResponse(responses, nil)
 	if err != nil {
 		t.Fatalf("read response of the in-flight request: %v", err)
 	}
