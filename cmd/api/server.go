@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/dscourse/payments-outbox/migrations"
 )
 
 const (
@@ -127,7 +129,7 @@ func openPool(ctx context.Context, cfg config) (*pgxpool.Pool, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect to the payments database: %w", err)
 	}
-	if err := migrate(ctx, pool); err != nil {
+	if err := migrations.Payments.UpPool(ctx, pool); err != nil {
 		pool.Close()
 		return nil, err
 	}

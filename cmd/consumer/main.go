@@ -14,6 +14,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/dscourse/payments-outbox/migrations"
 )
 
 func main() {
@@ -34,7 +36,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if len(args) > 1 {
 		switch args[1] {
 		case "migrate":
-			return runMigrate(ctx, args[2:], getenv, stdout, logger)
+			return migrations.Antifraud.Command(ctx, args[2:], getenv, stdout, logger)
 		default:
 			return fmt.Errorf("unknown command %q: run without arguments to serve, or with \"migrate --database-url URL\"", args[1])
 		}

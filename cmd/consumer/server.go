@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/antifraud"
+	"github.com/dscourse/payments-outbox/migrations"
 )
 
 const (
@@ -181,7 +182,7 @@ func openPool(ctx context.Context, cfg config) (*pgxpool.Pool, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect to the antifraud database: %w", err)
 	}
-	if err := migrate(ctx, pool); err != nil {
+	if err := migrations.Antifraud.UpPool(ctx, pool); err != nil {
 		pool.Close()
 		return nil, err
 	}
