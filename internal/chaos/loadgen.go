@@ -28,6 +28,9 @@ type LoadConfig struct {
 	// Span spreads the sends evenly over this duration. Default 0: all at once, in
 	// parallel, as the course's scenario asks.
 	Span time.Duration
+	// Bursts, with a Span, sends the payments in this many bursts of parallel
+	// requests, evenly over the span, instead of one by one. Default 0: one by one.
+	Bursts int
 	// RequestTimeout bounds one HTTP attempt. Default 10 s.
 	RequestTimeout time.Duration
 	// MaxAttempts bounds the attempts per payment, the first included. Default 10.
@@ -54,8 +57,8 @@ func (c LoadConfig) Validate() error {
 		return errors.New("load: BaseURL is required (the API, e.g. http://127.0.0.1:8080)")
 	case c.RunID == "":
 		return errors.New("load: RunID is required (it makes the Idempotency-Keys unique)")
-	case c.Payments < 0 || c.Span < 0:
-		return errors.New("load: Payments and Span must not be negative")
+	case c.Payments < 0 || c.Span < 0 || c.Bursts < 0:
+		return errors.New("load: Payments, Span and Bursts must not be negative")
 	}
 	return nil
 }
@@ -116,8 +119,13 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 	var wg sync.WaitGroup
 	for n := range cfg.Payments {
 		if cfg.Span > 0 && n > 0 {
-			// Pace the sends: payment n leaves at n/Payments of the span.
+			// Pace the sends: payment n leaves at n/Payments of the span, or with its
+			// burst: burst b of B leaves at b/B of the span.
 			due := res.Started.Add(cfg.Span * time.Duration(n) / time.Duration(cfg.Payments))
+			if cfg.Bursts > 0 {
+				burst := n * cfg.Bursts / cfg.Payments
+				due = res.Started.Add(cfg.Span * time.Duration(burst) / time.Duration(cfg.Bursts))
+			}
 			if err := waitUntil(ctx, due); err != nil {
 				break
 			}

@@ -66,3 +66,40 @@ func TestRunLoadDoesNotRetryClientErrors(t *testing.T) {
 		t.Errorf("reject reasons (-want +got):\n%s; retries got %d, want 0", diff, res.Retries)
 	}
 }
+
+// With Bursts, the payments leave in groups: payment n belongs to burst n*Bursts/Payments
+// and leaves at that burst's share of the span, together with the rest of its burst
+// (evenly paced sends would space the two payments of a burst by span/6 = 500 ms).
+func TestRunLoadSendsInBursts(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	arrived := map[string]time.Time{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		arrived[r.Header.Get("Idempotency-Key")] = time.Now()
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{"id":"pay"}`)
+	}))
+	t.Cleanup(srv.Close)
+
+	const span = 3 * time.Second
+	res, err := RunLoad(t.Context(), LoadConfig{BaseURL: srv.URL, RunID: "run", Payments: 6, Span: span, Bursts: 3})
+	if err != nil {
+		t.Fatalf("RunLoad: %v", err)
+	}
+	if res.Accepted != 6 {
+		t.Fatalf("accepted = %d, want 6", res.Accepted)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for n := range 6 {
+		burst := n * 3 / 6
+		earliest := res.Started.Add(span * time.Duration(burst) / 3)
+		latest := earliest.Add(400 * time.Millisecond)
+		if got := arrived[fmt.Sprintf("run-%d", n)]; got.Before(earliest) || got.After(latest) {
+			t.Errorf("payment %d (burst %d) arrived %v after the start, want between %v and %v",
+				n, burst, got.Sub(res.Started), earliest.Sub(res.Started), latest.Sub(res.Started))
+		}
+	}
+}

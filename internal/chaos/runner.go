@@ -156,7 +156,7 @@ func RunScenario(ctx context.Context, opts Options, stack *NativeStack, sc Scena
 	defer stopDisrupt()
 	disruptDone := make(chan error, 1)
 	startDisrupt := func() { go func() { disruptDone <- sc.Disrupt(disruptCtx, rn) }() }
-	loadCfg := LoadConfig{BaseURL: rn.API.BaseURL, RunID: runID, Payments: opts.Payments, Span: sc.Span}
+	loadCfg := LoadConfig{BaseURL: rn.API.BaseURL, RunID: runID, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts}
 	if sc.LoadDelay >= 0 {
 		startDisrupt()
 		if err := waitUntil(ctx, time.Now().Add(sc.LoadDelay)); err != nil {
@@ -166,7 +166,7 @@ func RunScenario(ctx context.Context, opts Options, stack *NativeStack, sc Scena
 		// The disruption begins in the middle of the load.
 		time.AfterFunc(-sc.LoadDelay, startDisrupt)
 	}
-	logger.Info("sending payments", "payments", opts.Payments, "span", sc.Span)
+	logger.Info("sending payments", "payments", opts.Payments, "span", sc.Span, "bursts", sc.Bursts)
 	load, err := RunLoad(ctx, loadCfg)
 	if err != nil {
 		return nil, fmt.Errorf("run load: %w", err)

@@ -15,6 +15,8 @@ type Scenario struct {
 	DualWrite bool
 	// Span paces the load over this long; 0 sends everything at once.
 	Span time.Duration
+	// Bursts, with a Span, sends the load in this many bursts of parallel requests.
+	Bursts int
 	// LoadDelay is how long after the disruption starts the load is sent, so that the
 	// load meets a fault already in force.
 	LoadDelay time.Duration
@@ -48,10 +50,15 @@ func Scenarios(short bool) map[string]Scenario {
 	}
 	// The course sends 100 payments in parallel. Sent in one burst, they are all
 	// drained after the first faulty window, and the other kinds of fault never meet an
-	// event. So the parallel clients are spread over two whole duty cycles and half a
-	// window: every kind of fault (acks lost, requests dropped, proxy down) meets
-	// payments that are being published, and the run proves it per kind.
-	span := 2*(cycle.Faulty+cycle.Clean) + cycle.Faulty/2
+	// event. So the payments go in three bursts of parallel requests, one cycle apart:
+	// the load starts one second into the first faulty window, so each burst lands one
+	// second into a faulty window of another kind (acks lost, requests dropped, proxy
+	// down), and the run proves per kind that the fault bit. A burst also makes the
+	// relay's first batch in a lost-acks window large: that batch is the one the broker
+	// writes without answering (later attempts wait on the silent broker), so it is
+	// where the duplicates for the consumer come from.
+	span := 3 * (cycle.Faulty + cycle.Clean)
+	const bursts = 3
 	faultsBit := func(r *Report, _ *Run) []Check {
 		checks := []Check{
 			check(Validity, "failed publish attempts (faults bit)", "> 0", r.FailedPublishAttempts, r.FailedPublishAttempts > 0),
@@ -62,8 +69,9 @@ func Scenarios(short bool) map[string]Scenario {
 	return map[string]Scenario{
 		"default": {
 			Name:        "default",
-			Description: "the course's scenario: Kafka unavailable to the relay about half of the time (acks lost, requests dropped, proxy down in turn) while 100 payments arrive from parallel clients and the relay drains",
+			Description: "the course's scenario: Kafka unavailable to the relay about half of the time (acks lost, requests dropped, proxy down in turn) while 100 payments arrive in three bursts of parallel requests, one per kind of fault, and the relay drains",
 			Span:        span,
+			Bursts:      bursts,
 			LoadDelay:   time.Second,
 			Disrupt:     func(ctx context.Context, rn *Run) error { return rn.Faults.Cycle(ctx, cycle) },
 			Validity:    faultsBit,
@@ -73,6 +81,7 @@ func Scenarios(short bool) map[string]Scenario {
 			Description: "the anti-pattern under the default faults: the handler commits the payment, then publishes to Kafka itself and moves on when that fails",
 			DualWrite:   true,
 			Span:        span,
+			Bursts:      bursts,
 			LoadDelay:   time.Second,
 			Disrupt:     func(ctx context.Context, rn *Run) error { return rn.Faults.Cycle(ctx, cycle) },
 			Validity: func(r *Report, _ *Run) []Check {
