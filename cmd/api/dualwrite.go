@@ -14,8 +14,12 @@ import (
 // events). It commits the payment without an outbox row and publishes to Kafka from the
 // request; it is the only path to Kafka outside the outbox.
 //
-// The returned handler also has a Close() method that closes its Kafka client; run
-// should call it after the HTTP server has stopped.
-func dualWriteHandler(cfg config, pool *pgxpool.Pool, logger *slog.Logger) (http.Handler, error) {
-	return dualwrite.NewHandler(dualwrite.Config{Brokers: cfg.KafkaBrokers, Topic: cfg.KafkaTopic}, pool, logger)
+// The returned close function closes the handler's Kafka client; run calls it after the
+// HTTP server has stopped.
+func dualWriteHandler(cfg config, pool *pgxpool.Pool, logger *slog.Logger) (http.Handler, func(), error) {
+	h, err := dualwrite.NewHandler(dualwrite.Config{Brokers: cfg.KafkaBrokers, Topic: cfg.KafkaTopic}, pool, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	return h, h.Close, nil
 }

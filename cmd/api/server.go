@@ -52,9 +52,12 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if cfg.DualWrite {
 		logger.Warn("DUAL_WRITE=true: POST /payments publishes to Kafka from the handler instead of the outbox. " +
 			"TEACHING ONLY: this mode loses events on purpose; never run it in production")
-		if createHandler, err = dualWriteHandler(cfg, pool, logger); err != nil {
+		var closeDualWrite func()
+		if createHandler, closeDualWrite, err = dualWriteHandler(cfg, pool, logger); err != nil {
 			return errors.Join(fmt.Errorf("dual-write handler: %w", err), stopRelay(ctx, relay))
 		}
+		// Deferred after the pool's Close, so it runs before it, once HTTP has stopped.
+		defer closeDualWrite()
 	}
 
 	srv := &http.Server{
