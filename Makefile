@@ -82,13 +82,17 @@ bench: stack-up ## Measure throughput and latency; writes reports/bench.json
 
 ## ---- chaos ----------------------------------------------------------------------
 
+# CHAOS_FLAGS passes flags to cmd/chaos, e.g. to check a student's service:
+#   make chaos CHAOS_FLAGS="-api-url http://127.0.0.1:9090 -payments-db postgres://... -topic ..."
+CHAOS_FLAGS ?=
+
 .PHONY: chaos
-chaos: ## Run a chaos scenario (SCENARIO=default|kafka-down|relay-crash|consumer-crash|db-restart|dual-write)
-	$(GO) run ./cmd/chaos -scenario $(SCENARIO)
+chaos: ## Run a chaos scenario (SCENARIO=default|kafka-down|relay-crash|consumer-crash|db-restart|dual-write; CHAOS_FLAGS=...)
+	$(GO) run ./cmd/chaos -scenario $(SCENARIO) $(CHAOS_FLAGS)
 
 .PHONY: chaos-all
 chaos-all: ## Run every chaos scenario
-	$(GO) run ./cmd/chaos -scenario all
+	$(GO) run ./cmd/chaos -scenario all $(CHAOS_FLAGS)
 
 ## ---- Docker (needs a Docker engine) ---------------------------------------------
 

@@ -113,8 +113,12 @@ func (c RelayConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("lease %s must exceed publish timeout %s plus query timeout %s: raise RELAY_LEASE",
 			c.Lease, c.PublishTimeout, c.QueryTimeout))
 	}
-	if c.RetryMax < c.RetryBase || c.OutageBackoffMax < c.OutageBackoffBase {
-		errs = append(errs, errors.New("a backoff maximum is below its base: check RELAY_RETRY_* and RELAY_OUTAGE_BACKOFF_*"))
+	if c.RetryMax < c.RetryBase {
+		errs = append(errs, fmt.Errorf("RetryMax %s is below RetryBase %s: raise RetryMax", c.RetryMax, c.RetryBase))
+	}
+	if c.OutageBackoffMax < c.OutageBackoffBase {
+		errs = append(errs, fmt.Errorf("outage backoff maximum %s is below its base %s: raise RELAY_OUTAGE_BACKOFF_MAX",
+			c.OutageBackoffMax, c.OutageBackoffBase))
 	}
 	return errors.Join(errs...)
 }
