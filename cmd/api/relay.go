@@ -86,7 +86,7 @@ func startRelay(ctx context.Context, cfg config, pool *pgxpool.Pool, logger *slo
 // the defaults documented on outbox.RelayConfig and outbox.CleanerConfig.
 //
 //	RELAY_WORKERS            workers claiming batches (4)
-//	RELAY_BATCH_SIZE         rows per claim (500)
+//	RELAY_BATCH_SIZE         rows per claim (1000)
 //	RELAY_LEASE              lease on claimed rows (30s)
 //	RELAY_PUBLISH_TIMEOUT    bound of one publish attempt (5s)
 //	RELAY_POLL_INTERVAL      fallback poll (1s)

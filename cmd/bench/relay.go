@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -58,7 +59,19 @@ func benchRelay(ctx context.Context, getenv func(string) string, stdout io.Write
 	topics := relayBenchTopics{adm: kadm.NewClient(admin)}
 	defer topics.deleteAll()
 
-	relayCfg := outbox.RelayConfig{Brokers: brokers, Workers: 4, BatchSize: 500}
+	// The relay's defaults, unless RELAY_WORKERS / RELAY_BATCH_SIZE say otherwise (to
+	// measure other settings; the figures record which were used).
+	relayCfg := outbox.RelayConfig{Brokers: brokers, Workers: 4, BatchSize: 1000}
+	if v := getenv("RELAY_WORKERS"); v != "" {
+		if relayCfg.Workers, err = strconv.Atoi(v); err != nil {
+			return fmt.Errorf("RELAY_WORKERS=%q: %w", v, err)
+		}
+	}
+	if v := getenv("RELAY_BATCH_SIZE"); v != "" {
+		if relayCfg.BatchSize, err = strconv.Atoi(v); err != nil {
+			return fmt.Errorf("RELAY_BATCH_SIZE=%q: %w", v, err)
+		}
+	}
 
 	// 1. Drain a backlog with the real relay.
 	if relayCfg.Topic, err = topics.create(ctx, "relay-drain"); err != nil {
