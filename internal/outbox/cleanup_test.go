@@ -103,3 +103,37 @@ func TestRelayStopReleasesLeasesOfAbandonedBatch(t *testing.T) {
 		t.Errorf("%d rows still leased or changed after stop, want all 5 pending, unleased, attempts 0", n)
 	}
 }
+
+// Run cleans on its schedule, not only once at start: a row that is still within the
+// retention when Run starts (its first pass keeps it) expires a second later and is
+// deleted by a later tick; Run returns when its context ends.
+func TestCleanerRunKeepsCleaningOnSchedule(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.insert(t, newMessage(t, "expires-soon", 0))
+	if _, err := b.pool.Exec(context.Background(), `
+		UPDATE outbox_events SET status = 'published', published_at = now()
+		WHERE aggregate_id = 'expires-soon'`); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewCleaner(b.pool, CleanerConfig{Retention: time.Second, Interval: 50 * time.Millisecond}, b.logger, b.metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+
+	waitFor(t, 10*time.Second, func() string {
+		if n := b.count(t, `SELECT count(*) FROM outbox_events`); n != 0 {
+			return fmt.Sprintf("%d rows left, want the row deleted by a tick after it expired", n)
+		}
+		return ""
+	})
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return 10s after its context ended")
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -55,11 +56,28 @@ func TestRelayOutageNeverDeadLetters(t *testing.T) {
 	if got := b.count(t, `SELECT count(*) FROM outbox_events WHERE status = 'pending' AND attempts > 0 AND last_error IS NOT NULL`); got == 0 {
 		t.Errorf("no pending event shows attempts and last_error during the outage, want the failures recorded")
 	}
+	// The course's SLO gauge shows the backlog, and the oldest event's age grows: that
+	// is what operators are alerted on during an outage, not the DLQ.
+	waitFor(t, 10*time.Second, func() string {
+		if got := testutil.ToFloat64(b.metrics.pending); got != float64(len(msgs)) {
+			return fmt.Sprintf("outbox_pending_count %v, want %d", got, len(msgs))
+		}
+		if got := testutil.ToFloat64(b.metrics.oldestPendingAge); got <= 0 {
+			return fmt.Sprintf("outbox_oldest_pending_age_seconds %v, want > 0", got)
+		}
+		return ""
+	})
 	if err := proxy.Proxy.RemoveToxic("blackhole"); err != nil {
 		t.Fatalf("remove toxic: %v", err)
 	}
 
 	b.waitAllPublished(t, len(msgs)+1, 30*time.Second)
+	waitFor(t, 10*time.Second, func() string {
+		if got := testutil.ToFloat64(b.metrics.pending); got != 0 {
+			return fmt.Sprintf("outbox_pending_count %v after the drain, want 0", got)
+		}
+		return ""
+	})
 	if got := b.count(t, `SELECT count(*) FROM outbox_dlq`); got != 0 {
 		t.Errorf("DLQ rows after an outage: %d, want 0", got)
 	}
