@@ -49,14 +49,9 @@ type store struct {
 	pool *pgxpool.Pool
 }
 
-// claim leases up to limit publishable rows to token in one statement (River's shape).
-// A row is publishable when it is pending, its backoff has passed, nobody holds a live
-// lease on it, and no earlier event of its aggregate is unfinished: that last rule
-// keeps per-aggregate order with any number of workers, and makes a 'failed' event
-// hold back the rest of its aggregate until it is replayed. SKIP LOCKED lets
-// concurrent claims pass each other instead of queueing on the same rows.
-func (s store) claim(ctx context.Context, token uuid.UUID, lease time.Duration, limit int) ([]claimedEvent, error) {
-	rows, err := s.pool.Query(ctx, `
+// claimSQL leases up to $3 publishable rows to token $1 for $2 seconds; see claim.
+// Its plan must read the partial index of pending rows (plan_test.go).
+const claimSQL = `
 		UPDATE outbox_events
 		SET lease_token = $1, lease_expires_at = now() + make_interval(secs => $2)
 		WHERE id IN (
@@ -72,7 +67,25 @@ func (s store) claim(ctx context.Context, token uuid.UUID, lease time.Duration, 
 			ORDER BY e.seq
 			LIMIT $3
 			FOR UPDATE SKIP LOCKED)
-		RETURNING id, seq, event_type, aggregate_id, payload, created_at, attempts, rejections`,
+		RETURNING id, seq, event_type, aggregate_id, payload, created_at, attempts, rejections`
+
+// deletePublishedSQL deletes at most $2 rows published more than $1 seconds ago; see
+// deletePublished. Its plan must read the partial index on published_at (plan_test.go).
+const deletePublishedSQL = `
+		DELETE FROM outbox_events
+		WHERE id IN (
+			SELECT id FROM outbox_events
+			WHERE status = 'published' AND published_at < now() - make_interval(secs => $1)
+			LIMIT $2)`
+
+// claim leases up to limit publishable rows to token in one statement (River's shape).
+// A row is publishable when it is pending, its backoff has passed, nobody holds a live
+// lease on it, and no earlier event of its aggregate is unfinished: that last rule
+// keeps per-aggregate order with any number of workers, and makes a 'failed' event
+// hold back the rest of its aggregate until it is replayed. SKIP LOCKED lets
+// concurrent claims pass each other instead of queueing on the same rows.
+func (s store) claim(ctx context.Context, token uuid.UUID, lease time.Duration, limit int) ([]claimedEvent, error) {
+	rows, err := s.pool.Query(ctx, claimSQL,
 		token, lease.Seconds(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox events: %w", err)
@@ -182,12 +195,7 @@ func (s store) pendingStats(ctx context.Context) (count int64, oldest time.Time,
 
 // deletePublished deletes at most limit rows published more than retention ago.
 func (s store) deletePublished(ctx context.Context, retention time.Duration, limit int) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `
-		DELETE FROM outbox_events
-		WHERE id IN (
-			SELECT id FROM outbox_events
-			WHERE status = 'published' AND published_at < now() - make_interval(secs => $1)
-			LIMIT $2)`,
+	tag, err := s.pool.Exec(ctx, deletePublishedSQL,
 		retention.Seconds(), limit)
 	if err != nil {
 		return 0, fmt.Errorf("delete published outbox events: %w", err)
