@@ -1,5 +1,6 @@
 // Package deploy holds the Docker Compose stack (docker-compose.yml, toxiproxy.json, the
-// Prometheus configuration and alert rules) and the tests that keep it wired like the
+// Prometheus configuration and alert rules, a small Grafana dashboard) and the tests that
+// keep it wired like the
 // native stack of scripts/stack and the contract in docs/contract.md.
 //
 // Docker is not needed to run the tests: they load the compose file with the compose
