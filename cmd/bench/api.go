@@ -6,7 +6,6 @@ package main
 
 import (
 	"bufio"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,6 +29,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/benchreport"
+	"github.com/dscourse/payments-outbox/migrations"
 )
 
 const (
@@ -58,7 +58,7 @@ func benchAPI(ctx context.Context, getenv func(string) string, stdout io.Writer)
 	if err != nil {
 		return err
 	}
-	brokers := strings.Split(cmp.Or(getenv("KAFKA_BROKERS"), "127.0.0.1:19092"), ",")
+	brokers := kafkaBrokers(getenv)
 
 	base, stopAPI, err := startAPI(ctx, adminURL, brokers)
 	if err != nil {
@@ -74,7 +74,7 @@ func benchAPI(ctx context.Context, getenv func(string) string, stdout io.Writer)
 		return err
 	}
 	defer dropDB()
-	if err := migrateDatabase(ctx, dbURL); err != nil {
+	if err := migrateDatabase(ctx, dbURL, migrations.Payments); err != nil {
 		return err
 	}
 
@@ -151,7 +151,12 @@ func startAPI(ctx context.Context, adminURL string, brokers []string) (base stri
 		return "", nil, err
 	}
 	cleanups = append(cleanups, dropDB)
-	topic, dropTopic, err := createTopic(ctx, brokers, "bench-api-"+uuid.NewString()[:8])
+	client, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return "", nil, fmt.Errorf("new Kafka client: %w", err)
+	}
+	cleanups = append(cleanups, client.Close)
+	topic, dropTopic, err := createTopic(ctx, kadm.NewClient(client), "bench.api")
 	if err != nil {
 		return "", nil, err
 	}
@@ -268,31 +273,6 @@ func listeningAddr(logs io.Reader, timeout time.Duration) (string, error) {
 	}
 }
 
-// createTopic creates a 3-partition topic, like payments.events, and a function that
-// deletes it.
-func createTopic(ctx context.Context, brokers []string, name string) (string, func(), error) {
-	client, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return "", nil, fmt.Errorf("new Kafka client: %w", err)
-	}
-	adm := kadm.NewClient(client)
-	res, err := adm.CreateTopic(ctx, 3, 1, nil, name)
-	if err == nil {
-		err = res.Err
-	}
-	if err != nil {
-		client.Close()
-		return "", nil, fmt.Errorf("create topic %s: %w", name, err)
-	}
-	drop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = adm.DeleteTopics(ctx, name)
-		client.Close()
-	}
-	return name, drop, nil
-}
-
 type dbCeiling struct {
 	TransactionsPerSecond float64
 	AvgLatencyMillis      float64
@@ -363,9 +343,6 @@ func runPgbench(ctx context.Context, dbURL string) (dbCeiling, error) {
 	c.AvgLatencyMillis, _ = strconv.ParseFloat(string(latency[1]), 64)
 	return c, nil
 }
-
-// hundredths rounds f to two decimals for the report.
-func hundredths(f float64) float64 { return math.Round(f*100) / 100 }
 
 // loadAverage is the 1-minute load average, or -1 where /proc/loadavg does not exist.
 func loadAverage() float64 {

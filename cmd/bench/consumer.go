@@ -7,22 +7,16 @@ package main
 // reports/bench.json; the goal is at least half the relay's drain rate.
 
 import (
-	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -44,8 +38,11 @@ const (
 
 // benchConsumer runs the consumer benchmark and merges its figures into reports/bench.json.
 func benchConsumer(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	adminURL := cmp.Or(getenv("DATABASE_URL"), "postgres://postgres@127.0.0.1:55432/postgres?sslmode=disable")
-	brokers := strings.Split(cmp.Or(getenv("KAFKA_BROKERS"), "127.0.0.1:19092"), ",")
+	adminURL, err := adminPostgresURL(ctx, getenv)
+	if err != nil {
+		return err
+	}
+	brokers := kafkaBrokers(getenv)
 
 	client, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
 		// The fill is not what is measured: large batches, no waiting per record.
@@ -72,8 +69,8 @@ func benchConsumer(ctx context.Context, getenv func(string) string, stdout io.Wr
 	fmt.Fprintf(stdout, "consumer, each event once:  %8.0f events/s (%d events)\n", once, consumerBenchEvents)
 	fmt.Fprintf(stdout, "consumer, each event twice: %8.0f deliveries/s (%d deliveries, half of them duplicates)\n", twice, 2*consumerBenchEvents)
 	return benchreport.Merge("reports/bench.json", map[string]any{
-		"consumer_events_per_s":     consumerBenchRound(once),
-		"consumer_dup_events_per_s": consumerBenchRound(twice),
+		"consumer_events_per_s":     math.Round(once),
+		"consumer_dup_events_per_s": math.Round(twice),
 		"consumer_bench_events":     consumerBenchEvents,
 		"consumer_bench_note": "events (once) or deliveries (twice) per second, from the consumer's start in a fresh group " +
 			"(group join included) until every record is in the database; fresh database each run; max poll 1000",
@@ -83,20 +80,11 @@ func benchConsumer(ctx context.Context, getenv func(string) string, stdout io.Wr
 // consumerBenchRun fills a fresh topic with records, consumes it with a fresh group into a
 // fresh database, checks the outcome, and returns the records consumed per second.
 func consumerBenchRun(ctx context.Context, adm *kadm.Client, producer *kgo.Client, adminURL string, brokers []string, records []*kgo.Record, stdout io.Writer) (float64, error) {
-	suffix := consumerBenchHex(4)
-	topic := "bench.consumer." + suffix
-	resp, err := adm.CreateTopic(ctx, 3, -1, nil, topic)
-	if err == nil {
-		err = resp.Err
-	}
+	topic, dropTopic, err := createTopic(ctx, adm, "bench.consumer")
 	if err != nil {
-		return 0, fmt.Errorf("create topic %s: %w", topic, err)
+		return 0, err
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = adm.DeleteTopic(ctx, topic)
-	}()
+	defer dropTopic()
 
 	start := time.Now()
 	for _, r := range records {
@@ -107,7 +95,7 @@ func consumerBenchRun(ctx context.Context, adm *kadm.Client, producer *kgo.Clien
 	}
 	fmt.Fprintf(stdout, "  filled %s with %d records in %s\n", topic, len(records), time.Since(start).Round(time.Millisecond))
 
-	pool, drop, err := consumerBenchDatabase(ctx, adminURL, "bench_antifraud_"+suffix)
+	pool, drop, err := migratedPool(ctx, adminURL, "bench_antifraud", migrations.Antifraud, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -121,7 +109,7 @@ func consumerBenchRun(ctx context.Context, adm *kadm.Client, producer *kgo.Clien
 	consumer, err := antifraud.NewConsumer(antifraud.Config{
 		Brokers: brokers,
 		Topic:   topic,
-		Group:   "bench-antifraud-" + suffix,
+		Group:   "bench-antifraud-" + randomHex(4),
 	}, pool, slog.New(slog.DiscardHandler), metrics)
 	if err != nil {
 		return 0, err
@@ -229,44 +217,6 @@ func consumerBenchProduce(ctx context.Context, client *kgo.Client, records []*kg
 	}
 }
 
-// consumerBenchDatabase creates a migrated antifraud database and returns a pool on it and
-// a function that closes the pool and drops the database.
-func consumerBenchDatabase(ctx context.Context, adminURL, name string) (*pgxpool.Pool, func(), error) {
-	admin, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		return nil, nil, fmt.Errorf("connect to %s: %w", adminURL, err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return nil, nil, fmt.Errorf("create database %s: %w", name, err)
-	}
-	cfg, err := pgxpool.ParseConfig(adminURL)
-	if err != nil {
-		return nil, nil, fmt.Errorf("parse admin URL: %w", err)
-	}
-	cfg.ConnConfig.Database = name
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open pool on %s: %w", name, err)
-	}
-	drop := func() {
-		pool.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if conn, err := pgx.Connect(ctx, adminURL); err == nil {
-			defer conn.Close(ctx)
-			_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-		}
-	}
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close()
-	if err := migrations.Antifraud.Up(ctx, db); err != nil {
-		drop()
-		return nil, nil, fmt.Errorf("migrate %s: %w", name, err)
-	}
-	return pool, drop, nil
-}
-
 // consumerBenchCounters sums the values of the named counters in reg.
 func consumerBenchCounters(reg *prometheus.Registry, names ...string) (float64, error) {
 	families, err := reg.Gather()
@@ -290,11 +240,3 @@ func consumerBenchCounters(reg *prometheus.Registry, names ...string) (float64, 
 	}
 	return sum, nil
 }
-
-func consumerBenchHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-func consumerBenchRound(f float64) float64 { return float64(int64(f + 0.5)) }

@@ -12,6 +12,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -19,6 +20,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -28,7 +31,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx", for goose
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -91,12 +96,27 @@ func adminPostgresURL(ctx context.Context, getenv func(string) string) (string, 
 	return strings.TrimSpace(string(out)), nil
 }
 
-// createDatabase creates an empty database named prefix_<random> and returns its URL
-// and a function that drops it.
+// kafkaBrokers is KAFKA_BROKERS, or the native stack's direct listener.
+func kafkaBrokers(getenv func(string) string) []string {
+	return strings.Split(cmp.Or(getenv("KAFKA_BROKERS"), "127.0.0.1:19092"), ",")
+}
+
+// randomHex returns n random bytes in hex, to name throwaway databases, topics and groups.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// createDatabase creates an empty database named prefix_<random> next to adminURL's and
+// returns its URL and a function that drops it.
 func createDatabase(ctx context.Context, adminURL, prefix string) (string, func(), error) {
-	suffix := make([]byte, 4)
-	_, _ = rand.Read(suffix)
-	name := prefix + "_" + hex.EncodeToString(suffix)
+	name := prefix + "_" + randomHex(4)
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	u.Path = "/" + name
 	conn, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
 		return "", nil, fmt.Errorf("connect to %s: %w", adminURL, err)
@@ -105,11 +125,6 @@ func createDatabase(ctx context.Context, adminURL, prefix string) (string, func(
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		return "", nil, fmt.Errorf("create database %s: %w", name, err)
 	}
-	cfg, err := pgx.ParseConfig(adminURL)
-	if err != nil {
-		return "", nil, fmt.Errorf("parse %s: %w", adminURL, err)
-	}
-	dbURL := fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name)
 	drop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -120,15 +135,83 @@ func createDatabase(ctx context.Context, adminURL, prefix string) (string, func(
 		defer conn.Close(ctx)
 		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	}
-	return dbURL, drop, nil
+	return u.String(), drop, nil
 }
 
-// migrateDatabase applies the payments migrations to the database at dbURL.
-func migrateDatabase(ctx context.Context, dbURL string) error {
+// migrateDatabase applies set to the database at dbURL.
+func migrateDatabase(ctx context.Context, dbURL string, set migrations.Set) error {
 	db, err := sql.Open("pgx", dbURL)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", dbURL, err)
 	}
 	defer db.Close()
-	return migrations.Payments.Up(ctx, db)
+	return set.Up(ctx, db)
 }
+
+// migratedPool creates a database (createDatabase), applies set to it and opens a pool of
+// at most maxConns connections on it (0: pgxpool's default). The returned function closes
+// the pool and drops the database.
+func migratedPool(ctx context.Context, adminURL, prefix string, set migrations.Set, maxConns int32) (*pgxpool.Pool, func(), error) {
+	dbURL, drop, err := createDatabase(ctx, adminURL, prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := migrateDatabase(ctx, dbURL, set); err != nil {
+		drop()
+		return nil, nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		drop()
+		return nil, nil, fmt.Errorf("parse database URL: %w", err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		drop()
+		return nil, nil, fmt.Errorf("open pool: %w", err)
+	}
+	return pool, func() { pool.Close(); drop() }, nil
+}
+
+// createTopic creates a topic named prefix.<random> with 3 partitions, like
+// payments.events, waits until every partition has a leader, and returns its name and a
+// function that deletes it.
+func createTopic(ctx context.Context, adm *kadm.Client, prefix string) (string, func(), error) {
+	name := prefix + "." + randomHex(4)
+	resp, err := adm.CreateTopic(ctx, 3, -1, nil, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("create topic %s: %w", name, err)
+	}
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = adm.DeleteTopic(ctx, name)
+	}
+	// The broker serves a new topic a moment after the controller commits it.
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		details, err := adm.ListTopics(ctx, name)
+		if err == nil && details.Error() == nil && len(details[name].Partitions) == 3 && details[name].Partitions.NumReplicas() > 0 {
+			return name, drop, nil
+		}
+		select {
+		case <-ctx.Done():
+			drop()
+			return "", nil, fmt.Errorf("topic %s has no leaders: %w", name, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// tenths and hundredths round f to one or two decimals for the report.
+func tenths(f float64) float64     { return math.Round(f*10) / 10 }
+func hundredths(f float64) float64 { return math.Round(f*100) / 100 }

@@ -7,23 +7,18 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -42,22 +37,24 @@ const (
 
 // benchRelay runs the relay benchmark and merges its figures into reports/bench.json.
 func benchRelay(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	adminURL := cmp.Or(getenv("DATABASE_URL"), "postgres://postgres@127.0.0.1:55432/postgres?sslmode=disable")
-	brokers := strings.Split(cmp.Or(getenv("KAFKA_BROKERS"), "127.0.0.1:19092"), ",")
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	adminURL, err := adminPostgresURL(ctx, getenv)
+	if err != nil {
+		return err
+	}
+	brokers := kafkaBrokers(getenv)
+	logger := slog.New(slog.DiscardHandler)
 
-	pool, dropDB, err := relayBenchDatabase(ctx, adminURL)
+	pool, dropDB, err := migratedPool(ctx, adminURL, "bench_relay", migrations.Payments, 32)
 	if err != nil {
 		return err
 	}
 	defer dropDB()
-	admin, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	client, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		return fmt.Errorf("new Kafka admin client: %w", err)
 	}
-	defer admin.Close()
-	topics := relayBenchTopics{adm: kadm.NewClient(admin)}
-	defer topics.deleteAll()
+	defer client.Close()
+	adm := kadm.NewClient(client)
 
 	// The relay's defaults, unless RELAY_WORKERS / RELAY_BATCH_SIZE say otherwise (to
 	// measure other settings; the figures record which were used).
@@ -74,9 +71,12 @@ func benchRelay(ctx context.Context, getenv func(string) string, stdout io.Write
 	}
 
 	// 1. Drain a backlog with the real relay.
-	if relayCfg.Topic, err = topics.create(ctx, "relay-drain"); err != nil {
+	relayTopic, dropRelayTopic, err := createTopic(ctx, adm, "bench.relay-drain")
+	if err != nil {
 		return err
 	}
+	defer dropRelayTopic()
+	relayCfg.Topic = relayTopic
 	if err := relayInsertBacklog(ctx, pool, relayBacklog); err != nil {
 		return err
 	}
@@ -87,10 +87,11 @@ func benchRelay(ctx context.Context, getenv func(string) string, stdout io.Write
 	fmt.Fprintf(stdout, "relay drain:          %8.0f events/s (%d workers, batch %d)\n", relayRate, relayCfg.Workers, relayCfg.BatchSize)
 
 	// 2. The floor design on the same database and broker.
-	minimalTopic, err := topics.create(ctx, "minimal-drain")
+	minimalTopic, dropMinimalTopic, err := createTopic(ctx, adm, "bench.minimal-drain")
 	if err != nil {
 		return err
 	}
+	defer dropMinimalTopic()
 	if err := relayInsertBacklog(ctx, pool, relayBacklog); err != nil {
 		return err
 	}
@@ -101,9 +102,12 @@ func benchRelay(ctx context.Context, getenv func(string) string, stdout io.Write
 	fmt.Fprintf(stdout, "minimal relay drain:  %8.0f events/s (ratio %.2f, goal >= 0.8)\n", minimalRate, relayRate/minimalRate)
 
 	// 3. Commit-to-Kafka latency at a steady rate.
-	if relayCfg.Topic, err = topics.create(ctx, "relay-latency"); err != nil {
+	latencyTopic, dropLatencyTopic, err := createTopic(ctx, adm, "bench.relay-latency")
+	if err != nil {
 		return err
 	}
+	defer dropLatencyTopic()
+	relayCfg.Topic = latencyTopic
 	if _, err := pool.Exec(ctx, `TRUNCATE outbox_events`); err != nil {
 		return fmt.Errorf("truncate outbox: %w", err)
 	}
@@ -115,95 +119,15 @@ func benchRelay(ctx context.Context, getenv func(string) string, stdout io.Write
 		relayLatencyRate, lat.p50, lat.p99, lat.max, lat.events, lat.achievedRate)
 
 	return benchreport.Merge("reports/bench.json", map[string]any{
-		"relay_drain_events_per_s":   relayRound1(relayRate),
-		"minimal_relay_events_per_s": relayRound1(minimalRate),
-		"relay_to_minimal_ratio":     relayRound2(relayRate / minimalRate),
-		"relay_latency_p50_ms":       relayRound1(lat.p50),
-		"relay_latency_p99_ms":       relayRound1(lat.p99),
-		"relay_latency_rate_per_s":   relayRound1(lat.achievedRate),
+		"relay_drain_events_per_s":   tenths(relayRate),
+		"minimal_relay_events_per_s": tenths(minimalRate),
+		"relay_to_minimal_ratio":     hundredths(relayRate / minimalRate),
+		"relay_latency_p50_ms":       tenths(lat.p50),
+		"relay_latency_p99_ms":       tenths(lat.p99),
+		"relay_latency_rate_per_s":   tenths(lat.achievedRate),
 		"relay_workers":              relayCfg.Workers,
 		"relay_batch_size":           relayCfg.BatchSize,
 	})
-}
-
-// relayBenchDatabase creates a fresh, migrated database next to adminURL's and returns a
-// pool on it and a function that drops it.
-func relayBenchDatabase(ctx context.Context, adminURL string) (*pgxpool.Pool, func(), error) {
-	name := "bench_relay_" + relayRandomHex(4)
-	conn, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		return nil, nil, fmt.Errorf("connect to %s: %w", adminURL, err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return nil, nil, fmt.Errorf("create database %s: %w", name, err)
-	}
-	u, err := url.Parse(adminURL)
-	if err != nil {
-		return nil, nil, fmt.Errorf("parse DATABASE_URL: %w", err)
-	}
-	u.Path = "/" + name
-	drop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if conn, err := pgx.Connect(ctx, adminURL); err == nil {
-			conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-			conn.Close(ctx)
-		}
-	}
-	poolCfg, err := pgxpool.ParseConfig(u.String())
-	if err != nil {
-		drop()
-		return nil, nil, fmt.Errorf("parse database URL: %w", err)
-	}
-	poolCfg.MaxConns = 32
-	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
-	if err != nil {
-		drop()
-		return nil, nil, fmt.Errorf("open pool: %w", err)
-	}
-	db := stdlib.OpenDBFromPool(pool)
-	err = migrations.Payments.Up(ctx, db)
-	db.Close()
-	if err != nil {
-		pool.Close()
-		drop()
-		return nil, nil, err
-	}
-	return pool, func() { pool.Close(); drop() }, nil
-}
-
-type relayBenchTopics struct {
-	adm     *kadm.Client
-	created []string
-}
-
-func (t *relayBenchTopics) create(ctx context.Context, purpose string) (string, error) {
-	name := "bench." + purpose + "." + relayRandomHex(4)
-	resp, err := t.adm.CreateTopic(ctx, 3, -1, nil, name)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		return "", fmt.Errorf("create topic %s: %w", name, err)
-	}
-	t.created = append(t.created, name)
-	// The broker serves a new topic a moment after the controller commits it.
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		details, err := t.adm.ListTopics(ctx, name)
-		if err == nil && details.Error() == nil && len(details[name].Partitions) == 3 && details[name].Partitions.NumReplicas() > 0 {
-			return name, nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return "", fmt.Errorf("topic %s has no leaders after 30s", name)
-}
-
-func (t *relayBenchTopics) deleteAll() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	t.adm.DeleteTopics(ctx, t.created...)
 }
 
 // relayInsertBacklog empties the outbox and fills it with n pending PaymentCreated-like
@@ -411,12 +335,21 @@ func relayMeasureLatency(ctx context.Context, pool *pgxpool.Pool, brokers []stri
 			}
 		})
 	}
+	// Event i is due at start + i/rate: an absolute schedule catches up after a late
+	// wake-up, where a ticker would drop the tick and lower the achieved rate.
 	start := time.Now()
 	go func() {
 		defer close(jobs)
+		due := time.NewTimer(0)
+		defer due.Stop()
 		for i := range total {
-			time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second / relayLatencyRate)))
+			select {
+			case <-ctx.Done():
+				return
+			case <-due.C:
+			}
 			jobs <- i
+			due.Reset(time.Until(start.Add(time.Duration(i+1) * time.Second / relayLatencyRate)))
 		}
 	}()
 
@@ -478,12 +411,3 @@ func relayPercentile(sorted []float64, p float64) float64 {
 	}
 	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
 }
-
-func relayRandomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-func relayRound1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }
-func relayRound2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
