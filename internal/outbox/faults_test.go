@@ -17,7 +17,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/testenv"
 )
@@ -253,14 +252,9 @@ func adminRequest(t *testing.T, base, method, path, token string) *http.Response
 
 func setTopicMaxMessageBytes(t *testing.T, b *testBundle, n int) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := kadm.NewClient(cl).AlterTopicConfigs(ctx,
+	resp, err := b.kafkaAdmin(t).AlterTopicConfigs(ctx,
 		[]kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: kadm.StringPtr(fmt.Sprint(n))}}, b.topic)
 	if err == nil {
 		_, err = resp.On(b.topic, nil)

@@ -162,17 +162,23 @@ func (b *testBundle) consume(t *testing.T, want int, timeout time.Duration) []*k
 	return records
 }
 
-// topicEnd returns the number of records in the topic (sum of partition end offsets).
-func (b *testBundle) topicEnd(t *testing.T) int64 {
+// kafkaAdmin returns an admin client of the test broker, closed when the test ends.
+func (b *testBundle) kafkaAdmin(t *testing.T) *kadm.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("new Kafka admin client: %v", err)
 	}
-	defer cl.Close()
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// topicEnd returns the number of records in the topic (sum of partition end offsets).
+func (b *testBundle) topicEnd(t *testing.T) int64 {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, b.topic)
+	ends, err := b.kafkaAdmin(t).ListEndOffsets(ctx, b.topic)
 	if err != nil {
 		t.Fatalf("list end offsets: %v", err)
 	}

@@ -143,16 +143,7 @@ func (r *Relay) work(ctx, workCtx context.Context, p producer) {
 	poll := time.NewTicker(r.cfg.PollInterval)
 	defer poll.Stop()
 	for {
-		if pause := r.outage.remaining(); pause > 0 {
-			timer := time.NewTimer(pause)
-			select {
-			case <-ctx.Done():
-				timer.Stop()
-				return
-			case <-timer.C:
-			}
-		}
-		if ctx.Err() != nil {
+		if !sleep(ctx, r.outage.remaining()) {
 			return
 		}
 		claimed, err := r.runOnce(workCtx, p)
@@ -192,8 +183,7 @@ func (r *Relay) runOnce(ctx context.Context, p producer) (int, error) {
 	if ctx.Err() != nil {
 		// Abandoned at shutdown: the failures are our own cancellation, not the
 		// broker's. Mark what was acknowledged and hand the rest back.
-		_, markErr := r.store.markPublished(recordCtx, token, published)
-		return len(events), errors.Join(markErr, r.store.release(recordCtx, token))
+		return len(events), errors.Join(r.markPublished(recordCtx, token, published), r.store.release(recordCtx, token))
 	}
 	if err := r.record(recordCtx, token, published, failures); err != nil {
 		return len(events), err
@@ -211,41 +201,32 @@ func (r *Relay) claim(ctx context.Context, token uuid.UUID) ([]claimedEvent, err
 // record stores the outcome of a batch, counts it, and reacts to failures: a pause of
 // the whole relay for transport failures, an alert for each dead-lettered event.
 func (r *Relay) record(ctx context.Context, token uuid.UUID, published []uuid.UUID, failures []failure) error {
-	if len(published) > 0 {
-		marked, err := r.store.markPublished(ctx, token, published)
-		if err != nil {
-			return err
-		}
-		r.metrics.published.Add(float64(marked))
-		if lost := int64(len(published)) - marked; lost > 0 {
-			// Our lease expired and another worker took the rows: its outcome wins.
-			r.logger.Warn("lease lost before marking; another worker owns the events", "events", lost)
-		}
-	}
-	if len(failures) == 0 {
-		r.outage.succeeded()
-		return nil
+	if err := r.markPublished(ctx, token, published); err != nil {
+		return err
 	}
 
 	transport, firstTransportErr := 0, ""
 	for _, f := range failures {
 		if f.Rejected {
-			r.metrics.publishFailures.WithLabelValues(reasonRejected).Inc()
 			r.logger.Warn("broker rejected event", "event_id", f.ID, "err", f.Err)
 			continue
 		}
-		r.metrics.publishFailures.WithLabelValues(reasonTransport).Inc()
 		if transport == 0 {
 			firstTransportErr = f.Err
 		}
 		transport++
 	}
+	r.metrics.publishFailures.WithLabelValues(reasonTransport).Add(float64(transport))
+	r.metrics.publishFailures.WithLabelValues(reasonRejected).Add(float64(len(failures) - transport))
 	if transport > 0 {
 		pause := r.outage.failed()
 		r.logger.Warn("Kafka unavailable; relay backs off, events stay pending",
 			"events", transport, "pause", pause, "err", firstTransportErr)
 	} else {
-		r.outage.succeeded()
+		r.outage.succeeded() // the broker answered, even if only to refuse a record
+	}
+	if len(failures) == 0 {
+		return nil
 	}
 
 	dead, err := r.store.recordFailures(ctx, token, failures, r.cfg.MaxRejections)
@@ -255,6 +236,25 @@ func (r *Relay) record(ctx context.Context, token uuid.UUID, published []uuid.UU
 	for _, d := range dead {
 		r.metrics.deadLettered.Inc()
 		r.alerter.deadLettered(ctx, d)
+	}
+	return nil
+}
+
+// markPublished marks the acknowledged events of a batch and counts them. Both the
+// normal path and a batch abandoned at shutdown go through it, so
+// outbox_published_total counts every row marked.
+func (r *Relay) markPublished(ctx context.Context, token uuid.UUID, published []uuid.UUID) error {
+	if len(published) == 0 {
+		return nil
+	}
+	marked, err := r.store.markPublished(ctx, token, published)
+	if err != nil {
+		return err
+	}
+	r.metrics.published.Add(float64(marked))
+	if lost := int64(len(published)) - marked; lost > 0 {
+		// Our lease expired and another worker took the rows: its outcome wins.
+		r.logger.Warn("lease lost before marking; another worker owns the events", "events", lost)
 	}
 	return nil
 }

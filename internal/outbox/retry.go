@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"sync"
@@ -70,4 +71,19 @@ func (b *outageBackoff) remaining() time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return time.Until(b.until)
+}
+
+// sleep waits for d, or until ctx ends; it reports whether ctx is still live. A
+// d of zero or less returns at once. The relay's loops pause with it instead of
+// time.Sleep, so that stopping the relay never waits out a backoff.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d > 0 {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-ctx.Done():
+		case <-timer.C:
+		}
+	}
+	return ctx.Err() == nil
 }

@@ -13,6 +13,10 @@ import (
 
 // The relay's SQL, in one place. Every statement runs on its own (autocommit), so no
 // transaction or row lock is ever held while the relay waits on Kafka.
+//
+// Queries that return rows ignore Query's error and check CollectRows' instead: pgx
+// hands back rows that carry a failed Query's error, and CollectRows returns it
+// (pgx's documented idiom), so each query has one error check and one message.
 
 // claimedEvent is an outbox row a worker has leased.
 type claimedEvent struct {
@@ -85,11 +89,7 @@ const deletePublishedSQL = `
 // hold back the rest of its aggregate until it is replayed. SKIP LOCKED lets
 // concurrent claims pass each other instead of queueing on the same rows.
 func (s store) claim(ctx context.Context, token uuid.UUID, lease time.Duration, limit int) ([]claimedEvent, error) {
-	rows, err := s.pool.Query(ctx, claimSQL,
-		token, lease.Seconds(), limit)
-	if err != nil {
-		return nil, fmt.Errorf("claim outbox events: %w", err)
-	}
+	rows, _ := s.pool.Query(ctx, claimSQL, token, lease.Seconds(), limit) // error via CollectRows
 	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimedEvent, error) {
 		var e claimedEvent
 		err := row.Scan(&e.ID, &e.Seq, &e.Type, &e.AggregateID, &e.Payload, &e.CreatedAt, &e.Attempts, &e.Rejections)
@@ -130,7 +130,7 @@ func (s store) recordFailures(ctx context.Context, token uuid.UUID, failures []f
 	for i, f := range failures {
 		ids[i], errs[i], rejected[i], retrySecs[i] = f.ID, f.Err, f.Rejected, f.RetryIn.Seconds()
 	}
-	rows, err := s.pool.Query(ctx, `
+	rows, _ := s.pool.Query(ctx, `
 		WITH outcome AS (
 			SELECT * FROM unnest($2::uuid[], $3::text[], $4::bool[], $5::float8[])
 				AS o(id, last_error, rejected, retry_secs)
@@ -154,9 +154,6 @@ func (s store) recordFailures(ctx context.Context, token uuid.UUID, failures []f
 			    failed_at = now(), replayed_at = NULL
 		RETURNING event_id, event_type, aggregate_id, attempts, last_error, failed_at, replayed_at`,
 		token, ids, errs, rejected, retrySecs, maxRejections)
-	if err != nil {
-		return nil, fmt.Errorf("record publish failures: %w", err)
-	}
 	dead, err := pgx.CollectRows(rows, scanDeadLetter)
 	if err != nil {
 		return nil, fmt.Errorf("record publish failures: %w", err)
@@ -205,12 +202,9 @@ func (s store) deletePublished(ctx context.Context, retention time.Duration, lim
 
 // listDeadLetters returns the newest DLQ entries first, at most limit.
 func (s store) listDeadLetters(ctx context.Context, limit int) ([]DeadLetter, error) {
-	rows, err := s.pool.Query(ctx, `
+	rows, _ := s.pool.Query(ctx, `
 		SELECT event_id, event_type, aggregate_id, attempts, last_error, failed_at, replayed_at
 		FROM outbox_dlq ORDER BY failed_at DESC LIMIT $1`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list dead letters: %w", err)
-	}
 	dead, err := pgx.CollectRows(rows, scanDeadLetter)
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters: %w", err)

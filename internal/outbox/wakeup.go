@@ -23,12 +23,8 @@ func (r *Relay) listen(ctx context.Context) {
 		pause := backoff(100*time.Millisecond, 10*time.Second, failures)
 		failures++
 		r.logger.Warn("LISTEN connection lost; relying on polling until it is back", "err", err, "retry_in", pause)
-		timer := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if !sleep(ctx, pause) {
 			return
-		case <-timer.C:
 		}
 	}
 }
