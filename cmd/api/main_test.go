@@ -31,20 +31,7 @@ func TestMain(m *testing.M) {
 // The whole program, in-process, on port 0: the way an operator would use it.
 func TestRunServesPaymentsAndShutsDownCleanly(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{
-		"DATABASE_URL":  testenv.NewDatabase(t, migrations.Payments),
-		"HTTP_ADDR":     "127.0.0.1:0",
-		"KAFKA_BROKERS": strings.Join(testenv.KafkaBrokers(t), ","),
-		"KAFKA_TOPIC":   testenv.NewTopic(t, 3),
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stdout := new(lineBuffer)
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"api"}, func(k string) string { return env[k] }, stdout) }()
-
-	base := "http://" + waitForListening(t, stdout, done)
-	waitForStatus(t, base+"/healthz", http.StatusOK)
+	base, stdout, cancel, done := startRun(t)
 	if res := httpDo(t, http.MethodGet, base+"/readyz", "", nil); res.StatusCode != http.StatusOK {
 		t.Errorf("GET /readyz: status = %d, want 200; body %s", res.StatusCode, res.Body)
 	}
@@ -122,19 +109,7 @@ func TestRunServesPaymentsAndShutsDownCleanly(t *testing.T) {
 // An in-flight request finishes during shutdown instead of being cut off.
 func TestRunFinishesInFlightRequestsOnShutdown(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{
-		"DATABASE_URL":  testenv.NewDatabase(t, migrations.Payments),
-		"HTTP_ADDR":     "127.0.0.1:0",
-		"KAFKA_BROKERS": strings.Join(testenv.KafkaBrokers(t), ","),
-		"KAFKA_TOPIC":   testenv.NewTopic(t, 3),
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stdout := new(lineBuffer)
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"api"}, func(k string) string { return env[k] }, stdout) }()
-	base := "http://" + waitForListening(t, stdout, done)
-	waitForStatus(t, base+"/healthz", http.StatusOK)
+	base, stdout, cancel, done := startRun(t)
 
 	// A request whose body arrives after shutdown began, on a raw connection so that we
 	// control exactly when its bytes reach the server. "Expect: 100-continue" makes the
@@ -231,6 +206,27 @@ func TestMigrateSubcommandCreatesTheTables(t *testing.T) {
 	if diff := cmp.Diff([]string{"idempotency_keys", "outbox_events", "payments"}, tables); diff != "" {
 		t.Errorf("tables after migrate (-want +got):\n%s", diff)
 	}
+}
+
+// startRun runs the whole program in-process on port 0, with a database and a topic of
+// its own, and returns once /healthz answers: the base URL, run's output, the cancel
+// that asks run to shut down, and the channel run's error arrives on.
+func startRun(t *testing.T) (base string, stdout *lineBuffer, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	env := map[string]string{
+		"DATABASE_URL":  testenv.NewDatabase(t, migrations.Payments),
+		"HTTP_ADDR":     "127.0.0.1:0",
+		"KAFKA_BROKERS": strings.Join(testenv.KafkaBrokers(t), ","),
+		"KAFKA_TOPIC":   testenv.NewTopic(t, 3),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	stdout = new(lineBuffer)
+	errc := make(chan error, 1)
+	go func() { errc <- run(ctx, []string{"api"}, func(k string) string { return env[k] }, stdout) }()
+	base = "http://" + waitForListening(t, stdout, errc)
+	waitForStatus(t, base+"/healthz", http.StatusOK)
+	return base, stdout, cancel, errc
 }
 
 // waitForListening returns the address run logged, failing if run returns first.

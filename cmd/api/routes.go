@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -60,12 +61,10 @@ func handleReadyz(logger *slog.Logger, pool *pgxpool.Pool) http.HandlerFunc {
 		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 		defer cancel()
 		if err := pool.Ping(ctx); err != nil {
-			// Expected while the database restarts; the probe's status is the signal.
-			logger.LogAttrs(r.Context(), slog.LevelWarn, "not ready", slog.Any("err", err))
-			w.Header().Set("Retry-After", "2")
-			payment.Encode(w, r, logger, http.StatusServiceUnavailable, map[string]any{
-				"error": map[string]string{"code": payment.Unavailable, "message": "the payments database is unreachable"},
-			})
+			// Expected while the database restarts: answered like any request that finds
+			// the database down (503, Retry-After, a warning with the cause in the log).
+			unavailable := payment.Errorf(payment.Unavailable, "", "the payments database is unreachable")
+			payment.WriteError(w, r, logger, fmt.Errorf("%w: %w", unavailable, err))
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -50,8 +50,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 
 	var createHandler http.Handler
 	if cfg.DualWrite {
-		logger.Warn("DUAL_WRITE=true: POST /payments publishes to Kafka from the handler instead of the outbox. " +
-			"TEACHING ONLY: this mode loses events on purpose; never run it in production")
+		// dualwrite.NewHandler logs the TEACHING ONLY warning.
 		var closeDualWrite func()
 		if createHandler, closeDualWrite, err = dualWriteHandler(cfg, pool, logger); err != nil {
 			return errors.Join(fmt.Errorf("dual-write handler: %w", err), stopRelay(ctx, relay))

@@ -96,7 +96,7 @@ func NewHandler(cfg Config, pool *pgxpool.Pool, logger *slog.Logger) (*Handler, 
 		return nil, fmt.Errorf("dual write: new Kafka client: %w", err)
 	}
 	logger = logger.With("component", "dualwrite")
-	logger.Warn("DUAL_WRITE=true: POST /payments uses the dual-write anti-pattern and WILL lose events when Kafka fails; teaching only")
+	logger.Warn("DUAL_WRITE=true: POST /payments uses the dual-write anti-pattern and WILL lose events when Kafka fails; TEACHING ONLY, never run it in production")
 	return &Handler{cfg: cfg, pool: pool, kafka: client, logger: logger}, nil
 }
 
@@ -132,13 +132,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // insertPayment is WRITE NUMBER ONE: the payment row, and no outbox row.
 func (h *Handler) insertPayment(ctx context.Context, req payment.CreateRequest) (payment.Payment, error) {
-	id, err := uuid.NewV7()
+	p, err := payment.NewPayment(req, time.Now())
 	if err != nil {
-		return payment.Payment{}, fmt.Errorf("new payment id: %w", err)
-	}
-	p := payment.Payment{
-		ID: id, UserID: req.UserID, Amount: req.Amount, Currency: req.Currency,
-		CreatedAt: time.Now().UTC().Truncate(time.Microsecond),
+		return payment.Payment{}, err
 	}
 	_, err = h.pool.Exec(ctx, `
 		INSERT INTO payments (id, user_id, amount, currency, created_at)

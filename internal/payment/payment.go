@@ -94,8 +94,9 @@ type Created struct {
 	Replayed bool
 }
 
-// newPayment stamps a request with a fresh id and the current time.
-func newPayment(req CreateRequest, now time.Time) (Payment, error) {
+// NewPayment stamps a request with a fresh id and the time now, as stored. Exported for
+// the teaching dual-write handler, which must create payments the same way.
+func NewPayment(req CreateRequest, now time.Time) (Payment, error) {
 	// UUIDv7 ids start with a timestamp, so new rows land at the right edge of the
 	// primary-key index instead of at random pages.
 	id, err := uuid.NewV7()

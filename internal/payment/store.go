@@ -1,12 +1,12 @@
 package payment
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -44,7 +44,7 @@ func NewStore(pool *pgxpool.Pool) *Store {
 func (s *Store) Create(ctx context.Context, req CreateRequest, idempotencyKey string) (Created, error) {
 	ctx, cancel := context.WithTimeout(ctx, transactionTimeout)
 	defer cancel()
-	p, err := newPayment(req, time.Now())
+	p, err := NewPayment(req, time.Now())
 	if err != nil {
 		return Created{}, err
 	}
@@ -74,6 +74,7 @@ func (s *Store) Create(ctx context.Context, req CreateRequest, idempotencyKey st
 	}
 
 	if idempotencyKey != "" {
+		hash := requestHash(req)
 		// The key goes in after the payment because its payment_id references it. If a
 		// concurrent transaction holds the same key, this INSERT waits for it to end:
 		// on its commit we insert nothing and replay its payment; on its rollback we
@@ -82,7 +83,7 @@ func (s *Store) Create(ctx context.Context, req CreateRequest, idempotencyKey st
 			INSERT INTO idempotency_keys (key, request_hash, payment_id)
 			VALUES ($1, $2, $3)
 			ON CONFLICT (key) DO NOTHING`,
-			idempotencyKey, requestHash(req), p.ID)
+			idempotencyKey, hash, p.ID)
 		if err != nil {
 			return Created{}, translate(fmt.Errorf("insert idempotency key: %w", err))
 		}
@@ -90,7 +91,7 @@ func (s *Store) Create(ctx context.Context, req CreateRequest, idempotencyKey st
 			if err := tx.Rollback(ctx); err != nil {
 				return Created{}, translate(fmt.Errorf("roll back duplicate request: %w", err))
 			}
-			return s.replay(ctx, req, idempotencyKey)
+			return s.replay(ctx, idempotencyKey, hash)
 		}
 	}
 
@@ -112,8 +113,9 @@ func (s *Store) Create(ctx context.Context, req CreateRequest, idempotencyKey st
 	return Created{Payment: p, EventID: eventID}, nil
 }
 
-// replay answers a request whose Idempotency-Key is already taken.
-func (s *Store) replay(ctx context.Context, req CreateRequest, idempotencyKey string) (Created, error) {
+// replay answers a request whose Idempotency-Key is already taken; hash is the
+// request's requestHash.
+func (s *Store) replay(ctx context.Context, idempotencyKey string, hash []byte) (Created, error) {
 	var (
 		storedHash []byte
 		paymentID  uuid.UUID
@@ -124,7 +126,7 @@ func (s *Store) replay(ctx context.Context, req CreateRequest, idempotencyKey st
 	if err != nil {
 		return Created{}, translate(fmt.Errorf("read idempotency key: %w", err))
 	}
-	if hash := requestHash(req); string(hash) != string(storedHash) {
+	if !bytes.Equal(hash, storedHash) {
 		return Created{}, Errorf(Unprocessable, "Idempotency-Key",
 			"this Idempotency-Key was already used with a different request; use a new key for a new payment")
 	}
@@ -195,7 +197,6 @@ func requestHash(req CreateRequest) []byte {
 	h := sha256.New()
 	// Length-prefixed fields: no two different requests share an encoding.
 	fmt.Fprintf(h, "%d:%s|", len(req.UserID), req.UserID)
-	fmt.Fprintf(h, "%s|", strconv.FormatInt(req.Amount, 10))
-	fmt.Fprintf(h, "%s", req.Currency)
+	fmt.Fprintf(h, "%d|%s", req.Amount, req.Currency)
 	return h.Sum(nil)
 }
