@@ -21,8 +21,8 @@
 # instead and start does nothing.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-STATE="$ROOT/.stack"
+NAME=Kafka
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 LOCK="$STATE/kafka.lock"
 LIBS="$STATE/kafka-libs"
 RUN="$STATE/kafka"
@@ -66,14 +66,7 @@ die() {
 }
 
 # pid prints the broker's pid if the pid file names a live kafka.Kafka process of this repo.
-pid() {
-	local p
-	[[ -s "$PIDFILE" ]] || return 1
-	p="$(<"$PIDFILE")"
-	[[ -r "/proc/$p/cmdline" ]] || return 1
-	tr '\0' ' ' <"/proc/$p/cmdline" | grep -qF -- "kafka.Kafka $CONF" || return 1
-	echo "$p"
-}
+pid() { server_pid "kafka.Kafka $CONF"; }
 
 port_open() {
 	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
@@ -160,14 +153,7 @@ start() {
 	fi
 
 	log "starting the broker"
-	# setsid: the broker outlives the caller's process group (a test binary, a CI step). It
-	# forks when the caller is a group leader, so $! may not be the broker: the final process
-	# writes its own pid before it becomes java.
-	rm -f "$PIDFILE"
-	setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' kafka "$PIDFILE" \
-		java "${BROKER_JVM[@]}" "$LOG4J" -cp "$LIBS/*" kafka.Kafka "$CONF" \
-		>>"$LOG" 2>&1 </dev/null 9>&- &
-
+	detach java "${BROKER_JVM[@]}" "$LOG4J" -cp "$LIBS/*" kafka.Kafka "$CONF"
 	local deadline=$((SECONDS + READY_TIMEOUT)) out
 	until [[ -s "$PIDFILE" ]] && pid >/dev/null; do
 		((SECONDS < deadline - READY_TIMEOUT + 10)) || die "the broker process did not start"
@@ -187,29 +173,7 @@ start() {
 	print_endpoints "$(pid)"
 }
 
-stop() {
-	mkdir -p "$STATE"
-	exec 9>"$LOCK"
-	flock -w 120 9 || die "could not take $LOCK"
-	local p
-	if ! p="$(pid)"; then
-		echo "Kafka is not running"
-		rm -f "$PIDFILE"
-		return
-	fi
-	kill -TERM "$p"
-	local deadline=$((SECONDS + STOP_TIMEOUT))
-	while kill -0 "$p" 2>/dev/null && ((SECONDS < deadline)); do
-		sleep 0.2
-	done
-	if kill -0 "$p" 2>/dev/null; then
-		log "no exit ${STOP_TIMEOUT}s after SIGTERM: sending SIGKILL"
-		kill -KILL "$p"
-		while kill -0 "$p" 2>/dev/null; do sleep 0.1; done
-	fi
-	rm -f "$PIDFILE"
-	echo "Kafka stopped"
-}
+stop() { stop_server "kafka.Kafka $CONF"; }
 
 status() {
 	local p

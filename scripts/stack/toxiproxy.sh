@@ -18,8 +18,8 @@
 # Tests do not need this: internal/testenv.StartToxiproxy runs one in-process.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-STATE="$ROOT/.stack"
+NAME=Toxiproxy
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 LOCK="$STATE/toxiproxy.lock"
 BIN="$STATE/bin/toxiproxy-server"
 RUN="$STATE/toxiproxy"
@@ -43,14 +43,7 @@ die() {
 	exit 1
 }
 
-pid() {
-	local p
-	[[ -s "$PIDFILE" ]] || return 1
-	p="$(<"$PIDFILE")"
-	[[ -r "/proc/$p/cmdline" ]] || return 1
-	tr '\0' ' ' <"/proc/$p/cmdline" | grep -qF -- "$BIN" || return 1
-	echo "$p"
-}
+pid() { server_pid "$BIN"; }
 
 api_up() {
 	curl -fsS -o /dev/null --max-time 2 "$API/version" 2>/dev/null
@@ -103,12 +96,8 @@ start() {
 			  {"name": "$PROXY", "listen": "127.0.0.1:29092", "upstream": "127.0.0.1:19094", "enabled": true}
 			]
 		EOF
-		rm -f "$PIDFILE"
 		: >"$LOG"
-		# Same detaching as kafka.sh: own session, pid written by the final process, no lock fd.
-		setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' toxiproxy "$PIDFILE" \
-			"$BIN" -host 127.0.0.1 -port 8474 -config "$CONFIG" \
-			>>"$LOG" 2>&1 </dev/null 9>&- &
+		detach "$BIN" -host 127.0.0.1 -port 8474 -config "$CONFIG"
 		local deadline=$((SECONDS + READY_TIMEOUT))
 		until [[ -s "$PIDFILE" ]] && api_up; do
 			if [[ -s "$PIDFILE" ]] && ! pid >/dev/null; then die "the server exited during start-up"; fi
@@ -124,29 +113,7 @@ start() {
 	print_endpoints "$(pid)"
 }
 
-stop() {
-	mkdir -p "$STATE"
-	exec 9>"$LOCK"
-	flock -w 120 9 || die "could not take $LOCK"
-	local p
-	if ! p="$(pid)"; then
-		echo "Toxiproxy is not running"
-		rm -f "$PIDFILE"
-		return
-	fi
-	kill -TERM "$p"
-	local deadline=$((SECONDS + STOP_TIMEOUT))
-	while kill -0 "$p" 2>/dev/null && ((SECONDS < deadline)); do
-		sleep 0.1
-	done
-	if kill -0 "$p" 2>/dev/null; then
-		log "no exit ${STOP_TIMEOUT}s after SIGTERM: sending SIGKILL"
-		kill -KILL "$p"
-		while kill -0 "$p" 2>/dev/null; do sleep 0.1; done
-	fi
-	rm -f "$PIDFILE"
-	echo "Toxiproxy stopped"
-}
+stop() { stop_server "$BIN"; }
 
 status() {
 	local p
