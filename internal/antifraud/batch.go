@@ -118,7 +118,7 @@ func (c *Consumer) processBatch(ctx context.Context, records []*kgo.Record) (bat
 // each user is what the database knows (decisions already committed, by any consumer)
 // plus the other first-time events of this batch, which are not in the table yet.
 func (c *Consumer) decide(ctx context.Context, tx pgx.Tx, events []event) ([]decisionRow, error) {
-	window := c.cfg.Rules.withDefaults().VelocityWindow
+	window := c.cfg.Rules.VelocityWindow
 
 	// One query window per user, wide enough for all of the user's events in the batch.
 	windows := map[string]*velocityWindow{}

@@ -68,6 +68,7 @@ func (c Config) withDefaults() Config {
 	c.MaxPollRecords = cmp.Or(c.MaxPollRecords, 1000)
 	c.BatchTimeout = cmp.Or(c.BatchTimeout, 30*time.Second)
 	c.RetryBackoffMax = cmp.Or(c.RetryBackoffMax, 5*time.Second)
+	c.Rules = c.Rules.withDefaults()
 	return c
 }
 
@@ -160,8 +161,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 					slog.Int("partition", int(partition)), slog.Any("err", err))
 			}
 		})
-		if records := fetches.Records(); len(records) > 0 {
-			if err := c.handle(ctx, cl, fetches, records); err != nil {
+		if fetches.NumRecords() > 0 {
+			if err := c.handle(ctx, cl, fetches); err != nil {
 				c.crash(cl)
 				return err
 			}
@@ -178,8 +179,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 // handle processes one poll: one transaction, then the offset commit. It keeps retrying a
 // failed transaction until it succeeds or ctx ends, never skipping ahead: an offset past a
 // record that is not in the database would lose it.
-func (c *Consumer) handle(ctx context.Context, cl *kgo.Client, fetches kgo.Fetches, records []*kgo.Record) error {
+func (c *Consumer) handle(ctx context.Context, cl *kgo.Client, fetches kgo.Fetches) error {
 	start := time.Now()
+	records := fetches.Records()
 	backoff := 100 * time.Millisecond
 	for {
 		// The batch is finished even if ctx is cancelled meanwhile (shutdown): it is
@@ -211,7 +213,8 @@ func (c *Consumer) handle(ctx context.Context, cl *kgo.Client, fetches kgo.Fetch
 	c.markProcessed(records)
 	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.BatchTimeout)
 	defer cancel()
-	if err := cl.CommitRecords(commitCtx, lastPerPartition(records)...); err != nil {
+	// CommitRecords commits each partition up to its last record.
+	if err := cl.CommitRecords(commitCtx, records...); err != nil {
 		// Not fatal: the offsets are committed again on revoke or shutdown, and if they
 		// never are, the redelivered events are absorbed as duplicates.
 		c.logger.Warn("commit offsets failed", slog.Any("err", err))
@@ -238,18 +241,4 @@ func (c *Consumer) observe(res batchResult) {
 			slog.String("reason", l.reason), slog.String("detail", l.detail),
 			slog.String("topic", l.topic), slog.Int("partition", int(l.partition)), slog.Int64("offset", l.offset))
 	}
-}
-
-// lastPerPartition returns the last record of each partition: committing it commits the
-// partition up to it. Records of a partition come in offset order.
-func lastPerPartition(records []*kgo.Record) []*kgo.Record {
-	last := map[int32]*kgo.Record{}
-	for _, r := range records {
-		last[r.Partition] = r
-	}
-	out := make([]*kgo.Record, 0, len(last))
-	for _, r := range last {
-		out = append(out, r)
-	}
-	return out
 }

@@ -295,12 +295,16 @@ func TestVelocityAcrossBatchesAndRedelivery(t *testing.T) {
 	// p3 finds two earlier payments in the database, p4 three.
 	batch(third)
 	batch(eventRecord(t, uuid.New(), p4))
-	// p3 delivered again, after p4 exists: its decision must not change.
+	// A payment that occurred before p3 arrives late (the order dependence of the package
+	// documentation): p3 decided now would find three earlier payments and be blocked.
+	late := newPayment("u-v", 100, at.Add(90*time.Second))
+	batch(eventRecord(t, uuid.New(), late))
+	// p3 delivered again: its decision must not change.
 	batch(eventRecord(t, thirdID, p3))
 
-	got := []string{verdict(p1), verdict(p2), verdict(p3), verdict(p4)}
-	want := []string{"approve", "approve", "review", "block"}
+	got := []string{verdict(p1), verdict(p2), verdict(p3), verdict(p4), verdict(late)}
+	want := []string{"approve", "approve", "review", "block", "review"}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("verdicts of p1..p4 mismatch (-want +got):\n%s", diff)
+		t.Errorf("verdicts of p1..p4, late mismatch (-want +got):\n%s", diff)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -15,11 +16,12 @@ import (
 // partitions come and go. With BlockRebalanceOnPoll the callbacks below run only between
 // batches (after AllowRebalance), never while a batch is in flight.
 
-// markProcessed records that the records' transaction committed.
+// markProcessed records that the records' transaction committed. Records of a partition
+// come in offset order, so the last one of each partition wins.
 func (c *Consumer) markProcessed(records []*kgo.Record) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, r := range lastPerPartition(records) {
+	for _, r := range records {
 		c.processed[r.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
 	}
 }
@@ -46,13 +48,29 @@ func (c *Consumer) commitProcessed(ctx context.Context, cl *kgo.Client, partitio
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.BatchTimeout)
 	defer cancel()
 	cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{c.cfg.Topic: offsets},
-		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 			// A failed commit loses nothing: the next owner of the partitions reads the
 			// events again and absorbs them as duplicates.
-			if err != nil {
+			if err := commitErr(resp, err); err != nil {
 				c.logger.Warn("commit processed offsets failed", slog.Any("partitions", slices.Sorted(maps.Keys(offsets))), slog.Any("err", err))
 			}
 		})
+}
+
+// commitErr is the first error of an offset commit: the request's, or that of a partition
+// the broker refused (a stale generation, say), which CommitOffsetsSync reports only in resp.
+func commitErr(resp *kmsg.OffsetCommitResponse, err error) error {
+	if err != nil {
+		return err // resp may be nil
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (c *Consumer) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
