@@ -32,7 +32,11 @@ func TestTranslateTellsUnavailableFromOtherFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		err := translate(fmt.Errorf("wrapped: %w", tt.err))
-		if got := ErrorCode(err); got != tt.want {
+		got := Internal
+		if e, ok := errors.AsType[*Error](err); ok {
+			got = e.Code
+		}
+		if got != tt.want {
 			t.Errorf("%s: code = %q, want %q", tt.name, got, tt.want)
 		}
 		// The cause stays reachable for logs and errors.Is.

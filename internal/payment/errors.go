@@ -1,7 +1,6 @@
 package payment
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 )
@@ -57,14 +56,6 @@ func (e *Error) Unwrap() error { return e.err }
 // Errorf returns an *Error with a formatted message.
 func Errorf(code, field, format string, args ...any) *Error {
 	return &Error{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
-}
-
-// ErrorCode returns the code of the first *Error in err's chain, or Internal.
-func ErrorCode(err error) string {
-	if e, ok := errors.AsType[*Error](err); ok {
-		return e.Code
-	}
-	return Internal
 }
 
 // StatusCode maps an error code to its HTTP status. It is the only place that does.
