@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
-	root, err := repoRoot()
+	root, err := chaos.RepoRoot()
 	if err != nil {
 		return err
 	}
@@ -158,22 +158,4 @@ func runCompose(ctx context.Context, root, scenario string, stdout io.Writer) er
 		return err
 	}
 	return fmt.Errorf("scenario %s: no verdict in compose mode", scenario)
-}
-
-// repoRoot walks up from the working directory to the directory holding go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("find repo root: %w", err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("find repo root: no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }

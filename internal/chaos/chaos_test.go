@@ -1,9 +1,7 @@
 package chaos_test
 
 import (
-	"errors"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -17,7 +15,10 @@ import (
 // be valid (the faults bit) as well as pass.
 func TestShortDefaultScenario(t *testing.T) {
 	t.Parallel()
-	root := repoRoot(t)
+	root, err := chaos.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 
 	// The native stack has one proxy kafka_relay: wait for any other chaos run.
@@ -55,26 +56,5 @@ func TestShortDefaultScenario(t *testing.T) {
 	}
 	if report.APIAccepted != 20 {
 		t.Errorf("api_accepted: got %d, want 20", report.APIAccepted)
-	}
-}
-
-// repoRoot walks up to the directory holding go.mod.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatalf("getwd: %v", err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		} else if !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("stat go.mod: %v", err)
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the working directory")
-		}
-		dir = parent
 	}
 }

@@ -18,9 +18,8 @@ import (
 type Process struct {
 	// Name is used in logs and disruptions ("api", "consumer").
 	Name string
-	// Path of the binary, Args after it.
+	// Path of the binary.
 	Path string
-	Args []string
 	// Env is added to the harness's own environment.
 	Env []string
 	// LogPath receives the process's stdout and stderr, appended across restarts.
@@ -31,7 +30,6 @@ type Process struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when the current incarnation exits
-	starts int
 }
 
 // Start starts a new incarnation. It does not wait for health; see WaitHealthy.
@@ -49,7 +47,7 @@ func (p *Process) Start() error {
 	if err != nil {
 		return fmt.Errorf("open %s log: %w", p.Name, err)
 	}
-	cmd := exec.Command(p.Path, p.Args...)
+	cmd := exec.Command(p.Path)
 	cmd.Env = append(os.Environ(), p.Env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
@@ -64,46 +62,26 @@ func (p *Process) Start() error {
 		close(exited)
 	}()
 	p.cmd, p.exited = cmd, exited
-	p.starts++
 	return nil
 }
 
 // Exited is closed when the current incarnation exits, for whatever reason.
 func (p *Process) Exited() <-chan struct{} {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.exited
+	_, exited := p.current()
+	return exited
 }
 
-// Starts counts the incarnations so far.
-func (p *Process) Starts() int {
+// current returns the current incarnation; cmd is nil before the first Start.
+func (p *Process) current() (*exec.Cmd, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.starts
-}
-
-// Running reports whether the current incarnation is alive.
-func (p *Process) Running() bool {
-	p.mu.Lock()
-	cmd, exited := p.cmd, p.exited
-	p.mu.Unlock()
-	if cmd == nil {
-		return false
-	}
-	select {
-	case <-exited:
-		return false
-	default:
-		return true
-	}
+	return p.cmd, p.exited
 }
 
 // Kill sends SIGKILL, the crash the scenarios simulate: no shutdown hook runs, no
 // lease is released, no offset is committed. It waits for the process to be gone.
 func (p *Process) Kill() error {
-	p.mu.Lock()
-	cmd, exited := p.cmd, p.exited
-	p.mu.Unlock()
+	cmd, exited := p.current()
 	if cmd == nil {
 		return nil
 	}
@@ -117,9 +95,7 @@ func (p *Process) Kill() error {
 // Stop asks for a graceful shutdown (SIGTERM) and kills the process if it is still
 // there after grace.
 func (p *Process) Stop(grace time.Duration) error {
-	p.mu.Lock()
-	cmd, exited := p.cmd, p.exited
-	p.mu.Unlock()
+	cmd, exited := p.current()
 	if cmd == nil {
 		return nil
 	}

@@ -44,8 +44,8 @@ type Report struct {
 	LostNoDecision int `json:"lost_no_decision"`
 	// Phantom counts events or decisions about payments that were never committed.
 	Phantom int `json:"phantom"`
-	// DuplicatesDelivered is events_in_topic - unique_events_in_topic: the copies the
-	// consumer had to absorb.
+	// DuplicatesDelivered counts the copies beyond the first of each X-Event-Id: the
+	// copies the consumer had to absorb (records without the header are not copies).
 	DuplicatesDelivered int `json:"duplicates_delivered"`
 	// ConsumerDuplicates is what the consumer itself counted as duplicate deliveries
 	// (its metrics or its dedup table), -1 when it exposes no such count.

@@ -129,10 +129,8 @@ func RunScenario(ctx context.Context, opts Options, stack *NativeStack, sc Scena
 	}
 	rn.Stack, rn.Faults, rn.logger, rn.origin, rn.dualWrite = stack, faults, logger, origin, sc.DualWrite
 	faults.CountFailures(rn.failedPublishAttempts)
-	brokers := rn.brokers
-	paymentsURL, consumerURL := rn.paymentsDB, rn.consumerDB
 
-	verifier, err := NewVerifier(ctx, VerifyConfig{PaymentsDB: paymentsURL, ConsumerDB: consumerURL, Brokers: brokers, Topic: report.Topic})
+	verifier, err := NewVerifier(ctx, VerifyConfig{PaymentsDB: rn.paymentsDB, ConsumerDB: rn.consumerDB, Brokers: rn.brokers, Topic: report.Topic})
 	if err != nil {
 		return nil, err
 	}
@@ -155,17 +153,18 @@ func RunScenario(ctx context.Context, opts Options, stack *NativeStack, sc Scena
 	disruptCtx, stopDisrupt := context.WithCancel(ctx)
 	defer stopDisrupt()
 	disruptDone := make(chan error, 1)
-	startDisrupt := func() { go func() { disruptDone <- sc.Disrupt(disruptCtx, rn) }() }
-	loadCfg := LoadConfig{BaseURL: rn.API.BaseURL, RunID: runID, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts}
-	if sc.LoadDelay >= 0 {
-		startDisrupt()
-		if err := waitUntil(ctx, time.Now().Add(sc.LoadDelay)); err != nil {
-			return nil, err
+	go func() {
+		// A negative LoadDelay starts the disruption in the middle of the load.
+		if waitUntil(disruptCtx, time.Now().Add(-sc.LoadDelay)) != nil {
+			disruptDone <- nil
+			return
 		}
-	} else {
-		// The disruption begins in the middle of the load.
-		time.AfterFunc(-sc.LoadDelay, startDisrupt)
+		disruptDone <- sc.Disrupt(disruptCtx, rn)
+	}()
+	if err := waitUntil(ctx, time.Now().Add(sc.LoadDelay)); err != nil {
+		return nil, err
 	}
+	loadCfg := LoadConfig{BaseURL: rn.API.BaseURL, RunID: runID, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts}
 	logger.Info("sending payments", "payments", opts.Payments, "span", sc.Span, "bursts", sc.Bursts)
 	load, err := RunLoad(ctx, loadCfg)
 	if err != nil {
@@ -222,7 +221,7 @@ func RunScenario(ctx context.Context, opts Options, stack *NativeStack, sc Scena
 				logger.Warn("drop database of a passed run", "err", err)
 			}
 		}
-		if err := DeleteTopic(cleanCtx, brokers, report.Topic); err != nil {
+		if err := DeleteTopic(cleanCtx, rn.brokers, report.Topic); err != nil {
 			logger.Warn("delete topic of a passed run", "err", err)
 		}
 	} else if opts.Target == nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -95,7 +96,7 @@ func (v *Verifier) Close() {
 func (v *Verifier) WaitDrain(ctx context.Context, loadEnded time.Time) (float64, error) {
 	ctx, cancel := context.WithDeadline(ctx, loadEnded.Add(v.cfg.DrainTimeout))
 	defer cancel()
-	hasOutbox, err := v.tableExists(ctx, v.payments, "outbox_events")
+	hasOutbox, err := v.tableExists(ctx, "outbox_events")
 	if err != nil {
 		return -1, err
 	}
@@ -208,21 +209,15 @@ func (v *Verifier) waitDecisions(ctx context.Context, inTopic map[string]int) (m
 	}
 }
 
+// committedPayments returns the id of every row in payments.
 func (v *Verifier) committedPayments(ctx context.Context) (map[string]bool, error) {
 	rows, err := v.payments.Query(ctx, `SELECT id::text FROM payments`)
 	if err != nil {
 		return nil, fmt.Errorf("read committed payments: %w", err)
 	}
-	defer rows.Close()
 	committed := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("read committed payments: %w", err)
-		}
-		committed[id] = true
-	}
-	if err := rows.Err(); err != nil {
+	var id string
+	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { committed[id] = true; return nil }); err != nil {
 		return nil, fmt.Errorf("read committed payments: %w", err)
 	}
 	return committed, nil
@@ -235,17 +230,10 @@ func (v *Verifier) decisions(ctx context.Context) (map[string]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read decisions: %w", err)
 	}
-	defer rows.Close()
 	decisions := map[string]int{}
-	for rows.Next() {
-		var id string
-		var n int
-		if err := rows.Scan(&id, &n); err != nil {
-			return nil, fmt.Errorf("read decisions: %w", err)
-		}
-		decisions[id] = n
-	}
-	if err := rows.Err(); err != nil {
+	var id string
+	var n int
+	if _, err := pgx.ForEachRow(rows, []any{&id, &n}, func() error { decisions[id] = n; return nil }); err != nil {
 		return nil, fmt.Errorf("read decisions: %w", err)
 	}
 	return decisions, nil
@@ -259,7 +247,7 @@ func (v *Verifier) dlq(ctx context.Context) (int, error) {
 		"outbox_dlq":    `SELECT count(*) FROM outbox_dlq`,
 		"outbox_events": `SELECT count(*) FROM outbox_events WHERE status = 'failed'`,
 	} {
-		ok, err := v.tableExists(ctx, v.payments, table)
+		ok, err := v.tableExists(ctx, table)
 		if err != nil {
 			return 0, err
 		}
@@ -295,9 +283,10 @@ func (v *Verifier) consumerDuplicates(ctx context.Context) int {
 	return -1
 }
 
-func (v *Verifier) tableExists(ctx context.Context, pool *pgxpool.Pool, table string) (bool, error) {
+// tableExists reports whether the payments database has table.
+func (v *Verifier) tableExists(ctx context.Context, table string) (bool, error) {
 	var ok bool
-	err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&ok)
+	err := v.payments.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("look up table %s: %w", table, err)
 	}
@@ -309,7 +298,10 @@ func (o Observed) Fill(r *Report) {
 	r.PaymentsCommitted = len(o.Committed)
 	r.EventsInTopic = o.Topic.Records
 	r.UniqueEventsInTopic = o.Topic.Unique()
-	r.DuplicatesDelivered = r.EventsInTopic - r.UniqueEventsInTopic
+	r.DuplicatesDelivered = 0
+	for _, n := range o.Topic.EventCopies {
+		r.DuplicatesDelivered += n - 1
+	}
 	r.DLQ = o.DLQ
 	r.ConsumerDuplicates = o.ConsumerDuplicates
 	r.Notes = append(r.Notes, o.Notes...)

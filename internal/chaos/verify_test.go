@@ -35,6 +35,15 @@ func TestObservedFill(t *testing.T) {
 			want: counts{DuplicatesDelivered: 2, Decisions: 1},
 		},
 		{
+			name: "a record without an X-Event-Id is malformed, not a duplicate",
+			obs: Observed{
+				Committed: map[string]bool{"p1": true},
+				Topic:     TopicContents{Records: 2, Malformed: 1, EventCopies: map[string]int{"e1": 1}, PaymentEvents: map[string]int{"p1": 2}},
+				Decisions: map[string]int{"p1": 1},
+			},
+			want: counts{Decisions: 1},
+		},
+		{
 			name: "no event and no decision count once as lost",
 			obs: Observed{
 				Committed: map[string]bool{"p1": true, "p2": true, "p3": true},
