@@ -23,6 +23,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/antifraud"
 	"github.com/dscourse/payments-outbox/internal/benchreport"
+	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/payment"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -175,9 +176,9 @@ func consumerBenchRecords(n int) []*kgo.Record {
 		}
 		value, _ := json.Marshal(p) // a struct of plain fields always encodes
 		records[i] = &kgo.Record{Key: []byte(p.PaymentID.String()), Value: value, Headers: []kgo.RecordHeader{
-			{Key: antifraud.HeaderEventID, Value: []byte(uuid.NewString())},
-			{Key: antifraud.HeaderEventType, Value: []byte(payment.EventTypePaymentCreated)},
-			{Key: antifraud.HeaderOccurredAt, Value: []byte(p.CreatedAt.Format(time.RFC3339Nano))},
+			{Key: outbox.HeaderEventID, Value: []byte(uuid.NewString())},
+			{Key: outbox.HeaderEventType, Value: []byte(payment.EventTypePaymentCreated)},
+			{Key: outbox.HeaderOccurredAt, Value: []byte(p.CreatedAt.Format(time.RFC3339Nano))},
 		}}
 	}
 	return records

@@ -238,9 +238,9 @@ func minimalRelayBatch(ctx context.Context, pool *pgxpool.Pool, client *kgo.Clie
 			}
 			ids = append(ids, id)
 			records = append(records, &kgo.Record{Topic: topic, Key: []byte(aggregate), Value: payload, Headers: []kgo.RecordHeader{
-				{Key: "X-Event-Id", Value: []byte(id.String())},
-				{Key: "X-Event-Type", Value: []byte(typ)},
-				{Key: "X-Event-Occurred-At", Value: []byte(created.UTC().Format(time.RFC3339Nano))},
+				{Key: outbox.HeaderEventID, Value: []byte(id.String())},
+				{Key: outbox.HeaderEventType, Value: []byte(typ)},
+				{Key: outbox.HeaderOccurredAt, Value: []byte(created.UTC().Format(time.RFC3339Nano))},
 			}})
 		}
 		if err := rows.Err(); err != nil {
@@ -362,7 +362,7 @@ func relayMeasureLatency(ctx context.Context, pool *pgxpool.Pool, brokers []stri
 		fetches := consumer.PollFetches(consumeCtx)
 		now := time.Now()
 		fetches.EachRecord(func(r *kgo.Record) {
-			if id := relayHeader(r, "X-Event-Id"); receivedAt[id].IsZero() {
+			if id := relayHeader(r, outbox.HeaderEventID); receivedAt[id].IsZero() {
 				receivedAt[id] = now
 			}
 		})

@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
-	"github.com/dscourse/payments-outbox/internal/antifraud"
+	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/payment"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/migrations"
@@ -57,9 +57,9 @@ func TestRunConsumesAndShutsDownCleanly(t *testing.T) {
 	}
 	eventID := uuid.New()
 	record := &kgo.Record{Key: []byte(p.PaymentID.String()), Value: value, Headers: []kgo.RecordHeader{
-		{Key: antifraud.HeaderEventID, Value: []byte(eventID.String())},
-		{Key: antifraud.HeaderEventType, Value: []byte(payment.EventTypePaymentCreated)},
-		{Key: antifraud.HeaderOccurredAt, Value: []byte(p.CreatedAt.Format(time.RFC3339Nano))},
+		{Key: outbox.HeaderEventID, Value: []byte(eventID.String())},
+		{Key: outbox.HeaderEventType, Value: []byte(payment.EventTypePaymentCreated)},
+		{Key: outbox.HeaderOccurredAt, Value: []byte(p.CreatedAt.Format(time.RFC3339Nano))},
 	}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/payment"
 )
 
@@ -202,8 +203,8 @@ func TestPoisonRecordDoesNotStallThePartition(t *testing.T) {
 	b.produce(t,
 		good(),
 		missingID,
-		withHeader(good(), HeaderEventID, "not-a-uuid"),
-		withHeader(good(), HeaderEventType, "PaymentRefunded"),
+		withHeader(good(), outbox.HeaderEventID, "not-a-uuid"),
+		withHeader(good(), outbox.HeaderEventType, "PaymentRefunded"),
 		badJSON,
 		good(),
 	)

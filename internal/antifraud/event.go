@@ -9,14 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/payment"
-)
-
-// The record headers of the event contract (docs/contract.md).
-const (
-	HeaderEventID    = "X-Event-Id"
-	HeaderEventType  = "X-Event-Type"
-	HeaderOccurredAt = "X-Event-Occurred-At"
 )
 
 // Poison reasons: the values of the reason label of antifraud_poison_total and of
@@ -53,20 +47,20 @@ type event struct {
 func decodeRecord(r *kgo.Record) (event, *PoisonError) {
 	headers := lastHeaderValues(r)
 
-	rawID, ok := headers[HeaderEventID]
+	rawID, ok := headers[outbox.HeaderEventID]
 	if !ok || rawID == "" {
-		return event{}, &PoisonError{PoisonMissingEventID, "no " + HeaderEventID + " header"}
+		return event{}, &PoisonError{PoisonMissingEventID, "no " + outbox.HeaderEventID + " header"}
 	}
 	id, err := uuid.Parse(rawID)
 	if err != nil {
-		return event{}, &PoisonError{PoisonInvalidEventID, fmt.Sprintf("%s %q: %v", HeaderEventID, rawID, err)}
+		return event{}, &PoisonError{PoisonInvalidEventID, fmt.Sprintf("%s %q: %v", outbox.HeaderEventID, rawID, err)}
 	}
-	if typ := headers[HeaderEventType]; typ != payment.EventTypePaymentCreated {
-		return event{}, &PoisonError{PoisonUnknownEventType, fmt.Sprintf("%s %q, want %q", HeaderEventType, typ, payment.EventTypePaymentCreated)}
+	if typ := headers[outbox.HeaderEventType]; typ != payment.EventTypePaymentCreated {
+		return event{}, &PoisonError{PoisonUnknownEventType, fmt.Sprintf("%s %q, want %q", outbox.HeaderEventType, typ, payment.EventTypePaymentCreated)}
 	}
-	occurredAt, err := time.Parse(time.RFC3339Nano, headers[HeaderOccurredAt])
+	occurredAt, err := time.Parse(time.RFC3339Nano, headers[outbox.HeaderOccurredAt])
 	if err != nil {
-		return event{}, &PoisonError{PoisonInvalidOccurredAt, fmt.Sprintf("%s: %v", HeaderOccurredAt, err)}
+		return event{}, &PoisonError{PoisonInvalidOccurredAt, fmt.Sprintf("%s: %v", outbox.HeaderOccurredAt, err)}
 	}
 
 	// Unknown fields are accepted: a producer may add fields to v1 without breaking us.

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/payment"
 )
 
@@ -28,9 +29,9 @@ func goldenRecord(t *testing.T) *kgo.Record {
 		Key:   []byte("01937a2e-5c8b-7d41-9a3e-6f0b2c4d8e10"),
 		Value: value,
 		Headers: []kgo.RecordHeader{
-			{Key: HeaderEventID, Value: []byte("6a1f0c1e-2b3d-4e5f-8a9b-0c1d2e3f4a5b")},
-			{Key: HeaderEventType, Value: []byte(payment.EventTypePaymentCreated)},
-			{Key: HeaderOccurredAt, Value: []byte("2026-11-30T09:15:42.123456Z")},
+			{Key: outbox.HeaderEventID, Value: []byte("6a1f0c1e-2b3d-4e5f-8a9b-0c1d2e3f4a5b")},
+			{Key: outbox.HeaderEventType, Value: []byte(payment.EventTypePaymentCreated)},
+			{Key: outbox.HeaderOccurredAt, Value: []byte("2026-11-30T09:15:42.123456Z")},
 		},
 	}
 }

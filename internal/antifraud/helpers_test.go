@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
+	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/payment"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/migrations"
@@ -143,9 +144,9 @@ func eventRecord(t *testing.T, id uuid.UUID, p payment.PaymentCreated) *kgo.Reco
 		Key:   []byte(p.PaymentID.String()),
 		Value: value,
 		Headers: []kgo.RecordHeader{
-			{Key: HeaderEventID, Value: []byte(id.String())},
-			{Key: HeaderEventType, Value: []byte(payment.EventTypePaymentCreated)},
-			{Key: HeaderOccurredAt, Value: []byte(p.CreatedAt.UTC().Format(time.RFC3339Nano))},
+			{Key: outbox.HeaderEventID, Value: []byte(id.String())},
+			{Key: outbox.HeaderEventType, Value: []byte(payment.EventTypePaymentCreated)},
+			{Key: outbox.HeaderOccurredAt, Value: []byte(p.CreatedAt.UTC().Format(time.RFC3339Nano))},
 		},
 	}
 }

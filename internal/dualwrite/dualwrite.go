@@ -35,6 +35,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/payment"
 )
 
@@ -160,9 +161,9 @@ func (h *Handler) publish(ctx context.Context, p payment.Payment) error {
 		Key:   []byte(p.ID.String()),
 		Value: value,
 		Headers: []kgo.RecordHeader{
-			{Key: "X-Event-Id", Value: []byte(uuid.NewString())},
-			{Key: "X-Event-Type", Value: []byte(payment.EventTypePaymentCreated)},
-			{Key: "X-Event-Occurred-At", Value: []byte(p.CreatedAt.Format(time.RFC3339Nano))},
+			{Key: outbox.HeaderEventID, Value: []byte(uuid.NewString())},
+			{Key: outbox.HeaderEventType, Value: []byte(payment.EventTypePaymentCreated)},
+			{Key: outbox.HeaderOccurredAt, Value: []byte(p.CreatedAt.Format(time.RFC3339Nano))},
 		},
 		Timestamp: time.Now(),
 	}

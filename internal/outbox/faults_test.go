@@ -86,7 +86,7 @@ func TestRelayOutageNeverDeadLetters(t *testing.T) {
 	records := b.consume(t, len(msgs)+1, 15*time.Second)
 	seen := map[string]bool{}
 	for _, rec := range records {
-		seen[header(rec, headerEventID)] = true
+		seen[header(rec, HeaderEventID)] = true
 	}
 	for _, m := range msgs {
 		if !seen[m.ID.String()] {
@@ -194,7 +194,7 @@ func TestRelayDeadLettersPoisonEventAndReplaysIt(t *testing.T) {
 	var order []string
 	for _, rec := range b.consume(t, len(others)+2, 15*time.Second) {
 		if string(rec.Key) == "poison" {
-			order = append(order, header(rec, headerEventID))
+			order = append(order, header(rec, HeaderEventID))
 		}
 	}
 	if diff := cmp.Diff([]string{poison.ID.String(), successor.ID.String()}, order); diff != "" {

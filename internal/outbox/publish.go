@@ -8,11 +8,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// The record headers of every event (docs/contract.md).
+// The record headers of every event (docs/contract.md). They are exported for the code
+// that reads or writes the same records: the consumer and the teaching dual write.
 const (
-	headerEventID    = "X-Event-Id"
-	headerEventType  = "X-Event-Type"
-	headerOccurredAt = "X-Event-Occurred-At"
+	HeaderEventID    = "X-Event-Id"
+	HeaderEventType  = "X-Event-Type"
+	HeaderOccurredAt = "X-Event-Occurred-At"
 )
 
 // publish sends a claimed batch in one ProduceSync bounded by PublishTimeout and
@@ -73,9 +74,9 @@ func (r *Relay) kafkaRecord(e claimedEvent) *kgo.Record {
 		Key:   []byte(e.AggregateID),
 		Value: e.Payload,
 		Headers: []kgo.RecordHeader{
-			{Key: headerEventID, Value: []byte(e.ID.String())},
-			{Key: headerEventType, Value: []byte(e.Type)},
-			{Key: headerOccurredAt, Value: []byte(e.CreatedAt.UTC().Format(time.RFC3339Nano))},
+			{Key: HeaderEventID, Value: []byte(e.ID.String())},
+			{Key: HeaderEventType, Value: []byte(e.Type)},
+			{Key: HeaderOccurredAt, Value: []byte(e.CreatedAt.UTC().Format(time.RFC3339Nano))},
 		},
 		Timestamp: time.Now(), // the publish time (docs/contract.md)
 	}

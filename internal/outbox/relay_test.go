@@ -63,10 +63,10 @@ func TestRelayDeliversEveryCommittedEventAndNoRolledBackOne(t *testing.T) {
 		want = append(want, delivered{m.ID.String(), m.Type, m.AggregateID, decode(m.Payload)})
 	}
 	for _, rec := range records {
-		got = append(got, delivered{header(rec, headerEventID), header(rec, headerEventType), string(rec.Key), decode(rec.Value)})
-		occurred, err := time.Parse(time.RFC3339Nano, header(rec, headerOccurredAt))
+		got = append(got, delivered{header(rec, HeaderEventID), header(rec, HeaderEventType), string(rec.Key), decode(rec.Value)})
+		occurred, err := time.Parse(time.RFC3339Nano, header(rec, HeaderOccurredAt))
 		if err != nil || occurred.Location() != time.UTC {
-			t.Errorf("X-Event-Occurred-At %q: want RFC 3339 in UTC (parse error %v)", header(rec, headerOccurredAt), err)
+			t.Errorf("X-Event-Occurred-At %q: want RFC 3339 in UTC (parse error %v)", header(rec, HeaderOccurredAt), err)
 		}
 	}
 	byID := func(a, b delivered) int { return strings.Compare(a.ID, b.ID) }
@@ -154,7 +154,7 @@ func TestRelayRepublishesAfterCrashBetweenAckAndMark(t *testing.T) {
 	records := b.consume(t, 2*len(msgs), 15*time.Second)
 	copies := map[string]int{}
 	for _, rec := range records {
-		copies[header(rec, headerEventID)]++
+		copies[header(rec, HeaderEventID)]++
 	}
 	want := map[string]int{}
 	for _, m := range msgs {
