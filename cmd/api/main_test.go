@@ -266,19 +266,10 @@ func waitForStatus(t *testing.T, url string, status int) {
 	})
 }
 
-// eventually polls cond every 10 ms until it holds, failing the test after timeout.
+// eventually waits until cond holds, failing the test with "no <what>" after timeout.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.After(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("no %s within %v", what, timeout)
-		case <-tick.C:
-		}
-	}
+	testenv.WaitFor(t, timeout, func() (bool, string) { return cond(), "no " + what })
 }
 
 type response struct {

@@ -75,7 +75,7 @@ func TestRunConsumesAndShutsDownCleanly(t *testing.T) {
 	if status, body := httpGet(t, base+"/healthz"); status != http.StatusOK {
 		t.Errorf("GET /healthz: status = %d, want 200; body %s", status, body)
 	}
-	waitFor(t, 30*time.Second, func() (bool, string) {
+	testenv.WaitFor(t, 30*time.Second, func() (bool, string) {
 		_, body := httpGet(t, base+"/metrics")
 		return strings.Contains(body, "antifraud_processed_total 1\n"), "antifraud_processed_total is not 1 yet"
 	})
@@ -161,7 +161,7 @@ func (b *lineBuffer) String() string {
 func waitForListening(t *testing.T, logs *lineBuffer, done <-chan error) string {
 	t.Helper()
 	var addr string
-	waitFor(t, 30*time.Second, func() (bool, string) {
+	testenv.WaitFor(t, 30*time.Second, func() (bool, string) {
 		select {
 		case err := <-done:
 			t.Fatalf("run returned before listening: %v\n%s", err, logs)
@@ -192,22 +192,4 @@ func httpGet(t *testing.T, url string) (int, string) {
 		t.Fatalf("read %s: %v", url, err)
 	}
 	return res.StatusCode, string(body)
-}
-
-// waitFor polls cond until it returns true or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not reached within %s: %s", timeout, state)
-		}
-		<-tick.C
-	}
 }

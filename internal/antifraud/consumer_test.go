@@ -15,6 +15,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/payment"
+	"github.com/dscourse/payments-outbox/internal/testenv"
 )
 
 func TestSameEventDeliveredThreeTimes(t *testing.T) {
@@ -26,12 +27,12 @@ func TestSameEventDeliveredThreeTimes(t *testing.T) {
 	p := newPayment("u-1", 1999, time.Now())
 	// The first copy alone, so the next two are redeliveries of a committed event.
 	b.produce(t, eventRecord(t, id, p))
-	waitFor(t, 30*time.Second, func() (bool, string) {
+	testenv.WaitFor(t, 30*time.Second, func() (bool, string) {
 		n := b.count(t, "SELECT count(*) FROM decisions")
 		return n == 1, fmt.Sprintf("%d decisions", n)
 	})
 	b.produce(t, eventRecord(t, id, p), eventRecord(t, id, p))
-	waitFor(t, 30*time.Second, func() (bool, string) {
+	testenv.WaitFor(t, 30*time.Second, func() (bool, string) {
 		n := b.count(t, "SELECT deliveries FROM processed_events WHERE event_id = $1", id)
 		return n == 3, fmt.Sprintf("deliveries = %d", n)
 	})
@@ -124,7 +125,7 @@ func TestCrashAfterDatabaseCommitRedelivers(t *testing.T) {
 
 	// After the restart the same events come again and have no second effect.
 	second := b.start(t, b.config())
-	waitFor(t, 60*time.Second, func() (bool, string) {
+	testenv.WaitFor(t, 60*time.Second, func() (bool, string) {
 		n := b.count(t, "SELECT count(*) FROM decisions")
 		d := b.count(t, "SELECT coalesce(sum(deliveries), 0) FROM processed_events")
 		return n == events && d == events+processedBeforeCrash,
@@ -150,13 +151,13 @@ func TestRebalanceMidStream(t *testing.T) {
 
 	first := b.start(t, b.config())
 	b.produce(t, records[:100]...)
-	waitFor(t, 60*time.Second, func() (bool, string) { return decided() > 0, "no decision yet" })
+	testenv.WaitFor(t, 60*time.Second, func() (bool, string) { return decided() > 0, "no decision yet" })
 
 	// A second member joins while events keep coming: the partitions are rebalanced.
 	second := b.start(t, b.config())
 	b.waitForMembers(t, 2)
 	b.produce(t, records[100:200]...)
-	waitFor(t, 60*time.Second, func() (bool, string) {
+	testenv.WaitFor(t, 60*time.Second, func() (bool, string) {
 		n := testutil.ToFloat64(second.metrics.processed)
 		return n > 0, "the second member has processed nothing yet"
 	})
@@ -167,7 +168,7 @@ func TestRebalanceMidStream(t *testing.T) {
 	}
 	b.produce(t, records[200:]...)
 
-	waitFor(t, 90*time.Second, func() (bool, string) {
+	testenv.WaitFor(t, 90*time.Second, func() (bool, string) {
 		n := decided()
 		return n == events, fmt.Sprintf("%d of %d decisions", n, events)
 	})
@@ -208,7 +209,7 @@ func TestPoisonRecordDoesNotStallThePartition(t *testing.T) {
 		badJSON,
 		good(),
 	)
-	waitFor(t, 30*time.Second, func() (bool, string) {
+	testenv.WaitFor(t, 30*time.Second, func() (bool, string) {
 		n := b.count(t, "SELECT count(*) FROM decisions")
 		return n == 2, fmt.Sprintf("%d of 2 decisions", n)
 	})

@@ -192,25 +192,6 @@ func (b *bundle) committed(t *testing.T) map[int32]int64 {
 	return out
 }
 
-// waitFor polls cond until it returns true or the timeout passes; then it fails the test
-// with the last state cond described.
-func waitFor(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not reached within %s: %s", timeout, state)
-		}
-		<-tick.C
-	}
-}
-
 var errTestCrash = errors.New("test crash")
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -228,7 +209,7 @@ func mustMetrics(t *testing.T) *Metrics {
 // the rebalance is over.
 func (b *bundle) waitForMembers(t *testing.T, n int) {
 	t.Helper()
-	waitFor(t, 60*time.Second, func() (bool, string) {
+	testenv.WaitFor(t, 60*time.Second, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		groups, err := b.admin.DescribeGroups(ctx, b.group)

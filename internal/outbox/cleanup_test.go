@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dscourse/payments-outbox/internal/testenv"
 )
 
 func TestCleanerDeletesOnlyPublishedRowsPastRetention(t *testing.T) {
@@ -80,11 +82,11 @@ func TestRelayStopReleasesLeasesOfAbandonedBatch(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
 
-	waitFor(t, 10*time.Second, func() string {
+	testenv.WaitFor(t, 10*time.Second, func() (bool, string) {
 		if n := b.count(t, `SELECT count(*) FROM outbox_events WHERE lease_token IS NOT NULL`); n != 5 {
-			return fmt.Sprintf("%d rows leased, want 5", n)
+			return false, fmt.Sprintf("%d rows leased, want 5", n)
 		}
-		return ""
+		return true, ""
 	})
 	stoppedAt := time.Now()
 	cancel()
@@ -124,11 +126,11 @@ func TestCleanerRunKeepsCleaningOnSchedule(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); c.Run(ctx) }()
 
-	waitFor(t, 10*time.Second, func() string {
+	testenv.WaitFor(t, 10*time.Second, func() (bool, string) {
 		if n := b.count(t, `SELECT count(*) FROM outbox_events`); n != 0 {
-			return fmt.Sprintf("%d rows left, want the row deleted by a tick after it expired", n)
+			return false, fmt.Sprintf("%d rows left, want the row deleted by a tick after it expired", n)
 		}
-		return ""
+		return true, ""
 	})
 	cancel()
 	select {

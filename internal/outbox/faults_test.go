@@ -46,36 +46,36 @@ func TestRelayOutageNeverDeadLetters(t *testing.T) {
 	b.insert(t, msgs...)
 
 	// Outlast the backoff cap several times over.
-	waitFor(t, 30*time.Second, func() string {
+	testenv.WaitFor(t, 30*time.Second, func() (bool, string) {
 		if got := failuresOf(b.metrics, reasonTransport); got < 4 {
-			return fmt.Sprintf("%v transport failures, want at least 4", got)
+			return false, fmt.Sprintf("%v transport failures, want at least 4", got)
 		}
-		return ""
+		return true, ""
 	})
 	if got := b.count(t, `SELECT count(*) FROM outbox_events WHERE status = 'pending' AND attempts > 0 AND last_error IS NOT NULL`); got == 0 {
 		t.Errorf("no pending event shows attempts and last_error during the outage, want the failures recorded")
 	}
 	// The course's SLO gauge shows the backlog, and the oldest event's age grows: that
 	// is what operators are alerted on during an outage, not the DLQ.
-	waitFor(t, 10*time.Second, func() string {
+	testenv.WaitFor(t, 10*time.Second, func() (bool, string) {
 		if got := testutil.ToFloat64(b.metrics.pending); got != float64(len(msgs)) {
-			return fmt.Sprintf("outbox_pending_count %v, want %d", got, len(msgs))
+			return false, fmt.Sprintf("outbox_pending_count %v, want %d", got, len(msgs))
 		}
 		if got := testutil.ToFloat64(b.metrics.oldestPendingAge); got <= 0 {
-			return fmt.Sprintf("outbox_oldest_pending_age_seconds %v, want > 0", got)
+			return false, fmt.Sprintf("outbox_oldest_pending_age_seconds %v, want > 0", got)
 		}
-		return ""
+		return true, ""
 	})
 	if err := proxy.Proxy.RemoveToxic("blackhole"); err != nil {
 		t.Fatalf("remove toxic: %v", err)
 	}
 
 	b.waitAllPublished(t, len(msgs)+1, 30*time.Second)
-	waitFor(t, 10*time.Second, func() string {
+	testenv.WaitFor(t, 10*time.Second, func() (bool, string) {
 		if got := testutil.ToFloat64(b.metrics.pending); got != 0 {
-			return fmt.Sprintf("outbox_pending_count %v after the drain, want 0", got)
+			return false, fmt.Sprintf("outbox_pending_count %v after the drain, want 0", got)
 		}
-		return ""
+		return true, ""
 	})
 	if got := b.count(t, `SELECT count(*) FROM outbox_dlq`); got != 0 {
 		t.Errorf("DLQ rows after an outage: %d, want 0", got)
@@ -137,13 +137,13 @@ func TestRelayDeadLettersPoisonEventAndReplaysIt(t *testing.T) {
 	r := b.newRelay(t)
 	startRelay(t, r)
 
-	waitFor(t, 20*time.Second, func() string {
+	testenv.WaitFor(t, 20*time.Second, func() (bool, string) {
 		alertsMu.Lock()
 		defer alertsMu.Unlock()
 		if len(alerts) == 0 {
-			return "no alert received by the webhook"
+			return false, "no alert received by the webhook"
 		}
-		return ""
+		return true, ""
 	})
 	alertsMu.Lock()
 	got := alerts[0]

@@ -196,27 +196,6 @@ func header(r *kgo.Record, key string) string {
 	return ""
 }
 
-// waitFor polls cond until it returns "" or timeout passes; cond returns what it is
-// still waiting for.
-func waitFor(t *testing.T, timeout time.Duration, cond func() string) {
-	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		waiting := cond()
-		if waiting == "" {
-			return
-		}
-		select {
-		case <-deadline.C:
-			t.Fatalf("after %s: %s", timeout, waiting)
-		case <-tick.C:
-		}
-	}
-}
-
 // statusCounts returns how many outbox rows have each status.
 func (b *testBundle) statusCounts(t *testing.T) map[string]int {
 	t.Helper()
@@ -246,11 +225,11 @@ func (b *testBundle) statusCounts(t *testing.T) map[string]int {
 
 func (b *testBundle) waitAllPublished(t *testing.T, want int, timeout time.Duration) {
 	t.Helper()
-	waitFor(t, timeout, func() string {
+	testenv.WaitFor(t, timeout, func() (bool, string) {
 		if got := b.statusCounts(t); got["published"] != want || len(got) != 1 {
-			return fmt.Sprintf("outbox statuses %v, want all %d published", got, want)
+			return false, fmt.Sprintf("outbox statuses %v, want all %d published", got, want)
 		}
-		return ""
+		return true, ""
 	})
 }
 
