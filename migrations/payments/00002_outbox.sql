@@ -26,16 +26,26 @@ CREATE TABLE outbox_events (
     lease_token      uuid,
     lease_expires_at timestamptz,
     CHECK ((status = 'published') = (published_at IS NOT NULL))
-);
+)
+-- Every row is updated twice after its insert: the relay's lease, then the mark as
+-- published. The lease changes no indexed column, so PostgreSQL can do it as a HOT
+-- update (no new index entries) if the row's page has room for the new version. With
+-- the default fillfactor of 100 an insert-only table's pages are full and every lease
+-- writes an entry into each of the table's indexes. Leaving 30% of each page free keeps
+-- leases HOT (make bench: the drain rate rose by about a third); cleanup keeps the
+-- table small anyway.
+WITH (fillfactor = 70);
 
 -- Polling: the relay looks only at pending rows, oldest first. A partial index stays as
 -- small as the backlog, however many published rows the table holds (the course's
 -- (status, created_at) index would grow with every published row until cleanup).
 CREATE INDEX outbox_events_pending_idx ON outbox_events (seq) WHERE status = 'pending';
 
--- Order per aggregate: "is there an earlier unfinished event of this aggregate?"
-CREATE INDEX outbox_events_unfinished_idx ON outbox_events (aggregate_id, seq)
-    WHERE status <> 'published';
+-- Order per aggregate ("is there an earlier unfinished event of this aggregate?") and
+-- GET /payments/{id} (the payment's event, published or not). A full index serves both;
+-- a partial one on unfinished rows would leave the lookup scanning 30 days of published
+-- rows, and two indexes would make every insert (the API's write rate) pay for both.
+CREATE INDEX outbox_events_aggregate_idx ON outbox_events (aggregate_id, seq);
 
 -- Cleanup: published rows by age.
 CREATE INDEX outbox_events_published_at_idx ON outbox_events (published_at)
