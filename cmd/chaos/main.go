@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/repo"
 )
 
 func main() {
@@ -62,7 +63,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
-	root, err := chaos.RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return err
 	}

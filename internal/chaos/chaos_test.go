@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/repo"
 )
 
 // TestShortDefaultScenario is `make chaos` in small, run by `make test` on every
@@ -15,7 +16,7 @@ import (
 // be valid (the faults bit) as well as pass.
 func TestShortDefaultScenario(t *testing.T) {
 	t.Parallel()
-	root, err := chaos.RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)
 	}

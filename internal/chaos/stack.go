@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -123,27 +122,6 @@ func (s *NativeStack) script(ctx context.Context, name, verb string) error {
 		return fmt.Errorf("scripts/stack/%s %s: %w\n%s", name, verb, err, strings.TrimSpace(string(out)))
 	}
 	return nil
-}
-
-// RepoRoot walks up from the working directory to the directory holding go.mod: the
-// Root of Options and NativeStack.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("find repo root: %w", err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("find repo root: %w", err)
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("find repo root: no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // Build compiles the given packages (e.g. "./cmd/api") into binDir and returns the

@@ -4,13 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +20,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dscourse/payments-outbox/internal/repo"
 )
 
 // nativeKafkaBroker is the DIRECT listener of the broker that scripts/stack/kafka.sh runs.
@@ -32,7 +32,7 @@ const nativeKafkaBroker = "127.0.0.1:19092"
 // itself is idempotent and takes a file lock, so parallel test binaries (go test ./...)
 // share one broker.
 var kafkaStart = sync.OnceValues(func() (string, error) {
-	script, err := stackScript("kafka.sh")
+	script, err := repo.StackScript("kafka.sh")
 	if err != nil {
 		return "", err
 	}
@@ -225,26 +225,5 @@ func (p *KafkaProxy) ClientOpts() []kgo.Opt {
 		kgo.Dialer(func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return dialer.DialContext(ctx, network, p.Addr)
 		}),
-	}
-}
-
-// stackScript returns the path of scripts/stack/<name>, found by walking up from the working
-// directory (the package under test) to the directory holding go.mod.
-func stackScript(name string) (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("find repo root: %w", err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "scripts", "stack", name), nil
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("find repo root: %w", err)
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("find repo root: no go.mod above the working directory")
-		}
-		dir = parent
 	}
 }

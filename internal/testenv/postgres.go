@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/dscourse/payments-outbox/internal/repo"
 	"github.com/dscourse/payments-outbox/migrations"
 )
 
@@ -38,7 +39,7 @@ var postgresStart = sync.OnceValues(func() (string, error) {
 	if env := os.Getenv("DATABASE_URL"); env != "" {
 		return env, nil
 	}
-	script, err := stackScript("postgres.sh")
+	script, err := repo.StackScript("postgres.sh")
 	if err != nil {
 		return "", err
 	}
