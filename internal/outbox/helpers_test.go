@@ -24,12 +24,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// The in-process Toxiproxy of the fault tests (testenv.NewKafkaProxy) can leave a
-		// toxic's pipe goroutine blocked for a moment after its proxy is stopped. It is
-		// the test server's, not the relay's; the relay's own goroutines stay checked.
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"),
-	)
+	goleak.VerifyTestMain(m, testenv.IgnoreToxiproxyGoroutines())
 }
 
 // testBundle is what most relay tests start from: a fresh migrated database, a fresh

@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
 
 	"github.com/dscourse/payments-outbox/internal/repo"
 )
@@ -182,6 +183,14 @@ func StartToxiproxy(tb testing.TB) *toxiclient.Client {
 		}
 	})
 	return toxiclient.NewClient(api.Listener.Addr().String())
+}
+
+// IgnoreToxiproxyGoroutines is the goleak option for packages that use StartToxiproxy:
+// after a proxy is stopped, a toxic's pipe goroutine inside Toxiproxy can stay blocked
+// for a moment. It belongs to the test server, not to the code under test, whose own
+// goroutines stay checked.
+func IgnoreToxiproxyGoroutines() goleak.Option {
+	return goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run")
 }
 
 // KafkaProxy is an in-process Toxiproxy proxy in front of the test broker. Add toxics to
