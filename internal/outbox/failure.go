@@ -29,14 +29,16 @@ import (
 //     changes, a closed client, an unknown topic, missing authorisation). The broker or
 //     the configuration is at fault, and every event would fail alike. The row counts
 //     one more attempt and keeps the error, but its rejections do not change, so an
-//     outage of any length dead-letters nothing; it stays 'pending' and may be claimed
-//     again at once. Instead the whole Relay pauses: none of its workers claims until
-//     the outage backoff has passed, and each further transport failure doubles the
-//     pause, up to OutageBackoffMax. Per-event backoff would be wrong here: retrying
-//     each event on its own schedule would only hammer a broker that is down for all.
+//     outage of any length dead-letters nothing. The row stays 'pending' with no
+//     backoff of its own (next_attempt_at = now()); instead the whole Relay pauses:
+//     none of its workers claims until the outage backoff has passed, and each further
+//     transport failure doubles the pause, up to OutageBackoffMax. Per-event backoff
+//     would be wrong here: retrying each event on its own schedule would only hammer a
+//     broker that is down for all.
 //
 // A batch in which no event hit a transport failure ends the pause: the broker
-// answered, even if only to refuse a record. A batch abandoned at shutdown takes none
+// answered, even if only to refuse a record. Each Relay (each API replica) keeps its
+// own pause; the rows say nothing about it. A batch abandoned at shutdown takes none
 // of this path: its failures are the relay's own cancellation, and runOnce releases
 // its leases instead.
 //
@@ -117,7 +119,7 @@ func (r *Relay) recordFailures(ctx context.Context, token uuid.UUID, failures []
 		r.logger.Warn("Kafka unavailable; relay backs off, events stay pending",
 			slog.Int("events", len(transport)), slog.Duration("pause", pause), slog.String("err", transport[0].Err))
 	} else {
-		r.outage.succeeded()
+		r.outage.succeeded() // the broker answered, even if only to refuse a record
 	}
 	if len(failures) == 0 {
 		return nil

@@ -32,6 +32,7 @@ func (r *Relay) publish(ctx context.Context, p producer, events []claimedEvent) 
 	var failures []failure
 	for _, res := range results {
 		e := byRecord[res.Record]
+		// A rejection shared with other records is judged again on its own first.
 		err := r.isolateRejection(ctx, p, e, res.Err, len(events))
 		if err != nil {
 			failures = append(failures, r.failureOf(e, err))
