@@ -54,8 +54,9 @@ type alertPayload struct {
 // here: the log line above it already carries the alert, and the DLQ row stays.
 func (a *alerter) deadLettered(ctx context.Context, d DeadLetter) {
 	a.logger.Error("event moved to the dead-letter queue; replay it once fixed",
-		"event_id", d.EventID, "event_type", d.EventType, "aggregate_id", d.AggregateID,
-		"attempts", d.Attempts, "last_error", d.LastError)
+		slog.String("event_id", d.EventID.String()), slog.String("event_type", d.EventType),
+		slog.String("aggregate_id", d.AggregateID), slog.Int("attempts", d.Attempts),
+		slog.String("last_error", d.LastError))
 	if a.webhookURL == "" {
 		return
 	}
@@ -70,7 +71,7 @@ func (a *alerter) deadLettered(ctx context.Context, d DeadLetter) {
 			CustomDetails: d,
 		},
 	}); err != nil {
-		a.logger.Warn("alert webhook", "event_id", d.EventID, "err", err)
+		a.logger.Warn("alert webhook", slog.String("event_id", d.EventID.String()), slog.Any("err", err))
 	}
 }
 

@@ -42,9 +42,9 @@ func (c *Cleaner) Run(ctx context.Context) {
 		switch {
 		case errors.Is(err, context.Canceled):
 		case err != nil:
-			c.logger.Error("clean outbox", "err", err)
+			c.logger.Error("clean outbox", slog.Any("err", err))
 		case deleted > 0:
-			c.logger.Info("cleaned outbox", "deleted", deleted, "retention", c.cfg.Retention)
+			c.logger.Info("cleaned outbox", slog.Int64("deleted", deleted), slog.Duration("retention", c.cfg.Retention))
 		}
 		select {
 		case <-ctx.Done():

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"log/slog"
 	"time"
 )
 
@@ -23,7 +24,7 @@ func (r *Relay) monitor(ctx context.Context) {
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
-				r.logger.Warn("refresh outbox stats", "err", err)
+				r.logger.Warn("refresh outbox stats", slog.Any("err", err))
 			}
 			continue
 		}
@@ -36,7 +37,7 @@ func (r *Relay) monitor(ctx context.Context) {
 		if age > r.cfg.OldestPendingAlert && time.Since(lastAlert) > time.Minute {
 			lastAlert = time.Now()
 			r.logger.Error("outbox events are not being published; is Kafka reachable?",
-				"oldest_pending_age", age.Round(time.Second), "pending", count)
+				slog.Duration("oldest_pending_age", age.Round(time.Second)), slog.Int64("pending", count))
 		}
 	}
 }

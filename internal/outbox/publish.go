@@ -17,7 +17,8 @@ const (
 )
 
 // publish sends a claimed batch in one ProduceSync bounded by PublishTimeout and
-// sorts the events into acknowledged and failed. It opens no transaction.
+// sorts the events into acknowledged and failed; failure.go says what a failure is and
+// what becomes of it. It opens no transaction.
 func (r *Relay) publish(ctx context.Context, p producer, events []claimedEvent) ([]uuid.UUID, []failure) {
 	records := make([]*kgo.Record, len(events))
 	byRecord := make(map[*kgo.Record]claimedEvent, len(events))
@@ -29,31 +30,16 @@ func (r *Relay) publish(ctx context.Context, p producer, events []claimedEvent) 
 
 	var published []uuid.UUID
 	var failures []failure
-	var rejected []claimedEvent
 	for _, res := range results {
 		e := byRecord[res.Record]
-		switch {
-		case res.Err == nil:
-			published = append(published, e.ID)
-			r.metrics.commitToPublish.Observe(time.Since(e.CreatedAt).Seconds())
-		case isRejection(res.Err) && len(events) > 1:
-			rejected = append(rejected, e)
-		default:
-			failures = append(failures, r.failureOf(e, res.Err))
-		}
-	}
-
-	// The broker judges a whole per-partition batch: one oversized record gets every
-	// record that shared its batch rejected. Send each rejected record again on its
-	// own, so only the culprit is counted towards the DLQ.
-	for _, e := range rejected {
-		res := r.produce(ctx, p, r.kafkaRecord(e))[0]
-		if res.Err == nil {
-			published = append(published, e.ID)
-			r.metrics.commitToPublish.Observe(time.Since(e.CreatedAt).Seconds())
+		// A rejection shared with other records is judged again on its own first.
+		err := r.isolateRejection(ctx, p, e, res.Err, len(events))
+		if err != nil {
+			failures = append(failures, r.failureOf(e, err))
 			continue
 		}
-		failures = append(failures, r.failureOf(e, res.Err))
+		published = append(published, e.ID)
+		r.metrics.commitToPublish.Observe(time.Since(e.CreatedAt).Seconds())
 	}
 	return published, failures
 }
@@ -80,16 +66,4 @@ func (r *Relay) kafkaRecord(e claimedEvent) *kgo.Record {
 		},
 		Timestamp: time.Now(), // the publish time (docs/contract.md)
 	}
-}
-
-// failureOf classifies a failed publish. A rejection is retried per event with
-// exponential backoff; a transport failure is retried as soon as the relay's own
-// outage pause ends, because the event is not at fault.
-func (r *Relay) failureOf(e claimedEvent, err error) failure {
-	f := failure{ID: e.ID, Err: err.Error()}
-	if isRejection(err) {
-		f.Rejected = true
-		f.RetryIn = backoff(r.cfg.RetryBase, r.cfg.RetryMax, e.Rejections)
-	}
-	return f
 }

@@ -105,11 +105,17 @@ func (r *Relay) Run(ctx context.Context) error {
 	return nil
 }
 
-// clientOpts configures the producer so that no publish can hang (see
-// ../shared/notes/kafka.md §5): the idempotent producer with acks=all is franz-go's
-// default, and AllowIdempotentProduceCancellation lets a deadline fail a record that
-// is already on the wire. The price is a possible duplicate when the broker wrote a
-// record whose ack was lost, which consumers absorb by X-Event-Id.
+// clientOpts configures the producer so that no publish can hang. franz-go's default
+// producer is idempotent with acks=all, and once a produce request carrying a record
+// is on the wire it refuses to fail that record: it cannot tell "never received" from
+// "written, reply lost", so it waits for the outcome. A ProduceSync to a broker that
+// stalls can therefore block far past its context, and RecordDeliveryTimeout (no limit
+// by default) is not enforced in that state either.
+// AllowIdempotentProduceCancellation lets the context deadline, RecordDeliveryTimeout
+// and retry exhaustion fail such a record (both options are documented at
+// https://pkg.go.dev/github.com/twmb/franz-go/pkg/kgo).
+// The price is a possible duplicate when the broker wrote a record whose ack was lost,
+// which consumers absorb by X-Event-Id.
 func (r *Relay) clientOpts() []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(r.cfg.Brokers...),
@@ -148,7 +154,7 @@ func (r *Relay) work(ctx, workCtx context.Context, p producer) {
 		}
 		claimed, err := r.runOnce(workCtx, p)
 		if err != nil && !errors.Is(err, context.Canceled) {
-			r.logger.Error("relay batch", "err", err)
+			r.logger.Error("relay batch", slog.Any("err", err))
 		}
 		if claimed > 0 && err == nil {
 			continue // more may be ready: successors of what we just published
@@ -185,7 +191,10 @@ func (r *Relay) runOnce(ctx context.Context, p producer) (int, error) {
 		// broker's. Mark what was acknowledged and hand the rest back.
 		return len(events), errors.Join(r.markPublished(recordCtx, token, published), r.store.release(recordCtx, token))
 	}
-	if err := r.record(recordCtx, token, published, failures); err != nil {
+	if err := r.markPublished(recordCtx, token, published); err != nil {
+		return len(events), err
+	}
+	if err := r.recordFailures(recordCtx, token, failures); err != nil {
 		return len(events), err
 	}
 	r.metrics.batchDuration.Observe(time.Since(start).Seconds())
@@ -196,48 +205,6 @@ func (r *Relay) claim(ctx context.Context, token uuid.UUID) ([]claimedEvent, err
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	defer cancel()
 	return r.store.claim(ctx, token, r.cfg.Lease, r.cfg.BatchSize)
-}
-
-// record stores the outcome of a batch, counts it, and reacts to failures: a pause of
-// the whole relay for transport failures, an alert for each dead-lettered event.
-func (r *Relay) record(ctx context.Context, token uuid.UUID, published []uuid.UUID, failures []failure) error {
-	if err := r.markPublished(ctx, token, published); err != nil {
-		return err
-	}
-
-	transport, firstTransportErr := 0, ""
-	for _, f := range failures {
-		if f.Rejected {
-			r.logger.Warn("broker rejected event", "event_id", f.ID, "err", f.Err)
-			continue
-		}
-		if transport == 0 {
-			firstTransportErr = f.Err
-		}
-		transport++
-	}
-	r.metrics.publishFailures.WithLabelValues(reasonTransport).Add(float64(transport))
-	r.metrics.publishFailures.WithLabelValues(reasonRejected).Add(float64(len(failures) - transport))
-	if transport > 0 {
-		pause := r.outage.failed()
-		r.logger.Warn("Kafka unavailable; relay backs off, events stay pending",
-			"events", transport, "pause", pause, "err", firstTransportErr)
-	} else {
-		r.outage.succeeded() // the broker answered, even if only to refuse a record
-	}
-	if len(failures) == 0 {
-		return nil
-	}
-
-	dead, err := r.store.recordFailures(ctx, token, failures, r.cfg.MaxRejections)
-	if err != nil {
-		return err
-	}
-	for _, d := range dead {
-		r.metrics.deadLettered.Inc()
-		r.alerter.deadLettered(ctx, d)
-	}
-	return nil
 }
 
 // markPublished marks the acknowledged events of a batch and counts them. Both the
@@ -254,7 +221,7 @@ func (r *Relay) markPublished(ctx context.Context, token uuid.UUID, published []
 	r.metrics.published.Add(float64(marked))
 	if lost := int64(len(published)) - marked; lost > 0 {
 		// Our lease expired and another worker took the rows: its outcome wins.
-		r.logger.Warn("lease lost before marking; another worker owns the events", "events", lost)
+		r.logger.Warn("lease lost before marking; another worker owns the events", slog.Int64("events", lost))
 	}
 	return nil
 }

@@ -30,14 +30,6 @@ type claimedEvent struct {
 	Rejections  int
 }
 
-// failure is the outcome of one event whose publish failed.
-type failure struct {
-	ID       uuid.UUID
-	Err      string
-	Rejected bool          // the broker refused this record: counts towards the DLQ
-	RetryIn  time.Duration // per-event backoff before the row may be claimed again
-}
-
 // DeadLetter is an event that the broker rejected too often, as the DLQ keeps it.
 type DeadLetter struct {
 	EventID     uuid.UUID  `json:"event_id"`
@@ -120,8 +112,8 @@ func (s store) markPublished(ctx context.Context, token uuid.UUID, ids []uuid.UU
 // recordFailures records failed publishes, fenced by the lease token like
 // markPublished. Every failure counts an attempt and sets last_error; only a rejection
 // counts towards the DLQ, and the one that reaches maxRejections marks the event
-// 'failed' and copies it to outbox_dlq in the same statement. It returns the events it
-// dead-lettered, for the alert.
+// 'failed' and copies it to outbox_dlq in the same statement (why: failure.go). It
+// returns the events it dead-lettered, for the alert.
 func (s store) recordFailures(ctx context.Context, token uuid.UUID, failures []failure, maxRejections int) ([]DeadLetter, error) {
 	ids := make([]uuid.UUID, len(failures))
 	errs := make([]string, len(failures))

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"log/slog"
 	"time"
 )
 
@@ -22,7 +23,8 @@ func (r *Relay) listen(ctx context.Context) {
 		}
 		pause := backoff(100*time.Millisecond, 10*time.Second, failures)
 		failures++
-		r.logger.Warn("LISTEN connection lost; relying on polling until it is back", "err", err, "retry_in", pause)
+		r.logger.Warn("LISTEN connection lost; relying on polling until it is back",
+			slog.Any("err", err), slog.Duration("retry_in", pause))
 		if !sleep(ctx, pause) {
 			return
 		}

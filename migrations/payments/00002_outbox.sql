@@ -14,7 +14,13 @@ CREATE TABLE outbox_events (
     payload          jsonb       NOT NULL,
     status           text        NOT NULL DEFAULT 'pending'
                                  CHECK (status IN ('pending', 'published', 'failed')),
+    -- Every failed publish, broker outages included; shown to operators, never a
+    -- decision input.
     attempts         integer     NOT NULL DEFAULT 0,
+    -- Record-level rejections (the broker refused this record: too large, invalid),
+    -- counted apart from attempts. Only rejections decide the dead-letter queue, so an
+    -- outage of any length never dead-letters an event (docs/adr/0005).
+    rejections       integer     NOT NULL DEFAULT 0,
     last_error       text,
     -- When the event occurred (the X-Event-Occurred-At header).
     created_at       timestamptz NOT NULL DEFAULT now(),

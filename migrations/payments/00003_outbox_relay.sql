@@ -1,12 +1,7 @@
 -- +goose Up
 
--- What the relay needs beyond the course's outbox columns.
-
--- Record-level rejections (the broker refused this record: too large, invalid) are
--- counted apart from attempts. attempts counts every failed publish, including broker
--- outages, and is shown to operators; only rejections decide the dead-letter queue, so
--- an outage of any length never dead-letters an event (docs/adr/0005).
-ALTER TABLE outbox_events ADD COLUMN rejections integer NOT NULL DEFAULT 0;
+-- What the relay needs beyond the outbox table: the dead-letter queue and the wake-up
+-- of other replicas.
 
 -- The dead-letter queue: a table, not a Kafka topic, because the DLQ must work exactly
 -- when Kafka is the problem (docs/adr/0005). The outbox row stays, with status 'failed',
@@ -45,4 +40,3 @@ CREATE TRIGGER outbox_events_notify
 DROP TRIGGER outbox_events_notify ON outbox_events;
 DROP FUNCTION outbox_events_notify();
 DROP TABLE outbox_dlq;
-ALTER TABLE outbox_events DROP COLUMN rejections;

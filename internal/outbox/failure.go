@@ -1,0 +1,197 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// The failure path of the relay, top to bottom: what a failed publish is, what it does
+// to the event's row and to the relay, and why (docs/adr/0005).
+//
+// A publish fails in one of two ways, and everything below follows from telling them
+// apart:
+//
+//   - A rejection: the broker refused this record for a reason of its own (too large,
+//     invalid). Sending the same bytes again cannot succeed until someone changes
+//     something, and only this event is at fault. The row counts one more attempt and one
+//     more rejection, keeps the error in last_error, and waits for its own jittered
+//     backoff (next_attempt_at). The rejection that reaches MaxRejections marks the row
+//     'failed', copies it to outbox_dlq and raises an alert; the row then holds back the
+//     later events of its aggregate until an operator replays it.
+//   - A transport failure: everything else (timeouts, refused connections, leader
+//     changes, a closed client, an unknown topic, missing authorisation). The broker or
+//     the configuration is at fault, and every event would fail alike. The row counts
+//     one more attempt and keeps the error, but its rejections do not change, so an
+//     outage of any length dead-letters nothing. The row stays 'pending' with no
+//     backoff of its own (next_attempt_at = now()); instead the whole Relay pauses:
+//     none of its workers claims until the outage backoff has passed, and each further
+//     transport failure doubles the pause, up to OutageBackoffMax. Per-event backoff
+//     would be wrong here: retrying each event on its own schedule would only hammer a
+//     broker that is down for all.
+//
+// A batch in which no event hit a transport failure ends the pause: the broker
+// answered, even if only to refuse a record. Each Relay (each API replica) keeps its
+// own pause; the rows say nothing about it. A batch abandoned at shutdown takes none
+// of this path: its failures are the relay's own cancellation, and runOnce releases
+// its leases instead.
+//
+// The steps, in the order a batch takes them: publish (publish.go) hands each failed
+// record to isolateRejection, then to failureOf; runOnce (relay.go) hands the batch's
+// failures to recordFailures, which counts them, pauses or resumes the relay, stores
+// them in one statement (store.recordFailures) and alerts on each dead letter; work
+// (relay.go) waits out the pause with sleep before it claims again.
+
+// failure is the outcome of one event whose publish failed.
+type failure struct {
+	ID       uuid.UUID
+	Err      string
+	Rejected bool          // the broker refused this record: counts towards the DLQ
+	RetryIn  time.Duration // per-event backoff before the row may be claimed again
+}
+
+// isRejection reports whether err means the broker refused this record for a reason
+// of its own, so that sending the same bytes again cannot succeed. Only these count
+// towards the DLQ; anything else is a transport failure.
+//
+// franz-go reports a record too large for its own batch limit, and the broker's
+// MESSAGE_TOO_LARGE, both as kerr.MessageTooLarge.
+func isRejection(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) ||
+		errors.Is(err, kerr.RecordListTooLarge) ||
+		errors.Is(err, kerr.InvalidRecord) ||
+		errors.Is(err, kerr.CorruptMessage) ||
+		errors.Is(err, kerr.InvalidTimestamp)
+}
+
+// isolateRejection returns the error to judge e by, given the outcome err of its
+// publish in a batch of batchSize records. The broker judges a whole per-partition
+// batch: one oversized record gets every record that shared its batch rejected. So a
+// rejection in a batch of several is not yet a verdict on e: isolateRejection sends e
+// again on its own and returns the error of that resend (nil when the broker took it),
+// so only the culprit is counted towards the DLQ. Any other outcome, nil included, is
+// returned as is.
+func (r *Relay) isolateRejection(ctx context.Context, p producer, e claimedEvent, err error, batchSize int) error {
+	if batchSize == 1 || !isRejection(err) {
+		return err
+	}
+	return r.produce(ctx, p, r.kafkaRecord(e))[0].Err
+}
+
+// failureOf classifies the failed publish of e. A rejection is retried per event with
+// exponential backoff on its own rejection count; a transport failure is retried as
+// soon as the relay's outage pause ends, because the event is not at fault.
+func (r *Relay) failureOf(e claimedEvent, err error) failure {
+	f := failure{ID: e.ID, Err: err.Error()}
+	if isRejection(err) {
+		f.Rejected = true
+		f.RetryIn = backoff(r.cfg.RetryBase, r.cfg.RetryMax, e.Rejections)
+	}
+	return f
+}
+
+// recordFailures is the failure path of one batch after its publish: it counts and
+// logs the failures, pauses the relay on a transport failure or ends the pause
+// otherwise, stores every failure on its row, and alerts on each event this
+// dead-lettered. runOnce calls it for every batch, failures or not, because a batch
+// that reached the broker is what ends an outage pause.
+func (r *Relay) recordFailures(ctx context.Context, token uuid.UUID, failures []failure) error {
+	var transport []failure
+	for _, f := range failures {
+		if f.Rejected {
+			r.logger.Warn("broker rejected event",
+				slog.String("event_id", f.ID.String()), slog.String("err", f.Err))
+			continue
+		}
+		transport = append(transport, f)
+	}
+	r.metrics.publishFailures.WithLabelValues(reasonTransport).Add(float64(len(transport)))
+	r.metrics.publishFailures.WithLabelValues(reasonRejected).Add(float64(len(failures) - len(transport)))
+
+	if len(transport) > 0 {
+		pause := r.outage.failed()
+		r.logger.Warn("Kafka unavailable; relay backs off, events stay pending",
+			slog.Int("events", len(transport)), slog.Duration("pause", pause), slog.String("err", transport[0].Err))
+	} else {
+		r.outage.succeeded() // the broker answered, even if only to refuse a record
+	}
+	if len(failures) == 0 {
+		return nil
+	}
+
+	dead, err := r.store.recordFailures(ctx, token, failures, r.cfg.MaxRejections)
+	if err != nil {
+		return err
+	}
+	for _, d := range dead {
+		r.metrics.deadLettered.Inc()
+		r.alerter.deadLettered(ctx, d)
+	}
+	return nil
+}
+
+// backoff is base doubled n times, capped at max, with "equal jitter": a random value
+// in [d/2, d], so that many events or replicas failing together do not retry in step.
+func backoff(base, max time.Duration, n int) time.Duration {
+	d := max
+	if n < 32 && base<<n > 0 && base<<n < max {
+		d = base << n
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// outageBackoff is the pause of the whole Relay after transport failures, shared by
+// its workers: backoff on the number of consecutive batches that hit one.
+type outageBackoff struct {
+	base, max time.Duration
+
+	mu       sync.Mutex
+	failures int       // consecutive batches that hit a transport failure
+	until    time.Time // no worker claims before this
+}
+
+// failed records a transport failure and returns the pause it imposed.
+func (b *outageBackoff) failed() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d := backoff(b.base, b.max, b.failures)
+	b.failures++
+	b.until = time.Now().Add(d)
+	return d
+}
+
+// succeeded ends the pause: the broker answered.
+func (b *outageBackoff) succeeded() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.failures = 0
+	b.until = time.Time{}
+}
+
+// remaining is how long workers must still wait before claiming.
+func (b *outageBackoff) remaining() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return time.Until(b.until)
+}
+
+// sleep waits for d, or until ctx ends; it reports whether ctx is still live. A
+// d of zero or less returns at once. The relay's loops wait out their backoffs with
+// it instead of time.Sleep, so that stopping the relay never waits out a backoff.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d > 0 {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-ctx.Done():
+		case <-timer.C:
+		}
+	}
+	return ctx.Err() == nil
+}

@@ -1,0 +1,100 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The classification decides whether an event can ever reach the DLQ: a transport
+// failure classified as a rejection would dead-letter a whole backlog during an outage.
+func TestFailureOfTellsRejectionsFromTransportFailures(t *testing.T) {
+	t.Parallel()
+	r := &Relay{cfg: RelayConfig{RetryBase: time.Second, RetryMax: time.Minute}}
+	tests := []struct {
+		name         string
+		err          error
+		wantRejected bool
+	}{
+		{"record too large", kerr.MessageTooLarge, true},
+		{"record list too large", kerr.RecordListTooLarge, true},
+		{"invalid record", kerr.InvalidRecord, true},
+		{"corrupt message", kerr.CorruptMessage, true},
+		{"invalid timestamp", kerr.InvalidTimestamp, true},
+		{"wrapped rejection", fmt.Errorf("produce: %w", kerr.MessageTooLarge), true},
+		{"deadline while in flight", context.DeadlineExceeded, false},
+		{"leader moved", kerr.NotLeaderForPartition, false},
+		{"not enough replicas", kerr.NotEnoughReplicas, false},
+		{"unknown topic", kerr.UnknownTopicOrPartition, false},
+		{"missing authorisation", kerr.TopicAuthorizationFailed, false},
+		{"closed client", kgo.ErrClientClosed, false},
+		{"refused connection", errors.New("dial tcp 127.0.0.1:9092: connect: connection refused"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := claimedEvent{ID: uuid.New(), Rejections: 2}
+			f := r.failureOf(e, tt.err)
+			if f.ID != e.ID || f.Err != tt.err.Error() {
+				t.Errorf("failureOf = {ID: %s, Err: %q}, want {ID: %s, Err: %q}", f.ID, f.Err, e.ID, tt.err.Error())
+			}
+			if f.Rejected != tt.wantRejected {
+				t.Errorf("failureOf(%v).Rejected = %t, want %t", tt.err, f.Rejected, tt.wantRejected)
+			}
+			// A rejection waits out its own backoff (1 s doubled twice, jittered); a
+			// transport failure waits for nothing but the relay's outage pause.
+			if tt.wantRejected && (f.RetryIn < 2*time.Second || f.RetryIn > 4*time.Second) {
+				t.Errorf("failureOf(%v).RetryIn = %s, want within [2s, 4s]", tt.err, f.RetryIn)
+			}
+			if !tt.wantRejected && f.RetryIn != 0 {
+				t.Errorf("failureOf(%v).RetryIn = %s, want 0", tt.err, f.RetryIn)
+			}
+		})
+	}
+}
+
+func TestBackoffStaysWithinItsJitteredBounds(t *testing.T) {
+	t.Parallel()
+	base, max := 100*time.Millisecond, 10*time.Second
+	tests := []struct {
+		n    int
+		want time.Duration // the un-jittered delay; backoff returns a value in [want/2, want]
+	}{
+		{0, 100 * time.Millisecond},
+		{3, 800 * time.Millisecond},
+		{7, max},  // 12.8 s, capped
+		{64, max}, // a shift this large must not overflow
+	}
+	for _, tt := range tests {
+		for range 100 {
+			if got := backoff(base, max, tt.n); got < tt.want/2 || got > tt.want {
+				t.Fatalf("backoff(%s, %s, %d) = %s, want within [%s, %s]", base, max, tt.n, got, tt.want/2, tt.want)
+			}
+		}
+	}
+}
+
+func TestSleepEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	if !sleep(context.Background(), 0) {
+		t.Errorf("sleep(live ctx, 0) = false, want true")
+	}
+	if !sleep(context.Background(), time.Millisecond) {
+		t.Errorf("sleep(live ctx, 1ms) = false, want true")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start := time.Now()
+	if sleep(ctx, time.Hour) {
+		t.Errorf("sleep(cancelled ctx, 1h) = true, want false")
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("sleep(cancelled ctx, 1h) took %s, want an immediate return", took)
+	}
+}
