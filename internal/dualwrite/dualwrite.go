@@ -101,7 +101,7 @@ func NewHandler(cfg Config, pool *pgxpool.Pool, logger *slog.Logger) (*Handler, 
 	if err != nil {
 		return nil, fmt.Errorf("dual write: new Kafka client: %w", err)
 	}
-	logger = logger.With("component", "dualwrite")
+	logger = logger.With(slog.String("component", "dualwrite"))
 	logger.Warn("DUAL_WRITE=true: POST /payments uses the dual-write anti-pattern and WILL lose events when Kafka fails; TEACHING ONLY, never run it in production")
 	return &Handler{cfg: cfg, pool: pool, kafka: client, logger: logger}, nil
 }
