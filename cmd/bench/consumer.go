@@ -23,8 +23,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/antifraud"
 	"github.com/dscourse/payments-outbox/internal/benchreport"
-	"github.com/dscourse/payments-outbox/internal/outbox"
-	"github.com/dscourse/payments-outbox/internal/payment"
+	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/migrations"
 )
 
@@ -167,19 +166,16 @@ func consumerBenchRecords(n int) []*kgo.Record {
 	records := make([]*kgo.Record, n)
 	start := time.Now().Add(-time.Hour).UTC()
 	for i := range records {
-		p := payment.PaymentCreated{
+		p := event.PaymentCreated{
 			PaymentID: uuid.New(),
 			UserID:    fmt.Sprintf("u-%d", i%consumerBenchUsers),
 			Amount:    int64(100 + i%200_000),
 			Currency:  "EUR",
 			CreatedAt: start.Add(time.Duration(i) * 30 * time.Millisecond),
 		}
-		value, _ := json.Marshal(p) // a struct of plain fields always encodes
-		records[i] = &kgo.Record{Key: []byte(p.PaymentID.String()), Value: value, Headers: []kgo.RecordHeader{
-			{Key: outbox.HeaderEventID, Value: []byte(uuid.NewString())},
-			{Key: outbox.HeaderEventType, Value: []byte(payment.EventTypePaymentCreated)},
-			{Key: outbox.HeaderOccurredAt, Value: []byte(p.CreatedAt.Format(time.RFC3339Nano))},
-		}}
+		payload, _ := json.Marshal(p) // a struct of plain fields always encodes
+		envelope := event.Envelope{ID: uuid.New(), Type: event.TypePaymentCreated, Key: p.PaymentID.String(), OccurredAt: p.CreatedAt, Payload: payload}
+		records[i] = envelope.Record("", time.Now())
 	}
 	return records
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/benchreport"
+	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -237,11 +238,8 @@ func minimalRelayBatch(ctx context.Context, pool *pgxpool.Pool, client *kgo.Clie
 				return err
 			}
 			ids = append(ids, id)
-			records = append(records, &kgo.Record{Topic: topic, Key: []byte(aggregate), Value: payload, Headers: []kgo.RecordHeader{
-				{Key: outbox.HeaderEventID, Value: []byte(id.String())},
-				{Key: outbox.HeaderEventType, Value: []byte(typ)},
-				{Key: outbox.HeaderOccurredAt, Value: []byte(created.UTC().Format(time.RFC3339Nano))},
-			}})
+			envelope := event.Envelope{ID: id, Type: typ, Key: aggregate, OccurredAt: created, Payload: payload}
+			records = append(records, envelope.Record(topic, time.Now()))
 		}
 		if err := rows.Err(); err != nil {
 			return err
@@ -314,11 +312,11 @@ func relayMeasureLatency(ctx context.Context, pool *pgxpool.Pool, brokers []stri
 	for range 16 {
 		gen.Go(func() {
 			for i := range jobs {
+				p := event.PaymentCreated{PaymentID: uuid.New(), UserID: fmt.Sprint("u-", i%1000), Amount: 1999, Currency: "EUR", CreatedAt: time.Now()}
 				msg := outbox.Message{
-					ID: uuid.New(), Type: "PaymentCreated", AggregateID: uuid.NewString(), OccurredAt: time.Now(),
+					ID: uuid.New(), Type: event.TypePaymentCreated, AggregateID: p.PaymentID.String(), OccurredAt: p.CreatedAt,
 				}
-				msg.Payload, _ = json.Marshal(map[string]any{"payment_id": msg.AggregateID, "user_id": fmt.Sprint("u-", i%1000),
-					"amount": 1999, "currency": "EUR", "created_at": msg.OccurredAt})
+				msg.Payload, _ = json.Marshal(p) // a struct of plain fields always encodes
 				err := pgx.BeginFunc(ctx, genPool, func(tx pgx.Tx) error { return outbox.Insert(ctx, tx, msg) })
 				if err != nil {
 					mu.Lock()
@@ -362,7 +360,7 @@ func relayMeasureLatency(ctx context.Context, pool *pgxpool.Pool, brokers []stri
 		fetches := consumer.PollFetches(consumeCtx)
 		now := time.Now()
 		fetches.EachRecord(func(r *kgo.Record) {
-			if id := relayHeader(r, outbox.HeaderEventID); receivedAt[id].IsZero() {
+			if id := relayHeader(r, event.HeaderID); receivedAt[id].IsZero() {
 				receivedAt[id] = now
 			}
 		})

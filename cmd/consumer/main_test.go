@@ -18,8 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
-	"github.com/dscourse/payments-outbox/internal/outbox"
-	"github.com/dscourse/payments-outbox/internal/payment"
+	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -50,17 +49,14 @@ func TestRunConsumesAndShutsDownCleanly(t *testing.T) {
 		t.Fatalf("new producer: %v", err)
 	}
 	defer producer.Close()
-	p := payment.PaymentCreated{PaymentID: uuid.New(), UserID: "u-42", Amount: 1999, Currency: "EUR", CreatedAt: time.Now().UTC()}
-	value, err := json.Marshal(p)
+	p := event.PaymentCreated{PaymentID: uuid.New(), UserID: "u-42", Amount: 1999, Currency: "EUR", CreatedAt: time.Now().UTC()}
+	payload, err := json.Marshal(p)
 	if err != nil {
 		t.Fatalf("encode event: %v", err)
 	}
 	eventID := uuid.New()
-	record := &kgo.Record{Key: []byte(p.PaymentID.String()), Value: value, Headers: []kgo.RecordHeader{
-		{Key: outbox.HeaderEventID, Value: []byte(eventID.String())},
-		{Key: outbox.HeaderEventType, Value: []byte(payment.EventTypePaymentCreated)},
-		{Key: outbox.HeaderOccurredAt, Value: []byte(p.CreatedAt.Format(time.RFC3339Nano))},
-	}}
+	envelope := event.Envelope{ID: eventID, Type: event.TypePaymentCreated, Key: p.PaymentID.String(), OccurredAt: p.CreatedAt, Payload: payload}
+	record := envelope.Record("", time.Now())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := producer.ProduceSync(ctx, record).FirstErr(); err != nil {

@@ -8,6 +8,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dscourse/payments-outbox/internal/event"
 )
 
 // A batchResult counts what one batch did, for metrics and logs.
@@ -27,7 +29,7 @@ func (c *Consumer) processBatch(ctx context.Context, records []*kgo.Record) (bat
 
 	// Decode outside the transaction, and fold copies of one event within the batch into
 	// one row: a statement must not insert the same key twice.
-	var unique []event
+	var unique []paymentEvent
 	var rows []processedRow
 	index := map[uuid.UUID]int{} // event id -> position in unique and rows
 	for _, r := range records {
@@ -61,7 +63,7 @@ func (c *Consumer) processBatch(ctx context.Context, records []*kgo.Record) (bat
 		}
 	}
 	var seenBefore []processedRow
-	var firstTime []event
+	var firstTime []paymentEvent
 	for i, ev := range unique {
 		if fresh[ev.id] {
 			firstTime = append(firstTime, ev)
@@ -117,7 +119,7 @@ func (c *Consumer) processBatch(ctx context.Context, records []*kgo.Record) (bat
 // decide runs the rules on the events seen for the first time. The velocity history of
 // each user is what the database knows (decisions already committed, by any consumer)
 // plus the other first-time events of this batch, which are not in the table yet.
-func (c *Consumer) decide(ctx context.Context, tx pgx.Tx, events []event) ([]decisionRow, error) {
+func (c *Consumer) decide(ctx context.Context, tx pgx.Tx, events []paymentEvent) ([]decisionRow, error) {
 	window := c.cfg.Rules.VelocityWindow
 
 	// One query window per user, wide enough for all of the user's events in the batch.
@@ -170,14 +172,14 @@ func (c *Consumer) decide(ctx context.Context, tx pgx.Tx, events []event) ([]dec
 
 // paymentOf is the part of an event the rules look at. The time is the event's
 // X-Event-Occurred-At, the moment the producer committed the payment.
-func paymentOf(ev event) Payment {
+func paymentOf(ev paymentEvent) Payment {
 	return Payment{ID: ev.payload.PaymentID, UserID: ev.payload.UserID, Amount: ev.payload.Amount, OccurredAt: ev.occurredAt}
 }
 
 func newDeadLetter(r *kgo.Record, poison *PoisonError) deadLetter {
 	return deadLetter{
 		topic: r.Topic, partition: r.Partition, offset: r.Offset,
-		key: r.Key, headers: lastHeaderValues(r), value: r.Value,
+		key: r.Key, headers: event.HeaderValues(r), value: r.Value,
 		reason: poison.Reason, detail: poison.Detail,
 	}
 }

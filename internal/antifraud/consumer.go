@@ -28,13 +28,15 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dscourse/payments-outbox/internal/event"
 )
 
 // Config configures a Consumer. The zero value of a field means its default.
 type Config struct {
 	// Brokers are the seed brokers. Required.
 	Brokers []string
-	// Topic is the topic of payment events. Default "payments.events".
+	// Topic is the topic of payment events. Default event.DefaultTopic, "payments.events".
 	Topic string
 	// Group is the consumer group. Default "antifraud".
 	Group string
@@ -63,7 +65,7 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	c.Topic = cmp.Or(c.Topic, "payments.events")
+	c.Topic = cmp.Or(c.Topic, event.DefaultTopic)
 	c.Group = cmp.Or(c.Group, "antifraud")
 	c.MaxPollRecords = cmp.Or(c.MaxPollRecords, 1000)
 	c.BatchTimeout = cmp.Or(c.BatchTimeout, 30*time.Second)
@@ -114,7 +116,7 @@ func NewConsumer(cfg Config, pool *pgxpool.Pool, logger *slog.Logger, metrics *M
 	return &Consumer{
 		cfg:       cfg.withDefaults(),
 		pool:      pool,
-		logger:    logger.With("component", "antifraud_consumer"),
+		logger:    logger.With(slog.String("component", "antifraud_consumer")),
 		metrics:   metrics,
 		processed: map[int32]kgo.EpochOffset{},
 	}, nil

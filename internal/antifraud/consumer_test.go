@@ -13,8 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/dscourse/payments-outbox/internal/outbox"
-	"github.com/dscourse/payments-outbox/internal/payment"
+	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 )
 
@@ -204,8 +203,8 @@ func TestPoisonRecordDoesNotStallThePartition(t *testing.T) {
 	b.produce(t,
 		good(),
 		missingID,
-		withHeader(good(), outbox.HeaderEventID, "not-a-uuid"),
-		withHeader(good(), outbox.HeaderEventType, "PaymentRefunded"),
+		withHeader(good(), event.HeaderID, "not-a-uuid"),
+		withHeader(good(), event.HeaderType, "PaymentRefunded"),
 		badJSON,
 		good(),
 	)
@@ -280,7 +279,7 @@ func TestVelocityAcrossBatchesAndRedelivery(t *testing.T) {
 			t.Fatalf("processBatch: %v", err)
 		}
 	}
-	verdict := func(p payment.PaymentCreated) string {
+	verdict := func(p event.PaymentCreated) string {
 		t.Helper()
 		var v string
 		if err := b.pool.QueryRow(context.Background(), "SELECT decision FROM decisions WHERE payment_id = $1", p.PaymentID).Scan(&v); err != nil {

@@ -9,8 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/dscourse/payments-outbox/internal/outbox"
-	"github.com/dscourse/payments-outbox/internal/payment"
+	"github.com/dscourse/payments-outbox/internal/event"
 )
 
 // Poison reasons: the values of the reason label of antifraud_poison_total and of
@@ -33,49 +32,56 @@ type PoisonError struct {
 
 func (e *PoisonError) Error() string { return e.Reason + ": " + e.Detail }
 
-// An event is a PaymentCreated record that passed every check.
-type event struct {
+// A paymentEvent is a PaymentCreated record that passed every check.
+type paymentEvent struct {
 	id         uuid.UUID
 	occurredAt time.Time
-	payload    payment.PaymentCreated
+	payload    event.PaymentCreated
 	record     *kgo.Record
 }
 
 // decodeRecord checks a record against the event contract. A record that fails here fails
 // the same way on every redelivery, so retrying it would only stall its partition: the
 // error is a *PoisonError, never a transient one.
-func decodeRecord(r *kgo.Record) (event, *PoisonError) {
-	headers := lastHeaderValues(r)
-
-	rawID, ok := headers[outbox.HeaderEventID]
-	if !ok || rawID == "" {
-		return event{}, &PoisonError{PoisonMissingEventID, "no " + outbox.HeaderEventID + " header"}
+func decodeRecord(r *kgo.Record) (paymentEvent, *PoisonError) {
+	envelope, headerErr := event.FromRecord(r)
+	if headerErr != nil {
+		return paymentEvent{}, headerPoison(headerErr)
 	}
-	id, err := uuid.Parse(rawID)
-	if err != nil {
-		return event{}, &PoisonError{PoisonInvalidEventID, fmt.Sprintf("%s %q: %v", outbox.HeaderEventID, rawID, err)}
-	}
-	if typ := headers[outbox.HeaderEventType]; typ != payment.EventTypePaymentCreated {
-		return event{}, &PoisonError{PoisonUnknownEventType, fmt.Sprintf("%s %q, want %q", outbox.HeaderEventType, typ, payment.EventTypePaymentCreated)}
-	}
-	occurredAt, err := time.Parse(time.RFC3339Nano, headers[outbox.HeaderOccurredAt])
-	if err != nil {
-		return event{}, &PoisonError{PoisonInvalidOccurredAt, fmt.Sprintf("%s: %v", outbox.HeaderOccurredAt, err)}
+	if envelope.Type != event.TypePaymentCreated {
+		return paymentEvent{}, &PoisonError{PoisonUnknownEventType, fmt.Sprintf("%s %q, want %q", event.HeaderType, envelope.Type, event.TypePaymentCreated)}
 	}
 
 	// Unknown fields are accepted: a producer may add fields to v1 without breaking us.
-	var p payment.PaymentCreated
-	if err := json.Unmarshal(r.Value, &p); err != nil {
-		return event{}, &PoisonError{PoisonInvalidPayload, fmt.Sprintf("decode JSON: %v", err)}
+	var p event.PaymentCreated
+	if err := json.Unmarshal(envelope.Payload, &p); err != nil {
+		return paymentEvent{}, &PoisonError{PoisonInvalidPayload, fmt.Sprintf("decode JSON: %v", err)}
 	}
 	if err := validPayment(p); err != nil {
-		return event{}, &PoisonError{PoisonInvalidPayload, err.Error()}
+		return paymentEvent{}, &PoisonError{PoisonInvalidPayload, err.Error()}
 	}
-	return event{id: id, occurredAt: occurredAt, payload: p, record: r}, nil
+	return paymentEvent{id: envelope.ID, occurredAt: envelope.OccurredAt, payload: p, record: r}, nil
+}
+
+// headerPoison names the poison reason of an envelope that event.FromRecord refused. A
+// missing type is an unknown one: the record cannot be routed to any decoder.
+func headerPoison(err *event.HeaderError) *PoisonError {
+	var reason string
+	switch {
+	case err.Header == event.HeaderID && err.Value == "":
+		reason = PoisonMissingEventID
+	case err.Header == event.HeaderID:
+		reason = PoisonInvalidEventID
+	case err.Header == event.HeaderType:
+		reason = PoisonUnknownEventType
+	default:
+		reason = PoisonInvalidOccurredAt
+	}
+	return &PoisonError{reason, err.Error()}
 }
 
 // validPayment checks what the rules and the decisions table rely on.
-func validPayment(p payment.PaymentCreated) error {
+func validPayment(p event.PaymentCreated) error {
 	var errs []error
 	if p.PaymentID == uuid.Nil {
 		errs = append(errs, errors.New("payment_id is missing"))
@@ -93,14 +99,4 @@ func validPayment(p payment.PaymentCreated) error {
 		errs = append(errs, errors.New("created_at is missing"))
 	}
 	return errors.Join(errs...)
-}
-
-// lastHeaderValues returns the record's headers as a map; for a repeated key the last
-// value wins, as in most Kafka clients' "last header" lookups.
-func lastHeaderValues(r *kgo.Record) map[string]string {
-	m := make(map[string]string, len(r.Headers))
-	for _, h := range r.Headers {
-		m[h.Key] = string(h.Value)
-	}
-	return m
 }

@@ -10,15 +10,15 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/dscourse/payments-outbox/internal/outbox"
-	"github.com/dscourse/payments-outbox/internal/payment"
+	"github.com/dscourse/payments-outbox/internal/event"
 )
 
-// goldenPaymentCreatedV1 is the producer's golden file: the consumer must decode exactly
-// what the payment service pins as PaymentCreated v1.
-const goldenPaymentCreatedV1 = "../payment/testdata/payment_created_v1.json"
+// goldenPaymentCreatedV1 is the contract's golden file: the consumer must decode exactly
+// what package event pins as PaymentCreated v1.
+const goldenPaymentCreatedV1 = "../event/testdata/payment_created_v1.json"
 
-// goldenRecord is the record the relay publishes for the golden event.
+// goldenRecord is the record the relay publishes for the golden event, with the header
+// names spelled out as docs/contract.md does, so a renamed constant cannot go unnoticed.
 func goldenRecord(t *testing.T) *kgo.Record {
 	t.Helper()
 	value, err := os.ReadFile(filepath.FromSlash(goldenPaymentCreatedV1))
@@ -29,9 +29,9 @@ func goldenRecord(t *testing.T) *kgo.Record {
 		Key:   []byte("01937a2e-5c8b-7d41-9a3e-6f0b2c4d8e10"),
 		Value: value,
 		Headers: []kgo.RecordHeader{
-			{Key: outbox.HeaderEventID, Value: []byte("6a1f0c1e-2b3d-4e5f-8a9b-0c1d2e3f4a5b")},
-			{Key: outbox.HeaderEventType, Value: []byte(payment.EventTypePaymentCreated)},
-			{Key: outbox.HeaderOccurredAt, Value: []byte("2026-11-30T09:15:42.123456Z")},
+			{Key: "X-Event-Id", Value: []byte("6a1f0c1e-2b3d-4e5f-8a9b-0c1d2e3f4a5b")},
+			{Key: "X-Event-Type", Value: []byte("PaymentCreated")},
+			{Key: "X-Event-Occurred-At", Value: []byte("2026-11-30T09:15:42.123456Z")},
 		},
 	}
 }
@@ -43,7 +43,7 @@ func TestDecodeGoldenPaymentCreated(t *testing.T) {
 		t.Fatalf("decodeRecord(golden) = %v, want no error", poison)
 	}
 	at := time.Date(2026, 11, 30, 9, 15, 42, 123456000, time.UTC)
-	want := payment.PaymentCreated{
+	want := event.PaymentCreated{
 		PaymentID: uuid.MustParse("01937a2e-5c8b-7d41-9a3e-6f0b2c4d8e10"),
 		UserID:    "u-42",
 		Amount:    1999,

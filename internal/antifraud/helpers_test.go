@@ -16,8 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
-	"github.com/dscourse/payments-outbox/internal/outbox"
-	"github.com/dscourse/payments-outbox/internal/payment"
+	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -129,26 +128,19 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 // newPayment returns a valid payment event of the user.
-func newPayment(userID string, amount int64, at time.Time) payment.PaymentCreated {
-	return payment.PaymentCreated{PaymentID: uuid.New(), UserID: userID, Amount: amount, Currency: "EUR", CreatedAt: at}
+func newPayment(userID string, amount int64, at time.Time) event.PaymentCreated {
+	return event.PaymentCreated{PaymentID: uuid.New(), UserID: userID, Amount: amount, Currency: "EUR", CreatedAt: at}
 }
 
 // eventRecord is the record the relay would publish for p, with event id id.
-func eventRecord(t *testing.T, id uuid.UUID, p payment.PaymentCreated) *kgo.Record {
+func eventRecord(t *testing.T, id uuid.UUID, p event.PaymentCreated) *kgo.Record {
 	t.Helper()
 	value, err := json.Marshal(p)
 	if err != nil {
 		t.Fatalf("encode payment: %v", err)
 	}
-	return &kgo.Record{
-		Key:   []byte(p.PaymentID.String()),
-		Value: value,
-		Headers: []kgo.RecordHeader{
-			{Key: outbox.HeaderEventID, Value: []byte(id.String())},
-			{Key: outbox.HeaderEventType, Value: []byte(payment.EventTypePaymentCreated)},
-			{Key: outbox.HeaderOccurredAt, Value: []byte(p.CreatedAt.UTC().Format(time.RFC3339Nano))},
-		},
-	}
+	envelope := event.Envelope{ID: id, Type: event.TypePaymentCreated, Key: p.PaymentID.String(), OccurredAt: p.CreatedAt, Payload: value}
+	return envelope.Record("", time.Now())
 }
 
 // produce writes the records in order, each acknowledged before the next is sent.

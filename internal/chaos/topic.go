@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dscourse/payments-outbox/internal/event"
 )
 
 // TopicContents is everything the verifier learned from reading a topic end to end.
@@ -102,7 +104,7 @@ func (c *TopicContents) add(r *kgo.Record) {
 	c.Records++
 	var eventID string
 	for _, h := range r.Headers {
-		if h.Key == "X-Event-Id" {
+		if h.Key == event.HeaderID {
 			eventID = string(h.Value)
 		}
 	}

@@ -35,7 +35,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/payment"
 )
 
@@ -86,9 +86,14 @@ func NewHandler(cfg Config, pool *pgxpool.Pool, logger *slog.Logger) (*Handler, 
 	}
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
-		// Without this, an idempotent produce whose request was sent cannot be
-		// cancelled and would block the request far past PublishTimeout
-		// (shared notes, kafka.md §5.3).
+		// franz-go produces idempotently by default, and an idempotent producer refuses
+		// to fail a record once its request was sent and before the broker answered: it
+		// cannot tell "never received" from "written, reply lost". Neither the context
+		// nor RecordDeliveryTimeout could then end ProduceSync, and a silent broker would
+		// hold the HTTP request far past PublishTimeout. This option lets both fail such
+		// a record, at the price of a possible duplicate if it is produced again, which
+		// this handler never does. See the docs of Client.Produce and of this option:
+		// https://pkg.go.dev/github.com/twmb/franz-go/pkg/kgo#AllowIdempotentProduceCancellation
 		kgo.AllowIdempotentProduceCancellation(),
 		kgo.RecordDeliveryTimeout(cfg.PublishTimeout),
 	}, cfg.ClientOpts...)
@@ -96,7 +101,7 @@ func NewHandler(cfg Config, pool *pgxpool.Pool, logger *slog.Logger) (*Handler, 
 	if err != nil {
 		return nil, fmt.Errorf("dual write: new Kafka client: %w", err)
 	}
-	logger = logger.With("component", "dualwrite")
+	logger = logger.With(slog.String("component", "dualwrite"))
 	logger.Warn("DUAL_WRITE=true: POST /payments uses the dual-write anti-pattern and WILL lose events when Kafka fails; TEACHING ONLY, never run it in production")
 	return &Handler{cfg: cfg, pool: pool, kafka: client, logger: logger}, nil
 }
@@ -124,7 +129,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := h.publish(r.Context(), p); err != nil {
 		// The anti-pattern in one line: log, move on, answer 201. The event is lost
 		// (or, if only the ack was lost, published while we say it failed).
-		h.logger.Error("dual write: publish failed, event lost", "payment_id", p.ID, "err", err)
+		h.logger.Error("dual write: publish failed, event lost", slog.String("payment_id", p.ID.String()), slog.Any("err", err))
 	}
 	payment.Encode(w, r, h.logger, http.StatusCreated, map[string]any{
 		"id": p.ID, "user_id": p.UserID, "amount": p.Amount, "currency": p.Currency, "created_at": p.CreatedAt,
@@ -147,27 +152,19 @@ func (h *Handler) insertPayment(ctx context.Context, req payment.CreateRequest) 
 	return p, nil
 }
 
-// publish produces the event with the same key, headers and value the relay would use,
-// so the consumer cannot tell the difference: only the guarantees differ.
+// publish produces the event in the same envelope the relay uses (key, headers, record
+// timestamp), so the consumer cannot tell the difference: only the guarantees differ.
 func (h *Handler) publish(ctx context.Context, p payment.Payment) error {
-	value, err := json.Marshal(payment.NewPaymentCreated(p))
+	payload, err := json.Marshal(payment.NewPaymentCreated(p))
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}
+	// A fresh id per publish: without an outbox row there is nothing that would keep
+	// it stable across attempts.
+	envelope := event.Envelope{ID: uuid.New(), Type: event.TypePaymentCreated, Key: p.ID.String(), OccurredAt: p.CreatedAt, Payload: payload}
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.PublishTimeout)
 	defer cancel()
-	record := &kgo.Record{
-		Topic: h.cfg.Topic,
-		Key:   []byte(p.ID.String()),
-		Value: value,
-		Headers: []kgo.RecordHeader{
-			{Key: outbox.HeaderEventID, Value: []byte(uuid.NewString())},
-			{Key: outbox.HeaderEventType, Value: []byte(payment.EventTypePaymentCreated)},
-			{Key: outbox.HeaderOccurredAt, Value: []byte(p.CreatedAt.Format(time.RFC3339Nano))},
-		},
-		Timestamp: time.Now(),
-	}
-	if err := h.kafka.ProduceSync(ctx, record).FirstErr(); err != nil {
+	if err := h.kafka.ProduceSync(ctx, envelope.Record(h.cfg.Topic, time.Now())).FirstErr(); err != nil {
 		return fmt.Errorf("publish event of payment %s: %w", p.ID, err)
 	}
 	return nil

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 )
 
@@ -86,7 +87,7 @@ func TestRelayOutageNeverDeadLetters(t *testing.T) {
 	records := b.consume(t, len(msgs)+1, 15*time.Second)
 	seen := map[string]bool{}
 	for _, rec := range records {
-		seen[header(rec, HeaderEventID)] = true
+		seen[header(rec, event.HeaderID)] = true
 	}
 	for _, m := range msgs {
 		if !seen[m.ID.String()] {
@@ -194,7 +195,7 @@ func TestRelayDeadLettersPoisonEventAndReplaysIt(t *testing.T) {
 	var order []string
 	for _, rec := range b.consume(t, len(others)+2, 15*time.Second) {
 		if string(rec.Key) == "poison" {
-			order = append(order, header(rec, HeaderEventID))
+			order = append(order, header(rec, event.HeaderID))
 		}
 	}
 	if diff := cmp.Diff([]string{poison.ID.String(), successor.ID.String()}, order); diff != "" {

@@ -6,14 +6,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
-)
 
-// The record headers of every event (docs/contract.md). They are exported for the code
-// that reads or writes the same records: the consumer and the teaching dual write.
-const (
-	HeaderEventID    = "X-Event-Id"
-	HeaderEventType  = "X-Event-Type"
-	HeaderOccurredAt = "X-Event-Occurred-At"
+	"github.com/dscourse/payments-outbox/internal/event"
 )
 
 // publish sends a claimed batch in one ProduceSync bounded by PublishTimeout and
@@ -55,15 +49,6 @@ func (r *Relay) produce(ctx context.Context, p producer, records ...*kgo.Record)
 // kafkaRecord builds the Kafka record of an event. The key is the aggregate id, so one
 // aggregate's events share a partition and keep their order for consumers.
 func (r *Relay) kafkaRecord(e claimedEvent) *kgo.Record {
-	return &kgo.Record{
-		Topic: r.cfg.Topic,
-		Key:   []byte(e.AggregateID),
-		Value: e.Payload,
-		Headers: []kgo.RecordHeader{
-			{Key: HeaderEventID, Value: []byte(e.ID.String())},
-			{Key: HeaderEventType, Value: []byte(e.Type)},
-			{Key: HeaderOccurredAt, Value: []byte(e.CreatedAt.UTC().Format(time.RFC3339Nano))},
-		},
-		Timestamp: time.Now(), // the publish time (docs/contract.md)
-	}
+	envelope := event.Envelope{ID: e.ID, Type: e.Type, Key: e.AggregateID, OccurredAt: e.CreatedAt, Payload: e.Payload}
+	return envelope.Record(r.cfg.Topic, time.Now())
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dscourse/payments-outbox/internal/event"
 )
 
 func TestRelayDeliversEveryCommittedEventAndNoRolledBackOne(t *testing.T) {
@@ -63,10 +65,10 @@ func TestRelayDeliversEveryCommittedEventAndNoRolledBackOne(t *testing.T) {
 		want = append(want, delivered{m.ID.String(), m.Type, m.AggregateID, decode(m.Payload)})
 	}
 	for _, rec := range records {
-		got = append(got, delivered{header(rec, HeaderEventID), header(rec, HeaderEventType), string(rec.Key), decode(rec.Value)})
-		occurred, err := time.Parse(time.RFC3339Nano, header(rec, HeaderOccurredAt))
+		got = append(got, delivered{header(rec, event.HeaderID), header(rec, event.HeaderType), string(rec.Key), decode(rec.Value)})
+		occurred, err := time.Parse(time.RFC3339Nano, header(rec, event.HeaderOccurredAt))
 		if err != nil || occurred.Location() != time.UTC {
-			t.Errorf("X-Event-Occurred-At %q: want RFC 3339 in UTC (parse error %v)", header(rec, HeaderOccurredAt), err)
+			t.Errorf("X-Event-Occurred-At %q: want RFC 3339 in UTC (parse error %v)", header(rec, event.HeaderOccurredAt), err)
 		}
 	}
 	byID := func(a, b delivered) int { return strings.Compare(a.ID, b.ID) }
@@ -154,7 +156,7 @@ func TestRelayRepublishesAfterCrashBetweenAckAndMark(t *testing.T) {
 	records := b.consume(t, 2*len(msgs), 15*time.Second)
 	copies := map[string]int{}
 	for _, rec := range records {
-		copies[header(rec, HeaderEventID)]++
+		copies[header(rec, event.HeaderID)]++
 	}
 	want := map[string]int{}
 	for _, m := range msgs {

@@ -69,8 +69,9 @@ type Payment struct {
 	CreatedAt time.Time
 }
 
-// An Event is the delivery state of a payment's PaymentCreated event in the outbox.
-type Event struct {
+// An EventDelivery is the delivery state of a payment's PaymentCreated event in the
+// outbox: what GET /payments/{id} reports about it. The event itself is in package event.
+type EventDelivery struct {
 	// ID is the event id, sent to Kafka as the X-Event-Id header.
 	ID uuid.UUID
 	// Status is pending, published or failed (moved to the dead-letter queue).

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/outbox"
 )
 
@@ -54,7 +55,7 @@ func (s *Store) Create(ctx context.Context, req CreateRequest, idempotencyKey st
 	}
 	payload, err := json.Marshal(NewPaymentCreated(p))
 	if err != nil {
-		return Created{}, fmt.Errorf("encode %s event: %w", EventTypePaymentCreated, err)
+		return Created{}, fmt.Errorf("encode %s event: %w", event.TypePaymentCreated, err)
 	}
 
 	tx, err := s.pool.Begin(ctx)
@@ -97,7 +98,7 @@ func (s *Store) Create(ctx context.Context, req CreateRequest, idempotencyKey st
 
 	if err := outbox.Insert(ctx, tx, outbox.Message{
 		ID:          eventID,
-		Type:        EventTypePaymentCreated,
+		Type:        event.TypePaymentCreated,
 		AggregateID: p.ID.String(),
 		Payload:     payload,
 		OccurredAt:  p.CreatedAt,
@@ -144,7 +145,7 @@ func (s *Store) replay(ctx context.Context, idempotencyKey string, hash []byte) 
 // Get returns a payment and the delivery state of its PaymentCreated event. The event
 // is nil if its outbox row no longer exists (published rows are cleaned up after a
 // while). An unknown id is NotFound.
-func (s *Store) Get(ctx context.Context, id uuid.UUID) (Payment, *Event, error) {
+func (s *Store) Get(ctx context.Context, id uuid.UUID) (Payment, *EventDelivery, error) {
 	ctx, cancel := context.WithTimeout(ctx, transactionTimeout)
 	defer cancel()
 	var (
@@ -169,7 +170,7 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (Payment, *Event, error) 
 			LIMIT 1
 		) e ON true
 		WHERE p.id = $1`,
-		id, id.String(), EventTypePaymentCreated,
+		id, id.String(), event.TypePaymentCreated,
 	).Scan(&p.ID, &p.UserID, &p.Amount, &p.Currency, &p.CreatedAt,
 		&e.ID, &e.Status, &e.Attempts, &e.PublishedAt, &e.LastError)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -182,12 +183,12 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (Payment, *Event, error) 
 	if e.ID == nil {
 		return p, nil, nil
 	}
-	event := &Event{ID: *e.ID, Status: *e.Status, Attempts: *e.Attempts, PublishedAt: e.PublishedAt, LastError: e.LastError}
-	if event.PublishedAt != nil {
-		utc := event.PublishedAt.UTC()
-		event.PublishedAt = &utc
+	delivery := &EventDelivery{ID: *e.ID, Status: *e.Status, Attempts: *e.Attempts, PublishedAt: e.PublishedAt, LastError: e.LastError}
+	if delivery.PublishedAt != nil {
+		utc := delivery.PublishedAt.UTC()
+		delivery.PublishedAt = &utc
 	}
-	return p, event, nil
+	return p, delivery, nil
 }
 
 // requestHash fingerprints a request for the Idempotency-Key check. It hashes the
