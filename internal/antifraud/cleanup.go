@@ -60,7 +60,7 @@ func NewCleaner(pool *pgxpool.Pool, cfg CleanerConfig, logger *slog.Logger) (*Cl
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("dedup cleaner config: %w", err)
 	}
-	return &Cleaner{cfg: cfg.withDefaults(), pool: pool, logger: logger.With("component", "dedup_cleaner")}, nil
+	return &Cleaner{cfg: cfg.withDefaults(), pool: pool, logger: logger.With(slog.String("component", "dedup_cleaner"))}, nil
 }
 
 // Run cleans once at start, then every Interval, until ctx ends. Errors are logged and

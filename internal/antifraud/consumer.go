@@ -114,7 +114,7 @@ func NewConsumer(pool *pgxpool.Pool, cfg Config, logger *slog.Logger, metrics *M
 	return &Consumer{
 		cfg:       cfg.withDefaults(),
 		pool:      pool,
-		logger:    logger.With("component", "antifraud_consumer"),
+		logger:    logger.With(slog.String("component", "antifraud_consumer")),
 		metrics:   metrics,
 		processed: map[int32]kgo.EpochOffset{},
 	}, nil

@@ -40,7 +40,7 @@ func NewRelay(pool *pgxpool.Pool, cfg RelayConfig, logger *slog.Logger, metrics 
 		return nil, fmt.Errorf("relay config: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	logger = logger.With("component", "outbox_relay")
+	logger = logger.With(slog.String("component", "outbox_relay"))
 	return &Relay{
 		cfg:     cfg,
 		store:   store{pool: pool},
