@@ -74,7 +74,8 @@ func (r *Relay) Notify() {
 //
 // Every publish and query runs under a timeout, so Run returns at the latest about
 // ShutdownTimeout plus one QueryTimeout after ctx ends: its caller needs no timer of
-// its own, and the bound follows RELAY_SHUTDOWN_TIMEOUT. It returns an error only when it cannot start.
+// its own, and the bound follows the configured ShutdownTimeout. It returns an error
+// only when it cannot start.
 func (r *Relay) Run(ctx context.Context) error {
 	client, err := kgo.NewClient(r.clientOpts()...)
 	if err != nil {
