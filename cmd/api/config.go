@@ -1,17 +1,19 @@
 package main
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
-	"strconv"
-	"strings"
+
+	"github.com/dscourse/payments-outbox/internal/envconfig"
+	"github.com/dscourse/payments-outbox/internal/outbox"
 )
 
 // config is everything cmd/api reads from its environment (docs/contract.md lists the
-// variables). Zero values are replaced by the documented defaults in loadConfig.
+// variables). loadConfig reads and validates all of it before serve opens any
+// connection, so that a typo stops the process at once, not after it migrated.
 type config struct {
 	// DatabaseURL (DATABASE_URL, required) is the payments database, e.g.
 	// postgres://postgres@127.0.0.1:55432/payments?sslmode=disable.
@@ -19,54 +21,80 @@ type config struct {
 	// DatabaseMaxConns (DATABASE_MAX_CONNS, default 16) bounds the pool. Each payment
 	// holds a connection for one short transaction; commits of concurrent transactions
 	// share one WAL flush, so a few more connections than cores pay off (see make bench).
-	DatabaseMaxConns int32
-	// KafkaBrokers (KAFKA_BROKERS, default 127.0.0.1:19092) are the relay's seed brokers,
-	// comma-separated; 127.0.0.1:29092 under chaos (through Toxiproxy).
-	KafkaBrokers []string
-	// KafkaTopic (KAFKA_TOPIC, default payments.events) receives the payment events.
-	KafkaTopic string
+	DatabaseMaxConns int
 	// HTTPAddr (HTTP_ADDR, default 127.0.0.1:8080) is where the API listens; port 0
 	// picks a free port, which run logs.
 	HTTPAddr string
 	// DualWrite (DUAL_WRITE, default false) replaces the outbox write path with the
 	// dual-write anti-pattern. TEACHING ONLY: it loses events on purpose.
 	DualWrite bool
-	// AdminToken (ADMIN_TOKEN, default empty) guards the relay's /admin/ endpoints.
+	// AdminToken (ADMIN_TOKEN, default empty) guards the relay's /admin/ endpoints;
+	// empty, the endpoints do not exist.
 	AdminToken string
-	// AlertWebhookURL (ALERT_WEBHOOK_URL, default empty: alerts are only logged)
-	// receives the relay's dead-letter alerts.
-	AlertWebhookURL string
 
-	// getenv is the environment the config was read from, so that the relay
-	// (relay.go) reads its own RELAY_* variables from the same source.
-	getenv func(string) string
+	// Relay configures the outbox relay. The dual-write handler publishes to the same
+	// Brokers and Topic.
+	//
+	//	KAFKA_BROKERS            seed brokers, comma-separated (127.0.0.1:19092;
+	//	                         127.0.0.1:29092 under chaos, through Toxiproxy)
+	//	KAFKA_TOPIC              topic of the payment events (payments.events)
+	//	ALERT_WEBHOOK_URL        receives the dead-letter alerts (empty: only logged)
+	//	RELAY_WORKERS            workers claiming batches
+	//	RELAY_BATCH_SIZE         rows per claim
+	//	RELAY_LEASE              lease on claimed rows
+	//	RELAY_PUBLISH_TIMEOUT    bound of one publish attempt
+	//	RELAY_POLL_INTERVAL      fallback poll
+	//	RELAY_MAX_REJECTIONS     broker rejections before the DLQ
+	//	RELAY_OUTAGE_BACKOFF_MAX cap of the relay's pause during a broker outage
+	//	RELAY_SHUTDOWN_TIMEOUT   grace for the batch in flight at stop
+	//	RELAY_ALERT_ROUTING_KEY  routing_key of the alert webhook body
+	//
+	// An unset RELAY_* variable leaves the field zero, which outbox.RelayConfig
+	// documents as its default: the defaults live in one place.
+	Relay outbox.RelayConfig
+	// Cleaner configures the deletion of published outbox rows, with the same rule for
+	// unset variables (defaults on outbox.CleanerConfig).
+	//
+	//	RELAY_RETENTION          how long published rows are kept
+	//	RELAY_CLEANUP_INTERVAL   how often the cleaner runs
+	Cleaner outbox.CleanerConfig
 }
 
-// loadConfig reads the environment through getenv and fills in the defaults. Values
-// that do not parse are reported together, each with how to fix it.
+// loadConfig reads the environment through getenv, fills in the defaults and validates
+// the result. Every mistake is reported at once, each with how to fix it.
 func loadConfig(getenv func(string) string) (config, error) {
+	env := envconfig.New(getenv)
 	cfg := config{
-		DatabaseURL:     getenv("DATABASE_URL"),
-		KafkaBrokers:    splitList(cmp.Or(getenv("KAFKA_BROKERS"), "127.0.0.1:19092")),
-		KafkaTopic:      cmp.Or(getenv("KAFKA_TOPIC"), "payments.events"),
-		HTTPAddr:        cmp.Or(getenv("HTTP_ADDR"), "127.0.0.1:8080"),
-		AdminToken:      getenv("ADMIN_TOKEN"),
-		AlertWebhookURL: getenv("ALERT_WEBHOOK_URL"),
-		getenv:          getenv,
+		DatabaseURL:      env.String("DATABASE_URL", ""),
+		DatabaseMaxConns: env.Int("DATABASE_MAX_CONNS", 16),
+		HTTPAddr:         env.String("HTTP_ADDR", "127.0.0.1:8080"),
+		DualWrite:        env.Bool("DUAL_WRITE", false),
+		AdminToken:       env.String("ADMIN_TOKEN", ""),
+		Relay: outbox.RelayConfig{
+			Brokers:          env.List("KAFKA_BROKERS", "127.0.0.1:19092"),
+			Topic:            env.String("KAFKA_TOPIC", "payments.events"),
+			AlertWebhookURL:  env.String("ALERT_WEBHOOK_URL", ""),
+			Workers:          env.PositiveInt("RELAY_WORKERS", 0),
+			BatchSize:        env.PositiveInt("RELAY_BATCH_SIZE", 0),
+			Lease:            env.PositiveDuration("RELAY_LEASE", 0),
+			PublishTimeout:   env.PositiveDuration("RELAY_PUBLISH_TIMEOUT", 0),
+			PollInterval:     env.PositiveDuration("RELAY_POLL_INTERVAL", 0),
+			MaxRejections:    env.PositiveInt("RELAY_MAX_REJECTIONS", 0),
+			OutageBackoffMax: env.PositiveDuration("RELAY_OUTAGE_BACKOFF_MAX", 0),
+			ShutdownTimeout:  env.PositiveDuration("RELAY_SHUTDOWN_TIMEOUT", 0),
+			AlertRoutingKey:  env.String("RELAY_ALERT_ROUTING_KEY", ""),
+		},
+		Cleaner: outbox.CleanerConfig{
+			Retention: env.PositiveDuration("RELAY_RETENTION", 0),
+			Interval:  env.PositiveDuration("RELAY_CLEANUP_INTERVAL", 0),
+		},
 	}
-	var errs []error
-	maxConns, err := strconv.ParseInt(cmp.Or(getenv("DATABASE_MAX_CONNS"), "16"), 10, 32)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("DATABASE_MAX_CONNS=%q is not a number: set it to the pool size, e.g. 16", getenv("DATABASE_MAX_CONNS")))
-	}
-	cfg.DatabaseMaxConns = int32(maxConns)
-	if cfg.DualWrite, err = strconv.ParseBool(cmp.Or(getenv("DUAL_WRITE"), "false")); err != nil {
-		errs = append(errs, fmt.Errorf("DUAL_WRITE=%q is not a boolean: set it to true or false (or leave it unset)", getenv("DUAL_WRITE")))
-	}
-	if err := errors.Join(errs...); err != nil {
+	// A value that did not parse reads as its fallback, so Validate still has something
+	// to check, and the operator learns of every mistake in one start.
+	if err := errors.Join(env.Err(), cfg.Validate()); err != nil {
 		return config{}, err
 	}
-	return cfg, cfg.Validate()
+	return cfg, nil
 }
 
 // Validate checks the configuration before anything starts, and says how to fix it.
@@ -75,36 +103,34 @@ func (c config) Validate() error {
 	if c.DatabaseURL == "" {
 		errs = append(errs, errors.New("DATABASE_URL is required: set it to the payments database, e.g. postgres://postgres@127.0.0.1:55432/payments?sslmode=disable (make run-api does this for the native stack)"))
 	}
-	if c.DatabaseMaxConns < 1 {
-		errs = append(errs, fmt.Errorf("DATABASE_MAX_CONNS=%d: the pool needs at least 1 connection", c.DatabaseMaxConns))
+	// pgxpool counts connections in an int32.
+	if c.DatabaseMaxConns < 1 || c.DatabaseMaxConns > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("DATABASE_MAX_CONNS=%d: the pool needs at least 1 connection, e.g. 16", c.DatabaseMaxConns))
 	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		errs = append(errs, fmt.Errorf("HTTP_ADDR=%q is not host:port: use e.g. 127.0.0.1:8080, or :8080 for every interface", c.HTTPAddr))
 	}
-	if len(c.KafkaBrokers) == 0 {
+	if len(c.Relay.Brokers) == 0 {
 		errs = append(errs, errors.New("KAFKA_BROKERS is empty: list the seed brokers, e.g. 127.0.0.1:19092"))
 	}
-	for _, b := range c.KafkaBrokers {
+	for _, b := range c.Relay.Brokers {
 		if _, _, err := net.SplitHostPort(b); err != nil {
 			errs = append(errs, fmt.Errorf("KAFKA_BROKERS: %q is not host:port: use e.g. 127.0.0.1:19092,127.0.0.1:19093", b))
 		}
 	}
-	if c.AlertWebhookURL != "" {
-		u, err := url.Parse(c.AlertWebhookURL)
+	if c.Relay.AlertWebhookURL != "" {
+		u, err := url.Parse(c.Relay.AlertWebhookURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("ALERT_WEBHOOK_URL=%q is not an http(s) URL: use e.g. https://alerts.example.com/hook, or leave it unset to only log alerts", c.AlertWebhookURL))
+			errs = append(errs, fmt.Errorf("ALERT_WEBHOOK_URL=%q is not an http(s) URL: use e.g. https://alerts.example.com/hook, or leave it unset to only log alerts", c.Relay.AlertWebhookURL))
 		}
+	}
+	// The relay's and the cleaner's own checks relate several settings (the lease must
+	// outlast a publish, for one); their messages name the RELAY_* variable to change.
+	if err := c.Relay.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("outbox relay: %w", err))
+	}
+	if err := c.Cleaner.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("outbox cleaner: %w", err))
 	}
 	return errors.Join(errs...)
-}
-
-// splitList splits a comma-separated list, dropping blanks.
-func splitList(s string) []string {
-	var out []string
-	for part := range strings.SplitSeq(s, ",") {
-		if part = strings.TrimSpace(part); part != "" {
-			out = append(out, part)
-		}
-	}
-	return out
 }

@@ -3,9 +3,11 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/dscourse/payments-outbox/internal/outbox"
 )
 
 func TestLoadConfigFillsDefaults(t *testing.T) {
@@ -20,15 +22,12 @@ func TestLoadConfigFillsDefaults(t *testing.T) {
 	want := config{
 		DatabaseURL:      "postgres://postgres@127.0.0.1:55432/payments",
 		DatabaseMaxConns: 16,
-		KafkaBrokers:     []string{"127.0.0.1:19092"},
-		KafkaTopic:       "payments.events",
 		HTTPAddr:         "127.0.0.1:8080",
+		// Zero tuning fields: the defaults documented on outbox.RelayConfig.
+		Relay: outbox.RelayConfig{Brokers: []string{"127.0.0.1:19092"}, Topic: "payments.events"},
 	}
-	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(config{})); diff != "" {
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
-	}
-	if got.getenv("DATABASE_URL") != env["DATABASE_URL"] {
-		t.Errorf("config.getenv does not read the environment it was loaded from")
 	}
 }
 
@@ -43,6 +42,18 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 		"DUAL_WRITE":         "true",
 		"ADMIN_TOKEN":        "s3cret",
 		"ALERT_WEBHOOK_URL":  "http://127.0.0.1:9999/hook",
+
+		"RELAY_WORKERS":            "8",
+		"RELAY_BATCH_SIZE":         "500",
+		"RELAY_LEASE":              "1m",
+		"RELAY_PUBLISH_TIMEOUT":    "10s",
+		"RELAY_POLL_INTERVAL":      "2s",
+		"RELAY_MAX_REJECTIONS":     "3",
+		"RELAY_OUTAGE_BACKOFF_MAX": "20s",
+		"RELAY_SHUTDOWN_TIMEOUT":   "25s",
+		"RELAY_ALERT_ROUTING_KEY":  "rk",
+		"RELAY_RETENTION":          "48h",
+		"RELAY_CLEANUP_INTERVAL":   "5m",
 	}
 
 	got, err := loadConfig(func(k string) string { return env[k] })
@@ -53,14 +64,26 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 	want := config{
 		DatabaseURL:      "postgres://db/payments",
 		DatabaseMaxConns: 32,
-		KafkaBrokers:     []string{"127.0.0.1:29092", "127.0.0.1:29093"},
-		KafkaTopic:       "t",
 		HTTPAddr:         ":9000",
 		DualWrite:        true,
 		AdminToken:       "s3cret",
-		AlertWebhookURL:  "http://127.0.0.1:9999/hook",
+		Relay: outbox.RelayConfig{
+			Brokers:          []string{"127.0.0.1:29092", "127.0.0.1:29093"},
+			Topic:            "t",
+			AlertWebhookURL:  "http://127.0.0.1:9999/hook",
+			Workers:          8,
+			BatchSize:        500,
+			Lease:            time.Minute,
+			PublishTimeout:   10 * time.Second,
+			PollInterval:     2 * time.Second,
+			MaxRejections:    3,
+			OutageBackoffMax: 20 * time.Second,
+			ShutdownTimeout:  25 * time.Second,
+			AlertRoutingKey:  "rk",
+		},
+		Cleaner: outbox.CleanerConfig{Retention: 48 * time.Hour, Interval: 5 * time.Minute},
 	}
-	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(config{})); diff != "" {
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
 	}
 }
@@ -82,6 +105,12 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{"empty brokers", map[string]string{"DATABASE_URL": "x", "KAFKA_BROKERS": ","}, []string{"KAFKA_BROKERS is empty"}},
 		{"bad webhook", map[string]string{"DATABASE_URL": "x", "ALERT_WEBHOOK_URL": "ftp://x"}, []string{"ALERT_WEBHOOK_URL", "http(s)"}},
 		{"two mistakes at once", map[string]string{"HTTP_ADDR": "nope"}, []string{"DATABASE_URL is required", "HTTP_ADDR"}},
+		{"parse and validation mistakes at once", map[string]string{"DUAL_WRITE": "maybe"}, []string{"DUAL_WRITE", "DATABASE_URL is required"}},
+		{"relay workers not a number", map[string]string{"DATABASE_URL": "x", "RELAY_WORKERS": "four"}, []string{"RELAY_WORKERS", "positive integer"}},
+		{"relay workers zero", map[string]string{"DATABASE_URL": "x", "RELAY_WORKERS": "0"}, []string{"RELAY_WORKERS", "at least 1"}},
+		{"relay poll interval negative", map[string]string{"DATABASE_URL": "x", "RELAY_POLL_INTERVAL": "-1s"}, []string{"RELAY_POLL_INTERVAL", "positive duration"}},
+		{"relay lease shorter than a publish", map[string]string{"DATABASE_URL": "x", "RELAY_LEASE": "2s"}, []string{"outbox relay", "RELAY_LEASE"}},
+		{"cleaner retention not a duration", map[string]string{"DATABASE_URL": "x", "RELAY_RETENTION": "30 days"}, []string{"RELAY_RETENTION", "720h"}},
 	}
 	for _, tt := range tests {
 		_, err := loadConfig(func(k string) string { return tt.env[k] })

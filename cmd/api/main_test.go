@@ -165,6 +165,18 @@ func TestRunFailsFastOnBadConfiguration(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "DATABASE_URL is required") {
 		t.Errorf("run without DATABASE_URL = %v, want an error saying DATABASE_URL is required", err)
 	}
+
+	// RELAY_* is read and checked with everything else, before any connection: the
+	// database here refuses every connect, and the error must be about the lease.
+	env := map[string]string{
+		"DATABASE_URL": "postgres://postgres@127.0.0.1:1/payments?sslmode=disable&connect_timeout=1",
+		"RELAY_LEASE":  "2s", // shorter than the default publish plus query timeouts
+	}
+	err = run(context.Background(), []string{"api"}, func(k string) string { return env[k] }, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "RELAY_LEASE") || strings.Contains(err.Error(), "payments database") {
+		t.Errorf("run with a bad RELAY_LEASE = %v, want a configuration error naming RELAY_LEASE, before connecting to the database", err)
+	}
+
 	err = run(context.Background(), []string{"api", "serve-please"}, func(string) string { return "" }, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), `unknown command "serve-please"`) {
 		t.Errorf("run with an unknown command = %v, want an error naming it", err)

@@ -12,15 +12,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/dscourse/payments-outbox/internal/dualwrite"
+	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/payment"
 )
 
-// newHandler is the whole HTTP surface of the service, on one screen.
-//
-// createHandler replaces POST /payments when not nil (the teaching dual-write mode).
-func newHandler(logger *slog.Logger, pool *pgxpool.Pool, reg *prometheus.Registry, relay *relayHandle, createHandler http.Handler) http.Handler {
+// newHandler is the whole HTTP surface of the service, on one screen: every endpoint
+// the API serves is listed here and nowhere else. dualWrite is nil unless
+// cfg.DualWrite.
+func newHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, reg *prometheus.Registry, relay *outbox.Relay, dualWrite *dualwrite.Handler) (http.Handler, error) {
+	metrics, err := newHTTPMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
 	r := chi.NewRouter()
-	r.Use(newHTTPMetrics(reg).instrument)
+	r.Use(metrics.instrument)
 	// Unknown paths get the same JSON error shape as every other failure.
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		payment.WriteError(w, r, logger, payment.Errorf(payment.NotFound, "", "no such endpoint: %s %s", r.Method, r.URL.Path))
@@ -30,17 +36,29 @@ func newHandler(logger *slog.Logger, pool *pgxpool.Pool, reg *prometheus.Registr
 	r.Get("/readyz", handleReadyz(logger, pool))
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 
-	payment.Routes(r, payment.Deps{
-		Logger:        logger.With(slog.String("component", "payment")),
-		Store:         payment.NewStore(pool),
-		Notify:        relay.Notify,
-		CreateHandler: createHandler,
-	})
-	if relay.Admin != nil {
-		// The admin handler routes on the full path (/admin/dlq, ...).
-		r.Handle("/admin/*", relay.Admin)
+	paymentLogger := logger.With(slog.String("component", "payment"))
+	payments := payment.NewStore(pool)
+	if cfg.DualWrite {
+		// TEACHING ONLY: commits the payment without an outbox row and publishes from
+		// the request, the one path to Kafka outside the outbox (docs/anti-pattern.md).
+		r.Method(http.MethodPost, "/payments", dualWrite)
+	} else {
+		// The payment and its event in one transaction; the relay publishes it.
+		r.Method(http.MethodPost, "/payments", payment.HandleCreate(paymentLogger, payments, relay.Notify))
 	}
-	return r
+	r.Method(http.MethodGet, "/payments/{id}", payment.HandleGet(paymentLogger, payments))
+
+	// Without a token the admin endpoints do not exist (404): an unprotected replay
+	// button is worse than none.
+	if cfg.AdminToken != "" {
+		adminLogger := logger.With(slog.String("component", "outbox_admin"))
+		r.Group(func(r chi.Router) {
+			r.Use(outbox.RequireBearerToken(cfg.AdminToken))
+			r.Method(http.MethodGet, "/admin/dlq", outbox.HandleListDLQ(adminLogger, pool))
+			r.Method(http.MethodPost, "/admin/dlq/{event_id}/replay", outbox.HandleReplay(adminLogger, pool, relay.Notify))
+		})
+	}
+	return r, nil
 }
 
 // handleHealthz says the process is alive and serving; it checks nothing else, so

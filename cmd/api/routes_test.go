@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/testenv"
+	"github.com/dscourse/payments-outbox/migrations"
 )
 
 // Liveness and readiness answer different questions: with the database unreachable
@@ -23,8 +28,8 @@ func TestHealthzAndReadyzWithDatabaseDown(t *testing.T) {
 		t.Fatalf("new pool: %v", err)
 	}
 	t.Cleanup(pool.Close)
-	relay := &relayHandle{Notify: func() {}, Stop: func(context.Context) error { return nil }}
-	h := newHandler(slog.New(slog.NewJSONHandler(io.Discard, nil)), pool, prometheus.NewRegistry(), relay, nil)
+	reg := prometheus.NewRegistry()
+	h := newTestHandler(t, config{}, pool, reg)
 
 	tests := []struct {
 		path       string
@@ -41,6 +46,9 @@ func TestHealthzAndReadyzWithDatabaseDown(t *testing.T) {
 		if rec.Code != tt.wantStatus || !strings.Contains(rec.Body.String(), tt.wantBody) {
 			t.Errorf("GET %s = %d %s, want %d with %s", tt.path, rec.Code, rec.Body, tt.wantStatus, tt.wantBody)
 		}
+		if got := rec.Header().Get("Content-Type"); got != "application/json" {
+			t.Errorf("GET %s: Content-Type = %q, want application/json", tt.path, got)
+		}
 	}
 
 	// Unknown paths share one metric series instead of one per path.
@@ -54,4 +62,70 @@ func TestHealthzAndReadyzWithDatabaseDown(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
+}
+
+// The admin endpoints exist only with ADMIN_TOKEN set, and then only with the token.
+func TestAdminEndpointsNeedTheConfiguredToken(t *testing.T) {
+	t.Parallel()
+	pool := testenv.NewPool(t, migrations.Payments)
+	unknownEvent := "/admin/dlq/00000000-0000-4000-8000-000000000000/replay"
+	tests := []struct {
+		name, configured, sent string
+		method, path           string
+		want                   int
+	}{
+		{"no token configured: no list", "", "", http.MethodGet, "/admin/dlq", http.StatusNotFound},
+		{"no token configured, a bearer sent anyway", "", "anything", http.MethodGet, "/admin/dlq", http.StatusNotFound},
+		{"no token configured: no replay", "", "", http.MethodPost, unknownEvent, http.StatusNotFound},
+		{"missing token", "s3cret", "", http.MethodGet, "/admin/dlq", http.StatusUnauthorized},
+		{"wrong token", "s3cret", "guess", http.MethodGet, "/admin/dlq", http.StatusUnauthorized},
+		{"wrong token on replay", "s3cret", "guess", http.MethodPost, unknownEvent, http.StatusUnauthorized},
+		{"right token", "s3cret", "s3cret", http.MethodGet, "/admin/dlq", http.StatusOK},
+		{"right token, replay of an unknown event", "s3cret", "s3cret", http.MethodPost, unknownEvent, http.StatusNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newTestHandler(t, config{AdminToken: tt.configured}, pool, prometheus.NewRegistry())
+			req := httptest.NewRequest(tt.method, tt.path, nil)
+			if tt.sent != "" {
+				req.Header.Set("Authorization", "Bearer "+tt.sent)
+			}
+			rec := httptest.NewRecorder()
+
+			h.ServeHTTP(rec, req)
+
+			if rec.Code != tt.want {
+				t.Errorf("%s %s = %d %s, want %d", tt.method, tt.path, rec.Code, rec.Body, tt.want)
+			}
+			if tt.want == http.StatusOK {
+				var body struct {
+					DeadLetters []json.RawMessage `json:"dead_letters"`
+				}
+				if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body.DeadLetters == nil {
+					t.Errorf("GET /admin/dlq body %s: want {\"dead_letters\": [...]} (decode error: %v)", rec.Body, err)
+				}
+			}
+		})
+	}
+}
+
+// newTestHandler builds the routes with a relay that is never run: the handlers only
+// call its Notify.
+func newTestHandler(t *testing.T, cfg config, pool *pgxpool.Pool, reg *prometheus.Registry) http.Handler {
+	t.Helper()
+	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	metrics, err := outbox.NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatalf("outbox metrics: %v", err)
+	}
+	relay, err := outbox.NewRelay(pool, outbox.RelayConfig{Brokers: []string{"127.0.0.1:1"}, Topic: "unused"}, logger, metrics)
+	if err != nil {
+		t.Fatalf("new relay: %v", err)
+	}
+	h, err := newHandler(cfg, logger, pool, reg, relay, nil)
+	if err != nil {
+		t.Fatalf("newHandler: %v", err)
+	}
+	return h
 }

@@ -7,25 +7,37 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/dscourse/payments-outbox/internal/dualwrite"
+	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/migrations"
 )
 
 const (
-	// shutdownTimeout bounds each shutdown step: in-flight requests, then the relay.
-	shutdownTimeout = 15 * time.Second
+	// httpShutdownTimeout bounds how long in-flight requests may take to finish at stop.
+	httpShutdownTimeout = 15 * time.Second
 	// startupTimeout bounds connecting to the database and migrating it.
 	startupTimeout = 30 * time.Second
 )
 
-// serve runs the API until ctx ends, then shuts down in order: stop accepting and
-// finish in-flight requests, stop the relay (it finishes or releases its batch), and
-// close the pool last, because both of the others use it.
+// serve runs the API, the outbox relay and its cleaner until ctx ends. Shutdown has one
+// shape, each step starting when the previous one is over:
+//
+//  1. ctx (the signal context) ends: the HTTP server stops accepting and gives the
+//     requests in flight up to httpShutdownTimeout to finish. The relay keeps running
+//     meanwhile, so the events those requests commit are published at once.
+//  2. The relay's context is cancelled: the relay claims no new batch, finishes or
+//     abandons its batch in flight within RelayConfig.ShutdownTimeout
+//     (RELAY_SHUTDOWN_TIMEOUT; see outbox.Relay.Run, which owns that bound) and closes
+//     its Kafka client; the cleaner stops between two deletes.
+//  3. The dual-write handler's Kafka client (DUAL_WRITE=true only) closes, then the
+//     pool, which every step above used.
 func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	pool, err := openPool(ctx, cfg)
 	if err != nil {
@@ -34,33 +46,38 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	defer pool.Close()
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
-
-	// The relay must outlive the HTTP server, so it does not get the signal context:
-	// Stop is what ends it. Canceling relayCtx afterwards is only a backstop.
-	relayCtx, cancelRelay := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelRelay()
-	relay, err := startRelay(relayCtx, cfg, pool, logger, reg)
-	if err != nil {
-		return fmt.Errorf("start relay: %w", err)
+	if err := registerProcessMetrics(reg); err != nil {
+		return err
 	}
-
-	var createHandler http.Handler
+	metrics, err := outbox.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	relay, err := outbox.NewRelay(pool, cfg.Relay, logger, metrics)
+	if err != nil {
+		return fmt.Errorf("new relay: %w", err)
+	}
+	cleaner, err := outbox.NewCleaner(pool, cfg.Cleaner, logger, metrics)
+	if err != nil {
+		return fmt.Errorf("new cleaner: %w", err)
+	}
+	var dualWrite *dualwrite.Handler
 	if cfg.DualWrite {
-		// dualwrite.NewHandler logs the TEACHING ONLY warning.
-		var closeDualWrite func()
-		if createHandler, closeDualWrite, err = dualWriteHandler(cfg, pool, logger); err != nil {
-			return errors.Join(fmt.Errorf("dual-write handler: %w", err), stopRelay(ctx, relay))
+		// TEACHING ONLY: dualwrite.NewHandler logs the warning that says so.
+		dualWrite, err = dualwrite.NewHandler(dualwrite.Config{Brokers: cfg.Relay.Brokers, Topic: cfg.Relay.Topic}, pool, logger)
+		if err != nil {
+			return fmt.Errorf("new dual-write handler: %w", err)
 		}
-		// Deferred after the pool's Close, so it runs before it, once HTTP has stopped.
-		defer closeDualWrite()
+		// Deferred after the pool's Close, so it runs before it.
+		defer dualWrite.Close()
+	}
+	handler, err := newHandler(cfg, logger, pool, reg, relay, dualWrite)
+	if err != nil {
+		return err
 	}
 
 	srv := &http.Server{
-		Handler: newHandler(logger, pool, reg, relay, createHandler),
+		Handler: handler,
 		// Slow or stuck clients must not hold connections and goroutines forever.
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
@@ -70,32 +87,38 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
-		return errors.Join(fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err), stopRelay(ctx, relay))
+		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	// Tests and the benchmark read the bound address from this line (HTTP_ADDR port 0).
 	logger.Info("listening", slog.String("addr", ln.Addr().String()))
 
+	// Not derived from ctx's cancellation: the relay must outlive the HTTP server (step 2
+	// above), so stopBackground is what ends it.
+	backgroundCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBackground()
+	var background sync.WaitGroup
+	background.Go(func() {
+		if err := relay.Run(backgroundCtx); err != nil {
+			// The API keeps taking payments: their events wait in the outbox for a relay.
+			logger.Error("outbox relay did not start; events stay pending", slog.Any("err", err))
+		}
+	})
+	background.Go(func() { cleaner.Run(backgroundCtx) })
+
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
+	var errs []error
 	select {
 	case err := <-serveErr:
 		// The server stopped without being asked: shut the rest down and say why.
-		return errors.Join(fmt.Errorf("serve http: %w", err), stopRelay(ctx, relay))
-	case <-ctx.Done():
-	}
-	logger.Info("shutting down")
-
-	httpCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-	defer cancel()
-	var errs []error
-	if err := srv.Shutdown(httpCtx); err != nil {
-		errs = append(errs, fmt.Errorf("shut down http server: %w", err))
-	}
-	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, fmt.Errorf("serve http: %w", err))
+	case <-ctx.Done():
+		logger.Info("shutting down")
+		errs = append(errs, shutdownHTTP(ctx, srv, serveErr))
 	}
-	errs = append(errs, stopRelay(ctx, relay))
+	stopBackground()
+	background.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -103,12 +126,30 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	return nil
 }
 
-// stopRelay stops the relay within shutdownTimeout, even if ctx is already canceled.
-func stopRelay(ctx context.Context, relay *relayHandle) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+// shutdownHTTP stops srv within httpShutdownTimeout, even though ctx has ended, and
+// waits for its Serve to return.
+func shutdownHTTP(ctx context.Context, srv *http.Server, serveErr <-chan error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownTimeout)
 	defer cancel()
-	if err := relay.Stop(ctx); err != nil {
-		return fmt.Errorf("stop relay: %w", err)
+	var errs []error
+	if err := srv.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("shut down http server: %w", err))
+	}
+	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
+		errs = append(errs, fmt.Errorf("serve http: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// registerProcessMetrics adds the Go runtime's and the process's metrics to reg.
+func registerProcessMetrics(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register process metrics: %w", err)
+		}
 	}
 	return nil
 }
@@ -120,7 +161,7 @@ func openPool(ctx context.Context, cfg config) (*pgxpool.Pool, error) {
 		// The parse error may contain the password; say only what to fix.
 		return nil, errors.New("DATABASE_URL does not parse: use postgres://user@host:port/dbname?sslmode=disable")
 	}
-	poolCfg.MaxConns = cfg.DatabaseMaxConns
+	poolCfg.MaxConns = int32(cfg.DatabaseMaxConns) // Validate keeps it within int32
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
@@ -133,7 +174,7 @@ func openPool(ctx context.Context, cfg config) (*pgxpool.Pool, error) {
 	}
 	if err := migrations.Payments.UpPool(ctx, pool); err != nil {
 		pool.Close()
-		return nil, err
+		return nil, err // already says "migrations payments: ..."
 	}
 	return pool, nil
 }

@@ -106,11 +106,11 @@ func consumerBenchRun(ctx context.Context, adm *kadm.Client, producer *kgo.Clien
 	if err != nil {
 		return 0, err
 	}
-	consumer, err := antifraud.NewConsumer(antifraud.Config{
+	consumer, err := antifraud.NewConsumer(pool, antifraud.Config{
 		Brokers: brokers,
 		Topic:   topic,
 		Group:   "bench-antifraud-" + randomHex(4),
-	}, pool, slog.New(slog.DiscardHandler), metrics)
+	}, slog.New(slog.DiscardHandler), metrics)
 	if err != nil {
 		return 0, err
 	}

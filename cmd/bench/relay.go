@@ -154,7 +154,11 @@ func relayInsertBacklog(ctx context.Context, pool *pgxpool.Pool, n int) error {
 }
 
 func relayDrain(ctx context.Context, pool *pgxpool.Pool, cfg outbox.RelayConfig, logger *slog.Logger) (float64, error) {
-	relay, err := outbox.NewRelay(pool, cfg, logger, outbox.NewMetrics(prometheus.NewRegistry()))
+	metrics, err := outbox.NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		return 0, err
+	}
+	relay, err := outbox.NewRelay(pool, cfg, logger, metrics)
 	if err != nil {
 		return 0, err
 	}
@@ -272,7 +276,11 @@ type relayLatency struct {
 // the record. That includes Kafka's acknowledgement and the consumer's fetch, so it
 // is an upper bound of commit-to-publish.
 func relayMeasureLatency(ctx context.Context, pool *pgxpool.Pool, brokers []string, cfg outbox.RelayConfig, logger *slog.Logger) (relayLatency, error) {
-	relay, err := outbox.NewRelay(pool, cfg, logger, outbox.NewMetrics(prometheus.NewRegistry()))
+	metrics, err := outbox.NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		return relayLatency{}, err
+	}
+	relay, err := outbox.NewRelay(pool, cfg, logger, metrics)
 	if err != nil {
 		return relayLatency{}, err
 	}

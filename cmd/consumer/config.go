@@ -1,19 +1,18 @@
 package main
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/antifraud"
+	"github.com/dscourse/payments-outbox/internal/envconfig"
 )
 
 // config is everything cmd/consumer reads from its environment (docs/contract.md lists the
-// shared variables). Unset variables take the documented defaults in loadConfig.
+// shared variables). Unset variables take the defaults documented here, which loadConfig
+// passes to the reader.
 type config struct {
 	// DatabaseURL (DATABASE_URL, required) is the antifraud database, e.g.
 	// postgres://postgres@127.0.0.1:55432/antifraud?sslmode=disable.
@@ -53,59 +52,33 @@ type config struct {
 	CrashAfterDBCommitProb float64
 }
 
-// loadConfig reads the environment through getenv and fills in the defaults. Values that
-// do not parse are reported together, each with how to fix it.
+// loadConfig reads the environment through getenv, fills in the defaults and validates
+// the result. Every mistake is reported at once, each with how to fix it.
 func loadConfig(getenv func(string) string) (config, error) {
+	env := envconfig.New(getenv)
 	cfg := config{
-		DatabaseURL:  getenv("DATABASE_URL"),
-		KafkaBrokers: splitList(cmp.Or(getenv("KAFKA_BROKERS"), "127.0.0.1:19092")),
-		KafkaTopic:   cmp.Or(getenv("KAFKA_TOPIC"), "payments.events"),
-		KafkaGroup:   cmp.Or(getenv("KAFKA_GROUP"), "antifraud"),
-		HTTPAddr:     cmp.Or(getenv("HTTP_ADDR"), "127.0.0.1:8081"),
+		DatabaseURL:         env.String("DATABASE_URL", ""),
+		KafkaBrokers:        env.List("KAFKA_BROKERS", "127.0.0.1:19092"),
+		KafkaTopic:          env.String("KAFKA_TOPIC", "payments.events"),
+		KafkaGroup:          env.String("KAFKA_GROUP", "antifraud"),
+		KafkaSessionTimeout: env.Duration("KAFKA_SESSION_TIMEOUT", 45*time.Second),
+		HTTPAddr:            env.String("HTTP_ADDR", "127.0.0.1:8081"),
+		MaxPollRecords:      env.Int("ANTIFRAUD_MAX_POLL_RECORDS", 1000),
+		Rules: antifraud.Rules{
+			ReviewAmount:   int64(env.Int("ANTIFRAUD_REVIEW_AMOUNT", 100_000)),
+			VelocityWindow: env.Duration("ANTIFRAUD_VELOCITY_WINDOW", 10*time.Minute),
+			VelocityReview: env.Int("ANTIFRAUD_VELOCITY_REVIEW", 5),
+			VelocityBlock:  env.Int("ANTIFRAUD_VELOCITY_BLOCK", 10),
+		},
+		DedupRetention:         env.Duration("ANTIFRAUD_DEDUP_RETENTION", 90*24*time.Hour),
+		CrashAfterDBCommitProb: env.Float("ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB", 0),
 	}
-	var errs []error
-	parse := func(name, fallback, hint string, parse func(string) error) {
-		value := cmp.Or(getenv(name), fallback)
-		if err := parse(value); err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q does not parse: %s", name, value, hint))
-		}
-	}
-	parse("KAFKA_SESSION_TIMEOUT", "45s", "set a Go duration between 6s and 30m, e.g. 45s", func(s string) (err error) {
-		cfg.KafkaSessionTimeout, err = time.ParseDuration(s)
-		return err
-	})
-	parse("ANTIFRAUD_MAX_POLL_RECORDS", "1000", "set a number of records, e.g. 1000", func(s string) (err error) {
-		cfg.MaxPollRecords, err = strconv.Atoi(s)
-		return err
-	})
-	parse("ANTIFRAUD_REVIEW_AMOUNT", "100000", "set an amount in minor units, e.g. 100000", func(s string) (err error) {
-		cfg.Rules.ReviewAmount, err = strconv.ParseInt(s, 10, 64)
-		return err
-	})
-	parse("ANTIFRAUD_VELOCITY_WINDOW", "10m", "set a Go duration, e.g. 10m or 1h", func(s string) (err error) {
-		cfg.Rules.VelocityWindow, err = time.ParseDuration(s)
-		return err
-	})
-	parse("ANTIFRAUD_VELOCITY_REVIEW", "5", "set a number of payments, e.g. 5", func(s string) (err error) {
-		cfg.Rules.VelocityReview, err = strconv.Atoi(s)
-		return err
-	})
-	parse("ANTIFRAUD_VELOCITY_BLOCK", "10", "set a number of payments, e.g. 10", func(s string) (err error) {
-		cfg.Rules.VelocityBlock, err = strconv.Atoi(s)
-		return err
-	})
-	parse("ANTIFRAUD_DEDUP_RETENTION", "2160h", "set a Go duration of at least 24h, e.g. 2160h (90 days)", func(s string) (err error) {
-		cfg.DedupRetention, err = time.ParseDuration(s)
-		return err
-	})
-	parse("ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB", "0", "set a probability between 0 and 1, or leave it unset", func(s string) (err error) {
-		cfg.CrashAfterDBCommitProb, err = strconv.ParseFloat(s, 64)
-		return err
-	})
-	if err := errors.Join(errs...); err != nil {
+	// A value that did not parse reads as its fallback, so Validate still has something
+	// to check, and the operator learns of every mistake in one start.
+	if err := errors.Join(env.Err(), cfg.Validate()); err != nil {
 		return config{}, err
 	}
-	return cfg, cfg.Validate()
+	return cfg, nil
 }
 
 // Validate checks the configuration before anything starts, and says how to fix it.
@@ -141,15 +114,4 @@ func (c config) Validate() error {
 		errs = append(errs, fmt.Errorf("ANTIFRAUD_* rules: %w", err))
 	}
 	return errors.Join(errs...)
-}
-
-// splitList splits a comma-separated list, dropping blanks.
-func splitList(s string) []string {
-	var out []string
-	for part := range strings.SplitSeq(s, ",") {
-		if part = strings.TrimSpace(part); part != "" {
-			out = append(out, part)
-		}
-	}
-	return out
 }

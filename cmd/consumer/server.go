@@ -40,15 +40,19 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	defer pool.Close()
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(
+	for _, c := range []prometheus.Collector{
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
+	} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register process metrics: %w", err)
+		}
+	}
 	metrics, err := antifraud.NewMetrics(reg)
 	if err != nil {
 		return err
 	}
-	consumer, err := antifraud.NewConsumer(antifraud.Config{
+	consumer, err := antifraud.NewConsumer(pool, antifraud.Config{
 		Brokers:        cfg.KafkaBrokers,
 		Topic:          cfg.KafkaTopic,
 		Group:          cfg.KafkaGroup,
@@ -56,12 +60,12 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		Rules:          cfg.Rules,
 		ClientOpts:     []kgo.Opt{kgo.SessionTimeout(cfg.KafkaSessionTimeout)},
 		AfterDBCommit:  crashHook(cfg.CrashAfterDBCommitProb, logger),
-	}, pool, logger, metrics)
+	}, logger, metrics)
 	if err != nil {
 		return err
 	}
 
-	cleaner, err := antifraud.NewCleaner(antifraud.CleanerConfig{Retention: cfg.DedupRetention}, pool, logger)
+	cleaner, err := antifraud.NewCleaner(pool, antifraud.CleanerConfig{Retention: cfg.DedupRetention}, logger)
 	if err != nil {
 		return err
 	}
@@ -134,9 +138,10 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 // newHandler is the whole HTTP surface of the consumer.
 func newHandler(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
+	// The same answer as the API's /healthz: alive, and nothing else checked.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "ok")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	return mux

@@ -56,7 +56,7 @@ type Cleaner struct {
 }
 
 // NewCleaner returns a cleaner, or an error if cfg is not valid.
-func NewCleaner(cfg CleanerConfig, pool *pgxpool.Pool, logger *slog.Logger) (*Cleaner, error) {
+func NewCleaner(pool *pgxpool.Pool, cfg CleanerConfig, logger *slog.Logger) (*Cleaner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("dedup cleaner config: %w", err)
 	}

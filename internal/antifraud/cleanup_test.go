@@ -31,7 +31,7 @@ func TestCleanerDeletesOnlyExpiredRowsInBatches(t *testing.T) {
 	}
 	kept := []uuid.UUID{insert(retention - time.Hour), insert(time.Minute)}
 
-	c, err := NewCleaner(CleanerConfig{Retention: retention, BatchSize: 2}, pool, discardLogger())
+	c, err := NewCleaner(pool, CleanerConfig{Retention: retention, BatchSize: 2}, discardLogger())
 	if err != nil {
 		t.Fatalf("NewCleaner: %v", err)
 	}

@@ -109,7 +109,7 @@ type Consumer struct {
 }
 
 // NewConsumer returns a consumer, or an error if cfg is not valid.
-func NewConsumer(cfg Config, pool *pgxpool.Pool, logger *slog.Logger, metrics *Metrics) (*Consumer, error) {
+func NewConsumer(pool *pgxpool.Pool, cfg Config, logger *slog.Logger, metrics *Metrics) (*Consumer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("antifraud consumer config: %w", err)
 	}

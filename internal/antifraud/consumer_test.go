@@ -55,7 +55,7 @@ func TestSameEventDeliveredThreeTimes(t *testing.T) {
 func TestSameEventTwiceInOneBatch(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1)
-	c, err := NewConsumer(b.config(), b.pool, discardLogger(), mustMetrics(t))
+	c, err := NewConsumer(b.pool, b.config(), discardLogger(), mustMetrics(t))
 	if err != nil {
 		t.Fatalf("NewConsumer: %v", err)
 	}
@@ -263,7 +263,7 @@ func TestVelocityAcrossBatchesAndRedelivery(t *testing.T) {
 	b := setup(t, 1)
 	cfg := b.config()
 	cfg.Rules = Rules{ReviewAmount: 1_000_000, VelocityWindow: time.Hour, VelocityReview: 2, VelocityBlock: 3}
-	c, err := NewConsumer(cfg, b.pool, discardLogger(), mustMetrics(t))
+	c, err := NewConsumer(b.pool, cfg, discardLogger(), mustMetrics(t))
 	if err != nil {
 		t.Fatalf("NewConsumer: %v", err)
 	}

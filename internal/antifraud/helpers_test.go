@@ -81,7 +81,7 @@ func (b *bundle) start(t *testing.T, cfg Config) *running {
 		t.Fatalf("NewMetrics: %v", err)
 	}
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	c, err := NewConsumer(cfg, b.pool, logger, metrics)
+	c, err := NewConsumer(b.pool, cfg, logger, metrics)
 	if err != nil {
 		t.Fatalf("NewConsumer: %v", err)
 	}

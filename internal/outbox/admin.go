@@ -9,43 +9,53 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// newAdminHandler serves the operator endpoints, under their full paths:
+// The operator endpoints of the dead-letter queue. cmd/api mounts them, behind
+// RequireBearerToken, on these paths:
 //
-//	GET  /admin/dlq                      the dead letters, newest first
-//	POST /admin/dlq/{event_id}/replay    send a dead letter back for delivery
+//	GET  /admin/dlq                      HandleListDLQ: the dead letters, newest first
+//	POST /admin/dlq/{event_id}/replay    HandleReplay: send a dead letter back for delivery
+
+// maxListedDeadLetters bounds GET /admin/dlq: the DLQ is for a handful of poison
+// events, and a thousand is already an incident to handle in SQL.
+const maxListedDeadLetters = 1000
+
+// RequireBearerToken returns a middleware that lets a request through only with
+// "Authorization: Bearer <token>", answering 401 otherwise. The comparison takes the
+// same time whatever the guess, so the token cannot be found byte by byte.
 //
-// Every request needs "Authorization: Bearer <token>". With no token configured the
-// endpoints do not exist (404): an unprotected replay button is worse than none.
-func newAdminHandler(s store, token string, logger *slog.Logger, notify func()) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /admin/dlq", handleListDLQ(s, logger))
-	mux.Handle("POST /admin/dlq/{event_id}/replay", handleReplay(s, logger, notify))
-	return requireToken(token, mux)
+// An empty token answers 404 to everything: cmd/api does not mount the endpoints then,
+// and this is the backstop should someone mount them anyway, because an empty token
+// would otherwise match "Authorization: Bearer " and an unprotected replay button is
+// worse than none.
+func RequireBearerToken(token string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if token == "" {
+				http.NotFound(w, r)
+				return
+			}
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="admin"`)
+				writeJSON(w, http.StatusUnauthorized, errorBody("unauthorized", "a valid admin bearer token is required"))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
-func requireToken(token string, next http.Handler) http.Handler {
+// HandleListDLQ serves GET /admin/dlq: the dead letters of the outbox in pool, newest
+// first.
+func HandleListDLQ(logger *slog.Logger, pool *pgxpool.Pool) http.Handler {
+	s := store{pool: pool}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if token == "" {
-			http.NotFound(w, r)
-			return
-		}
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="admin"`)
-			writeJSON(w, http.StatusUnauthorized, errorBody("unauthorized", "a valid admin bearer token is required"))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-func handleListDLQ(s store, logger *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		dead, err := s.listDeadLetters(r.Context(), 1000)
+		dead, err := s.listDeadLetters(r.Context(), maxListedDeadLetters)
 		if err != nil {
-			logger.Error("admin: list dead letters", "err", err)
+			logger.LogAttrs(r.Context(), slog.LevelError, "admin: list dead letters", slog.Any("err", err))
 			writeJSON(w, http.StatusInternalServerError, errorBody("internal", "internal error"))
 			return
 		}
@@ -53,7 +63,12 @@ func handleListDLQ(s store, logger *slog.Logger) http.Handler {
 	})
 }
 
-func handleReplay(s store, logger *slog.Logger, notify func()) http.Handler {
+// HandleReplay serves POST /admin/dlq/{event_id}/replay: the failed event becomes
+// pending again, keeps its id (consumers deduplicate on it) and its place before its
+// aggregate's successors. notify, which must not block, wakes the relay so that the
+// replay is published now rather than at the next poll; Relay.Notify is made for it.
+func HandleReplay(logger *slog.Logger, pool *pgxpool.Pool, notify func()) http.Handler {
+	s := store{pool: pool}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := uuid.Parse(r.PathValue("event_id"))
 		if err != nil {
@@ -65,11 +80,12 @@ func handleReplay(s store, logger *slog.Logger, notify func()) http.Handler {
 			writeJSON(w, http.StatusNotFound, errorBody("not_found", "no failed event with this id"))
 			return
 		case err != nil:
-			logger.Error("admin: replay", "event_id", id, "err", err)
+			logger.LogAttrs(r.Context(), slog.LevelError, "admin: replay",
+				slog.String("event_id", id.String()), slog.Any("err", err))
 			writeJSON(w, http.StatusInternalServerError, errorBody("internal", "internal error"))
 			return
 		}
-		logger.Info("dead letter replayed", "event_id", id)
+		logger.LogAttrs(r.Context(), slog.LevelInfo, "dead letter replayed", slog.String("event_id", id.String()))
 		notify()
 		writeJSON(w, http.StatusOK, map[string]any{"event_id": id, "status": "pending"})
 	})

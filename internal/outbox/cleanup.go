@@ -28,7 +28,7 @@ func NewCleaner(pool *pgxpool.Pool, cfg CleanerConfig, logger *slog.Logger, metr
 	return &Cleaner{
 		cfg:     cfg.withDefaults(),
 		store:   store{pool: pool},
-		logger:  logger.With("component", "outbox_cleaner"),
+		logger:  logger.With(slog.String("component", "outbox_cleaner")),
 		metrics: metrics,
 	}, nil
 }

@@ -182,7 +182,7 @@ func TestRelayDeadLettersPoisonEventAndReplaysIt(t *testing.T) {
 
 	// The fix: the topic accepts larger records. Then an operator replays the event.
 	setTopicMaxMessageBytes(t, b, 1<<20)
-	admin := httptest.NewServer(r.AdminHandler("secret"))
+	admin := httptest.NewServer(b.adminHandler("secret", r.Notify))
 	t.Cleanup(admin.Close)
 	resp := adminRequest(t, admin.URL, http.MethodPost, "/admin/dlq/"+poison.ID.String()+"/replay", "secret")
 	if resp.StatusCode != http.StatusOK {
@@ -206,7 +206,6 @@ func TestRelayDeadLettersPoisonEventAndReplaysIt(t *testing.T) {
 func TestAdminHandlerRequiresToken(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	r := b.newRelay(t)
 	tests := []struct {
 		name, configured, sent string
 		want                   int
@@ -219,18 +218,26 @@ func TestAdminHandlerRequiresToken(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := httptest.NewServer(r.AdminHandler(tt.configured))
+			srv := httptest.NewServer(b.adminHandler(tt.configured, func() {}))
 			defer srv.Close()
 			if got := adminRequest(t, srv.URL, http.MethodGet, "/admin/dlq", tt.sent).StatusCode; got != tt.want {
 				t.Errorf("GET /admin/dlq: status %d, want %d", got, tt.want)
 			}
 		})
 	}
-	srv := httptest.NewServer(r.AdminHandler("secret"))
+	srv := httptest.NewServer(b.adminHandler("secret", func() {}))
 	defer srv.Close()
 	if got := adminRequest(t, srv.URL, http.MethodPost, "/admin/dlq/"+newMessage(t, "x", 0).ID.String()+"/replay", "secret").StatusCode; got != http.StatusNotFound {
 		t.Errorf("replay of an unknown event: status %d, want 404", got)
 	}
+}
+
+// adminHandler mounts the admin endpoints the way cmd/api does, minus its router.
+func (b *testBundle) adminHandler(token string, notify func()) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /admin/dlq", HandleListDLQ(b.logger, b.pool))
+	mux.Handle("POST /admin/dlq/{event_id}/replay", HandleReplay(b.logger, b.pool, notify))
+	return RequireBearerToken(token)(mux)
 }
 
 func adminRequest(t *testing.T, base, method, path, token string) *http.Response {

@@ -61,9 +61,20 @@ func setup(t *testing.T) *testBundle {
 			StatsInterval:     100 * time.Millisecond,
 			ShutdownTimeout:   2 * time.Second,
 		},
-		metrics: NewMetrics(prometheus.NewRegistry()),
+		metrics: newTestMetrics(t),
 		logger:  testLogger(t),
 	}
+}
+
+// newTestMetrics returns metrics on a registry of their own, so parallel tests do not
+// share counters.
+func newTestMetrics(t *testing.T) *Metrics {
+	t.Helper()
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatalf("NewMetrics: %v", err)
+	}
+	return m
 }
 
 // testLogger writes to the test log only with -v, to keep failures readable.

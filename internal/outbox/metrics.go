@@ -1,6 +1,8 @@
 package outbox
 
 import (
+	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -27,8 +29,10 @@ const (
 	reasonRejected = "rejected"
 )
 
-// NewMetrics creates the relay's metrics and registers them with reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// NewMetrics creates the relay's metrics and registers them with reg. It fails if reg
+// already holds metrics of the same names. Create them once per registry and hand them
+// to the Relay and the Cleaner of the process.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "outbox_pending_count",
@@ -68,7 +72,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	// Pre-create both reasons so a dashboard shows 0, not "no data", before a fault.
 	m.publishFailures.WithLabelValues(reasonTransport)
 	m.publishFailures.WithLabelValues(reasonRejected)
-	reg.MustRegister(m.pending, m.oldestPendingAge, m.published, m.publishFailures,
-		m.deadLettered, m.batchDuration, m.commitToPublish, m.deleted)
-	return m
+	for _, c := range []prometheus.Collector{m.pending, m.oldestPendingAge, m.published, m.publishFailures,
+		m.deadLettered, m.batchDuration, m.commitToPublish, m.deleted} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register outbox metrics: %w", err)
+		}
+	}
+	return m, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
@@ -41,7 +40,7 @@ func NewRelay(pool *pgxpool.Pool, cfg RelayConfig, logger *slog.Logger, metrics 
 		return nil, fmt.Errorf("relay config: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	logger = logger.With("component", "outbox_relay")
+	logger = logger.With(slog.String("component", "outbox_relay"))
 	return &Relay{
 		cfg:     cfg,
 		store:   store{pool: pool},
@@ -62,10 +61,21 @@ func (r *Relay) Notify() {
 	}
 }
 
-// Run publishes until ctx ends, then shuts down: it claims no new batch, gives the
-// batches in flight up to ShutdownTimeout to finish (after which they are abandoned
-// and their leases released), and closes the Kafka client. It returns an error only
-// when it cannot start.
+// Run publishes until ctx ends, then stops within a known bound, in this order:
+//
+//  1. ctx ends: no worker claims a new batch.
+//  2. The batches in flight get up to ShutdownTimeout to finish: they run under a
+//     context of their own (workCtx below), which ctx's end does not cancel, so that
+//     a batch is recorded whole instead of being cut off mid-publish.
+//  3. If they have not finished by then, workCtx is cancelled: each abandoned batch
+//     marks what Kafka acknowledged and releases the other leases, under one
+//     QueryTimeout, so that another relay takes the rows at once.
+//  4. The Kafka client closes and Run returns.
+//
+// Every publish and query runs under a timeout, so Run returns at the latest about
+// ShutdownTimeout plus one QueryTimeout after ctx ends: its caller needs no timer of
+// its own, and the bound follows the configured ShutdownTimeout. It returns an error
+// only when it cannot start.
 func (r *Relay) Run(ctx context.Context) error {
 	client, err := kgo.NewClient(r.clientOpts()...)
 	if err != nil {
@@ -84,7 +94,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	wg.Go(func() { r.listen(ctx) })
 	wg.Go(func() { r.monitor(ctx) })
-	r.logger.Info("relay started", "workers", r.cfg.Workers, "batch_size", r.cfg.BatchSize, "topic", r.cfg.Topic)
+	r.logger.Info("relay started", slog.Int("workers", r.cfg.Workers), slog.Int("batch_size", r.cfg.BatchSize),
+		slog.String("topic", r.cfg.Topic))
 
 	<-ctx.Done()
 	stopped := make(chan struct{})
@@ -97,7 +108,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	select {
 	case <-stopped:
 	case <-timer.C:
-		r.logger.Warn("relay shutdown timed out; abandoning in-flight batches", "timeout", r.cfg.ShutdownTimeout)
+		r.logger.Warn("relay shutdown timed out; abandoning in-flight batches",
+			slog.Duration("timeout", r.cfg.ShutdownTimeout))
 		abandonWork()
 		<-stopped // bounded: publishes and queries all run under timeouts
 	}
@@ -136,11 +148,6 @@ func (r *Relay) clientOpts() []kgo.Opt {
 		kgo.ProducerLinger(0),
 	}
 	return append(opts, r.cfg.ClientOpts...)
-}
-
-// AdminHandler returns the operator endpoints (DLQ list and replay), see admin.go.
-func (r *Relay) AdminHandler(token string) http.Handler {
-	return newAdminHandler(r.store, token, r.logger, r.Notify)
 }
 
 // work is one worker: claim, publish, record, until ctx ends. Batches run under

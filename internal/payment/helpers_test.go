@@ -40,11 +40,11 @@ func setupWithPool(t *testing.T, pool *pgxpool.Pool) *bundle {
 	t.Helper()
 	b := &bundle{pool: pool, notified: new(atomic.Int64), logs: new(syncBuffer)}
 	r := chi.NewRouter()
-	payment.Routes(r, payment.Deps{
-		Logger: slog.New(slog.NewJSONHandler(b.logs, nil)),
-		Store:  payment.NewStore(pool),
-		Notify: func() { b.notified.Add(1) },
-	})
+	logger := slog.New(slog.NewJSONHandler(b.logs, nil))
+	store := payment.NewStore(pool)
+	// The two routes as cmd/api/routes.go mounts them.
+	r.Method(http.MethodPost, "/payments", payment.HandleCreate(logger, store, func() { b.notified.Add(1) }))
+	r.Method(http.MethodGet, "/payments/{id}", payment.HandleGet(logger, store))
 	b.handler = r
 	return b
 }

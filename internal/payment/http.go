@@ -39,8 +39,12 @@ func toJSON(p Payment) paymentJSON {
 // restart or failover takes.
 const retryAfterSeconds = "2"
 
-// handleCreate serves POST /payments.
-func handleCreate(logger *slog.Logger, store *Store, notify func()) http.Handler {
+// HandleCreate serves POST /payments: it writes the payment and its PaymentCreated
+// event in one transaction (Store.Create) and answers 201, or replays the first answer
+// for a repeated Idempotency-Key. notify, if not nil, is called after a new payment
+// commits: cmd/api passes the relay's Relay.Notify, so that the event is published
+// without waiting for the relay's next poll. It must not block.
+func HandleCreate(logger *slog.Logger, store *Store, notify func()) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, err := idempotencyKey(r)
 		if err != nil {
@@ -72,8 +76,9 @@ func handleCreate(logger *slog.Logger, store *Store, notify func()) http.Handler
 	})
 }
 
-// handleGet serves GET /payments/{id}.
-func handleGet(logger *slog.Logger, store *Store) http.Handler {
+// HandleGet serves GET /payments/{id}: the payment and the delivery state of its event.
+// The router must set the path value "id" (chi and http.ServeMux both do).
+func HandleGet(logger *slog.Logger, store *Store) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := uuid.Parse(r.PathValue("id"))
 		if err != nil {
