@@ -8,6 +8,7 @@ import (
 	"net/url"
 
 	"github.com/dscourse/payments-outbox/internal/envconfig"
+	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/outbox"
 )
 
@@ -72,7 +73,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		AdminToken:       env.String("ADMIN_TOKEN", ""),
 		Relay: outbox.RelayConfig{
 			Brokers:          env.List("KAFKA_BROKERS", "127.0.0.1:19092"),
-			Topic:            env.String("KAFKA_TOPIC", "payments.events"),
+			Topic:            env.String("KAFKA_TOPIC", event.DefaultTopic),
 			AlertWebhookURL:  env.String("ALERT_WEBHOOK_URL", ""),
 			Workers:          env.PositiveInt("RELAY_WORKERS", 0),
 			BatchSize:        env.PositiveInt("RELAY_BATCH_SIZE", 0),

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/repo"
 )
 
@@ -54,7 +55,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	paymentsDB := flags.String("payments-db", "", "with -api-url: URL of its payments database")
 	consumerDB := flags.String("consumer-db", "", "with -api-url: URL of its consumer's database (optional)")
 	brokers := flags.String("brokers", chaos.DirectBroker, "with -api-url: Kafka brokers to read the topic from (direct, never the proxy)")
-	topic := flags.String("topic", "payments.events", "with -api-url: the topic of payment events")
+	topic := flags.String("topic", event.DefaultTopic, "with -api-url: the topic of payment events")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/antifraud"
 	"github.com/dscourse/payments-outbox/internal/envconfig"
+	"github.com/dscourse/payments-outbox/internal/event"
 )
 
 // config is everything cmd/consumer reads from its environment (docs/contract.md lists the
@@ -59,7 +60,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	cfg := config{
 		DatabaseURL:         env.String("DATABASE_URL", ""),
 		KafkaBrokers:        env.List("KAFKA_BROKERS", "127.0.0.1:19092"),
-		KafkaTopic:          env.String("KAFKA_TOPIC", "payments.events"),
+		KafkaTopic:          env.String("KAFKA_TOPIC", event.DefaultTopic),
 		KafkaGroup:          env.String("KAFKA_GROUP", "antifraud"),
 		KafkaSessionTimeout: env.Duration("KAFKA_SESSION_TIMEOUT", 45*time.Second),
 		HTTPAddr:            env.String("HTTP_ADDR", "127.0.0.1:8081"),
