@@ -24,8 +24,8 @@ type Options struct {
 	Payments int
 	// ReportDir receives chaos-<scenario>.json. Default <Root>/reports.
 	ReportDir string
-	// Binaries maps "./cmd/api" and "./cmd/consumer" to built binaries; Prepare
-	// builds them when nil.
+	// Binaries maps "./cmd/api" and "./cmd/consumer" to built binaries (Build makes
+	// them). Required unless Target is set.
 	Binaries map[string]string
 	// AdminURL is the PostgreSQL admin URL. Default devstack.AdminURL.
 	AdminURL string
