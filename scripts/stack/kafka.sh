@@ -113,13 +113,14 @@ ensure_topic() {
 # healthy Kafka broker, not just any process, holds the port. It needs no jars, so a
 # checkout that never started a broker can tell.
 kafka_answers() {
-	local answer
+	local answer bytes
 	answer="$(timeout 3 bash -c '
 		exec 3<>"/dev/tcp/127.0.0.1/$1"
 		printf "\x00\x00\x00\x0f\x00\x12\x00\x00\x00\x00\x00\x01\x00\x05probe" >&3
 		head -c 10 <&3 | od -An -tx1' kafka_answers "$DIRECT_PORT" 2>/dev/null)" || return 1
+	read -ra bytes <<<"$answer"
 	# Bytes 0-3 are the size; then correlation id 1 and error code 0 (NONE).
-	[[ "$(echo $answer | cut -d' ' -f5-10)" == "00 00 00 01 00 00" ]]
+	[[ "${bytes[*]:4:6}" == "00 00 00 01 00 00" ]]
 }
 
 print_listeners() {
