@@ -97,8 +97,9 @@ func (f *Faults) Inject(kind FaultKind) error {
 		if kind == DropAcks {
 			stream = "downstream"
 		}
-		// Toxicity must be 1, not 0: the Go client always sends the field, and 0
-		// means the toxic never applies (chaos.md §1.2).
+		// Toxicity must be 1, not 0: the Go client always sends the field, and the
+		// server applies a toxic when a random float in [0, 1) is below it, so 0
+		// means never (ToxicStub.Run, https://github.com/Shopify/toxiproxy).
 		_, err = f.proxy.AddToxic(toxicName(kind), "timeout", stream, 1, toxiproxy.Attributes{"timeout": 0})
 	case ProxyDown:
 		err = f.proxy.Disable()
