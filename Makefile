@@ -1,5 +1,8 @@
-# Every target works on a fresh machine: the native stack (PostgreSQL, Kafka, Toxiproxy)
-# is started by scripts/stack when it is needed. `make help` lists the targets.
+# Every target works on a fresh machine: scripts/setup.sh installs the missing system
+# packages (make setup, a dependency of the targets that need them), and the native stack
+# (PostgreSQL, Kafka, Toxiproxy) is started by scripts/stack when it is needed. A stack
+# already started from another checkout of this repository is used as is.
+# `make help` lists the targets.
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -17,16 +20,22 @@ FRAUD_DB   = $(or $(CONSUMER_DATABASE_URL),$(patsubst %/postgres?sslmode=disable
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
+## ---- set-up -------------------------------------------------------------------
+
+.PHONY: setup
+setup: ## Install the missing system packages (PostgreSQL, Java, Maven, promtool, Node.js); fast when all are present
+	@bash scripts/setup.sh
+
 ## ---- native stack -------------------------------------------------------------
 
 .PHONY: stack-up
-stack-up: ## Start PostgreSQL, Kafka and Toxiproxy natively (idempotent)
+stack-up: setup ## Start PostgreSQL, Kafka and Toxiproxy natively (idempotent)
 	@bash $(STACK_PG) start
 	@bash $(STACK_KF) start
 	@bash $(STACK_TP) start
 
 .PHONY: stack-down
-stack-down: ## Stop the native stack (data is kept in .stack/)
+stack-down: ## Stop the native stack this checkout started (data is kept in .stack/)
 	@bash $(STACK_TP) stop || true
 	@bash $(STACK_KF) stop || true
 	@bash $(STACK_PG) stop || true
@@ -69,7 +78,7 @@ test: stack-up lint ## Run all tests against real PostgreSQL and Kafka, and ever
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 .PHONY: lint
-lint: ## Static checks: go vet, alert rules (promtool), k6 scripts (tsc), sequence diagram (mermaid)
+lint: setup ## Static checks: go vet, alert rules (promtool), k6 scripts (tsc), sequence diagram (mermaid)
 	$(GO) vet ./...
 	promtool check config deploy/prometheus/prometheus.yml
 	promtool test rules deploy/prometheus/alerts_test.yml
@@ -87,11 +96,11 @@ bench: stack-up ## Measure throughput and latency; writes reports/bench.json
 CHAOS_FLAGS ?=
 
 .PHONY: chaos
-chaos: ## Run a chaos scenario (SCENARIO=default|kafka-down|relay-crash|consumer-crash|db-restart|dual-write; CHAOS_FLAGS=...)
+chaos: setup ## Run a chaos scenario (SCENARIO=default|kafka-down|relay-crash|consumer-crash|db-restart|dual-write; CHAOS_FLAGS=...)
 	$(GO) run ./cmd/chaos -scenario $(SCENARIO) $(CHAOS_FLAGS)
 
 .PHONY: chaos-all
-chaos-all: ## Run every chaos scenario
+chaos-all: setup ## Run every chaos scenario
 	$(GO) run ./cmd/chaos -scenario all $(CHAOS_FLAGS)
 
 ## ---- Docker (needs a Docker engine) ---------------------------------------------

@@ -29,6 +29,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/benchreport"
+	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/migrations"
 )
 
@@ -54,11 +55,14 @@ const apiBenchRounds = 2
 
 // benchAPI runs the API benchmark and merges its figures into reports/bench.json.
 func benchAPI(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	adminURL, err := adminPostgresURL(ctx, getenv)
+	adminURL, err := devstack.PostgresURL(getenv)
 	if err != nil {
 		return err
 	}
-	brokers := kafkaBrokers(getenv)
+	brokers, err := devstack.KafkaBrokers(getenv)
+	if err != nil {
+		return err
+	}
 
 	base, stopAPI, err := startAPI(ctx, adminURL, brokers)
 	if err != nil {
@@ -74,7 +78,7 @@ func benchAPI(ctx context.Context, getenv func(string) string, stdout io.Writer)
 		return err
 	}
 	defer dropDB()
-	if err := migrateDatabase(ctx, dbURL, migrations.Payments); err != nil {
+	if err := devstack.MigrateDatabase(ctx, dbURL, migrations.Payments); err != nil {
 		return err
 	}
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/antifraud"
 	"github.com/dscourse/payments-outbox/internal/benchreport"
+	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -38,11 +39,14 @@ const (
 
 // benchConsumer runs the consumer benchmark and merges its figures into reports/bench.json.
 func benchConsumer(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	adminURL, err := adminPostgresURL(ctx, getenv)
+	adminURL, err := devstack.PostgresURL(getenv)
 	if err != nil {
 		return err
 	}
-	brokers := kafkaBrokers(getenv)
+	brokers, err := devstack.KafkaBrokers(getenv)
+	if err != nil {
+		return err
+	}
 
 	client, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
 		// The fill is not what is measured: large batches, no waiting per record.
@@ -109,7 +113,7 @@ func consumerBenchRun(ctx context.Context, adm *kadm.Client, producer *kgo.Clien
 	consumer, err := antifraud.NewConsumer(pool, antifraud.Config{
 		Brokers: brokers,
 		Topic:   topic,
-		Group:   "bench-antifraud-" + randomHex(4),
+		Group:   devstack.UniqueName("bench-antifraud-"),
 	}, slog.New(slog.DiscardHandler), metrics)
 	if err != nil {
 		return 0, err

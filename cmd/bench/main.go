@@ -7,34 +7,27 @@
 //	go run ./cmd/bench all        every benchmark, in name order
 //
 // PostgreSQL is DATABASE_URL (an admin URL; each benchmark creates its own databases)
-// or the native stack's (make bench starts it); Kafka is KAFKA_BROKERS or the native
-// stack's direct listener.
+// or the native stack's; Kafka is KAFKA_BROKERS or the native stack's direct listener.
+// The native servers are started when they are not running (internal/devstack).
 package main
 
 import (
-	"cmp"
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"maps"
 	"math"
-	"net/url"
 	"os"
-	"os/exec"
 	"os/signal"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx", for goose
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/migrations"
 )
 
@@ -84,68 +77,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	return nil
 }
 
-// adminPostgresURL is DATABASE_URL, or the native stack's admin URL.
-func adminPostgresURL(ctx context.Context, getenv func(string) string) (string, error) {
-	if u := getenv("DATABASE_URL"); u != "" {
-		return u, nil
-	}
-	out, err := exec.CommandContext(ctx, "bash", "scripts/stack/postgres.sh", "url").Output()
-	if err != nil {
-		return "", fmt.Errorf("ask scripts/stack/postgres.sh for the URL (run from the repository root, after make stack-up, or set DATABASE_URL): %w", err)
-	}
-	return strings.TrimSpace(string(out)), nil
-}
-
-// kafkaBrokers is KAFKA_BROKERS, or the native stack's direct listener.
-func kafkaBrokers(getenv func(string) string) []string {
-	return strings.Split(cmp.Or(getenv("KAFKA_BROKERS"), "127.0.0.1:19092"), ",")
-}
-
-// randomHex returns n random bytes in hex, to name throwaway databases, topics and groups.
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // createDatabase creates an empty database named prefix_<random> next to adminURL's and
-// returns its URL and a function that drops it.
+// returns its URL and a function that drops it. A benchmark that fails to drop leaves
+// only a throwaway database behind, so the drop's error is not reported.
 func createDatabase(ctx context.Context, adminURL, prefix string) (string, func(), error) {
-	name := prefix + "_" + randomHex(4)
-	u, err := url.Parse(adminURL)
+	name := devstack.UniqueName(prefix + "_")
+	dbURL, err := devstack.CreateDatabase(ctx, adminURL, name)
 	if err != nil {
-		return "", nil, fmt.Errorf("parse DATABASE_URL: %w", err)
-	}
-	u.Path = "/" + name
-	conn, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		return "", nil, fmt.Errorf("connect to %s: %w", adminURL, err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return "", nil, fmt.Errorf("create database %s: %w", name, err)
+		return "", nil, err
 	}
 	drop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, adminURL)
-		if err != nil {
-			return
-		}
-		defer conn.Close(ctx)
-		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		_ = devstack.DropDatabase(ctx, adminURL, name)
 	}
-	return u.String(), drop, nil
-}
-
-// migrateDatabase applies set to the database at dbURL.
-func migrateDatabase(ctx context.Context, dbURL string, set migrations.Set) error {
-	db, err := sql.Open("pgx", dbURL)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", dbURL, err)
-	}
-	defer db.Close()
-	return set.Up(ctx, db)
+	return dbURL, drop, nil
 }
 
 // migratedPool creates a database (createDatabase), applies set to it and opens a pool of
@@ -156,7 +102,7 @@ func migratedPool(ctx context.Context, adminURL, prefix string, set migrations.S
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := migrateDatabase(ctx, dbURL, set); err != nil {
+	if err := devstack.MigrateDatabase(ctx, dbURL, set); err != nil {
 		drop()
 		return nil, nil, err
 	}
@@ -180,36 +126,18 @@ func migratedPool(ctx context.Context, adminURL, prefix string, set migrations.S
 // payments.events, waits until every partition has a leader, and returns its name and a
 // function that deletes it.
 func createTopic(ctx context.Context, adm *kadm.Client, prefix string) (string, func(), error) {
-	name := prefix + "." + randomHex(4)
-	resp, err := adm.CreateTopic(ctx, 3, -1, nil, name)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		return "", nil, fmt.Errorf("create topic %s: %w", name, err)
+	name := devstack.UniqueName(prefix + ".")
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := devstack.CreateTopic(ctx, adm, name, 3); err != nil {
+		return "", nil, err
 	}
 	drop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_, _ = adm.DeleteTopic(ctx, name)
+		_ = devstack.DeleteTopic(ctx, adm, name)
 	}
-	// The broker serves a new topic a moment after the controller commits it.
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		details, err := adm.ListTopics(ctx, name)
-		if err == nil && details.Error() == nil && len(details[name].Partitions) == 3 && details[name].Partitions.NumReplicas() > 0 {
-			return name, drop, nil
-		}
-		select {
-		case <-ctx.Done():
-			drop()
-			return "", nil, fmt.Errorf("topic %s has no leaders: %w", name, ctx.Err())
-		case <-tick.C:
-		}
-	}
+	return name, drop, nil
 }
 
 // tenths and hundredths round f to one or two decimals for the report.

@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/benchreport"
+	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/migrations"
@@ -38,11 +39,14 @@ const (
 
 // benchRelay runs the relay benchmark and merges its figures into reports/bench.json.
 func benchRelay(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	adminURL, err := adminPostgresURL(ctx, getenv)
+	adminURL, err := devstack.PostgresURL(getenv)
 	if err != nil {
 		return err
 	}
-	brokers := kafkaBrokers(getenv)
+	brokers, err := devstack.KafkaBrokers(getenv)
+	if err != nil {
+		return err
+	}
 	logger := slog.New(slog.DiscardHandler)
 
 	pool, dropDB, err := migratedPool(ctx, adminURL, "bench_relay", migrations.Payments, 32)

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/repo"
 )
@@ -54,7 +55,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	apiURL := flags.String("api-url", "", "check an already running implementation at this URL instead of building and starting ours")
 	paymentsDB := flags.String("payments-db", "", "with -api-url: URL of its payments database")
 	consumerDB := flags.String("consumer-db", "", "with -api-url: URL of its consumer's database (optional)")
-	brokers := flags.String("brokers", chaos.DirectBroker, "with -api-url: Kafka brokers to read the topic from (direct, never the proxy)")
+	brokers := flags.String("brokers", devstack.DirectBroker, "with -api-url: Kafka brokers to read the topic from (direct, never the proxy)")
 	topic := flags.String("topic", event.DefaultTopic, "with -api-url: the topic of payment events")
 	if err := flags.Parse(args); err != nil {
 		return err
@@ -77,8 +78,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return runCompose(ctx, root, *scenario, stdout)
 	}
 
-	// One chaos run at a time: the native stack has one proxy kafka_relay.
-	unlock, err := chaos.LockRuns(ctx, filepath.Join(root, ".stack", "chaos.lock"), 10*time.Minute)
+	// One chaos run at a time on the machine: the native stack, whichever checkout
+	// started it, has one proxy kafka_relay.
+	unlock, err := chaos.LockRuns(ctx, chaos.RunLockPath(), 10*time.Minute)
 	if err != nil {
 		return err
 	}
@@ -94,7 +96,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		if err := stack.StopStarted(stopCtx); err != nil {
-			logger.Warn("stop the native stack", "err", err)
+			logger.Warn("stop the native stack", slog.Any("err", err))
 		}
 	}()
 

@@ -2,7 +2,6 @@ package chaos_test
 
 import (
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -22,8 +21,9 @@ func TestShortDefaultScenario(t *testing.T) {
 	}
 	ctx := t.Context()
 
-	// The native stack has one proxy kafka_relay: wait for any other chaos run.
-	unlock, err := chaos.LockRuns(ctx, filepath.Join(root, ".stack", "chaos.lock"), 5*time.Minute)
+	// The native stack has one proxy kafka_relay: wait for any other chaos run on the
+	// machine, from this checkout or another.
+	unlock, err := chaos.LockRuns(ctx, chaos.RunLockPath(), 5*time.Minute)
 	if err != nil {
 		t.Fatalf("lock: %v", err)
 	}

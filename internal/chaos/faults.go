@@ -14,11 +14,12 @@ import (
 // A FaultKind is one way of breaking the relay's connection to Kafka.
 //
 // Why windows and not a "50% toxic": Toxiproxy rolls a toxic's toxicity once per
-// connection, and Kafka clients keep their connections open, so a 50% toxic means either
-// no fault at all or a total one (shared notes, chaos.md §1.2). A fault that is shorter
-// than the producer's timeouts only delays bytes and produces no failure. So faults are
-// applied fully (toxicity 1) for windows longer than the relay's publish deadline, with
-// clean windows between.
+// connection, when the toxic starts on that connection's link, not per request or per
+// chunk (ToxicStub.Run in toxics/toxic.go, https://github.com/Shopify/toxiproxy). Kafka
+// clients keep their connections open, so a 50% toxic means either no fault at all or a
+// total one. A fault that is shorter than the producer's timeouts only delays bytes and
+// produces no failure. So faults are applied fully (toxicity 1) for windows longer than
+// the relay's publish deadline, with clean windows between.
 type FaultKind string
 
 const (
@@ -68,7 +69,7 @@ func NewFaults(apiAddr, proxyName string, origin time.Time, logger *slog.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("find Toxiproxy proxy %s at %s: %w", proxyName, apiAddr, err)
 	}
-	return &Faults{proxy: proxy, client: client, origin: origin, logger: logger.With("component", "faults")}, nil
+	return &Faults{proxy: proxy, client: client, origin: origin, logger: logger.With(slog.String("component", "faults"))}, nil
 }
 
 // CountFailures makes each window record the publish failures it caused; read is
@@ -96,8 +97,9 @@ func (f *Faults) Inject(kind FaultKind) error {
 		if kind == DropAcks {
 			stream = "downstream"
 		}
-		// Toxicity must be 1, not 0: the Go client always sends the field, and 0
-		// means the toxic never applies (chaos.md §1.2).
+		// Toxicity must be 1, not 0: the Go client always sends the field, and the
+		// server applies a toxic when a random float in [0, 1) is below it, so 0
+		// means never (ToxicStub.Run, https://github.com/Shopify/toxiproxy).
 		_, err = f.proxy.AddToxic(toxicName(kind), "timeout", stream, 1, toxiproxy.Attributes{"timeout": 0})
 	case ProxyDown:
 		err = f.proxy.Disable()
@@ -111,7 +113,7 @@ func (f *Faults) Inject(kind FaultKind) error {
 	defer f.mu.Unlock()
 	f.closeCountLocked()
 	f.windows = append(f.windows, Window{Kind: kind, StartS: f.since(), EndS: -1, FailedPublishAttempts: -1})
-	f.logger.Info("fault on", "kind", kind)
+	f.logger.Info("fault on", slog.String("kind", string(kind)))
 	return nil
 }
 
@@ -135,7 +137,7 @@ func (f *Faults) Clear(kind FaultKind) error {
 	if n := len(f.windows); n > 0 && f.windows[n-1].EndS < 0 {
 		f.windows[n-1].EndS = f.since()
 	}
-	f.logger.Info("fault off", "kind", kind)
+	f.logger.Info("fault off", slog.String("kind", string(kind)))
 	return nil
 }
 

@@ -32,7 +32,8 @@ type Scenario struct {
 }
 
 // relayEnv makes the relay's timeouts short enough for the fault windows to outlast
-// them (chaos.md: a window shorter than the producer's timeouts produces no failure):
+// them, since a window shorter than the producer's timeouts only delays bytes and
+// produces no failure:
 // a publish attempt gives up after 3 s, a crashed relay's lease expires after 10 s, and
 // the relay-wide backoff after an outage never exceeds 2 s.
 var relayEnv = []string{

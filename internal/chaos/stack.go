@@ -2,38 +2,18 @@ package chaos
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx", for goose
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/dscourse/payments-outbox/migrations"
-)
-
-// The native stack's fixed addresses (docs/contract.md).
-const (
-	// NativeAdminURL is the PostgreSQL admin URL of scripts/stack/postgres.sh.
-	NativeAdminURL = "postgres://postgres@127.0.0.1:55432/postgres?sslmode=disable"
-	// DirectBroker is Kafka's DIRECT listener: the consumer, the verifier, the admin.
-	DirectBroker = "127.0.0.1:19092"
-	// ProxiedBroker is the Toxiproxy proxy kafka_relay in front of the PROXIED listener,
-	// which advertises this address, so a client seeded here stays behind the proxy.
-	ProxiedBroker = "127.0.0.1:29092"
-	// ToxiproxyAPI is the native Toxiproxy server's API.
-	ToxiproxyAPI = "127.0.0.1:8474"
-	// RelayProxy is the name of the proxy between the relay and Kafka.
-	RelayProxy = "kafka_relay"
+	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
 // Stack kinds.
@@ -78,7 +58,7 @@ var stackScripts = []string{"postgres.sh", "kafka.sh", "toxiproxy.sh"}
 func (s *NativeStack) Start(ctx context.Context) error {
 	for _, name := range stackScripts {
 		if s.script(ctx, name, "status") == nil {
-			s.Logger.Info("stack server already running, left as is", "script", name)
+			s.Logger.Info("stack server already running, left as is", slog.String("script", name))
 			continue
 		}
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
@@ -88,7 +68,7 @@ func (s *NativeStack) Start(ctx context.Context) error {
 			return err
 		}
 		s.started = append(s.started, name)
-		s.Logger.Info("stack server started", "script", name)
+		s.Logger.Info("stack server started", slog.String("script", name))
 	}
 	return nil
 }
@@ -116,12 +96,8 @@ func (s *NativeStack) RestartPostgres(ctx context.Context) error {
 }
 
 func (s *NativeStack) script(ctx context.Context, name, verb string) error {
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(s.Root, "scripts", "stack", name), verb)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("scripts/stack/%s %s: %w\n%s", name, verb, err, strings.TrimSpace(string(out)))
-	}
-	return nil
+	_, err := devstack.RunScript(ctx, s.Root, name, verb)
+	return err
 }
 
 // Build compiles the given packages (e.g. "./cmd/api") into binDir and returns the
@@ -143,105 +119,20 @@ func Build(ctx context.Context, root, binDir string, pkgs ...string) (map[string
 	return bins, nil
 }
 
-// CreateDatabase creates database name on the server of adminURL, applies the
-// migration set, and returns the database's URL.
-func CreateDatabase(ctx context.Context, adminURL, name string, set migrations.Set) (string, error) {
-	conn, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		return "", fmt.Errorf("connect to PostgreSQL: %w", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return "", fmt.Errorf("create database %s: %w", name, err)
-	}
-	dbURL, err := withDatabase(adminURL, name)
-	if err != nil {
-		return "", err
-	}
-	db, err := sql.Open("pgx", dbURL)
-	if err != nil {
-		return "", fmt.Errorf("open %s: %w", name, err)
-	}
-	defer db.Close()
-	if err := set.Up(ctx, db); err != nil {
-		return "", fmt.Errorf("migrate %s: %w", name, err)
-	}
-	return dbURL, nil
-}
-
-// DropDatabase drops a database of a passed run, cutting leftover connections.
-func DropDatabase(ctx context.Context, adminURL, name string) error {
-	conn, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		return fmt.Errorf("connect to PostgreSQL: %w", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-		return fmt.Errorf("drop database %s: %w", name, err)
-	}
-	return nil
-}
-
-// withDatabase swaps the database name in a PostgreSQL URL.
-func withDatabase(adminURL, name string) (string, error) {
-	u, err := url.Parse(adminURL)
-	if err != nil {
-		return "", fmt.Errorf("parse PostgreSQL URL: %w", err)
-	}
-	u.Path = "/" + name
-	return u.String(), nil
-}
-
-// CreateTopic creates a topic on the DIRECT listener and waits until every partition
-// has a leader.
-func CreateTopic(ctx context.Context, brokers []string, topic string, partitions int32) error {
+// withAdmin runs f with a Kafka admin client seeded at brokers, closed when f returns.
+func withAdmin(brokers []string, f func(*kadm.Client) error) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		return fmt.Errorf("new Kafka admin client: %w", err)
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	resp, err := adm.CreateTopic(ctx, partitions, -1, nil, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		return fmt.Errorf("create topic %s: %w", topic, err)
-	}
-	for {
-		details, err := adm.ListTopics(ctx, topic)
-		if err == nil && details.Error() == nil {
-			ready := 0
-			for _, p := range details[topic].Partitions {
-				if p.Err == nil && p.Leader >= 0 {
-					ready++
-				}
-			}
-			if ready == int(partitions) {
-				return nil
-			}
-		}
-		if err := waitUntil(ctx, time.Now().Add(100*time.Millisecond)); err != nil {
-			return fmt.Errorf("wait for leaders of %s: %w", topic, err)
-		}
-	}
+	return f(kadm.NewClient(cl))
 }
 
-// DeleteTopic deletes a topic of a passed run.
-func DeleteTopic(ctx context.Context, brokers []string, topic string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return fmt.Errorf("new Kafka admin client: %w", err)
-	}
-	defer cl.Close()
-	resp, err := kadm.NewClient(cl).DeleteTopic(ctx, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		return fmt.Errorf("delete topic %s: %w", topic, err)
-	}
-	return nil
+// RunLockPath is the lock every chaos run holds: machine-wide, like the one Toxiproxy
+// proxy it breaks, because a stack started from one checkout serves the others too.
+func RunLockPath() string {
+	return filepath.Join(os.TempDir(), "payments-outbox-chaos.lock")
 }
 
 // LockRuns takes an exclusive lock on path for as long as the returned function is not
@@ -251,7 +142,9 @@ func LockRuns(ctx context.Context, path string, wait time.Duration) (unlock func
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create lock directory: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	// Read-only and world-readable: flock needs no write access, so a lock file left by
+	// another user of the machine can still be taken.
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open lock %s: %w", path, err)
 	}

@@ -2,15 +2,10 @@ package testenv
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"net"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,31 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
-	"github.com/dscourse/payments-outbox/internal/repo"
+	"github.com/dscourse/payments-outbox/internal/devstack"
 )
-
-// nativeKafkaBroker is the DIRECT listener of the broker that scripts/stack/kafka.sh runs.
-// Clients on it never go through Toxiproxy.
-const nativeKafkaBroker = "127.0.0.1:19092"
-
-// kafkaStart runs scripts/stack/kafka.sh start at most once per test binary. The script
-// itself is idempotent and takes a file lock, so parallel test binaries (go test ./...)
-// share one broker.
-var kafkaStart = sync.OnceValues(func() (string, error) {
-	script, err := repo.StackScript("kafka.sh")
-	if err != nil {
-		return "", err
-	}
-	// A cold start downloads the jars with Maven; a warm one takes a few seconds.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", script, "start")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("scripts/stack/kafka.sh start: %w", err)
-	}
-	return string(out), nil
-})
 
 // KafkaBrokers returns the seed brokers of the Kafka cluster the tests use: the
 // comma-separated KAFKA_BROKERS when it is set (a broker someone else runs), otherwise the
@@ -57,19 +29,11 @@ var kafkaStart = sync.OnceValues(func() (string, error) {
 // faults, see NewKafkaProxy.
 func KafkaBrokers(tb testing.TB) []string {
 	tb.Helper()
-	if env := os.Getenv("KAFKA_BROKERS"); env != "" {
-		var brokers []string
-		for b := range strings.SplitSeq(env, ",") {
-			if b = strings.TrimSpace(b); b != "" {
-				brokers = append(brokers, b)
-			}
-		}
-		return brokers
+	brokers, err := devstack.KafkaBrokers(os.Getenv)
+	if err != nil {
+		tb.Fatalf("Kafka for tests: %v", err)
 	}
-	if out, err := kafkaStart(); err != nil {
-		tb.Fatalf("start Kafka: %v\n%s", err, out)
-	}
-	return []string{nativeKafkaBroker}
+	return brokers
 }
 
 // NewTopic creates a topic with the given number of partitions and a name unique to this
@@ -82,29 +46,17 @@ func NewTopic(tb testing.TB, partitions int32) string {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// Replication factor -1: the broker's default (1 on the native broker).
-	resp, err := adm.CreateTopic(ctx, partitions, -1, nil, name)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		tb.Fatalf("create topic %s: %v", name, err)
+	if err := devstack.CreateTopic(ctx, adm, name, partitions); err != nil {
+		tb.Fatalf("topic for the test: %v", err)
 	}
 	tb.Cleanup(func() {
 		// The test's context is already cancelled when cleanups run.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		resp, err := adm.DeleteTopic(ctx, name)
-		if err == nil {
-			err = resp.Err
-		}
-		if err != nil {
-			tb.Errorf("delete topic %s: %v", name, err)
+		if err := devstack.DeleteTopic(ctx, adm, name); err != nil {
+			tb.Errorf("%v", err)
 		}
 	})
-	if err := waitForLeaders(ctx, adm, name, int(partitions)); err != nil {
-		tb.Fatalf("topic %s: %v", name, err)
-	}
 	return name
 }
 
@@ -117,37 +69,6 @@ func newAdmin(tb testing.TB, brokers []string) *kadm.Client {
 	}
 	tb.Cleanup(cl.Close)
 	return kadm.NewClient(cl)
-}
-
-// waitForLeaders polls the metadata until the topic shows all its partitions with a
-// leader: CreateTopics returns once the controller has committed the topic, which can be a
-// moment before the broker serves it.
-func waitForLeaders(ctx context.Context, adm *kadm.Client, topic string, partitions int) error {
-	ticker := time.NewTicker(50 * time.Millisecond)
-	defer ticker.Stop()
-	for {
-		details, err := adm.ListTopics(ctx, topic)
-		if err == nil {
-			err = details.Error()
-		}
-		if err == nil {
-			ready := 0
-			for _, p := range details[topic].Partitions {
-				if p.Err == nil && p.Leader >= 0 {
-					ready++
-				}
-			}
-			if ready == partitions {
-				return nil
-			}
-			err = fmt.Errorf("%d of %d partitions have a leader", ready, partitions)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for partition leaders: %w (last: %w)", ctx.Err(), err)
-		case <-ticker.C:
-		}
-	}
 }
 
 // topicName builds "test.<test name>.<8 hex>" from the characters Kafka allows in topic
@@ -164,9 +85,7 @@ func topicName(testName string) string {
 	if len(clean) > 200 {
 		clean = clean[:200]
 	}
-	suffix := make([]byte, 4)
-	rand.Read(suffix)
-	return "test." + clean + "." + hex.EncodeToString(suffix)
+	return devstack.UniqueName("test." + clean + ".")
 }
 
 // StartToxiproxy runs a Toxiproxy server in-process on a random port, stopped with all its

@@ -4,6 +4,9 @@
 #   scripts/stack/kafka.sh start      download jars (first time), format, start, wait until ready
 #   scripts/stack/kafka.sh stop       SIGTERM, wait up to 20 s, then SIGKILL
 #   scripts/stack/kafka.sh status     exit 0 if the broker process runs and DIRECT accepts TCP
+#
+# A broker that another checkout started on these ports is recognised (it answers a Kafka
+# request on DIRECT), used as is by start and status, and never stopped from here.
 #   scripts/stack/kafka.sh logs [-f]  print (or follow) the broker log
 #
 # Listeners (see scripts/stack/kafka/server.properties.tmpl for why there are two client ones):
@@ -105,14 +108,39 @@ ensure_topic() {
 		--partitions "$TOPIC_PARTITIONS" --replication-factor 1
 }
 
-print_endpoints() {
+# kafka_answers sends the broker an ApiVersions request (v0: api key 18, correlation id 1,
+# client id "probe") on DIRECT and checks the answer's correlation id and error code: a
+# healthy Kafka broker, not just any process, holds the port. It needs no jars, so a
+# checkout that never started a broker can tell.
+kafka_answers() {
+	local answer bytes
+	answer="$(timeout 3 bash -c '
+		exec 3<>"/dev/tcp/127.0.0.1/$1"
+		printf "\x00\x00\x00\x0f\x00\x12\x00\x00\x00\x00\x00\x01\x00\x05probe" >&3
+		head -c 10 <&3 | od -An -tx1' kafka_answers "$DIRECT_PORT" 2>/dev/null)" || return 1
+	read -ra bytes <<<"$answer"
+	# Bytes 0-3 are the size; then correlation id 1 and error code 0 (NONE).
+	[[ "${bytes[*]:4:6}" == "00 00 00 01 00 00" ]]
+}
+
+print_listeners() {
 	cat <<EOF
-Kafka 4.4.0 is running (pid $1, log $LOG)
   DIRECT   127.0.0.1:19092  tests, consumer, verifier (no faults)
   PROXIED  127.0.0.1:29092  via Toxiproxy (scripts/stack/toxiproxy.sh start), bound on 127.0.0.1:19094
   topic    $TOPIC ($TOPIC_PARTITIONS partitions)
-Stop it with: $ROOT/scripts/stack/kafka.sh stop
 EOF
+}
+
+print_endpoints() {
+	echo "Kafka 4.4.0 is running (pid $1, log $LOG)"
+	print_listeners
+	echo "Stop it with: $ROOT/scripts/stack/kafka.sh stop"
+}
+
+# print_shared_endpoints is print_endpoints for a broker another checkout started.
+print_shared_endpoints() {
+	print_shared "$DIRECT_PORT"
+	print_listeners
 }
 
 start() {
@@ -120,7 +148,6 @@ start() {
 		echo "KAFKA_BROKERS is set ($KAFKA_BROKERS): using that broker, not starting one"
 		return
 	fi
-	command -v java >/dev/null || die "java not found (Kafka 4 needs Java 17+)"
 	mkdir -p "$STATE" "$RUN"
 	# The lock serializes concurrent starts; the broker itself must not inherit fd 9, or the
 	# lock would stay held for the broker's whole life.
@@ -134,8 +161,13 @@ start() {
 		return
 	fi
 	if port_open "$DIRECT_PORT"; then
-		die "127.0.0.1:$DIRECT_PORT is taken by a process this script did not start (ss -ltnp 'sport = :$DIRECT_PORT')"
+		if kafka_answers; then
+			print_shared_endpoints
+			return
+		fi
+		die "127.0.0.1:$DIRECT_PORT is taken by a process that is not a Kafka broker (ss -ltnp 'sport = :$DIRECT_PORT')"
 	fi
+	command -v java >/dev/null || die "java not found (Kafka 4 needs Java 17+)"
 
 	local t0=$SECONDS
 	ensure_libs
@@ -173,12 +205,22 @@ start() {
 	print_endpoints "$(pid)"
 }
 
-stop() { stop_server "kafka.Kafka $CONF"; }
+stop() {
+	if ! pid >/dev/null && kafka_answers; then
+		print_shared_endpoints
+		return
+	fi
+	stop_server "kafka.Kafka $CONF"
+}
 
 status() {
 	local p
 	if p="$(pid)" && port_open "$DIRECT_PORT"; then
 		print_endpoints "$p"
+		return
+	fi
+	if kafka_answers; then
+		print_shared_endpoints
 		return
 	fi
 	echo "Kafka is not running"

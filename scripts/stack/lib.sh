@@ -52,3 +52,59 @@ stop_server() {
 	rm -f "$PIDFILE"
 	echo "$NAME stopped"
 }
+
+# ---- a stack started from another checkout --------------------------------------------
+# The ports are fixed, so there is one stack per machine. A second checkout (a mentor's copy
+# of a student's service beside ours) has no pid file of its own for it: it recognises a
+# healthy server of the right kind on the port (each script's own probe), uses it as is,
+# and never stops it.
+
+# listener_pid prints the pid of the process listening on TCP port $1 (ss shows every
+# user's processes to root, only one's own to others).
+listener_pid() {
+	local p
+	command -v ss >/dev/null || return 1
+	p="$(ss -Hltnp "sport = :$1" 2>/dev/null | grep -o 'pid=[0-9]*' | head -n 1 | cut -d= -f2)"
+	[[ -n "$p" ]] || return 1
+	echo "$p"
+}
+
+# owner_of prints the checkout whose scripts/stack started the server on port $1. Every
+# server started by these scripts has a path under <checkout>/.stack on its command line
+# (Kafka's classpath, Toxiproxy's binary, PostgreSQL's data directory).
+owner_of() {
+	local p arg
+	p="$(listener_pid "$1")" || return 1
+	[[ -r "/proc/$p/cmdline" ]] || return 1
+	while IFS= read -r -d '' arg; do
+		if [[ "$arg" == */.stack/* ]]; then
+			echo "${arg%%/.stack/*}"
+			return
+		fi
+	done <"/proc/$p/cmdline"
+	return 1
+}
+
+# describe_owner says where the server on port $1 comes from, for messages.
+describe_owner() {
+	local owner p
+	if owner="$(owner_of "$1")"; then
+		echo "$owner"
+	elif p="$(listener_pid "$1")"; then
+		echo "outside scripts/stack (pid $p)"
+	else
+		echo "another checkout or user (ss -ltnp 'sport = :$1' may tell which)"
+	fi
+}
+
+# print_shared tells that the $NAME server on port $1 was not started by this checkout,
+# that it is used as is, and how to stop it.
+print_shared() {
+	local owner script
+	owner="$(describe_owner "$1")"
+	script="$(basename "$0")"
+	echo "$NAME is running, started from $owner: this checkout uses it and will not stop it"
+	if [[ -f "$owner/scripts/stack/$script" ]]; then
+		echo "Stop it from there: $owner/scripts/stack/$script stop"
+	fi
+}

@@ -11,11 +11,14 @@
 # It uses the installed server binaries (pg_config --bindir). When DATABASE_URL is set,
 # the project uses that server instead and this script does nothing on start.
 # Authentication is "trust" on loopback only: this cluster is for tests and demos.
+#
+# A server that another checkout started on the port is used as is by start and status,
+# never stopped from here; restart is handed to the script of the checkout that owns it.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+NAME=PostgreSQL
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 PORT="${PGSTACK_PORT:-55432}"
-STATE="$ROOT/.stack"
 LOCK="$STATE/postgres.lock"
 URL="postgres://postgres@127.0.0.1:$PORT/postgres?sslmode=disable"
 
@@ -59,6 +62,17 @@ running() {
 	"$BIN/pg_isready" -q -h 127.0.0.1 -p "$PORT" -U postgres >/dev/null 2>&1
 }
 
+# ours succeeds when a live server runs on this checkout's data directory: the first line
+# of postmaster.pid is the postmaster's pid, and the file is left behind by a crash.
+ours() {
+	local p
+	p="$(head -n 1 "$DATA/postmaster.pid" 2>/dev/null)" && [[ -n "$p" && -d "/proc/$p" ]]
+}
+
+# shared succeeds when the server answering on $PORT was started elsewhere (another
+# checkout): this checkout uses it, and never stops it.
+shared() { running && ! ours; }
+
 start() {
 	if [[ -n "${DATABASE_URL:-}" ]]; then
 		echo "postgres: DATABASE_URL is set, using that server; nothing to start"
@@ -67,8 +81,13 @@ start() {
 	mkdir -p "$STATE"
 	exec 9>"$LOCK"
 	flock -w 180 9 || { echo "postgres.sh: another start holds $LOCK" >&2; exit 1; }
-	if running; then
+	if ours && running; then
 		echo "postgres: already running at $URL"
+		return
+	fi
+	if shared; then
+		print_shared "$PORT"
+		echo "postgres: using it at $URL"
 		return
 	fi
 	if [[ ! -f "$DATA/PG_VERSION" ]]; then
@@ -97,6 +116,10 @@ start() {
 }
 
 stop() {
+	if shared; then
+		print_shared "$PORT"
+		return
+	fi
 	if [[ -f "$DATA/postmaster.pid" ]]; then
 		as_owner "$BIN/pg_ctl" -D "$DATA" -m fast -w -t 30 stop >/dev/null || true
 	fi
@@ -107,11 +130,19 @@ case "${1:-}" in
 start) start ;;
 stop) stop ;;
 restart)
+	# The db-restart chaos scenario restarts the server whichever checkout started it:
+	# only that checkout's script knows its data directory.
+	if shared; then
+		owner="$(owner_of "$PORT")" || { print_shared "$PORT"; echo "postgres.sh: cannot restart it from here" >&2; exit 1; }
+		exec bash "$owner/scripts/stack/postgres.sh" restart
+	fi
 	as_owner "$BIN/pg_ctl" -D "$DATA" -l "$DATA/server.log" -m fast -w -t 60 restart >/dev/null 2>&1
 	echo "postgres: restarted at $URL"
 	;;
 status)
-	if running; then echo "postgres: running at $URL"; else echo "postgres: not running"; exit 1; fi
+	if ! running; then echo "postgres: not running"; exit 1; fi
+	echo "postgres: running at $URL"
+	if ! ours; then print_shared "$PORT"; fi
 	;;
 url) echo "$URL" ;;
 destroy)

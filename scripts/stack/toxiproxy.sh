@@ -5,6 +5,9 @@
 #   scripts/stack/toxiproxy.sh stop     SIGTERM, wait up to 20 s, then SIGKILL
 #   scripts/stack/toxiproxy.sh status   exit 0 if the API answers and kafka_relay exists
 #
+# A server that another checkout started is recognised by its API, used as is by start
+# and status (start recreates kafka_relay if it is missing), and never stopped from here.
+#
 # API on 127.0.0.1:8474. Proxy kafka_relay listens on 127.0.0.1:29092 and forwards to
 # 127.0.0.1:19094, the broker's PROXIED listener, which advertises 127.0.0.1:29092: a client
 # that bootstraps at 29092 (the relay under chaos) keeps all its traffic behind the proxy.
@@ -68,13 +71,25 @@ ensure_bin() {
 		die "go build of $MODULE/cmd/server failed"
 }
 
+print_proxy() {
+	echo "  API          $API"
+	echo "  $PROXY  127.0.0.1:29092 -> 127.0.0.1:19094 (Kafka PROXIED listener)"
+}
+
 print_endpoints() {
-	cat <<EOF
-Toxiproxy is running (pid $1, log $LOG)
-  API          $API
-  $PROXY  127.0.0.1:29092 -> 127.0.0.1:19094 (Kafka PROXIED listener)
-Stop it with: $ROOT/scripts/stack/toxiproxy.sh stop
-EOF
+	echo "Toxiproxy is running (pid $1, log $LOG)"
+	print_proxy
+	echo "Stop it with: $ROOT/scripts/stack/toxiproxy.sh stop"
+}
+
+# write_config writes the proxy definition, read by the server at start-up and by
+# /populate when the proxy has gone missing.
+write_config() {
+	cat >"$CONFIG" <<-EOF
+		[
+		  {"name": "$PROXY", "listen": "127.0.0.1:29092", "upstream": "127.0.0.1:19094", "enabled": true}
+		]
+	EOF
 }
 
 start() {
@@ -83,19 +98,15 @@ start() {
 	exec 9>"$LOCK"
 	flock -w 600 9 || die "another toxiproxy.sh has held $LOCK for 10 minutes"
 
-	local p
+	local p shared=
+	write_config
 	if p="$(pid)" && api_up; then
 		echo "Toxiproxy is already running (pid $p)"
+	elif api_up; then
+		# Toxiproxy's API answers: a server another checkout started, used as is.
+		shared=1
 	else
-		if api_up; then
-			die "$API answers but not from a server this script started (ss -ltnp 'sport = :8474')"
-		fi
 		ensure_bin
-		cat >"$CONFIG" <<-EOF
-			[
-			  {"name": "$PROXY", "listen": "127.0.0.1:29092", "upstream": "127.0.0.1:19094", "enabled": true}
-			]
-		EOF
 		: >"$LOG"
 		detach "$BIN" -host 127.0.0.1 -port 8474 -config "$CONFIG"
 		local deadline=$((SECONDS + READY_TIMEOUT))
@@ -110,15 +121,31 @@ start() {
 		curl -fsS -o /dev/null --max-time 5 -XPOST "$API/populate" --data-binary "@$CONFIG" ||
 			die "could not create proxy $PROXY (is 127.0.0.1:29092 taken?)"
 	fi
+	if [[ -n "$shared" ]]; then
+		print_shared 8474
+		print_proxy
+		return
+	fi
 	print_endpoints "$(pid)"
 }
 
-stop() { stop_server "$BIN"; }
+stop() {
+	if ! pid >/dev/null && api_up; then
+		print_shared 8474
+		return
+	fi
+	stop_server "$BIN"
+}
 
 status() {
 	local p
 	if p="$(pid)" && api_up && proxy_exists; then
 		print_endpoints "$p"
+		return
+	fi
+	if api_up && proxy_exists; then
+		print_shared 8474
+		print_proxy
 		return
 	fi
 	echo "Toxiproxy is not running (or proxy $PROXY is missing)"
