@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -31,9 +32,11 @@ func TestOpenAPIFuzz(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), fuzzTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, schemathesis,
-		"--config-file", "schemathesis.toml",
-		"run", "openapi.yaml", "--url", base)
+	args := []string{"--config-file", "schemathesis.toml", "run", "openapi.yaml", "--url", base}
+	// SCHEMATHESIS_FLAGS adds flags of `schemathesis run`, e.g. "--seed 1234" to replay
+	// the run a failure printed, or "--report har" to see every request.
+	args = append(args, strings.Fields(os.Getenv("SCHEMATHESIS_FLAGS"))...)
+	cmd := exec.CommandContext(ctx, schemathesis, args...)
 	// schemathesis.toml reads the bearer token of the admin endpoints from here.
 	cmd.Env = append(os.Environ(), "SCHEMATHESIS_ADMIN_TOKEN="+adminToken)
 	cmd.Stdout = t.Output()
