@@ -37,8 +37,13 @@ func TestOpenAPIFuzz(t *testing.T) {
 	// the run a failure printed, or "--report har" to see every request.
 	args = append(args, strings.Fields(os.Getenv("SCHEMATHESIS_FLAGS"))...)
 	cmd := exec.CommandContext(ctx, schemathesis, args...)
-	// schemathesis.toml reads the bearer token of the admin endpoints from here.
-	cmd.Env = append(os.Environ(), "SCHEMATHESIS_ADMIN_TOKEN="+adminToken)
+	cmd.Env = append(os.Environ(),
+		// schemathesis.toml reads the bearer token of the admin endpoints from here.
+		"SCHEMATHESIS_ADMIN_TOKEN="+adminToken,
+		// Hypothesis, the generator under schemathesis, keeps caches in its working
+		// directory otherwise, which is docs/.
+		"HYPOTHESIS_STORAGE_DIRECTORY="+t.TempDir(),
+	)
 	cmd.Stdout = t.Output()
 	cmd.Stderr = t.Output()
 	if err := cmd.Run(); err != nil {
