@@ -74,7 +74,7 @@ run-consumer: databases ## Run the antifraud consumer on :8081 against the nativ
 ## ---- check ----------------------------------------------------------------------
 
 .PHONY: test
-test: stack-up lint ## Run all tests against real PostgreSQL and Kafka, and every check
+test: stack-up lint check-openapi ## Run all tests against real PostgreSQL and Kafka, and every check
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 .PHONY: lint
@@ -84,6 +84,10 @@ lint: setup ## Static checks: go vet, alert rules (promtool), k6 scripts (tsc), 
 	promtool test rules deploy/prometheus/alerts_test.yml
 	bash scripts/check-k6.sh
 	bash scripts/check-mermaid.sh
+
+.PHONY: check-openapi
+check-openapi: ## Fuzz the real API from docs/openapi.yaml with schemathesis (pinned, installed into .stack/)
+	GO="$(GO)" bash scripts/check-openapi.sh
 
 .PHONY: bench
 bench: stack-up ## Measure throughput and latency; writes reports/bench.json

@@ -18,10 +18,12 @@ func TestCreateRejectsBadInputAndWritesNothing(t *testing.T) {
 		name        string
 		contentType string
 		key         string
-		body        string
-		wantStatus  int
-		wantCode    string
-		wantField   string
+		// emptyKey sends an Idempotency-Key header with no value (key is then unused).
+		emptyKey   bool
+		body       string
+		wantStatus int
+		wantCode   string
+		wantField  string
 		// wantMessage is a part of the message the client must see.
 		wantMessage string
 	}{
@@ -36,7 +38,11 @@ func TestCreateRejectsBadInputAndWritesNothing(t *testing.T) {
 		{name: "null user_id", body: `{"user_id": null, "amount": 1999, "currency": "EUR"}`, wantStatus: 400, wantCode: "invalid", wantField: "user_id", wantMessage: "required"},
 		{name: "empty user_id", body: `{"user_id": "", "amount": 1999, "currency": "EUR"}`, wantStatus: 400, wantCode: "invalid", wantField: "user_id", wantMessage: "1 to 64"},
 		{name: "user_id too long", body: `{"user_id": "` + strings.Repeat("u", 65) + `", "amount": 1999, "currency": "EUR"}`, wantStatus: 400, wantCode: "invalid", wantField: "user_id", wantMessage: "1 to 64"},
-		{name: "user_id with NUL", body: `{"user_id": "u\u0000", "amount": 1999, "currency": "EUR"}`, wantStatus: 400, wantCode: "invalid", wantField: "user_id", wantMessage: "printable"},
+		{name: "user_id with NUL", body: `{"user_id": "u\u0000", "amount": 1999, "currency": "EUR"}`, wantStatus: 400, wantCode: "invalid", wantField: "user_id", wantMessage: "visible ASCII"},
+		{name: "user_id of only spaces", body: `{"user_id": "   ", "amount": 1999, "currency": "EUR"}`, wantStatus: 400, wantCode: "invalid", wantField: "user_id", wantMessage: "without spaces"},
+		{name: "user_id with a trailing space", body: `{"user_id": "u-42 ", "amount": 1999, "currency": "EUR"}`, wantStatus: 400, wantCode: "invalid", wantField: "user_id", wantMessage: "without spaces"},
+		{name: "user_id with a non-breaking space", body: `{"user_id": "u\u00a042", "amount": 1999, "currency": "EUR"}`, wantStatus: 400, wantCode: "invalid", wantField: "user_id", wantMessage: "U+00A0"},
+		{name: "user_id with a Cyrillic look-alike", body: `{"user_id": "\u0430lice", "amount": 1999, "currency": "EUR"}`, wantStatus: 400, wantCode: "invalid", wantField: "user_id", wantMessage: "visible ASCII"},
 		{name: "user_id is a number", body: `{"user_id": 42, "amount": 1999, "currency": "EUR"}`, wantStatus: 400, wantCode: "invalid", wantField: "user_id", wantMessage: "must be a JSON string"},
 		{name: "missing amount", body: `{"user_id": "u-42", "currency": "EUR"}`, wantStatus: 400, wantCode: "invalid", wantField: "amount", wantMessage: "required"},
 		{name: "zero amount", body: `{"user_id": "u-42", "amount": 0, "currency": "EUR"}`, wantStatus: 400, wantCode: "invalid", wantField: "amount", wantMessage: "positive"},
@@ -58,6 +64,8 @@ func TestCreateRejectsBadInputAndWritesNothing(t *testing.T) {
 		{name: "no Content-Type", contentType: "-", body: validBody, wantStatus: 415, wantCode: "unsupported_media_type", wantField: "Content-Type", wantMessage: "application/json"},
 		{name: "Idempotency-Key too long", key: strings.Repeat("k", 256), body: validBody, wantStatus: 400, wantCode: "invalid", wantField: "Idempotency-Key", wantMessage: "255"},
 		{name: "Idempotency-Key with a space", key: "my key", body: validBody, wantStatus: 400, wantCode: "invalid", wantField: "Idempotency-Key", wantMessage: "printable ASCII"},
+		{name: "Idempotency-Key empty", emptyKey: true, body: validBody, wantStatus: 400, wantCode: "invalid", wantField: "Idempotency-Key", wantMessage: "empty"},
+		{name: "Idempotency-Key not ASCII", key: "k\u00e9y", body: validBody, wantStatus: 400, wantCode: "invalid", wantField: "Idempotency-Key", wantMessage: "printable ASCII"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,7 +77,10 @@ func TestCreateRejectsBadInputAndWritesNothing(t *testing.T) {
 			default:
 				req.Header.Set("Content-Type", tt.contentType)
 			}
-			if tt.key != "" {
+			switch {
+			case tt.emptyKey:
+				req.Header["Idempotency-Key"] = []string{""}
+			case tt.key != "":
 				req.Header.Set("Idempotency-Key", tt.key)
 			}
 			rec := httptest.NewRecorder()

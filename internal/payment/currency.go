@@ -1,6 +1,9 @@
 package payment
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // currencies are the active ISO 4217 codes of circulating currencies (ISO 4217
 // Table A.1, 2025 edition, as published by the maintenance agency SIX).
@@ -28,6 +31,19 @@ func setOf(codes string) map[string]struct{} {
 		set[c] = struct{}{}
 	}
 	return set
+}
+
+// Currencies returns the accepted currency codes, sorted. docs/openapi.yaml lists the
+// same codes as the enum of a payment's currency, and docs/openapi_test.go fails when
+// the two lists differ, so that a client reading the spec is never refused a code it
+// allows (or offered one the server refuses).
+func Currencies() []string {
+	codes := make([]string, 0, len(currencies))
+	for c := range currencies {
+		codes = append(codes, c)
+	}
+	slices.Sort(codes)
+	return codes
 }
 
 // isCurrency reports whether code is in the list, exactly: "eur" is not a code.

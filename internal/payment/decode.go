@@ -134,9 +134,18 @@ func decodeError(err error) error {
 	return Errorf(Invalid, "", "malformed request body: %v", err)
 }
 
-// idempotencyKey reads the optional Idempotency-Key header.
+// idempotencyKey reads the optional Idempotency-Key header: absent, or 1 to 255
+// printable ASCII characters without spaces (the pattern in docs/openapi.yaml). A header
+// that is present but empty is refused rather than read as "no key": the client meant to
+// send a key, and a retry of its request would silently create a second payment.
 func idempotencyKey(r *http.Request) (string, error) {
+	if len(r.Header.Values("Idempotency-Key")) == 0 {
+		return "", nil
+	}
 	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		return "", Errorf(Invalid, "Idempotency-Key", "Idempotency-Key is empty: send 1 to 255 printable ASCII characters, e.g. a UUID, or leave the header out")
+	}
 	if len(key) > 255 {
 		return "", Errorf(Invalid, "Idempotency-Key", "Idempotency-Key must be at most 255 characters, got %d", len(key))
 	}
