@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # setup.sh: installs the system packages that make test, make chaos and make bench need and
 # that are missing: PostgreSQL 15, Java 17 and Maven (the native Kafka), promtool (alert
-# rules), Node.js and npm (the k6 and Mermaid checks), curl and ss (the stack scripts).
+# rules), Node.js and npm (the k6 and Mermaid checks), curl and ss (the stack scripts), and
+# Python 3 with venv (scripts/check-openapi.sh installs schemathesis into a venv).
 #
 # Idempotent and fast when everything is present: each package is probed by a command or
 # a path first, and apt-get runs only for what is missing (apt-get update once, first).
@@ -42,6 +43,11 @@ need_pkg mvn maven
 need_pkg promtool prometheus
 need_pkg node nodejs
 need_pkg npm npm
+need_pkg python3 python3 python3-venv
+# Debian splits venv out of python3: a python3 without it cannot make the schemathesis venv.
+if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+	need_pkg /nonexistent-python3-venv python3-venv
+fi
 
 if [[ -n "$apt_updated" ]]; then
 	say "go $(go version | awk '{print $3}'), java $(java -version 2>&1 | head -1 | awk '{print $3}'), node $(node -v)"
