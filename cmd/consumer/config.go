@@ -41,6 +41,8 @@ type config struct {
 	//   ANTIFRAUD_VELOCITY_WINDOW (default 10m) the velocity window, in event time
 	//   ANTIFRAUD_VELOCITY_REVIEW (default 5)  more payments than this in the window: review
 	//   ANTIFRAUD_VELOCITY_BLOCK  (default 10) more payments than this in the window: block
+	//   ANTIFRAUD_TOTAL_REVIEW_AMOUNT (default 1000000000 minor units) a payment taking the
+	//                             user's running total in its currency above it: review
 	Rules antifraud.Rules
 	// DedupRetention (ANTIFRAUD_DEDUP_RETENTION, default 2160h = 90 days, at least 24h) is
 	// how long processed_events rows are kept; it must exceed the longest redelivery
@@ -92,6 +94,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 	})
 	parse("ANTIFRAUD_VELOCITY_BLOCK", "10", "set a number of payments, e.g. 10", func(s string) (err error) {
 		cfg.Rules.VelocityBlock, err = strconv.Atoi(s)
+		return err
+	})
+	parse("ANTIFRAUD_TOTAL_REVIEW_AMOUNT", "1000000000", "set an amount in minor units, e.g. 1000000000", func(s string) (err error) {
+		cfg.Rules.TotalReviewAmount, err = strconv.ParseInt(s, 10, 64)
 		return err
 	})
 	parse("ANTIFRAUD_DEDUP_RETENTION", "2160h", "set a Go duration of at least 24h, e.g. 2160h (90 days)", func(s string) (err error) {
