@@ -19,9 +19,9 @@ type batchResult struct {
 }
 
 // processBatch applies the records of one poll to the database in one transaction:
-// dedup rows, decisions, running totals and dead letters commit together or not at all. When it returns
-// nil, every record is done for good and its offset may be committed; when it returns an
-// error, nothing was written and the records must be processed again.
+// dedup rows, decisions, running totals and dead letters commit together or not at all.
+// When it returns nil, every record is done for good and its offset may be committed; when
+// it returns an error, nothing was written and the records must be processed again.
 func (c *Consumer) processBatch(ctx context.Context, records []*kgo.Record) (batchResult, error) {
 	res := batchResult{verdicts: map[Verdict]int{}}
 
