@@ -33,7 +33,8 @@ type Set struct {
 var (
 	// Payments are the tables of cmd/api: payments, idempotency keys, the outbox.
 	Payments = Set{name: "payments", files: sub(paymentsFS, "payments"), versionTable: "goose_db_version"}
-	// Antifraud are the tables of cmd/consumer: processed events, decisions, dead letters.
+	// Antifraud are the tables of cmd/consumer: processed events, decisions, running
+	// totals, dead letters.
 	Antifraud = Set{name: "antifraud", files: sub(antifraudFS, "antifraud"), versionTable: "goose_db_version_antifraud"}
 )
 

@@ -41,6 +41,8 @@ type config struct {
 	//   ANTIFRAUD_VELOCITY_WINDOW (default 10m) the velocity window, in event time
 	//   ANTIFRAUD_VELOCITY_REVIEW (default 5)  more payments than this in the window: review
 	//   ANTIFRAUD_VELOCITY_BLOCK  (default 10) more payments than this in the window: block
+	//   ANTIFRAUD_TOTAL_REVIEW_AMOUNT (default 1000000000 minor units) a payment taking the
+	//                             user's running total in its currency above it: review
 	Rules antifraud.Rules
 	// DedupRetention (ANTIFRAUD_DEDUP_RETENTION, default 2160h = 90 days, at least 24h) is
 	// how long processed_events rows are kept; it must exceed the longest redelivery
@@ -70,6 +72,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 			VelocityWindow: env.Duration("ANTIFRAUD_VELOCITY_WINDOW", 10*time.Minute),
 			VelocityReview: env.Int("ANTIFRAUD_VELOCITY_REVIEW", 5),
 			VelocityBlock:  env.Int("ANTIFRAUD_VELOCITY_BLOCK", 10),
+			// A cumulative amount per user and currency: the rule that reads the running
+			// totals (internal/antifraud/rules.go).
+			TotalReviewAmount: int64(env.Int("ANTIFRAUD_TOTAL_REVIEW_AMOUNT", 1_000_000_000)),
 		},
 		DedupRetention:         env.Duration("ANTIFRAUD_DEDUP_RETENTION", 90*24*time.Hour),
 		CrashAfterDBCommitProb: env.Float("ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB", 0),

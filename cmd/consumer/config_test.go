@@ -25,7 +25,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		MaxPollRecords:      1000,
 		KafkaSessionTimeout: 45 * time.Second,
 		DedupRetention:      90 * 24 * time.Hour,
-		Rules:               antifraud.Rules{ReviewAmount: 100_000, VelocityWindow: 10 * time.Minute, VelocityReview: 5, VelocityBlock: 10},
+		Rules:               antifraud.Rules{ReviewAmount: 100_000, VelocityWindow: 10 * time.Minute, VelocityReview: 5, VelocityBlock: 10, TotalReviewAmount: 1_000_000_000},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("loadConfig mismatch (-want +got):\n%s", diff)

@@ -21,9 +21,9 @@ type batchResult struct {
 }
 
 // processBatch applies the records of one poll to the database in one transaction:
-// dedup rows, decisions and dead letters commit together or not at all. When it returns
-// nil, every record is done for good and its offset may be committed; when it returns an
-// error, nothing was written and the records must be processed again.
+// dedup rows, decisions, running totals and dead letters commit together or not at all.
+// When it returns nil, every record is done for good and its offset may be committed; when
+// it returns an error, nothing was written and the records must be processed again.
 func (c *Consumer) processBatch(ctx context.Context, records []*kgo.Record) (batchResult, error) {
 	res := batchResult{verdicts: map[Verdict]int{}}
 
@@ -79,6 +79,9 @@ func (c *Consumer) processBatch(ctx context.Context, records []*kgo.Record) (bat
 			return res, err
 		}
 	}
+	// Only events seen for the first time reach the effects: the decisions, whose primary
+	// key would absorb a redelivery anyway, and the running totals, which would count it
+	// again. This guard is what makes the totals exact.
 	if len(firstTime) > 0 {
 		decisions, err := c.decide(ctx, tx, firstTime)
 		if err != nil {
@@ -91,11 +94,16 @@ func (c *Consumer) processBatch(ctx context.Context, records []*kgo.Record) (bat
 		if inserted != int64(len(decisions)) {
 			// Only possible if the producer sent two events with different ids for one
 			// payment: the first decision stands, and someone should look at the producer.
+			// The totals count both (their dedup key is the event id), and the chaos
+			// verifier reports the difference.
 			c.logger.Warn("payment already had a decision, kept the first one",
 				slog.Int("decisions", len(decisions)), slog.Int64("inserted", inserted))
 		}
 		for _, d := range decisions {
 			res.verdicts[d.decision.Verdict]++
+		}
+		if err := addToTotals(ctx, tx, paymentsOf(firstTime)); err != nil {
+			return res, err
 		}
 	}
 	if len(res.poison) > 0 {
@@ -116,64 +124,62 @@ func (c *Consumer) processBatch(ctx context.Context, records []*kgo.Record) (bat
 	return res, nil
 }
 
-// decide runs the rules on the events seen for the first time. The velocity history of
-// each user is what the database knows (decisions already committed, by any consumer)
-// plus the other first-time events of this batch, which are not in the table yet.
+// decide runs the rules on the events seen for the first time, in batch order. What is
+// known of a user before a payment is what the database knows (decisions and totals
+// already committed, by any consumer) plus the batch's other first-time events: for
+// velocity, those that occurred in the window before the payment, in event time; for the
+// totals, those that come before it in the batch, the order in which the totals grow.
 func (c *Consumer) decide(ctx context.Context, tx pgx.Tx, events []paymentEvent) ([]decisionRow, error) {
-	window := c.cfg.Rules.VelocityWindow
-
-	// One query window per user, wide enough for all of the user's events in the batch.
-	windows := map[string]*velocityWindow{}
-	var batchPayments []Payment
-	for _, ev := range events {
-		p := paymentOf(ev)
-		batchPayments = append(batchPayments, p)
-		from := p.OccurredAt.Add(-window)
-		w, ok := windows[p.UserID]
-		if !ok {
-			windows[p.UserID] = &velocityWindow{userID: p.UserID, from: from, to: p.OccurredAt}
-			continue
-		}
-		if from.Before(w.from) {
-			w.from = from
-		}
-		if p.OccurredAt.After(w.to) {
-			w.to = p.OccurredAt
-		}
-	}
-	list := make([]velocityWindow, 0, len(windows))
-	for _, w := range windows {
-		list = append(list, *w)
-	}
-	known, err := recentPayments(ctx, tx, list)
+	rules := c.cfg.Rules
+	payments := paymentsOf(events)
+	recent, err := countRecent(ctx, tx, payments, rules.VelocityWindow)
 	if err != nil {
 		return nil, err
 	}
-	history := map[string][]Payment{}
-	for _, p := range append(known, batchPayments...) {
-		history[p.UserID] = append(history[p.UserID], p)
+	totals, err := selectTotals(ctx, tx, payments)
+	if err != nil {
+		return nil, err
+	}
+	byUser := map[string][]Payment{} // the batch's payments of each user
+	for _, p := range payments {
+		byUser[p.UserID] = append(byUser[p.UserID], p)
 	}
 
 	rows := make([]decisionRow, len(events))
 	for i, ev := range events {
-		p := batchPayments[i]
+		p := payments[i]
+		key := totalKey{p.UserID, p.Currency}
+		h := History{Recent: recent[i], Total: totals[key]}
+		for _, other := range byUser[p.UserID] {
+			if rules.inVelocityWindow(p, other) {
+				h.Recent++
+			}
+		}
+		totals[key] = totals[key].plus(p.Amount)
 		rows[i] = decisionRow{
 			paymentID:  ev.payload.PaymentID,
 			eventID:    ev.id,
 			userID:     ev.payload.UserID,
 			amount:     ev.payload.Amount,
 			currency:   ev.payload.Currency,
-			decision:   c.cfg.Rules.Decide(p, history[p.UserID]),
+			decision:   rules.Decide(p, h),
 			occurredAt: ev.occurredAt,
 		}
 	}
 	return rows, nil
 }
 
-// paymentOf is the part of an event the rules look at. The time is the event's
+// paymentsOf returns the part of each event the rules look at. The time is the event's
 // X-Event-Occurred-At, the moment the producer committed the payment.
-func paymentOf(ev paymentEvent) Payment {
-	return Payment{ID: ev.payload.PaymentID, UserID: ev.payload.UserID, Amount: ev.payload.Amount, OccurredAt: ev.occurredAt}
+func paymentsOf(events []paymentEvent) []Payment {
+	payments := make([]Payment, len(events))
+	for i, ev := range events {
+		payments[i] = Payment{
+			ID: ev.payload.PaymentID, UserID: ev.payload.UserID, Amount: ev.payload.Amount,
+			Currency: ev.payload.Currency, OccurredAt: ev.occurredAt,
+		}
+	}
+	return payments
 }
 
 func newDeadLetter(r *kgo.Record, poison *PoisonError) deadLetter {

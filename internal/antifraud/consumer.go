@@ -8,6 +8,11 @@
 // transaction committed. A crash between the two redelivers events that are already
 // processed, and the primary key turns them into counted no-ops.
 //
+// The same transaction adds each first-time payment to its user's running totals
+// (user_totals: payment count and amount per currency), which the total rule reads. Unlike
+// a decision, a total is not idempotent by itself: a redelivery applied again would count
+// twice. Dedup is what keeps the totals exact, and the chaos verifier checks them.
+//
 // Velocity looks at the same user's payments that occurred in the window before the one
 // being decided, in event time, excluding the payment itself. A decision, once committed,
 // is never recomputed, so redeliveries cannot change it. What remains is an order

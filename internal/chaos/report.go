@@ -50,8 +50,13 @@ type Report struct {
 	// ConsumerDuplicates is what the consumer itself counted as duplicate deliveries
 	// (its metrics or its dedup table), -1 when it exposes no such count.
 	ConsumerDuplicates int `json:"consumer_duplicates_seen"`
-	// DuplicateEffects counts payments with more than one decision row.
+	// DuplicateEffects counts payments with more than one decision row plus the users
+	// whose running totals differ from the committed payments' (TotalsMismatchedUsers).
 	DuplicateEffects int `json:"duplicate_effects"`
+	// TotalsMismatchedUsers counts users whose user_totals rows, in any currency, differ
+	// from the totals of their committed, decided payments: an event applied twice (or not
+	// at all) by a consumer whose dedup failed. 0 when the consumer keeps no user_totals.
+	TotalsMismatchedUsers int `json:"totals_mismatched_users"`
 	// DLQ is rows in outbox_dlq plus outbox rows in status failed.
 	DLQ int `json:"dlq"`
 	// FailedPublishAttempts is the sum of the API's publish-failure counters, summed

@@ -282,7 +282,7 @@ func sloChecks(r *Report, dualWrite bool) []Check {
 	checks := []Check{
 		lost,
 		check(SLO, "phantom (event or decision, no payment)", "0", r.Phantom, r.Phantom == 0),
-		check(SLO, "duplicate effects (payments with >1 decision)", "0", r.DuplicateEffects, r.DuplicateEffects == 0),
+		check(SLO, "duplicate effects (payments with >1 decision + users whose totals differ)", "0", r.DuplicateEffects, r.DuplicateEffects == 0),
 		check(SLO, "api accepted every payment", fmt.Sprint(r.PaymentsSent), r.APIAccepted, r.APIAccepted == r.PaymentsSent),
 		check(SLO, "committed == accepted + warm-up (idempotency)", fmt.Sprint(r.APIAccepted+r.WarmupPayments), r.PaymentsCommitted, r.PaymentsCommitted == r.APIAccepted+r.WarmupPayments),
 	}

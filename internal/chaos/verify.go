@@ -145,7 +145,11 @@ type Observed struct {
 	DLQ       int
 	// ConsumerDuplicates from the consumer's dedup table, -1 if it keeps no count.
 	ConsumerDuplicates int
-	Notes              []string
+	// ExpectedTotals are the running totals of the committed payments that have a
+	// decision, per user and currency; ConsumerTotals are the consumer's user_totals rows
+	// (see totals.go). Both nil when the check is off.
+	ExpectedTotals, ConsumerTotals map[UserCurrency]RunningTotal
+	Notes                          []string
 }
 
 // Observe reads the committed payments, the whole topic and, once the consumer has
@@ -179,6 +183,13 @@ func (v *Verifier) Observe(ctx context.Context) (Observed, error) {
 		return obs, errors.New("read decisions: no answer from the consumer database")
 	}
 	obs.ConsumerDuplicates = v.consumerDuplicates(ctx)
+	var note string
+	if obs.ExpectedTotals, obs.ConsumerTotals, note, err = v.totals(ctx, obs.Committed); err != nil {
+		return obs, err
+	}
+	if note != "" {
+		obs.Notes = append(obs.Notes, note)
+	}
 	return obs, nil
 }
 
@@ -339,6 +350,7 @@ func (o Observed) Fill(r *Report) {
 		}
 	}
 	r.Phantom = len(phantom)
+	o.fillTotals(r)
 }
 
 // ScrapeCounter sums every sample of the named metrics in a Prometheus text exposition

@@ -105,3 +105,95 @@ func TestJudge(t *testing.T) {
 		})
 	}
 }
+
+func TestTotalsMismatches(t *testing.T) {
+	t.Parallel()
+	eur := func(user string) UserCurrency { return UserCurrency{UserID: user, Currency: "EUR"} }
+	usd := func(user string) UserCurrency { return UserCurrency{UserID: user, Currency: "USD"} }
+	tests := []struct {
+		name      string
+		want, got map[UserCurrency]RunningTotal
+		mismatch  []TotalsMismatch
+		users     int
+	}{
+		{
+			name: "equal totals",
+			want: map[UserCurrency]RunningTotal{eur("u-1"): {2, "2499"}, usd("u-1"): {1, "700"}},
+			got:  map[UserCurrency]RunningTotal{eur("u-1"): {2, "2499"}, usd("u-1"): {1, "700"}},
+		},
+		{
+			name: "a redelivery counted twice",
+			want: map[UserCurrency]RunningTotal{eur("u-1"): {2, "2499"}, eur("u-2"): {1, "5"}},
+			got:  map[UserCurrency]RunningTotal{eur("u-1"): {3, "4498"}, eur("u-2"): {1, "5"}},
+			mismatch: []TotalsMismatch{
+				{Key: eur("u-1"), Want: RunningTotal{2, "2499"}, Got: RunningTotal{3, "4498"}},
+			},
+			users: 1,
+		},
+		{
+			name: "an amount off with the right count",
+			want: map[UserCurrency]RunningTotal{eur("u-1"): {2, "2499"}},
+			got:  map[UserCurrency]RunningTotal{eur("u-1"): {2, "2500"}},
+			mismatch: []TotalsMismatch{
+				{Key: eur("u-1"), Want: RunningTotal{2, "2499"}, Got: RunningTotal{2, "2500"}},
+			},
+			users: 1,
+		},
+		{
+			name: "missing and extra rows; two currencies of one user count as one user",
+			want: map[UserCurrency]RunningTotal{eur("u-1"): {1, "10"}, usd("u-1"): {1, "20"}},
+			got:  map[UserCurrency]RunningTotal{eur("u-2"): {1, "10"}},
+			mismatch: []TotalsMismatch{
+				{Key: eur("u-1"), Want: RunningTotal{1, "10"}},
+				{Key: usd("u-1"), Want: RunningTotal{1, "20"}},
+				{Key: eur("u-2"), Got: RunningTotal{1, "10"}},
+			},
+			users: 2,
+		},
+		{
+			name: "a row of zeros is no row",
+			want: map[UserCurrency]RunningTotal{},
+			got:  map[UserCurrency]RunningTotal{eur("u-1"): {0, "0"}},
+		},
+		{
+			name: "check off: no totals on either side",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := totalsMismatches(tt.want, tt.got)
+			if diff := cmp.Diff(tt.mismatch, got); diff != "" {
+				t.Errorf("totalsMismatches (-want +got):\n%s", diff)
+			}
+			var r Report
+			Observed{ExpectedTotals: tt.want, ConsumerTotals: tt.got}.Fill(&r)
+			if r.TotalsMismatchedUsers != tt.users || r.DuplicateEffects != tt.users {
+				t.Errorf("Fill: totals_mismatched_users = %d, duplicate_effects = %d, want %d and %d",
+					r.TotalsMismatchedUsers, r.DuplicateEffects, tt.users, tt.users)
+			}
+		})
+	}
+}
+
+// Both kinds of duplicate effect add up: payments decided twice and users whose totals
+// differ.
+func TestFillDuplicateEffectsAddsTotals(t *testing.T) {
+	t.Parallel()
+	obs := Observed{
+		Committed:      map[string]bool{"p1": true, "p2": true},
+		Topic:          TopicContents{Records: 2, EventCopies: map[string]int{"e1": 1, "e2": 1}, PaymentEvents: map[string]int{"p1": 1, "p2": 1}},
+		Decisions:      map[string]int{"p1": 2, "p2": 1},
+		ExpectedTotals: map[UserCurrency]RunningTotal{{"u-1", "EUR"}: {1, "10"}, {"u-2", "EUR"}: {1, "20"}},
+		ConsumerTotals: map[UserCurrency]RunningTotal{{"u-1", "EUR"}: {2, "20"}, {"u-2", "EUR"}: {1, "20"}},
+	}
+	var r Report
+	obs.Fill(&r)
+	if r.DuplicateEffects != 2 || r.TotalsMismatchedUsers != 1 {
+		t.Errorf("duplicate_effects = %d, totals_mismatched_users = %d, want 2 and 1", r.DuplicateEffects, r.TotalsMismatchedUsers)
+	}
+	wantNote := "running totals of u-1 in EUR: consumer 2 payments for 20, committed 1 for 10"
+	if len(r.Notes) != 1 || r.Notes[0] != wantNote {
+		t.Errorf("notes = %q, want [%q]", r.Notes, wantNote)
+	}
+}
