@@ -66,7 +66,7 @@ func printStatements(ctx context.Context, stdout io.Writer, dbURL, relay string,
 	if err != nil {
 		return fmt.Errorf("read pg_stat_statements: %w", err)
 	}
-	fmt.Fprintf(stdout, "pg_stat_statements, drain of %d events by the %s (the benchmark's own checks included):\n", events, relay)
+	fmt.Fprintf(stdout, "pg_stat_statements, drain of %d events, %s (the benchmark's own checks for \"drained\" included):\n", events, relay)
 	fmt.Fprintf(stdout, "  %8s %10s %9s %9s %10s %10s %9s  %s\n", "calls", "total ms", "µs/event", "rows", "WAL B/evt", "blks hit", "blks read", "query")
 	for _, s := range stmts {
 		fmt.Fprintf(stdout, "  %8d %10.1f %9.2f %9d %10.1f %10d %9d  %s\n", s.calls, s.totalMillis,

@@ -52,29 +52,34 @@ func (b relayBench) diagnose(ctx context.Context, stdout io.Writer) error {
 		return nil
 	}
 
-	if statements {
-		if err := resetStatements(ctx, b.ourURL); err != nil {
-			return err
+	// The statistics are reset just before the relay starts, so that they hold the
+	// drain's statements and not the backlog's insertion.
+	resetBefore := func(dbURL string, start func() (func() error, error)) func() (func() error, error) {
+		return func() (func() error, error) {
+			if statements {
+				if err := resetStatements(ctx, dbURL); err != nil {
+					return nil, err
+				}
+			}
+			return start()
 		}
 	}
-	d, err := b.drain(ctx, b.ours, b.ourURL, c.startProfiles)
+	d, err := b.drain(ctx, b.ours, b.ourURL, resetBefore(b.ourURL, c.startProfiles))
 	if err != nil {
 		return fmt.Errorf("diagnostic drain of our relay: %w", err)
 	}
-	fmt.Fprintf(stdout, "diagnostic drain, our relay: %.0f events/s (profiled, not reported)\n", d.eventsPerSecond)
+	fmt.Fprintf(stdout, "diagnostic drain, our relay: %.0f events/s (under the diagnostics; not reported)\n", d.eventsPerSecond)
 	if !statements {
 		return nil
 	}
 	if err := printStatements(ctx, stdout, b.ourURL, "our relay", b.cfg.backlog); err != nil {
 		return err
 	}
-	if err := resetStatements(ctx, b.floorURL); err != nil {
-		return err
-	}
-	if _, err := b.drain(ctx, b.floor, b.floorURL, nil); err != nil {
+	noProfiles := func() (func() error, error) { return func() error { return nil }, nil }
+	if _, err := b.drain(ctx, b.floor, b.floorURL, resetBefore(b.floorURL, noProfiles)); err != nil {
 		return fmt.Errorf("diagnostic drain of the floor: %w", err)
 	}
-	return printStatements(ctx, stdout, b.floorURL, "floor", b.cfg.backlog)
+	return printStatements(ctx, stdout, b.floorURL, "the floor", b.cfg.backlog)
 }
 
 // startProfiles starts the profiles that c asks for and returns what stops them and
