@@ -67,9 +67,9 @@ func parseRelayFlags(args []string, stdout io.Writer) (relayBenchConfig, error) 
 
 // relayFigures are one repetition's measurements.
 type relayFigures struct {
-	relay, floor, sameSchema drainResult
-	relayLatency, floorLat   latencyResult
-	loadAvg                  float64
+	relay, floor, sameSchema   drainResult
+	relayLatency, floorLatency latencyResult
+	loadAvg                    float64
 }
 
 // benchRelay runs the relay benchmark and merges its figures into the report.
@@ -190,7 +190,7 @@ func (b relayBench) repetition(ctx context.Context) (relayFigures, error) {
 	if f.relayLatency, err = b.latency(ctx, b.ours, b.ourURL); err != nil {
 		return f, fmt.Errorf("our relay's latency: %w", err)
 	}
-	if f.floorLat, err = b.latency(ctx, b.floor, b.floorURL); err != nil {
+	if f.floorLatency, err = b.latency(ctx, b.floor, b.floorURL); err != nil {
 		return f, fmt.Errorf("floor latency: %w", err)
 	}
 	f.loadAvg = loadAverage()

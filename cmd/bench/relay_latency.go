@@ -82,6 +82,9 @@ func measureLatency(ctx context.Context, relay relayUnderTest, s latencySetup) (
 		return latencyResult{}, err
 	}
 	defer r.stop() // its error is the drain's concern; here only delivery counts
+	if err := warmUp(ctx, genPool, relay, r, consumer); err != nil {
+		return latencyResult{}, err
+	}
 
 	total := int(s.duration.Seconds() * float64(s.rate))
 	gen := startGenerator(ctx, genPool, relay, r.wake, s.rate, total)
@@ -111,6 +114,35 @@ func measureLatency(ctx context.Context, relay relayUnderTest, s latencySetup) (
 		events:       len(latencies),
 		achievedRate: float64(total) / gen.lastCommit.Sub(gen.start).Seconds(),
 	}, nil
+}
+
+// warmUpTimeout bounds the wait for the warm-up event.
+const warmUpTimeout = 30 * time.Second
+
+// warmUp commits one event and waits until the consumer receives it, so that the
+// measurement starts with the relay's producer and the consumer connected: neither
+// relay's first publish (metadata, producer id) nor the consumer's first fetch is
+// counted as latency.
+func warmUp(ctx context.Context, pool *pgxpool.Pool, relay relayUnderTest, r *running, consumer *kgo.Client) error {
+	key := "warm-up-" + uuid.NewString()
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return relay.insert(ctx, tx, key, []byte(`{}`)) })
+	if err != nil {
+		return fmt.Errorf("commit warm-up event: %w", err)
+	}
+	r.wake()
+	ctx, cancel := context.WithTimeout(ctx, warmUpTimeout)
+	defer cancel()
+	for {
+		fetches := consumer.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return fmt.Errorf("warm-up event not received within %s", warmUpTimeout)
+		}
+		received := false
+		fetches.EachRecord(func(rec *kgo.Record) { received = received || string(rec.Key) == key })
+		if received {
+			return nil
+		}
+	}
 }
 
 // generator stands in for the API: a paced schedule handed to a few committing

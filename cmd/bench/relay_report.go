@@ -25,7 +25,7 @@ func printRepetition(w io.Writer, rep int, f relayFigures, relayCfg outbox.Relay
 	drain("drain, floor", f.floor)
 	drain("drain, same-schema minimal", f.sameSchema)
 	latency(fmt.Sprintf("latency at %d/s, our relay", rate), f.relayLatency)
-	latency(fmt.Sprintf("latency at %d/s, floor", rate), f.floorLat)
+	latency(fmt.Sprintf("latency at %d/s, floor", rate), f.floorLatency)
 }
 
 // relayReport turns the repetitions into the report's fields: for each figure the
@@ -68,9 +68,9 @@ func relayReport(all []relayFigures, cfg relayBenchConfig, relayCfg outbox.Relay
 		{"relay_latency_p50_ms", tenths, func(f relayFigures) float64 { return f.relayLatency.p50 }},
 		{"relay_latency_p99_ms", tenths, func(f relayFigures) float64 { return f.relayLatency.p99 }},
 		{"relay_latency_rate_per_s", tenths, func(f relayFigures) float64 { return f.relayLatency.achievedRate }},
-		{"floor_latency_p50_ms", tenths, func(f relayFigures) float64 { return f.floorLat.p50 }},
-		{"floor_latency_p99_ms", tenths, func(f relayFigures) float64 { return f.floorLat.p99 }},
-		{"relay_latency_p99_to_floor_ratio", hundredths, func(f relayFigures) float64 { return f.relayLatency.p99 / f.floorLat.p99 }},
+		{"floor_latency_p50_ms", tenths, func(f relayFigures) float64 { return f.floorLatency.p50 }},
+		{"floor_latency_p99_ms", tenths, func(f relayFigures) float64 { return f.floorLatency.p99 }},
+		{"relay_latency_p99_to_floor_ratio", hundredths, func(f relayFigures) float64 { return f.relayLatency.p99 / f.floorLatency.p99 }},
 
 		{"relay_wal_bytes_per_event", tenths, func(f relayFigures) float64 { return f.relay.cost.walBytes }},
 		{"floor_wal_bytes_per_event", tenths, func(f relayFigures) float64 { return f.floor.cost.walBytes }},
