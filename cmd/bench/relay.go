@@ -122,7 +122,9 @@ func benchRelay(ctx context.Context, args []string, getenv func(string) string, 
 		ours:       ourRelay{cfg: relayCfg, logger: slog.New(slog.DiscardHandler)},
 		floor:      floorRelay{brokers: brokers},
 		sameSchema: sameSchemaRelay{brokers: brokers},
-		claims:     &claimRecorder{},
+	}
+	if cfg.diagnose.explain {
+		b.claims = &claimRecorder{}
 	}
 
 	var all []relayFigures
@@ -170,7 +172,7 @@ type relayBench struct {
 	ours             ourRelay
 	floor            floorRelay
 	sameSchema       sameSchemaRelay
-	// claims records our relay's claim statement for -explain.
+	// claims records our relay's claim statement for -explain; nil without it.
 	claims *claimRecorder
 }
 
@@ -204,9 +206,11 @@ func (b relayBench) drain(ctx context.Context, relay relayUnderTest, dbURL strin
 		return drainResult{}, err
 	}
 	defer dropTopic()
-	return measureDrain(ctx, relay, drainSetup{
-		admin: b.admin, dbURL: dbURL, topic: topic, backlog: b.cfg.backlog, around: around, tracer: b.claims,
-	})
+	s := drainSetup{admin: b.admin, dbURL: dbURL, topic: topic, backlog: b.cfg.backlog, around: around}
+	if b.claims != nil { // a nil *claimRecorder in the interface would be a tracer that panics
+		s.tracer = b.claims
+	}
+	return measureDrain(ctx, relay, s)
 }
 
 // latency measures one latency run of relay on a fresh topic.
