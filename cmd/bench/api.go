@@ -54,7 +54,10 @@ const (
 const apiBenchRounds = 2
 
 // benchAPI runs the API benchmark and merges its figures into reports/bench.json.
-func benchAPI(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+func benchAPI(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if err := noFlags("api", args, stdout); err != nil {
+		return err
+	}
 	adminURL, err := devstack.PostgresURL(getenv)
 	if err != nil {
 		return err

@@ -38,7 +38,10 @@ const (
 )
 
 // benchConsumer runs the consumer benchmark and merges its figures into reports/bench.json.
-func benchConsumer(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+func benchConsumer(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if err := noFlags("consumer", args, stdout); err != nil {
+		return err
+	}
 	adminURL, err := devstack.PostgresURL(getenv)
 	if err != nil {
 		return err

@@ -3,8 +3,11 @@
 // depend on the machine.
 //
 //	go run ./cmd/bench api        the API's write rate against the database's own ceiling
-//	go run ./cmd/bench relay      the relay's drain rate and commit-to-Kafka latency
-//	go run ./cmd/bench all        every benchmark, in name order
+//	go run ./cmd/bench relay      the relay's drain rate, latency and WAL per event, against the floor
+//	go run ./cmd/bench all        every benchmark, in name order, with default settings
+//
+// A single benchmark takes flags after its name (go run ./cmd/bench relay -h lists them),
+// for smoke runs with small sizes and for the relay's profiles and plans (docs/bench.md).
 //
 // PostgreSQL is DATABASE_URL (an admin URL; each benchmark creates its own databases)
 // or the native stack's; Kafka is KAFKA_BROKERS or the native stack's direct listener.
@@ -13,6 +16,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -32,9 +36,10 @@ import (
 )
 
 // A benchmark measures one thing, prints what it found to stdout and merges its
-// figures into reports/bench.json (internal/benchreport). It reads DATABASE_URL (an
-// admin URL: it creates databases of its own) and KAFKA_BROKERS through getenv.
-type benchmark func(ctx context.Context, getenv func(string) string, stdout io.Writer) error
+// figures into reports/bench.json (internal/benchreport). It reads its flags from args
+// (empty under "all"), and DATABASE_URL (an admin URL: it creates databases of its own)
+// and KAFKA_BROKERS through getenv.
+type benchmark func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error
 
 // benchmarks are the subcommands. A new benchmark is a file with its function and one
 // line here.
@@ -59,10 +64,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 	all := benchmarks()
 	names := slices.Sorted(maps.Keys(all))
-	if len(args) != 2 {
-		return fmt.Errorf("usage: bench %s|all", strings.Join(names, "|"))
+	if len(args) < 2 || (args[1] == "all" && len(args) > 2) {
+		return fmt.Errorf("usage: bench %s [flags] | bench all", strings.Join(names, "|"))
 	}
-	selected := []string{args[1]}
+	selected, flags := []string{args[1]}, args[2:]
 	if args[1] == "all" {
 		selected = names
 	} else if all[args[1]] == nil {
@@ -70,7 +75,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	for _, name := range selected {
 		fmt.Fprintf(stdout, "== bench %s\n", name)
-		if err := all[name](ctx, getenv, stdout); err != nil {
+		if err := all[name](ctx, flags, getenv, stdout); err != nil {
 			return fmt.Errorf("benchmark %s: %w", name, err)
 		}
 	}
@@ -140,6 +145,22 @@ func createTopic(ctx context.Context, adm *kadm.Client, prefix string) (string, 
 	return name, drop, nil
 }
 
-// tenths and hundredths round f to one or two decimals for the report.
+// noFlags is the flag parsing of a benchmark that has none: it rejects any argument and
+// answers -h.
+func noFlags(name string, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench "+name, flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("parse flags: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q: bench %s takes none", fs.Args(), name)
+	}
+	return nil
+}
+
+// tenths and hundredths round f to one or two decimals for the report; round4 to four,
+// for per-event figures well below one (commits per event).
 func tenths(f float64) float64     { return math.Round(f*10) / 10 }
 func hundredths(f float64) float64 { return math.Round(f*100) / 100 }
+func round4(f float64) float64     { return math.Round(f*1e4) / 1e4 }

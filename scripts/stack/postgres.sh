@@ -109,7 +109,12 @@ start() {
 	fi
 	# A crash (or SIGKILL of a test run) can leave a stale pid file; pg_ctl handles it.
 	# 9>&-: the server must not inherit the lock, or it would hold it for its whole life.
-	as_owner "$BIN/pg_ctl" -D "$DATA" -l "$DATA/server.log" -w -t 60 start >/dev/null 2>&1 9>&- ||
+	# pg_stat_statements gives `go run ./cmd/bench relay -statements` its per-statement
+	# figures (docs/bench.md). A library can be loaded only at the server's start, so it
+	# is set here, on every start, rather than in postgresql.conf, which is written once at
+	# initdb and would miss data directories that already exist.
+	as_owner "$BIN/pg_ctl" -D "$DATA" -l "$DATA/server.log" -o "-c shared_preload_libraries=pg_stat_statements" \
+		-w -t 60 start >/dev/null 2>&1 9>&- ||
 		{ tail -n 30 "$DATA/server.log" >&2; exit 1; }
 	echo "postgres: listening at $URL"
 	echo "postgres: stop with 'scripts/stack/postgres.sh stop' (data in $DATA)"

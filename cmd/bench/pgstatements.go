@@ -1,0 +1,76 @@
+package main
+
+// Per-statement figures from pg_stat_statements, when the server loads it.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// statementsLoaded reports whether the server loads pg_stat_statements, which it can
+// only do from its start (shared_preload_libraries).
+func statementsLoaded(ctx context.Context, admin *pgxpool.Pool) (bool, error) {
+	var loaded bool
+	err := admin.QueryRow(ctx, `SELECT current_setting('shared_preload_libraries') LIKE '%pg_stat_statements%'`).Scan(&loaded)
+	if err != nil {
+		return false, fmt.Errorf("read shared_preload_libraries: %w", err)
+	}
+	return loaded, nil
+}
+
+// resetStatements creates the extension in dbURL's database (dropped with it) and
+// forgets that database's statements, leaving other databases' alone.
+func resetStatements(ctx context.Context, dbURL string) error {
+	err := execOnce(ctx, dbURL, `
+		CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
+		SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)`)
+	if err != nil {
+		return fmt.Errorf("reset pg_stat_statements: %w", err)
+	}
+	return nil
+}
+
+// printStatements prints the ten statements of dbURL's database that took the most
+// time since resetStatements, with their time and WAL per published event.
+func printStatements(ctx context.Context, stdout io.Writer, dbURL, relay string, events int) error {
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return fmt.Errorf("open pool: %w", err)
+	}
+	defer pool.Close()
+	rows, _ := pool.Query(ctx, `
+		SELECT calls, total_exec_time, rows, wal_bytes::float8, shared_blks_hit, shared_blks_read,
+		       left(regexp_replace(query, '\s+', ' ', 'g'), 110)
+		FROM pg_stat_statements
+		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+		ORDER BY total_exec_time DESC
+		LIMIT 10`)
+	type statement struct {
+		calls       int64
+		totalMillis float64
+		rows        int64
+		walBytes    float64
+		hit, read   int64
+		query       string
+	}
+	stmts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (statement, error) {
+		var s statement
+		err := row.Scan(&s.calls, &s.totalMillis, &s.rows, &s.walBytes, &s.hit, &s.read, &s.query)
+		return s, err
+	})
+	if err != nil {
+		return fmt.Errorf("read pg_stat_statements: %w", err)
+	}
+	fmt.Fprintf(stdout, "pg_stat_statements, drain of %d events, %s (the benchmark's own checks for \"drained\" included):\n", events, relay)
+	fmt.Fprintf(stdout, "  %8s %10s %9s %9s %10s %10s %9s  %s\n", "calls", "total ms", "µs/event", "rows", "WAL B/evt", "blks hit", "blks read", "query")
+	for _, s := range stmts {
+		fmt.Fprintf(stdout, "  %8d %10.1f %9.2f %9d %10.1f %10d %9d  %s\n", s.calls, s.totalMillis,
+			s.totalMillis*1000/float64(events), s.rows, s.walBytes/float64(events), s.hit, s.read, strings.TrimSpace(s.query))
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package main
+
+// What the relay benchmark prints and what it writes to reports/bench.json.
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/dscourse/payments-outbox/internal/outbox"
+)
+
+// printRepetition prints one repetition's figures as they are measured.
+func printRepetition(w io.Writer, rep int, f relayFigures, relayCfg outbox.RelayConfig, rate int) {
+	drain := func(name string, d drainResult) {
+		fmt.Fprintf(w, "  %-28s %8.0f events/s  %6.0f WAL bytes, %.2f WAL records, %.4f WAL flushes, %.4f commits per event\n",
+			name, d.eventsPerSecond, d.cost.walBytes, d.cost.walRecords, d.cost.walSyncs, d.cost.commits)
+	}
+	latency := func(name string, l latencyResult) {
+		fmt.Fprintf(w, "  %-28s p50 %6.1f ms, p99 %6.1f ms, max %6.1f ms (%d events, achieved %.0f/s)\n",
+			name, l.p50, l.p99, l.max, l.events, l.achievedRate)
+	}
+	fmt.Fprintf(w, "repetition %d (load average %.2f)\n", rep, f.loadAvg)
+	drain(fmt.Sprintf("drain, our relay (%dx%d)", relayCfg.Workers, relayCfg.BatchSize), f.relay)
+	drain("drain, floor", f.floor)
+	drain("drain, same-schema minimal", f.sameSchema)
+	latency(fmt.Sprintf("latency at %d/s, our relay", rate), f.relayLatency)
+	latency(fmt.Sprintf("latency at %d/s, floor", rate), f.floorLatency)
+}
+
+// relayReport turns the repetitions into the report's fields: for each figure the
+// median under its key, the extremes under key_min and key_max. Ratios are taken
+// within each repetition, whose relays ran minutes apart under the same neighbours,
+// and then summarised like any figure.
+func relayReport(all []relayFigures, cfg relayBenchConfig, relayCfg outbox.RelayConfig) map[string]any {
+	pick := func(f func(relayFigures) float64) samples {
+		s := make(samples, len(all))
+		for i, r := range all {
+			s[i] = f(r)
+		}
+		return s
+	}
+	report := map[string]any{
+		"relay_workers":           relayCfg.Workers,
+		"relay_batch_size":        relayCfg.BatchSize,
+		"floor_relay_batch_size":  minimalRelayBatchSize,
+		"relay_bench_backlog":     cfg.backlog,
+		"relay_bench_reps":        cfg.reps,
+		"relay_bench_measured_at": time.Now().UTC().Format(time.RFC3339),
+		"relay_bench_note": "medians of relay_bench_reps repetitions (_min, _max: the spread); " +
+			"floor = one-loop minimal relay on a minimal table of its own (bigserial id, key, jsonb payload, published; one partial index); " +
+			"minimal_relay = the same loop on our outbox_events table (same-schema comparison); " +
+			"latency = commit to consumed; WAL bytes (pg_current_wal_lsn), WAL records and flushes (pg_stat_wal) are server-wide, " +
+			"commits (pg_stat_database.xact_commit) are the benchmark database's, all measured around the drain only; " +
+			"ratios are per repetition",
+	}
+	figures := []struct {
+		key   string
+		round func(float64) float64
+		value func(relayFigures) float64
+	}{
+		{"relay_drain_events_per_s", tenths, func(f relayFigures) float64 { return f.relay.eventsPerSecond }},
+		{"floor_relay_events_per_s", tenths, func(f relayFigures) float64 { return f.floor.eventsPerSecond }},
+		{"minimal_relay_events_per_s", tenths, func(f relayFigures) float64 { return f.sameSchema.eventsPerSecond }},
+		{"relay_to_floor_ratio", hundredths, func(f relayFigures) float64 { return f.relay.eventsPerSecond / f.floor.eventsPerSecond }},
+		{"relay_to_minimal_ratio", hundredths, func(f relayFigures) float64 { return f.relay.eventsPerSecond / f.sameSchema.eventsPerSecond }},
+
+		{"relay_latency_p50_ms", tenths, func(f relayFigures) float64 { return f.relayLatency.p50 }},
+		{"relay_latency_p99_ms", tenths, func(f relayFigures) float64 { return f.relayLatency.p99 }},
+		{"relay_latency_rate_per_s", tenths, func(f relayFigures) float64 { return f.relayLatency.achievedRate }},
+		{"floor_latency_p50_ms", tenths, func(f relayFigures) float64 { return f.floorLatency.p50 }},
+		{"floor_latency_p99_ms", tenths, func(f relayFigures) float64 { return f.floorLatency.p99 }},
+		{"relay_latency_p99_to_floor_ratio", hundredths, func(f relayFigures) float64 { return f.relayLatency.p99 / f.floorLatency.p99 }},
+
+		{"relay_wal_bytes_per_event", tenths, func(f relayFigures) float64 { return f.relay.cost.walBytes }},
+		{"floor_wal_bytes_per_event", tenths, func(f relayFigures) float64 { return f.floor.cost.walBytes }},
+		{"minimal_relay_wal_bytes_per_event", tenths, func(f relayFigures) float64 { return f.sameSchema.cost.walBytes }},
+		{"relay_wal_records_per_event", hundredths, func(f relayFigures) float64 { return f.relay.cost.walRecords }},
+		{"floor_wal_records_per_event", hundredths, func(f relayFigures) float64 { return f.floor.cost.walRecords }},
+		{"relay_wal_flushes_per_event", round4, func(f relayFigures) float64 { return f.relay.cost.walSyncs }},
+		{"floor_wal_flushes_per_event", round4, func(f relayFigures) float64 { return f.floor.cost.walSyncs }},
+		{"relay_commits_per_event", round4, func(f relayFigures) float64 { return f.relay.cost.commits }},
+		{"floor_commits_per_event", round4, func(f relayFigures) float64 { return f.floor.cost.commits }},
+		{"minimal_relay_commits_per_event", round4, func(f relayFigures) float64 { return f.sameSchema.cost.commits }},
+
+		// Neighbours on a shared machine lower every figure (less so the ratios).
+		{"relay_bench_load_avg_1m", hundredths, func(f relayFigures) float64 { return f.loadAvg }},
+	}
+	for _, f := range figures {
+		pick(f.value).addTo(report, f.key, f.round)
+	}
+	return report
+}
+
+// printSummary prints the headline medians and the goals of issue 16.
+func printSummary(w io.Writer, report map[string]any) {
+	fmt.Fprintf(w, "medians of %v: drain %v events/s, floor %v (ratio %v, goal >= 0.8), same-schema minimal %v (ratio %v)\n",
+		report["relay_bench_reps"], report["relay_drain_events_per_s"], report["floor_relay_events_per_s"],
+		report["relay_to_floor_ratio"], report["minimal_relay_events_per_s"], report["relay_to_minimal_ratio"])
+	fmt.Fprintf(w, "  latency p99 %v ms, floor %v ms (ratio %v, goal <= 1.5 and <= 20 ms)\n",
+		report["relay_latency_p99_ms"], report["floor_latency_p99_ms"], report["relay_latency_p99_to_floor_ratio"])
+	fmt.Fprintf(w, "  WAL bytes per event %v, floor %v; commits per event %v, floor %v\n",
+		report["relay_wal_bytes_per_event"], report["floor_wal_bytes_per_event"],
+		report["relay_commits_per_event"], report["floor_commits_per_event"])
+}

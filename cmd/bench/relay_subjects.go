@@ -1,0 +1,129 @@
+package main
+
+// The relays that the relay benchmark compares, each on the table it publishes from. The
+// drain (relay_drain.go) and the latency measurement (relay_latency.go) take any of them,
+// so every relay is measured by the same code.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dscourse/payments-outbox/internal/event"
+	"github.com/dscourse/payments-outbox/internal/outbox"
+)
+
+// A relayUnderTest is one relay with the table it publishes from.
+type relayUnderTest interface {
+	// fill empties the table and commits n pending events of n distinct payments.
+	fill(ctx context.Context, pool *pgxpool.Pool, n int) error
+	// pending reports whether any event is still unpublished.
+	pending(ctx context.Context, pool *pgxpool.Pool) (bool, error)
+	// insert writes one event in tx, as the API does. key is the Kafka record key and
+	// is unique per event, so the latency measurement identifies records by it.
+	insert(ctx context.Context, tx pgx.Tx, key string, payload []byte) error
+	// start runs the relay on pool, publishing to topic, until stopped.
+	start(ctx context.Context, pool *pgxpool.Pool, topic string) (*running, error)
+}
+
+// running is a started relay.
+type running struct {
+	// wake tells the relay that an event was just committed. The minimal relays ignore
+	// it: they poll.
+	wake   func()
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the relay has returned; err is set by then
+	err    error
+}
+
+// goRun runs fn until stop, in a goroutine owned by the returned running.
+func goRun(ctx context.Context, wake func(), fn func(ctx context.Context) error) *running {
+	ctx, cancel := context.WithCancel(ctx)
+	r := &running{wake: wake, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.err = fn(ctx)
+	}()
+	return r
+}
+
+// stop ends the relay and returns its error, if it failed.
+func (r *running) stop() error {
+	r.cancel()
+	<-r.done
+	return r.err
+}
+
+// outboxTable is our outbox_events table, as migrations/payments defines it.
+type outboxTable struct{}
+
+func (outboxTable) fill(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	if _, err := pool.Exec(ctx, `TRUNCATE outbox_events`); err != nil {
+		return fmt.Errorf("truncate outbox: %w", err)
+	}
+	_, err := pool.Exec(ctx, `
+		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at, next_attempt_at)
+		SELECT gen_random_uuid(), 'PaymentCreated', p.id::text, `+backlogPayloadSQL+`, now(), now()
+		FROM (SELECT gen_random_uuid() AS id, i FROM generate_series(1, $1) AS i) p`, n)
+	if err != nil {
+		return fmt.Errorf("insert outbox backlog: %w", err)
+	}
+	return vacuumAnalyze(ctx, pool, "outbox_events")
+}
+
+func (outboxTable) pending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+	var pending bool
+	err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox_events WHERE status = 'pending')`).Scan(&pending)
+	if err != nil {
+		return false, fmt.Errorf("check outbox backlog: %w", err)
+	}
+	return pending, nil
+}
+
+func (outboxTable) insert(ctx context.Context, tx pgx.Tx, key string, payload []byte) error {
+	return outbox.Insert(ctx, tx, outbox.Message{
+		ID: uuid.New(), Type: event.TypePaymentCreated, AggregateID: key, OccurredAt: time.Now(), Payload: payload,
+	})
+}
+
+// ourRelay is internal/outbox's relay, as cmd/api runs it.
+type ourRelay struct {
+	outboxTable
+	cfg    outbox.RelayConfig
+	logger *slog.Logger
+}
+
+func (o ourRelay) start(ctx context.Context, pool *pgxpool.Pool, topic string) (*running, error) {
+	cfg := o.cfg
+	cfg.Topic = topic
+	metrics, err := outbox.NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		return nil, err
+	}
+	relay, err := outbox.NewRelay(pool, cfg, o.logger, metrics)
+	if err != nil {
+		return nil, err
+	}
+	return goRun(ctx, relay.Notify, relay.Run), nil
+}
+
+// backlogPayloadSQL builds, for row p of a backlog, the payload of a PaymentCreated
+// event of the size the API writes, so that every table carries the same bytes.
+const backlogPayloadSQL = `jsonb_build_object('payment_id', p.id, 'user_id', 'u-' || (p.i % 1000),
+		'amount', 1000 + p.i % 9000, 'currency', 'EUR', 'created_at', now())`
+
+// vacuumAnalyze runs VACUUM (ANALYZE) on a freshly filled table. ANALYZE gives the
+// planner the backlog's real size; the VACUUM keeps autovacuum's insert threshold from
+// firing during the drain, where its WAL would be billed to the relay being measured.
+func vacuumAnalyze(ctx context.Context, pool *pgxpool.Pool, table string) error {
+	if _, err := pool.Exec(ctx, `VACUUM (ANALYZE) `+table); err != nil {
+		return fmt.Errorf("vacuum %s: %w", table, err)
+	}
+	return nil
+}
