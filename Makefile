@@ -107,6 +107,10 @@ chaos: setup ## Run a chaos scenario (SCENARIO=default|kafka-down|relay-crash|co
 chaos-prepare: setup ## Make empty databases and a fresh topic to check a student's service; prints their names
 	@$(GO) run ./cmd/chaos prepare
 
+.PHONY: chaos-example
+chaos-example: setup ## Check examples/python-outbox, a service written from docs/contract.md alone (about 3 min)
+	GO="$(GO)" bash examples/python-outbox/run.sh
+
 .PHONY: chaos-all
 chaos-all: setup ## Run every chaos scenario
 	$(GO) run ./cmd/chaos -scenario all $(CHAOS_FLAGS)
