@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import psycopg
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 log = logging.getLogger("consumer")
 
@@ -34,7 +34,7 @@ TOTAL_REVIEW_AMOUNT = 1_000_000_000
 
 def parse_event(msg):
     """Returns (event_id, payment dict, occurred_at) or raises ValueError for a poison record."""
-    headers = {k: v.decode() for k, v in (msg.headers() or [])}
+    headers = {k: (v or b"").decode() for k, v in (msg.headers() or [])}
     event_id = str(uuid.UUID(headers["X-Event-Id"]))
     if headers.get("X-Event-Type") != "PaymentCreated":
         raise ValueError(f"unknown event type {headers.get('X-Event-Type')!r}")
@@ -81,11 +81,16 @@ def process(conn, msg):
     if deliveries > 1:
         return  # a redelivery: its effects are already committed
     decision, reasons = decide(conn, payment, occurred_at)
-    conn.execute("""
+    inserted = conn.execute("""
         INSERT INTO decisions (payment_id, event_id, user_id, amount, currency, decision, reasons, occurred_at)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s)""",
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+        ON CONFLICT (payment_id) DO NOTHING""",
         (payment["payment_id"], event_id, payment["user_id"], payment["amount"], payment["currency"],
-         decision, reasons, occurred_at))
+         decision, reasons, occurred_at)).rowcount
+    if not inserted:
+        # The contract promises one event id per payment: a second one is the producer's bug.
+        log.error("payment %s already decided under another event id than %s", payment["payment_id"], event_id)
+        return
     conn.execute("""
         INSERT INTO user_totals (user_id, currency, payment_count, amount_total) VALUES (%s, %s, 1, %s)
         ON CONFLICT (user_id, currency) DO UPDATE SET
@@ -122,8 +127,12 @@ def run(database_url, consumer, stopping):
                 consumer.seek(TopicPartition(topic, partition, offset))
             stopping.wait(1.0)
             continue
-        # Only now that the effects are committed may the offsets move.
-        consumer.commit(asynchronous=False)
+        # Only now that the effects are committed may the offsets move. A failed commit
+        # means a redelivery, which the dedup row absorbs.
+        try:
+            consumer.commit(asynchronous=False)
+        except KafkaException as err:
+            log.warning("offset commit: %s", err)
     consumer.close()
 
 

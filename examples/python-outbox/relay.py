@@ -10,7 +10,7 @@ import threading
 import time
 import uuid
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 log = logging.getLogger("relay")
 
@@ -91,14 +91,20 @@ class Relay:
         def delivered(err, msg, event_id):
             outcomes[event_id] = err
 
-        for _seq, event_id, key, event_type, payload, occurred_at in rows:
-            self.producer.produce(
-                self.topic, key=key.encode(), value=payload.encode(),
-                headers=[("X-Event-Id", str(event_id)), ("X-Event-Type", event_type),
-                         ("X-Event-Occurred-At", occurred_at)],
-                on_delivery=lambda err, msg, event_id=event_id: delivered(err, msg, event_id))
+        sent = 0
+        try:
+            for _seq, event_id, key, event_type, payload, occurred_at in rows:
+                self.producer.produce(
+                    self.topic, key=key.encode(), value=payload.encode(),
+                    headers=[("X-Event-Id", str(event_id)), ("X-Event-Type", event_type),
+                             ("X-Event-Occurred-At", occurred_at)],
+                    on_delivery=lambda err, msg, event_id=event_id: delivered(err, msg, event_id))
+                sent += 1
+        except (BufferError, KafkaException) as err:
+            # The rows not handed to the client count as transport failures below.
+            log.warning("produce: %s", err)
         started = time.monotonic()
-        while len(outcomes) < len(rows):
+        while len(outcomes) < sent:
             self.producer.poll(0.5)
             if self.stopping.is_set() and time.monotonic() - started > SHUTDOWN_GRACE_SECONDS:
                 break  # abandoned: the rows are released below and published again later
@@ -110,7 +116,7 @@ class Relay:
         for _seq, event_id, *_ in rows:
             err = outcomes.get(event_id)
             if event_id not in outcomes or (err is not None and (err.code() in TRANSPORT_ERRORS or err.retriable())):
-                transport.append((event_id, str(err) if err else "abandoned at shutdown"))
+                transport.append((event_id, str(err) if err else "not delivered (client refused it, or shutdown)"))
             elif err is not None:
                 rejected.append((event_id, str(err)))
         if any(err is not None and err.fatal() for err in outcomes.values()):
