@@ -108,7 +108,7 @@ chaos-prepare: setup ## Make empty databases and a fresh topic to check a studen
 	@$(GO) run ./cmd/chaos prepare
 
 .PHONY: chaos-example
-chaos-example: setup ## Check examples/python-outbox, a service written from docs/contract.md alone (about 2.5 min)
+chaos-example: setup ## Check examples/python-outbox, a service written from docs/contract.md alone (2 to 4 min)
 	GO="$(GO)" bash examples/python-outbox/run.sh
 
 .PHONY: chaos-all
