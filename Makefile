@@ -103,6 +103,14 @@ CHAOS_FLAGS ?=
 chaos: setup ## Run a chaos scenario (SCENARIO=default|kafka-down|relay-crash|consumer-crash|db-restart|dual-write; CHAOS_FLAGS=...)
 	$(GO) run ./cmd/chaos -scenario $(SCENARIO) $(CHAOS_FLAGS)
 
+.PHONY: chaos-prepare
+chaos-prepare: setup ## Make empty databases and a fresh topic to check a student's service; prints their names
+	@$(GO) run ./cmd/chaos prepare
+
+.PHONY: chaos-example
+chaos-example: setup ## Check examples/python-outbox, a service written from docs/contract.md alone (2 to 4 min)
+	GO="$(GO)" bash examples/python-outbox/run.sh
+
 .PHONY: chaos-all
 chaos-all: setup ## Run every chaos scenario
 	$(GO) run ./cmd/chaos -scenario all $(CHAOS_FLAGS)

@@ -12,6 +12,10 @@
 // relay seeded at 127.0.0.1:29092 (the Toxiproxy proxy kafka_relay) and pass -api-url,
 // -payments-db, -brokers, -topic and optionally -consumer-db: nothing is built or
 // started, and the default or kafka-down scenario runs against it.
+//
+//	go run ./cmd/chaos prepare [-drop NAME]
+//
+// makes the empty databases and the fresh topic for such a run and prints their names.
 package main
 
 import (
@@ -48,6 +52,9 @@ func main() {
 var errFailed = errors.New("at least one scenario did not pass (see the verdict tables)")
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) > 0 && args[0] == "prepare" {
+		return prepare(ctx, args[1:], stdout)
+	}
 	flags := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	scenario := flags.String("scenario", "default", "scenario to run: "+strings.Join(chaos.ScenarioNames(), "|")+"|all")
 	payments := flags.Int("payments", 100, "payments to send")

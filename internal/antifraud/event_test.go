@@ -15,7 +15,7 @@ import (
 
 // goldenPaymentCreatedV1 is the contract's golden file: the consumer must decode exactly
 // what package event pins as PaymentCreated v1.
-const goldenPaymentCreatedV1 = "../event/testdata/payment_created_v1.json"
+const goldenPaymentCreatedV1 = "../../docs/examples/payment_created_v1.json"
 
 // goldenRecord is the record the relay publishes for the golden event, with the header
 // names spelled out as docs/contract.md does, so a renamed constant cannot go unnoticed.

@@ -12,7 +12,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/event"
 )
 
-// goldenEnvelope is the envelope of the event in testdata/payment_created_v1.json.
+// goldenEnvelope is the envelope of the event in docs/examples/payment_created_v1.json.
 var goldenEnvelope = event.Envelope{
 	ID:         uuid.MustParse("6a1f0c1e-2b3d-4e5f-8a9b-0c1d2e3f4a5b"),
 	Type:       event.TypePaymentCreated,

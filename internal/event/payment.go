@@ -7,7 +7,7 @@ import (
 )
 
 // The event types of a payment's lifecycle, sent as the X-Event-Type header. Each has
-// one payload type below and one golden file per version in testdata/.
+// one payload type below and one golden file per version in docs/examples/.
 const (
 	// TypePaymentCreated announces an accepted payment; its payload is PaymentCreated.
 	TypePaymentCreated = "PaymentCreated"
@@ -15,7 +15,7 @@ const (
 
 // PaymentCreated is version 1 of the event's payload: the JSON value of the Kafka
 // record. Other programs (the antifraud consumer, students' consumers) decode it, so
-// it is pinned by testdata/payment_created_v1.json: a change that breaks the golden
+// it is pinned by docs/examples/payment_created_v1.json: a change that breaks the golden
 // file is a breaking change and needs a new event version, not an edit.
 type PaymentCreated struct {
 	PaymentID uuid.UUID `json:"payment_id"`

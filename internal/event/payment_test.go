@@ -16,9 +16,10 @@ import (
 	"github.com/dscourse/payments-outbox/internal/event"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+var update = flag.Bool("update", false, "rewrite the golden files in docs/examples/")
 
-// goldenEvents pins the payload of every event version to a file in testdata/. A new
+// goldenEvents pins the payload of every event version to a file in docs/examples/,
+// the one copy that students read and every test of the repository decodes. A new
 // lifecycle event, or a new version of one, is a new row and a new file.
 var goldenEvents = []struct {
 	file  string
@@ -27,7 +28,7 @@ var goldenEvents = []struct {
 	decodeInto func() any
 }{
 	{
-		file: "testdata/payment_created_v1.json",
+		file: "../../docs/examples/payment_created_v1.json",
 		event: event.PaymentCreated{
 			PaymentID: uuid.MustParse("01937a2e-5c8b-7d41-9a3e-6f0b2c4d8e10"),
 			UserID:    "u-42",
