@@ -33,7 +33,7 @@ func setupObserve(t *testing.T) observeBundle {
 	brokers, topic := testenv.KafkaBrokers(t), testenv.NewTopic(t, 3)
 	b := observeBundle{ctx: ctx, paymentID: uuid.New(), eventID: uuid.New()}
 
-	v, err := NewVerifier(ctx, VerifyConfig{PaymentsDB: paymentsURL, ConsumerDB: consumerURL, Brokers: brokers, Topic: topic, DecisionTimeout: 10 * time.Second})
+	v, err := NewVerifier(ctx, VerifyConfig{PaymentsDB: paymentsURL, ConsumerDB: consumerURL, Brokers: brokers, Topic: topic, DecisionTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatalf("NewVerifier: %v", err)
 	}
@@ -143,5 +143,24 @@ func TestObserveReportsMissingTables(t *testing.T) {
 	}
 	if obs.DecisionEvents != nil || obs.Decisions[b.paymentID.String()] != 1 {
 		t.Errorf("decisions %v, their events %v; want one decision and no event ids", obs.Decisions, obs.DecisionEvents)
+	}
+}
+
+// A consumer that never decides is a loss the verdict shows, not an error of the run,
+// also without the totals table.
+func TestObserveUndecidedIsLost(t *testing.T) {
+	t.Parallel()
+	b := setupObserve(t)
+	if _, err := b.consumer.Exec(b.ctx, `DROP TABLE user_totals`); err != nil {
+		t.Fatalf("drop user_totals: %v", err)
+	}
+	obs, err := b.verifier.Observe(b.ctx)
+	if err != nil {
+		t.Fatalf("Observe: %v", err)
+	}
+	var r Report
+	obs.Fill(&r)
+	if r.Lost != 1 || r.LostNoDecision != 1 {
+		t.Errorf("lost %d, of which no decision %d; want 1 and 1 (notes %q)", r.Lost, r.LostNoDecision, r.Notes)
 	}
 }
