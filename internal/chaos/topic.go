@@ -43,7 +43,9 @@ type TopicContents struct {
 // Violations counts the records that break one rule of the record contract and keeps
 // the first one's description, so that the verdict can show an example to look up.
 type Violations struct {
+	// Count is how many records break the rule.
 	Count int
+	// First is where the first of them is (partition and offset) and what is wrong.
 	First string
 }
 
@@ -61,6 +63,7 @@ type PaymentFields struct {
 	Currency string
 }
 
+// String describes the fields for the notes of a report.
 func (f PaymentFields) String() string {
 	return fmt.Sprintf("user %q, amount %d, currency %q", f.UserID, f.Amount, f.Currency)
 }
