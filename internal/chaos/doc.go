@@ -11,10 +11,13 @@
 //   - faults.go drives Toxiproxy on a deterministic schedule and records the windows;
 //   - verify.go is the black-box verifier: it needs only an API URL, the payments
 //     database, the Kafka topic and, optionally, the consumer's database, so it can
-//     check any implementation that keeps docs/contract.md;
+//     check any implementation that keeps docs/contract.md; schema.go, topic.go and
+//     totals.go read what it reads, and observed.go turns it into counts;
 //   - scenarios.go says what each scenario breaks and when a run counts as valid;
-//   - runner.go puts them together and report.go prints the verdict and writes JSON.
+//   - runner.go puts them together, checks.go holds the SLO and contract rows, and
+//     report.go decides the verdict, prints it and writes JSON.
 //
 // A run is valid only if its faults demonstrably bit (failed publish attempts,
-// duplicates, kills); an invalid run is reported as such, never as a pass.
+// duplicates, kills); an invalid run is reported as such, never as a pass. A run whose
+// service failed an SLO or the contract is FAIL, whatever validity says.
 package chaos

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,11 +18,14 @@ type Report struct {
 	Scenario string `json:"scenario"`
 	// Stack is "native" or "compose": where the services ran.
 	Stack string `json:"stack"`
-	// Valid is true when the faults demonstrably happened (see Checks of kind
-	// "validity"); a run where nothing broke proves nothing and never passes.
+	// Outcome is the verdict, PASS, FAIL or INVALID, as Judge found it (Verdict), for
+	// the readers of the JSON.
+	Outcome string `json:"verdict"`
+	// Valid is true when the faults demonstrably happened (every check of kind
+	// "validity" held).
 	Valid bool `json:"valid"`
-	// Pass is Valid and every SLO check held. For the dual-write scenario the SLO is
-	// inverted: it passes when it demonstrates lost events.
+	// Pass is true when every check held. For the dual-write scenario the lost check is
+	// inverted: it holds when the run demonstrates lost events.
 	Pass bool `json:"pass"`
 
 	PaymentsSent int `json:"payments_sent"`
@@ -37,11 +41,13 @@ type Report struct {
 	UniqueEventsInTopic int `json:"unique_events_in_topic"`
 	Decisions           int `json:"decisions"`
 
-	// Lost counts committed payments missing their event in the topic or their
-	// decision; the two parts are reported separately as well.
-	Lost           int `json:"lost"`
-	LostNoEvent    int `json:"lost_no_event"`
-	LostNoDecision int `json:"lost_no_decision"`
+	// Lost counts the payments the service lost: committed but missing their event in
+	// the topic or their decision, or answered with 201 but never committed. Each id
+	// counts once in Lost; the parts are reported separately as well.
+	Lost             int `json:"lost"`
+	LostNoEvent      int `json:"lost_no_event"`
+	LostNoDecision   int `json:"lost_no_decision"`
+	LostNotCommitted int `json:"lost_not_committed"`
 	// Phantom counts events or decisions about payments that were never committed.
 	Phantom int `json:"phantom"`
 	// DuplicatesDelivered counts the copies beyond the first of each X-Event-Id: the
@@ -57,7 +63,26 @@ type Report struct {
 	// from the totals of their committed, decided payments: an event applied twice (or not
 	// at all) by a consumer whose dedup failed. 0 when the consumer keeps no user_totals.
 	TotalsMismatchedUsers int `json:"totals_mismatched_users"`
-	// DLQ is rows in outbox_dlq plus outbox rows in status failed.
+	// PaymentsWithSeveralEventIDs counts payments with more than one distinct
+	// X-Event-Id in the topic: events a consumer cannot recognise as copies.
+	PaymentsWithSeveralEventIDs int `json:"payments_with_several_event_ids"`
+	// DecisionEventMismatch counts decisions whose event_id is not the X-Event-Id of
+	// their payment's event in the topic.
+	DecisionEventMismatch int `json:"decision_event_mismatch"`
+	// BadKeys, BadHeaders and BadPayloads count the records that break the record
+	// contract (key, headers, PaymentCreated v1 payload); PayloadMismatches counts
+	// payments whose event payload differs from the committed payment.
+	BadKeys           int `json:"bad_keys"`
+	BadHeaders        int `json:"bad_headers"`
+	BadPayloads       int `json:"bad_payloads"`
+	PayloadMismatches int `json:"payload_mismatches"`
+	// TopicPartitions is the topic's partition count; ExpectedPartitions the contract's.
+	TopicPartitions    int `json:"topic_partitions"`
+	ExpectedPartitions int `json:"expected_partitions"`
+	// Schema is which tables of the contract the verifier found.
+	Schema Schema `json:"schema"`
+	// DLQ is the larger of the rows in outbox_dlq and the outbox rows in status
+	// failed.
 	DLQ int `json:"dlq"`
 	// FailedPublishAttempts is the sum of the API's publish-failure counters, summed
 	// over every API process of the run (a killed process loses its counters, so the
@@ -98,14 +123,18 @@ type Disruption struct {
 	Detail    string  `json:"detail,omitempty"`
 }
 
-// CheckKind separates the checks that make a run valid from the SLOs it must meet.
+// CheckKind separates the checks that make a run valid from the ones the service must
+// meet.
 type CheckKind string
 
 const (
-	// Validity checks prove the faults happened.
+	// Validity checks prove the faults happened. They can only make a run INVALID.
 	Validity CheckKind = "validity"
 	// SLO checks are the service level objectives of the course.
 	SLO CheckKind = "slo"
+	// Contract checks are the rules of docs/contract.md that the verifier relies on:
+	// the record's key, headers and payload, the partitions, the tables.
+	Contract CheckKind = "contract"
 )
 
 // A Check is one line of the verdict table.
@@ -115,6 +144,9 @@ type Check struct {
 	Want string    `json:"want"`
 	Got  string    `json:"got"`
 	OK   bool      `json:"ok"`
+	// Off marks a check that could not be made, because the service lacks a table the
+	// contract makes optional; Got says which. It counts as held, and is shown as off.
+	Off bool `json:"off,omitempty"`
 }
 
 // check builds a Check; it keeps the call sites one line each.
@@ -122,31 +154,88 @@ func check(kind CheckKind, name, want string, got any, ok bool) Check {
 	return Check{Kind: kind, Name: name, Want: want, Got: fmt.Sprint(got), OK: ok}
 }
 
-// Judge fills Valid and Pass from the checks.
-func (r *Report) Judge() {
-	r.Valid = true
-	r.Pass = true
-	for _, c := range r.Checks {
-		if c.OK {
-			continue
-		}
-		r.Pass = false
-		if c.Kind == Validity {
-			r.Valid = false
-		}
-	}
-	r.Pass = r.Pass && r.Valid
+// checkOff builds a Check that is off, and says why in Got.
+func checkOff(kind CheckKind, name, want, why string) Check {
+	return Check{Kind: kind, Name: name, Want: want, Got: "off: " + why, OK: true, Off: true}
 }
 
-// Verdict is the one-word outcome: PASS, FAIL, or INVALID when the faults did not bite.
+// The verdicts.
+const (
+	// VerdictPass: every fault bit and every SLO and contract check held.
+	VerdictPass = "PASS"
+	// VerdictFail: an SLO or contract check failed, whatever the validity checks say:
+	// a service that lost events lost them even in a run whose faults partly missed.
+	VerdictFail = "FAIL"
+	// VerdictInvalid: every SLO and contract check held, but a fault did not bite, so
+	// the run proves nothing.
+	VerdictInvalid = "INVALID"
+)
+
+// Judge fills Outcome, Valid and Pass from the checks.
+func (r *Report) Judge() {
+	r.Valid = len(r.validityFailures()) == 0
+	r.Pass = r.Valid && len(r.serviceFailures()) == 0
+	r.Outcome = r.Verdict()
+}
+
+// Verdict is the one-word outcome of the checks: FAIL if any SLO or contract check
+// failed, else INVALID if any validity check failed (the faults did not bite), else
+// PASS.
 func (r *Report) Verdict() string {
 	switch {
-	case !r.Valid:
-		return "INVALID"
-	case r.Pass:
-		return "PASS"
+	case len(r.serviceFailures()) > 0:
+		return VerdictFail
+	case len(r.validityFailures()) > 0:
+		return VerdictInvalid
 	default:
-		return "FAIL"
+		return VerdictPass
+	}
+}
+
+// serviceFailures names the failed checks that count against the service, in table
+// order: every kind but validity, so that a kind added later cannot fail without
+// failing the run.
+func (r *Report) serviceFailures() []string {
+	return r.failedWhere(func(k CheckKind) bool { return k != Validity })
+}
+
+// validityFailures names the failed validity checks: the faults that did not bite.
+func (r *Report) validityFailures() []string {
+	return r.failedWhere(func(k CheckKind) bool { return k == Validity })
+}
+
+func (r *Report) failedWhere(ofKind func(CheckKind) bool) []string {
+	var names []string
+	for _, c := range r.Checks {
+		if !c.OK && ofKind(c.Kind) {
+			names = append(names, c.Name)
+		}
+	}
+	return names
+}
+
+// Advice is the line under the verdict table that tells the reader what to do next.
+func (r *Report) Advice() string {
+	quote := func(names []string) string {
+		quoted := make([]string, len(names))
+		for i, n := range names {
+			quoted[i] = strconv.Quote(n)
+		}
+		return strings.Join(quoted, ", ")
+	}
+	switch r.Verdict() {
+	case VerdictFail:
+		advice := "FAIL: the service lost, duplicated or mislabelled events, or broke the contract: fix it; see the rows " +
+			quote(r.serviceFailures()) + " and the notes below"
+		if bit := r.validityFailures(); len(bit) > 0 {
+			advice += "; the faults also missed in " + quote(bit) + ", which does not excuse the failures"
+		}
+		return advice
+	case VerdictInvalid:
+		return "INVALID: every SLO held, but the faults did not bite (rows " + quote(r.validityFailures()) +
+			"), so the run proves nothing: rerun it, and if it stays INVALID read docs/contract.md on what the faults need from the service"
+	default:
+		return "PASS: every fault bit and every SLO and contract check held"
 	}
 }
 
@@ -162,12 +251,16 @@ func (r *Report) PrintTable(w io.Writer) {
 	fmt.Fprintln(tw, "KIND\tCHECK\tWANT\tGOT\tVERDICT")
 	for _, c := range r.Checks {
 		verdict := "ok"
-		if !c.OK {
+		switch {
+		case !c.OK:
 			verdict = "FAILED"
+		case c.Off:
+			verdict = "off"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Kind, c.Name, c.Want, c.Got, verdict)
 	}
 	tw.Flush()
+	fmt.Fprintf(w, "\n  %s\n", r.Advice())
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -12,25 +14,80 @@ import (
 	"github.com/dscourse/payments-outbox/internal/event"
 )
 
-// TopicContents is everything the verifier learned from reading a topic end to end.
+// TopicContents is everything the verifier learned from reading a topic end to end:
+// the identities it carries (which event ids, about which payments) and the records that
+// break the record contract of docs/contract.md.
 type TopicContents struct {
-	// Records counts every record, copies included.
+	// Partitions is the topic's partition count.
+	Partitions int
+	// Records counts every committed data record, copies included.
 	Records int
 	// EventCopies counts the records of each X-Event-Id.
 	EventCopies map[string]int
-	// PaymentEvents counts the records about each payment id (from the payload).
+	// PaymentEvents counts the records about each payment id: the payload's payment_id,
+	// or the record key when the payload has none.
 	PaymentEvents map[string]int
-	// Malformed counts records without an X-Event-Id or a payment_id: contract
-	// violations, reported in the notes.
-	Malformed int
+	// PaymentEventIDs lists the distinct X-Event-Ids of each payment id, in the order
+	// they were read. One payment has one event: a second id is a relay that minted a new
+	// one for a retry, which no consumer can deduplicate.
+	PaymentEventIDs map[string][]string
+	// PaymentPayloads lists the distinct payment fields the decoded payloads of each
+	// payment id carried, for comparison with the committed payment.
+	PaymentPayloads map[string][]PaymentFields
+	// BadKey, BadHeaders and BadPayload are the records that break one rule each of the
+	// record contract: the key is the payment id; the three headers are present and
+	// readable; the value is a PaymentCreated v1 with every field.
+	BadKey, BadHeaders, BadPayload Violations
 }
 
-// ReadTopic reads every partition of topic from its start offset to the high watermark
-// it had when the call began, with a client of its own (no consumer group, so it
+// Violations counts the records that break one rule of the record contract and keeps
+// the first one's description, so that the verdict can show an example to look up.
+type Violations struct {
+	// Count is how many records break the rule.
+	Count int
+	// First is where the first of them is (partition and offset) and what is wrong.
+	First string
+}
+
+func (v *Violations) add(where, problem string) {
+	v.Count++
+	if v.Count == 1 {
+		v.First = where + ": " + problem
+	}
+}
+
+// PaymentFields are what the payments table and an event's payload must agree on.
+type PaymentFields struct {
+	UserID   string
+	Amount   int64
+	Currency string
+}
+
+// String describes the fields for the notes of a report.
+func (f PaymentFields) String() string {
+	return fmt.Sprintf("user %q, amount %d, currency %q", f.UserID, f.Amount, f.Currency)
+}
+
+func newTopicContents() TopicContents {
+	return TopicContents{
+		EventCopies:     map[string]int{},
+		PaymentEvents:   map[string]int{},
+		PaymentEventIDs: map[string][]string{},
+		PaymentPayloads: map[string][]PaymentFields{},
+	}
+}
+
+// ReadTopic reads every partition of topic from its start offset to the last stable
+// offset it had when the call began, with a client of its own (no consumer group, so it
 // disturbs no one and commits nothing). Use the DIRECT listener: the verifier must not
 // be behind the faults it judges.
+//
+// The isolation is read-committed: a transactional producer's aborted records never
+// reached a consumer, so they must not count as delivered. The reader keeps the
+// transactions' control records (commit and abort markers) only to see its progress:
+// the last offset before the end may be a marker, which a plain fetch would skip.
 func ReadTopic(ctx context.Context, brokers []string, topic string) (TopicContents, error) {
-	contents := TopicContents{EventCopies: map[string]int{}, PaymentEvents: map[string]int{}}
+	contents := newTopicContents()
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		return contents, fmt.Errorf("new Kafka client: %w", err)
@@ -44,13 +101,16 @@ func ReadTopic(ctx context.Context, brokers []string, topic string) (TopicConten
 	if err != nil {
 		return contents, fmt.Errorf("list start offsets of %s: %w", topic, err)
 	}
-	ends, err := adm.ListEndOffsets(ctx, topic)
+	// The committed offsets are the last stable offsets: nothing below them belongs to
+	// a transaction still open.
+	ends, err := adm.ListCommittedOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
 		return contents, fmt.Errorf("list end offsets of %s: %w", topic, err)
 	}
+	contents.Partitions = len(ends[topic])
 
 	// remaining: the partitions that still have records before their end offset.
 	remaining := map[int32]int64{}
@@ -69,6 +129,8 @@ func ReadTopic(ctx context.Context, brokers []string, topic string) (TopicConten
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(brokers...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
 		kgo.FetchMaxWait(250*time.Millisecond),
 	)
 	if err != nil {
@@ -87,10 +149,15 @@ func ReadTopic(ctx context.Context, brokers []string, topic string) (TopicConten
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
 			end, ok := remaining[r.Partition]
-			if !ok || r.Offset >= end {
-				return // written after the call began
+			if !ok {
+				return
 			}
-			contents.add(r)
+			// A record at or past the end offset was written after the call began (or
+			// is the marker of a transaction that straddles the end): it is not read,
+			// but it shows the partition is done.
+			if r.Offset < end && !r.Attrs.IsControl() {
+				contents.add(r)
+			}
 			if r.Offset+1 >= end {
 				delete(remaining, r.Partition)
 			}
@@ -99,28 +166,86 @@ func ReadTopic(ctx context.Context, brokers []string, topic string) (TopicConten
 	return contents, nil
 }
 
-// add counts one record.
+// add counts one record and checks it against the record contract.
 func (c *TopicContents) add(r *kgo.Record) {
 	c.Records++
-	var eventID string
-	for _, h := range r.Headers {
-		if h.Key == event.HeaderID {
-			eventID = string(h.Value)
+	where := fmt.Sprintf("partition %d offset %d", r.Partition, r.Offset)
+
+	env, headerErr := event.FromRecord(r)
+	switch {
+	case headerErr != nil:
+		c.BadHeaders.add(where, headerErr.Error())
+	case env.Type != event.TypePaymentCreated:
+		c.BadHeaders.add(where, fmt.Sprintf("%s %q, want %q", event.HeaderType, env.Type, event.TypePaymentCreated))
+	}
+
+	payload, problem := decodePaymentCreated(r.Value)
+	paymentID := string(r.Key)
+	if problem != "" {
+		c.BadPayload.add(where, problem)
+	} else {
+		paymentID = payload.PaymentID.String()
+		fields := PaymentFields{UserID: payload.UserID, Amount: payload.Amount, Currency: payload.Currency}
+		if !slices.Contains(c.PaymentPayloads[paymentID], fields) {
+			c.PaymentPayloads[paymentID] = append(c.PaymentPayloads[paymentID], fields)
+		}
+		// The key decides the partition: a key other than the payment id scatters one
+		// payment's events over partitions, and their order is lost.
+		if string(r.Key) != paymentID {
+			c.BadKey.add(where, fmt.Sprintf("key %q, payment_id %q", r.Key, paymentID))
 		}
 	}
-	var payload struct {
-		PaymentID string `json:"payment_id"`
+	if paymentID == "" {
+		return // nothing says which payment this record is about
 	}
-	_ = json.Unmarshal(r.Value, &payload)
-	if eventID == "" || payload.PaymentID == "" {
-		c.Malformed++
+	c.PaymentEvents[paymentID]++
+
+	// The raw header, even if it is no UUID: a copy is a copy of whatever id it carries.
+	eventID := event.HeaderValues(r)[event.HeaderID]
+	if eventID == "" {
+		return
 	}
-	if eventID != "" {
-		c.EventCopies[eventID]++
+	c.EventCopies[eventID]++
+	if !slices.Contains(c.PaymentEventIDs[paymentID], eventID) {
+		c.PaymentEventIDs[paymentID] = append(c.PaymentEventIDs[paymentID], eventID)
 	}
-	if payload.PaymentID != "" {
-		c.PaymentEvents[payload.PaymentID]++
+}
+
+// paymentCreatedFields are the fields of PaymentCreated v1, all required
+// (internal/event/testdata/payment_created_v1.json).
+var paymentCreatedFields = []string{"payment_id", "user_id", "amount", "currency", "created_at"}
+
+// decodePaymentCreated decodes a record value as PaymentCreated v1 and says what is
+// wrong with it, if anything: not JSON, a field missing or of the wrong type, or a value
+// the API would never have accepted. Unknown fields are allowed, as v1 consumers must
+// ignore them.
+func decodePaymentCreated(value []byte) (event.PaymentCreated, string) {
+	var present map[string]json.RawMessage
+	if err := json.Unmarshal(value, &present); err != nil {
+		return event.PaymentCreated{}, fmt.Sprintf("value is not a JSON object: %v", err)
 	}
+	var missing []string
+	for _, field := range paymentCreatedFields {
+		if v, ok := present[field]; !ok || string(v) == "null" {
+			missing = append(missing, field)
+		}
+	}
+	if len(missing) > 0 {
+		return event.PaymentCreated{}, "payload without " + strings.Join(missing, ", ")
+	}
+	var p event.PaymentCreated
+	if err := json.Unmarshal(value, &p); err != nil {
+		return event.PaymentCreated{}, fmt.Sprintf("payload is not a PaymentCreated v1: %v", err)
+	}
+	switch {
+	case p.UserID == "":
+		return p, "payload with an empty user_id"
+	case p.Amount <= 0:
+		return p, fmt.Sprintf("payload with amount %d, want a positive amount in minor units", p.Amount)
+	case len(p.Currency) != 3:
+		return p, fmt.Sprintf("payload with currency %q, want an ISO 4217 code", p.Currency)
+	}
+	return p, ""
 }
 
 // Unique counts distinct event ids.

@@ -38,40 +38,34 @@ func (t RunningTotal) isZero() bool { return t.Payments == 0 && (t.Amount == "0"
 // the committed payments that have a decision. Payments without one are already counted
 // as lost, and would otherwise be reported a second time here. The decisions and the
 // totals are read in one snapshot, so that a consumer still at work cannot make them
-// disagree. It returns nil maps and a note when the consumer has no user_totals table: the
-// check is off, and the report says so rather than passing in silence.
-func (v *Verifier) totals(ctx context.Context, committed map[string]bool) (want, got map[UserCurrency]RunningTotal, note string, err error) {
-	var exists bool
-	if err := v.consumer.QueryRow(ctx, `SELECT to_regclass('user_totals') IS NOT NULL`).Scan(&exists); err != nil {
-		return nil, nil, "", fmt.Errorf("look up table user_totals: %w", err)
-	}
-	if !exists {
-		return nil, nil, "running totals check off: no user_totals table in the consumer database", nil
-	}
-
+// disagree. The caller has checked that the table exists (Schema.UserTotals).
+func (v *Verifier) totals(ctx context.Context, committed map[string]PaymentFields) (want, got map[UserCurrency]RunningTotal, err error) {
 	tx, err := v.consumer.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("read the consumer's totals: %w", err)
+		return nil, nil, fmt.Errorf("read the consumer's totals: %w", err)
 	}
 	defer tx.Rollback(ctx) // read only: nothing to commit
 	rows, err := tx.Query(ctx, `SELECT payment_id::text FROM decisions`)
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("read decided payments: %w", err)
+		return nil, nil, fmt.Errorf("read decided payments: %w", err)
 	}
 	decided, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("read decided payments: %w", err)
+		return nil, nil, fmt.Errorf("read decided payments: %w", err)
 	}
-	decided = slices.DeleteFunc(decided, func(id string) bool { return !committed[id] })
+	decided = slices.DeleteFunc(decided, func(id string) bool {
+		_, ok := committed[id]
+		return !ok
+	})
 	// trim_scale: a numeric(20,2) column prints 1999.00 for a sum of 1999.
 	rows, err = tx.Query(ctx, `
 		SELECT user_id, currency::text, payment_count, trim_scale(amount_total::numeric)::text
 		FROM user_totals`)
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("read the consumer's user_totals: %w", err)
+		return nil, nil, fmt.Errorf("read the consumer's user_totals: %w", err)
 	}
 	if got, err = collectTotals(rows); err != nil {
-		return nil, nil, "", fmt.Errorf("read the consumer's user_totals: %w", err)
+		return nil, nil, fmt.Errorf("read the consumer's user_totals: %w", err)
 	}
 
 	rows, err = v.payments.Query(ctx, `
@@ -79,12 +73,12 @@ func (v *Verifier) totals(ctx context.Context, committed map[string]bool) (want,
 		FROM payments WHERE id = ANY($1::text[]::uuid[])
 		GROUP BY 1, 2`, decided)
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("compute the totals of the committed payments: %w", err)
+		return nil, nil, fmt.Errorf("compute the totals of the committed payments: %w", err)
 	}
 	if want, err = collectTotals(rows); err != nil {
-		return nil, nil, "", fmt.Errorf("compute the totals of the committed payments: %w", err)
+		return nil, nil, fmt.Errorf("compute the totals of the committed payments: %w", err)
 	}
-	return want, got, "", nil
+	return want, got, nil
 }
 
 // collectTotals reads rows of user id, currency, payment count and amount.

@@ -18,16 +18,20 @@ import (
 // VerifyConfig points the verifier at an implementation. Only what docs/contract.md
 // promises is used, so it can judge a student's service as well as ours.
 type VerifyConfig struct {
-	// PaymentsDB is the URL of the payments database (table payments; outbox_events
-	// and outbox_dlq are used when they exist). Required.
+	// PaymentsDB is the URL of the payments database (table payments; Schema lists
+	// the optional ones). Required.
 	PaymentsDB string
-	// ConsumerDB is the URL of the consumer's database (table decisions). Optional:
-	// without it, "lost" means only "no event in the topic".
+	// ConsumerDB is the URL of the consumer's database (tables decisions and
+	// user_totals). Optional: without it, "lost" means only "no event in the topic", and
+	// the verdict shows the consumer's checks as off.
 	ConsumerDB string
 	// Brokers to read the topic from: the DIRECT listener, never the proxy. Required.
 	Brokers []string
 	// Topic of payment events. Required.
 	Topic string
+	// Partitions is the partition count the topic must have. Default 3, as the
+	// contract and both stacks create it.
+	Partitions int
 	// DrainTimeout bounds the wait for the outbox to empty. Default 5 min, the SLO.
 	DrainTimeout time.Duration
 	// DecisionTimeout bounds the wait for the consumer to decide every payment whose
@@ -36,6 +40,7 @@ type VerifyConfig struct {
 }
 
 func (c VerifyConfig) withDefaults() VerifyConfig {
+	c.Partitions = cmp.Or(c.Partitions, 3)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, 5*time.Minute)
 	c.DecisionTimeout = cmp.Or(c.DecisionTimeout, 2*time.Minute)
 	return c
@@ -96,7 +101,7 @@ func (v *Verifier) Close() {
 func (v *Verifier) WaitDrain(ctx context.Context, loadEnded time.Time) (float64, error) {
 	ctx, cancel := context.WithDeadline(ctx, loadEnded.Add(v.cfg.DrainTimeout))
 	defer cancel()
-	hasOutbox, err := v.tableExists(ctx, "outbox_events")
+	hasOutbox, err := hasColumn(ctx, v.payments, "outbox_events", "status")
 	if err != nil {
 		return -1, err
 	}
@@ -136,27 +141,17 @@ func (v *Verifier) unpublishedPayments(ctx context.Context) (int, error) {
 	return left, nil
 }
 
-// Observed is what the verifier found after the drain.
-type Observed struct {
-	Committed map[string]bool
-	Topic     TopicContents
-	// Decisions counts decision rows per payment id; nil without a consumer database.
-	Decisions map[string]int
-	DLQ       int
-	// ConsumerDuplicates from the consumer's dedup table, -1 if it keeps no count.
-	ConsumerDuplicates int
-	// ExpectedTotals are the running totals of the committed payments that have a
-	// decision, per user and currency; ConsumerTotals are the consumer's user_totals rows
-	// (see totals.go). Both nil when the check is off.
-	ExpectedTotals, ConsumerTotals map[UserCurrency]RunningTotal
-	Notes                          []string
-}
-
 // Observe reads the committed payments, the whole topic and, once the consumer has
-// caught up with the topic (bounded by DecisionTimeout), its decisions.
+// caught up with the topic (bounded by DecisionTimeout), its decisions and totals. A
+// table the contract names but the service lacks is not an error: Schema records it
+// and the verdict shows the check it turns off (or fails, for a table the contract
+// requires).
 func (v *Verifier) Observe(ctx context.Context) (Observed, error) {
-	obs := Observed{ConsumerDuplicates: -1}
+	obs := Observed{ConsumerDuplicates: -1, ExpectedPartitions: v.cfg.Partitions}
 	var err error
+	if obs.Schema, err = v.schema(ctx); err != nil {
+		return obs, err
+	}
 	if obs.Committed, err = v.committedPayments(ctx); err != nil {
 		return obs, err
 	}
@@ -166,51 +161,55 @@ func (v *Verifier) Observe(ctx context.Context) (Observed, error) {
 	if err != nil {
 		return obs, err
 	}
-	if obs.Topic.Malformed > 0 {
-		obs.Notes = append(obs.Notes, fmt.Sprintf("%d records without an X-Event-Id header or a payment_id (contract violation)", obs.Topic.Malformed))
-	}
-	if obs.DLQ, err = v.dlq(ctx); err != nil {
+	if obs.DLQ, err = v.dlq(ctx, obs.Schema); err != nil {
 		return obs, err
 	}
-	if v.consumer == nil {
-		obs.Notes = append(obs.Notes, "no consumer database given: decisions not checked")
+	if v.consumer == nil || !obs.Schema.Decisions {
 		return obs, nil
 	}
-	if obs.Decisions, err = v.waitDecisions(ctx, obs.Topic.PaymentEvents); err != nil {
-		obs.Notes = append(obs.Notes, err.Error())
+	decided, waitErr := v.waitDecisions(ctx, obs.Topic.PaymentEvents, obs.Schema.DecisionEventIDs)
+	if waitErr != nil {
+		// Not an error of the run: the payments still undecided count as lost.
+		obs.Notes = append(obs.Notes, waitErr.Error())
 	}
-	if obs.Decisions == nil {
+	if decided.rows == nil {
 		return obs, errors.New("read decisions: no answer from the consumer database")
 	}
-	obs.ConsumerDuplicates = v.consumerDuplicates(ctx)
-	var note string
-	if obs.ExpectedTotals, obs.ConsumerTotals, note, err = v.totals(ctx, obs.Committed); err != nil {
-		return obs, err
+	obs.Decisions, obs.DecisionEvents = decided.rows, decided.eventIDs
+	if obs.ConsumerDuplicates = v.consumerDuplicates(ctx); obs.ConsumerDuplicates < 0 {
+		obs.Notes = append(obs.Notes, "consumer_duplicates_seen off: processed_events keeps no delivery count (a MAY of the contract)")
 	}
-	if note != "" {
-		obs.Notes = append(obs.Notes, note)
+	if obs.Schema.UserTotals {
+		obs.ExpectedTotals, obs.ConsumerTotals, err = v.totals(ctx, obs.Committed)
 	}
-	return obs, nil
+	return obs, err
+}
+
+// decisionRows are the consumer's decision rows, per payment id: how many, and the
+// event id of one of them (eventIDs is nil when the table has no event_id column).
+type decisionRows struct {
+	rows     map[string]int
+	eventIDs map[string]string
 }
 
 // waitDecisions polls the decisions until every payment with an event in the topic
 // has one, or DecisionTimeout passes; it returns the last decisions read either way.
-func (v *Verifier) waitDecisions(ctx context.Context, inTopic map[string]int) (map[string]int, error) {
+func (v *Verifier) waitDecisions(ctx context.Context, inTopic map[string]int, withEventIDs bool) (decisionRows, error) {
 	ctx, cancel := context.WithTimeout(ctx, v.cfg.DecisionTimeout)
 	defer cancel()
-	var last map[string]int
+	var last decisionRows
 	for {
-		decisions, err := v.decisions(ctx)
+		decided, err := v.decisions(ctx, withEventIDs)
 		if err == nil {
-			last = decisions
+			last = decided
 			missing := 0
 			for id := range inTopic {
-				if decisions[id] == 0 {
+				if decided.rows[id] == 0 {
 					missing++
 				}
 			}
 			if missing == 0 {
-				return decisions, nil
+				return decided, nil
 			}
 			err = fmt.Errorf("%d payments in the topic have no decision yet", missing)
 		}
@@ -220,15 +219,21 @@ func (v *Verifier) waitDecisions(ctx context.Context, inTopic map[string]int) (m
 	}
 }
 
-// committedPayments returns the id of every row in payments.
-func (v *Verifier) committedPayments(ctx context.Context) (map[string]bool, error) {
-	rows, err := v.payments.Query(ctx, `SELECT id::text FROM payments`)
+// committedPayments returns every row of payments, by id.
+func (v *Verifier) committedPayments(ctx context.Context) (map[string]PaymentFields, error) {
+	// The casts let an implementation choose its column types (numeric, varchar).
+	rows, err := v.payments.Query(ctx, `SELECT id::text, user_id::text, amount::bigint, trim(currency::text) FROM payments`)
 	if err != nil {
 		return nil, fmt.Errorf("read committed payments: %w", err)
 	}
-	committed := map[string]bool{}
+	committed := map[string]PaymentFields{}
 	var id string
-	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { committed[id] = true; return nil }); err != nil {
+	var p PaymentFields
+	_, err = pgx.ForEachRow(rows, []any{&id, &p.UserID, &p.Amount, &p.Currency}, func() error {
+		committed[id] = p
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read committed payments: %w", err)
 	}
 	return committed, nil
@@ -236,41 +241,56 @@ func (v *Verifier) committedPayments(ctx context.Context) (map[string]bool, erro
 
 // decisions counts the raw decision rows per payment: a UNIQUE constraint should make
 // every count 1, and the verifier checks rather than trusts it.
-func (v *Verifier) decisions(ctx context.Context) (map[string]int, error) {
-	rows, err := v.consumer.Query(ctx, `SELECT payment_id::text, count(*) FROM decisions GROUP BY 1`)
-	if err != nil {
-		return nil, fmt.Errorf("read decisions: %w", err)
+func (v *Verifier) decisions(ctx context.Context, withEventIDs bool) (decisionRows, error) {
+	eventID := "NULL"
+	if withEventIDs {
+		eventID = "min(event_id::text)"
 	}
-	decisions := map[string]int{}
+	rows, err := v.consumer.Query(ctx, `SELECT payment_id::text, count(*), `+eventID+` FROM decisions GROUP BY 1`)
+	if err != nil {
+		return decisionRows{}, fmt.Errorf("read decisions: %w", err)
+	}
+	decided := decisionRows{rows: map[string]int{}}
+	if withEventIDs {
+		decided.eventIDs = map[string]string{}
+	}
 	var id string
 	var n int
-	if _, err := pgx.ForEachRow(rows, []any{&id, &n}, func() error { decisions[id] = n; return nil }); err != nil {
-		return nil, fmt.Errorf("read decisions: %w", err)
+	var event *string
+	_, err = pgx.ForEachRow(rows, []any{&id, &n, &event}, func() error {
+		decided.rows[id] = n
+		if event != nil {
+			decided.eventIDs[id] = *event
+		}
+		return nil
+	})
+	if err != nil {
+		return decisionRows{}, fmt.Errorf("read decisions: %w", err)
 	}
-	return decisions, nil
+	return decided, nil
 }
 
 // dlq counts dead-lettered events: rows in outbox_dlq, or outbox rows given up on
 // ('failed'), whichever is more. An implementation may keep either record or both (ours
 // marks the row 'failed' and copies it to outbox_dlq in one statement), so adding the two
-// would count one event twice. Tables a black-box implementation does not have count
-// as zero.
-func (v *Verifier) dlq(ctx context.Context) (int, error) {
+// would count one event twice. With neither table the count is 0 and the verdict shows
+// the dead-letter check as off.
+func (v *Verifier) dlq(ctx context.Context, schema Schema) (int, error) {
 	most := 0
-	for table, query := range map[string]string{
-		"outbox_dlq":    `SELECT count(*) FROM outbox_dlq`,
-		"outbox_events": `SELECT count(*) FROM outbox_events WHERE status = 'failed'`,
+	for _, table := range []struct {
+		present bool
+		name    string
+		query   string
+	}{
+		{schema.OutboxDLQ, "outbox_dlq", `SELECT count(*) FROM outbox_dlq`},
+		{schema.OutboxEvents, "outbox_events", `SELECT count(*) FROM outbox_events WHERE status = 'failed'`},
 	} {
-		ok, err := v.tableExists(ctx, table)
-		if err != nil {
-			return 0, err
-		}
-		if !ok {
+		if !table.present {
 			continue
 		}
 		var n int
-		if err := v.payments.QueryRow(ctx, query).Scan(&n); err != nil {
-			return 0, fmt.Errorf("count dead letters in %s: %w", table, err)
+		if err := v.payments.QueryRow(ctx, table.query).Scan(&n); err != nil {
+			return 0, fmt.Errorf("count dead letters in %s: %w", table.name, err)
 		}
 		most = max(most, n)
 	}
@@ -295,62 +315,6 @@ func (v *Verifier) consumerDuplicates(ctx context.Context) int {
 		}
 	}
 	return -1
-}
-
-// tableExists reports whether the payments database has table.
-func (v *Verifier) tableExists(ctx context.Context, table string) (bool, error) {
-	var ok bool
-	err := v.payments.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&ok)
-	if err != nil {
-		return false, fmt.Errorf("look up table %s: %w", table, err)
-	}
-	return ok, nil
-}
-
-// Fill computes the report's counts from what was observed and what the clients saw.
-func (o Observed) Fill(r *Report) {
-	r.PaymentsCommitted = len(o.Committed)
-	r.EventsInTopic = o.Topic.Records
-	r.UniqueEventsInTopic = o.Topic.Unique()
-	r.DuplicatesDelivered = 0
-	for _, n := range o.Topic.EventCopies {
-		r.DuplicatesDelivered += n - 1
-	}
-	r.DLQ = o.DLQ
-	r.ConsumerDuplicates = o.ConsumerDuplicates
-	r.Notes = append(r.Notes, o.Notes...)
-
-	r.Lost, r.LostNoEvent, r.LostNoDecision, r.Phantom, r.DuplicateEffects, r.Decisions = 0, 0, 0, 0, 0, 0
-	for id := range o.Committed {
-		noEvent := o.Topic.PaymentEvents[id] == 0
-		noDecision := o.Decisions != nil && o.Decisions[id] == 0
-		if noEvent {
-			r.LostNoEvent++
-		}
-		if noDecision {
-			r.LostNoDecision++
-		}
-		if noEvent || noDecision {
-			r.Lost++
-		}
-	}
-	phantom := map[string]bool{}
-	for id := range o.Topic.PaymentEvents {
-		if !o.Committed[id] {
-			phantom[id] = true
-		}
-	}
-	for id, n := range o.Decisions {
-		r.Decisions += n
-		if n > 1 {
-			r.DuplicateEffects++
-		}
-		if !o.Committed[id] {
-			phantom[id] = true
-		}
-	}
-	r.Phantom = len(phantom)
-	o.fillTotals(r)
 }
 
 // ScrapeCounter sums every sample of the named metrics in a Prometheus text exposition

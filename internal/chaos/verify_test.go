@@ -1,15 +1,25 @@
 package chaos
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 )
 
+// committed makes the payments table of a test: the ids, with made-up fields.
+func committed(ids ...string) map[string]PaymentFields {
+	payments := map[string]PaymentFields{}
+	for _, id := range ids {
+		payments[id] = PaymentFields{UserID: "u-" + id, Amount: 100, Currency: "EUR"}
+	}
+	return payments
+}
+
 func TestObservedFill(t *testing.T) {
 	t.Parallel()
 	type counts struct {
-		Lost, LostNoEvent, LostNoDecision, Phantom, DuplicatesDelivered, DuplicateEffects, Decisions int
+		Lost, LostNoEvent, LostNoDecision, LostNotCommitted, Phantom, DuplicatesDelivered, DuplicateEffects, Decisions int
 	}
 	tests := []struct {
 		name string
@@ -19,7 +29,7 @@ func TestObservedFill(t *testing.T) {
 		{
 			name: "every payment has one event and one decision",
 			obs: Observed{
-				Committed: map[string]bool{"p1": true, "p2": true},
+				Committed: committed("p1", "p2"),
 				Topic:     TopicContents{Records: 2, EventCopies: map[string]int{"e1": 1, "e2": 1}, PaymentEvents: map[string]int{"p1": 1, "p2": 1}},
 				Decisions: map[string]int{"p1": 1, "p2": 1},
 			},
@@ -28,17 +38,17 @@ func TestObservedFill(t *testing.T) {
 		{
 			name: "redelivered events are duplicates, not losses",
 			obs: Observed{
-				Committed: map[string]bool{"p1": true},
+				Committed: committed("p1"),
 				Topic:     TopicContents{Records: 3, EventCopies: map[string]int{"e1": 3}, PaymentEvents: map[string]int{"p1": 3}},
 				Decisions: map[string]int{"p1": 1},
 			},
 			want: counts{DuplicatesDelivered: 2, Decisions: 1},
 		},
 		{
-			name: "a record without an X-Event-Id is malformed, not a duplicate",
+			name: "a record without an X-Event-Id is not a duplicate",
 			obs: Observed{
-				Committed: map[string]bool{"p1": true},
-				Topic:     TopicContents{Records: 2, Malformed: 1, EventCopies: map[string]int{"e1": 1}, PaymentEvents: map[string]int{"p1": 2}},
+				Committed: committed("p1"),
+				Topic:     TopicContents{Records: 2, EventCopies: map[string]int{"e1": 1}, PaymentEvents: map[string]int{"p1": 2}},
 				Decisions: map[string]int{"p1": 1},
 			},
 			want: counts{Decisions: 1},
@@ -46,7 +56,7 @@ func TestObservedFill(t *testing.T) {
 		{
 			name: "no event and no decision count once as lost",
 			obs: Observed{
-				Committed: map[string]bool{"p1": true, "p2": true, "p3": true},
+				Committed: committed("p1", "p2", "p3"),
 				Topic:     TopicContents{Records: 2, EventCopies: map[string]int{"e1": 1, "e3": 1}, PaymentEvents: map[string]int{"p1": 1, "p3": 1}},
 				Decisions: map[string]int{"p1": 1},
 			},
@@ -55,16 +65,35 @@ func TestObservedFill(t *testing.T) {
 		{
 			name: "events and decisions of uncommitted payments are phantoms; double decisions are duplicate effects",
 			obs: Observed{
-				Committed: map[string]bool{"p1": true},
+				Committed: committed("p1"),
 				Topic:     TopicContents{Records: 2, EventCopies: map[string]int{"e1": 1, "e9": 1}, PaymentEvents: map[string]int{"p1": 1, "p9": 1}},
 				Decisions: map[string]int{"p1": 2, "p9": 1, "p8": 1},
 			},
 			want: counts{Phantom: 2, DuplicateEffects: 1, Decisions: 4},
 		},
 		{
+			name: "a 201 whose payment was never committed is lost, once however often it was answered",
+			obs: Observed{
+				Accepted:  []string{"p1", "p7", "p7"},
+				Committed: committed("p1"),
+				Topic:     TopicContents{Records: 1, EventCopies: map[string]int{"e1": 1}, PaymentEvents: map[string]int{"p1": 1}},
+				Decisions: map[string]int{"p1": 1},
+			},
+			want: counts{Lost: 1, LostNotCommitted: 1, Decisions: 1},
+		},
+		{
+			name: "a 201 not committed and a committed payment without an event are two losses",
+			obs: Observed{
+				Accepted:  []string{"p1", "p2", "p7"},
+				Committed: committed("p1", "p2"),
+				Topic:     TopicContents{Records: 1, EventCopies: map[string]int{"e1": 1}, PaymentEvents: map[string]int{"p1": 1}},
+			},
+			want: counts{Lost: 2, LostNoEvent: 1, LostNotCommitted: 1},
+		},
+		{
 			name: "without a consumer database only the topic decides what is lost",
 			obs: Observed{
-				Committed: map[string]bool{"p1": true, "p2": true},
+				Committed: committed("p1", "p2"),
 				Topic:     TopicContents{Records: 1, EventCopies: map[string]int{"e1": 1}, PaymentEvents: map[string]int{"p1": 1}},
 			},
 			want: counts{Lost: 1, LostNoEvent: 1},
@@ -75,32 +104,9 @@ func TestObservedFill(t *testing.T) {
 			t.Parallel()
 			var r Report
 			tt.obs.Fill(&r)
-			got := counts{r.Lost, r.LostNoEvent, r.LostNoDecision, r.Phantom, r.DuplicatesDelivered, r.DuplicateEffects, r.Decisions}
+			got := counts{r.Lost, r.LostNoEvent, r.LostNoDecision, r.LostNotCommitted, r.Phantom, r.DuplicatesDelivered, r.DuplicateEffects, r.Decisions}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("Fill (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-func TestJudge(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name        string
-		checks      []Check
-		wantVerdict string
-	}{
-		{"all hold", []Check{{Kind: Validity, OK: true}, {Kind: SLO, OK: true}}, "PASS"},
-		{"an SLO fails", []Check{{Kind: Validity, OK: true}, {Kind: SLO, OK: false}}, "FAIL"},
-		{"faults did not bite: invalid even if the SLOs hold", []Check{{Kind: Validity, OK: false}, {Kind: SLO, OK: true}}, "INVALID"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			r := Report{Checks: tt.checks}
-			r.Judge()
-			if got := r.Verdict(); got != tt.wantVerdict {
-				t.Errorf("verdict: got %s, want %s", got, tt.wantVerdict)
 			}
 		})
 	}
@@ -181,7 +187,7 @@ func TestTotalsMismatches(t *testing.T) {
 func TestFillDuplicateEffectsAddsTotals(t *testing.T) {
 	t.Parallel()
 	obs := Observed{
-		Committed:      map[string]bool{"p1": true, "p2": true},
+		Committed:      committed("p1", "p2"),
 		Topic:          TopicContents{Records: 2, EventCopies: map[string]int{"e1": 1, "e2": 1}, PaymentEvents: map[string]int{"p1": 1, "p2": 1}},
 		Decisions:      map[string]int{"p1": 2, "p2": 1},
 		ExpectedTotals: map[UserCurrency]RunningTotal{{"u-1", "EUR"}: {1, "10"}, {"u-2", "EUR"}: {1, "20"}},
@@ -195,5 +201,221 @@ func TestFillDuplicateEffectsAddsTotals(t *testing.T) {
 	wantNote := "running totals of u-1 in EUR: consumer 2 payments for 20, committed 1 for 10"
 	if len(r.Notes) != 1 || r.Notes[0] != wantNote {
 		t.Errorf("notes = %q, want [%q]", r.Notes, wantNote)
+	}
+}
+
+// A payment with two event ids in the topic, and a decision that names another event
+// than the topic's, each fail their own row, and their first example is in the notes.
+func TestFillIdentities(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name                      string
+		eventIDs                  map[string][]string
+		decisionEvents            map[string]string
+		wantSeveralIDs, wantWrong int
+		wantNote                  string
+	}{
+		{
+			name:           "one event id per payment, named by its decision",
+			eventIDs:       map[string][]string{"p1": {"e1"}, "p2": {"e2"}},
+			decisionEvents: map[string]string{"p1": "e1", "p2": "e2"},
+		},
+		{
+			name:           "copies of one event are one id",
+			eventIDs:       map[string][]string{"p1": {"e1"}},
+			decisionEvents: map[string]string{"p1": "e1"},
+		},
+		{
+			name:           "a relay that minted a new id for a retry",
+			eventIDs:       map[string][]string{"p1": {"e1", "e1b"}, "p2": {"e2"}},
+			decisionEvents: map[string]string{"p1": "e1", "p2": "e2"},
+			wantSeveralIDs: 1,
+			wantNote:       "one event id per payment: payment p1 has 2 event ids in the topic: e1, e1b",
+		},
+		{
+			name:           "a decision made from another event",
+			eventIDs:       map[string][]string{"p1": {"e1"}, "p2": {"e2"}},
+			decisionEvents: map[string]string{"p1": "e1", "p2": "e9"},
+			wantWrong:      1,
+			wantNote:       "decision_event_mismatch: the decision of payment p2 has event_id e9, the topic has e2",
+		},
+		{
+			name:           "a decision of a payment without an event is lost or a phantom, not a mismatch",
+			eventIDs:       map[string][]string{"p1": {"e1"}},
+			decisionEvents: map[string]string{"p1": "e1", "p2": "e2"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			obs := Observed{Committed: committed("p1", "p2"), Topic: newTopicContents(), DecisionEvents: tt.decisionEvents}
+			obs.Topic.PaymentEventIDs = tt.eventIDs
+			var r Report
+			obs.Fill(&r)
+			if r.PaymentsWithSeveralEventIDs != tt.wantSeveralIDs || r.DecisionEventMismatch != tt.wantWrong {
+				t.Errorf("payments_with_several_event_ids = %d, decision_event_mismatch = %d, want %d and %d",
+					r.PaymentsWithSeveralEventIDs, r.DecisionEventMismatch, tt.wantSeveralIDs, tt.wantWrong)
+			}
+			if tt.wantNote != "" && !slices.Contains(r.Notes, tt.wantNote) {
+				t.Errorf("notes = %q, want one to be %q", r.Notes, tt.wantNote)
+			}
+		})
+	}
+}
+
+// An event whose payload disagrees with the committed payment is counted once per
+// payment, however many copies disagree; a phantom's payload has nothing to agree with.
+func TestFillPayloadMismatches(t *testing.T) {
+	t.Parallel()
+	obs := Observed{Committed: committed("p1", "p2", "p3"), Topic: newTopicContents()}
+	obs.Topic.PaymentPayloads = map[string][]PaymentFields{
+		"p1": {obs.Committed["p1"]},
+		"p2": {{UserID: "u-p2", Amount: 999, Currency: "EUR"}, {UserID: "u-p2", Amount: 100, Currency: "USD"}},
+		"p9": {{UserID: "u-p9", Amount: 1, Currency: "EUR"}},
+	}
+	var r Report
+	obs.Fill(&r)
+	if r.PayloadMismatches != 1 {
+		t.Errorf("payload_mismatches = %d, want 1", r.PayloadMismatches)
+	}
+	want := `payload of payment p2: user "u-p2", amount 999, currency "EUR"; committed user "u-p2", amount 100, currency "EUR"`
+	if !slices.Contains(r.Notes, want) {
+		t.Errorf("notes = %q, want one to be %q", r.Notes, want)
+	}
+}
+
+// Fed a broken outcome, the verifier's rows fail the run, each on the row that names the
+// fault: the checks can fail, and a mentor can tell which one did.
+func TestBrokenOutcomesFailTheirRow(t *testing.T) {
+	t.Parallel()
+	good := func() Observed {
+		obs := Observed{
+			Accepted:           []string{"p1"},
+			Committed:          committed("p1"),
+			ExpectedPartitions: 3,
+			Schema:             Schema{OutboxEvents: true, OutboxDLQ: true, ConsumerDatabase: true, Decisions: true, DecisionEventIDs: true, UserTotals: true},
+			Decisions:          map[string]int{"p1": 1},
+			DecisionEvents:     map[string]string{"p1": "e1"},
+			ConsumerDuplicates: 0,
+		}
+		obs.Topic = newTopicContents()
+		obs.Topic.Partitions, obs.Topic.Records = 3, 1
+		obs.Topic.EventCopies = map[string]int{"e1": 1}
+		obs.Topic.PaymentEvents = map[string]int{"p1": 1}
+		obs.Topic.PaymentEventIDs = map[string][]string{"p1": {"e1"}}
+		obs.Topic.PaymentPayloads = map[string][]PaymentFields{"p1": {obs.Committed["p1"]}}
+		return obs
+	}
+	tests := []struct {
+		name    string
+		breakIt func(o *Observed)
+		wantRow string // the one row that fails; empty: none
+		wantOff string // a row shown as off
+	}{
+		{name: "nothing broken"},
+		{
+			name:    "a payment with two event ids",
+			breakIt: func(o *Observed) { o.Topic.PaymentEventIDs["p1"] = []string{"e1", "e2"}; o.Topic.EventCopies["e2"] = 1 },
+			wantRow: "one event id per payment (payments with >1 X-Event-Id)",
+		},
+		{
+			name:    "a decision whose event_id differs",
+			breakIt: func(o *Observed) { o.DecisionEvents["p1"] = "e9" },
+			wantRow: "decision_event_mismatch (decision's event_id not the topic's)",
+		},
+		{
+			name:    "a record with the wrong key",
+			breakIt: func(o *Observed) { o.Topic.BadKey.add("partition 0 offset 0", `key "x", payment_id "p1"`) },
+			wantRow: "record key is the payment id",
+		},
+		{
+			name:    "a record without its headers",
+			breakIt: func(o *Observed) { o.Topic.BadHeaders.add("partition 0 offset 0", "no X-Event-Id header") },
+			wantRow: "record headers (X-Event-Id, X-Event-Type, X-Event-Occurred-At)",
+		},
+		{
+			name:    "a payload without a field",
+			breakIt: func(o *Observed) { o.Topic.BadPayload.add("partition 0 offset 0", "payload without amount") },
+			wantRow: "record payload is PaymentCreated v1 with every field",
+		},
+		{
+			name: "a payload with another amount than the payment's",
+			breakIt: func(o *Observed) {
+				o.Topic.PaymentPayloads["p1"] = []PaymentFields{{UserID: "u-p1", Amount: 1, Currency: "EUR"}}
+			},
+			wantRow: "payload matches the committed payment (user, amount, currency)",
+		},
+		{
+			name:    "a topic of one partition",
+			breakIt: func(o *Observed) { o.Topic.Partitions = 1 },
+			wantRow: "topic partitions",
+		},
+		{
+			name:    "a 201 never committed",
+			breakIt: func(o *Observed) { o.Accepted = append(o.Accepted, "p7") },
+			wantRow: "lost (no event or no decision)",
+		},
+		{
+			name:    "no user_totals: a MUST",
+			breakIt: func(o *Observed) { o.Schema.UserTotals = false },
+			wantRow: "consumer tables: decisions(payment_id, event_id), user_totals",
+		},
+		{
+			name: "no decisions.event_id: a MUST, and the row it feeds is off",
+			breakIt: func(o *Observed) {
+				o.Schema.DecisionEventIDs, o.DecisionEvents = false, nil
+			},
+			wantRow: "consumer tables: decisions(payment_id, event_id), user_totals",
+			wantOff: "decision_event_mismatch (decision's event_id not the topic's)",
+		},
+		{
+			name:    "no outbox_dlq and no outbox_events: a MAY, shown off",
+			breakIt: func(o *Observed) { o.Schema.OutboxDLQ, o.Schema.OutboxEvents = false, false },
+			wantOff: "dlq",
+		},
+		{
+			name: "no consumer database: its rows are off",
+			breakIt: func(o *Observed) {
+				o.Schema = Schema{OutboxEvents: true, OutboxDLQ: true}
+				o.Decisions, o.DecisionEvents = nil, nil
+			},
+			wantOff: "consumer tables: decisions(payment_id, event_id), user_totals",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			obs := good()
+			if tt.breakIt != nil {
+				tt.breakIt(&obs)
+			}
+			r := Report{PaymentsSent: 1, APIAccepted: 1, DrainSeconds: 1}
+			obs.Fill(&r)
+			r.Checks = append(sloChecks(&r, false), contractChecks(&r)...)
+			r.Judge()
+			var failed, off []string
+			for _, c := range r.Checks {
+				if !c.OK {
+					failed = append(failed, c.Name)
+				}
+				if c.Off {
+					off = append(off, c.Name)
+				}
+			}
+			var wantFailed []string
+			wantVerdict := VerdictPass
+			if tt.wantRow != "" {
+				wantFailed, wantVerdict = []string{tt.wantRow}, VerdictFail
+			}
+			if diff := cmp.Diff(wantFailed, failed); diff != "" {
+				t.Errorf("failed rows (-want +got):\n%s", diff)
+			}
+			if tt.wantOff != "" && !slices.Contains(off, tt.wantOff) {
+				t.Errorf("rows off = %q, want %q among them", off, tt.wantOff)
+			}
+			if r.Verdict() != wantVerdict || r.Outcome != wantVerdict {
+				t.Errorf("verdict %s (outcome %s), want %s", r.Verdict(), r.Outcome, wantVerdict)
+			}
+		})
 	}
 }

@@ -1,0 +1,94 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Schema says which of the tables and columns that docs/contract.md names the verifier
+// found. None is looked up "when present" in silence: a MUST that is missing fails the
+// run (the "consumer tables" contract row), and a MAY that is missing turns its check
+// off, which the verdict shows as a row marked off.
+type Schema struct {
+	// OutboxEvents (MAY): outbox_events with a status column; without it the drain is
+	// measured from the topic and dead letters from outbox_dlq alone.
+	OutboxEvents bool `json:"outbox_events"`
+	// OutboxDLQ (MAY): outbox_dlq; without it dead letters are counted from
+	// outbox_events alone, and without both the dead-letter check is off.
+	OutboxDLQ bool `json:"outbox_dlq"`
+	// ConsumerDatabase is whether a consumer database was given at all (optional for
+	// a black-box run; without it the consumer's checks are off).
+	ConsumerDatabase bool `json:"consumer_database"`
+	// Decisions (MUST with a consumer database): decisions(payment_id).
+	Decisions bool `json:"decisions"`
+	// DecisionEventIDs (MUST with a consumer database): decisions.event_id, the event
+	// the decision was made from.
+	DecisionEventIDs bool `json:"decisions_event_id"`
+	// UserTotals (MUST with a consumer database): user_totals, the running totals
+	// that a redelivery without dedup would change.
+	UserTotals bool `json:"user_totals"`
+}
+
+// MissingConsumerTables names the consumer tables and columns the contract requires
+// but the consumer database lacks; empty without a consumer database.
+func (s Schema) MissingConsumerTables() []string {
+	if !s.ConsumerDatabase {
+		return nil
+	}
+	var missing []string
+	if !s.Decisions {
+		missing = append(missing, "decisions(payment_id)")
+	}
+	if !s.DecisionEventIDs {
+		missing = append(missing, "decisions.event_id")
+	}
+	if !s.UserTotals {
+		missing = append(missing, "user_totals")
+	}
+	return missing
+}
+
+// schema looks up every table and column of the contract.
+func (v *Verifier) schema(ctx context.Context) (Schema, error) {
+	s := Schema{ConsumerDatabase: v.consumer != nil}
+	type lookup struct {
+		found         *bool
+		db            *pgxpool.Pool
+		table, column string
+	}
+	lookups := []lookup{
+		{&s.OutboxEvents, v.payments, "outbox_events", "status"},
+		{&s.OutboxDLQ, v.payments, "outbox_dlq", ""},
+	}
+	if v.consumer != nil {
+		lookups = append(lookups,
+			lookup{&s.Decisions, v.consumer, "decisions", "payment_id"},
+			lookup{&s.DecisionEventIDs, v.consumer, "decisions", "event_id"},
+			lookup{&s.UserTotals, v.consumer, "user_totals", ""},
+		)
+	}
+	for _, l := range lookups {
+		var err error
+		if *l.found, err = hasColumn(ctx, l.db, l.table, l.column); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// hasColumn reports whether db has table (in its search path) and, unless column is
+// empty, a column of that name in it.
+func hasColumn(ctx context.Context, db *pgxpool.Pool, table, column string) (bool, error) {
+	var ok bool
+	err := db.QueryRow(ctx, `
+		SELECT to_regclass($1) IS NOT NULL AND ($2 = '' OR EXISTS (
+			SELECT 1 FROM pg_attribute
+			WHERE attrelid = to_regclass($1) AND attname = $2 AND attnum > 0 AND NOT attisdropped))`,
+		table, column).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("look up %s %s: %w", table, column, err)
+	}
+	return ok, nil
+}
