@@ -20,13 +20,18 @@ import (
 //
 //   - A rejection: the broker refused this record for a reason of its own (too large,
 //     invalid). Sending the same bytes again cannot succeed until someone changes
-//     something, and only this event is at fault. The row counts one more attempt and one
-//     more rejection, keeps the error in last_error, and waits for its own jittered
-//     backoff (next_attempt_at). The rejection that reaches MaxRejections marks the row
-//     'failed', copies it to outbox_dlq and raises an alert; the row then holds back the
-//     later events of its aggregate until an operator replays it.
+//     something, and only this event is at fault. Only an error about what the event
+//     itself holds qualifies: one about what the relay adds to every record (the
+//     timestamp, read from this host's clock; the CRC the client computes) is a fault
+//     of the host, and counting it would dead-letter the whole backlog (isRejection).
+//     The row counts one more attempt and one more rejection, keeps the error in
+//     last_error, and waits for its own jittered backoff (next_attempt_at). The
+//     rejection that reaches MaxRejections marks the row 'failed', copies it to
+//     outbox_dlq and raises an alert; the row then holds back the later events of its
+//     aggregate until an operator replays it.
 //   - A transport failure: everything else (timeouts, refused connections, leader
-//     changes, a closed client, an unknown topic, missing authorisation). The broker or
+//     changes, a closed client, an unknown topic, missing authorisation, a timestamp
+//     refused because the host's clock is off, a corrupt CRC). The broker, the host or
 //     the configuration is at fault, and every event would fail alike. The row counts
 //     one more attempt and keeps the error, but its rejections do not change, so an
 //     outage of any length dead-letters nothing. The row stays 'pending' with no
@@ -62,12 +67,19 @@ type failure struct {
 //
 // franz-go reports a record too large for its own batch limit, and the broker's
 // MESSAGE_TOO_LARGE, both as kerr.MessageTooLarge.
+//
+// Two record-level codes are left out on purpose, because they are about what the
+// relay put around the event, not the event: INVALID_TIMESTAMP judges the record
+// timestamp, which is this host's time.Now(), so a host whose clock is off past the
+// broker's log.message.timestamp.*.max.ms gets it for every record; CORRUPT_MESSAGE
+// means the CRC the client computed does not match the bytes the broker received (a
+// client or network fault), and a resend rebuilds both. Counted as rejections, either
+// would dead-letter the whole backlog in seconds; as transport failures they pause the
+// relay, and the oldest pending age alerts, as in an outage (docs/adr/0005).
 func isRejection(err error) bool {
 	return errors.Is(err, kerr.MessageTooLarge) ||
 		errors.Is(err, kerr.RecordListTooLarge) ||
-		errors.Is(err, kerr.InvalidRecord) ||
-		errors.Is(err, kerr.CorruptMessage) ||
-		errors.Is(err, kerr.InvalidTimestamp)
+		errors.Is(err, kerr.InvalidRecord)
 }
 
 // isolateRejection returns the error to judge e by, given the outcome err of its

@@ -25,8 +25,9 @@ func TestFailureOfTellsRejectionsFromTransportFailures(t *testing.T) {
 		{"record too large", kerr.MessageTooLarge, true},
 		{"record list too large", kerr.RecordListTooLarge, true},
 		{"invalid record", kerr.InvalidRecord, true},
-		{"corrupt message", kerr.CorruptMessage, true},
-		{"invalid timestamp", kerr.InvalidTimestamp, true},
+		// Faults of the relay host, not of the event: every record would get them.
+		{"corrupt message", kerr.CorruptMessage, false},
+		{"invalid timestamp (host clock skewed)", kerr.InvalidTimestamp, false},
 		{"wrapped rejection", fmt.Errorf("produce: %w", kerr.MessageTooLarge), true},
 		{"deadline while in flight", context.DeadlineExceeded, false},
 		{"leader moved", kerr.NotLeaderForPartition, false},
@@ -96,5 +97,69 @@ func TestSleepEndsWithItsContext(t *testing.T) {
 	}
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("sleep(cancelled ctx, 1h) took %s, want an immediate return", took)
+	}
+}
+
+// A relay host whose clock is off by more than the broker's
+// log.message.timestamp.*.max.ms gets every record refused with INVALID_TIMESTAMP.
+// That is the host's fault, not any event's: the relay must pause as in an outage and
+// dead-letter nothing, however many batches fail.
+func TestRelayPausesAndDeadLettersNothingWhenEveryTimestampIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.MaxRejections = 1 // a single misclassified failure would dead-letter
+	r := b.newRelay(t)
+	var msgs []Message
+	for i := range 5 {
+		msgs = append(msgs, newMessage(t, fmt.Sprintf("agg-%d", i), 0))
+	}
+	b.insert(t, msgs...)
+	skewedHost := &fakeProducer{reject: func(*kgo.Record) error { return kerr.InvalidTimestamp }}
+
+	for range 3 {
+		if _, err := r.runOnce(context.Background(), skewedHost); err != nil {
+			t.Fatalf("runOnce: %v", err)
+		}
+	}
+
+	if got := b.count(t, `SELECT count(*) FROM outbox_dlq`); got != 0 {
+		t.Errorf("DLQ rows: %d, want 0", got)
+	}
+	if got := b.count(t, `SELECT count(*) FROM outbox_events WHERE status = 'pending' AND rejections = 0 AND attempts = 3`); got != len(msgs) {
+		t.Errorf("pending events with 3 attempts and no rejection: %d, want %d", got, len(msgs))
+	}
+	if got := failuresOf(b.metrics, reasonRejected); got != 0 {
+		t.Errorf("rejected failures: %v, want 0", got)
+	}
+	if got := r.outage.remaining(); got <= 0 {
+		t.Errorf("outage pause remaining %s, want the relay paused", got)
+	}
+}
+
+// The classification must not hide a true poison record: one oversized record among
+// good ones, rejected with its whole batch, still reaches the DLQ on its own, and the
+// others are published.
+func TestRelayDeadLettersOneOversizedRecordAmongGoodOnes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.MaxRejections = 1
+	r := b.newRelay(t)
+	var msgs []Message
+	for i := range 6 {
+		msgs = append(msgs, newMessage(t, fmt.Sprintf("agg-%d", i), 0))
+	}
+	b.insert(t, msgs...)
+	poison := msgs[2].ID.String()
+	broker := &fakeProducer{reject: rejectIDs(kerr.MessageTooLarge, poison)}
+
+	if _, err := r.runOnce(context.Background(), broker); err != nil {
+		t.Fatalf("runOnce: %v", err)
+	}
+
+	if got := b.count(t, `SELECT count(*) FROM outbox_dlq WHERE event_id = $1`, poison); got != 1 {
+		t.Errorf("DLQ rows of the oversized event: %d, want 1", got)
+	}
+	if got := b.count(t, `SELECT count(*) FROM outbox_events WHERE status = 'published' AND rejections = 0`); got != len(msgs)-1 {
+		t.Errorf("published events without a rejection: %d, want %d", got, len(msgs)-1)
 	}
 }
