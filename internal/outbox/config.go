@@ -30,7 +30,9 @@ type RelayConfig struct {
 	BatchSize int
 	// Lease is how long a claimed row belongs to its worker. It must outlast a publish
 	// (PublishTimeout) plus the mark: a worker that dies leaves its rows to others
-	// after this long. Default 30s.
+	// after this long. A batch never outlives it: its publish, resends of rejected
+	// records on their own included, stops one QueryTimeout before the lease ends,
+	// and records whatever it has judged by then (runOnce). Default 30s.
 	Lease time.Duration
 	// PublishTimeout bounds one publish attempt of a batch, including time spent
 	// waiting on a broker that does not answer. Default 5s.

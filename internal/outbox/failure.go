@@ -41,6 +41,14 @@ import (
 //     would be wrong here: retrying each event on its own schedule would only hammer a
 //     broker that is down for all.
 //
+// Before a rejection counts, the record is sent again on its own (isolate): the broker
+// judges batches, not records, so a rejection shared with other records says only that
+// one of them is at fault. Those resends are serialized per relay on a client of their
+// own, and the whole batch stops one QueryTimeout before its lease ends: a record not
+// resent by then is left unjudged, and its lease runs out for a later claim. So no
+// batch outlives its lease, however many of its records need a resend, and no other
+// worker publishes rows this one is still working on.
+//
 // A batch in which no event hit a transport failure ends the pause: the broker
 // answered, even if only to refuse a record. Each Relay (each API replica) keeps its
 // own pause; the rows say nothing about it. A batch abandoned at shutdown takes none
@@ -48,7 +56,7 @@ import (
 // its leases instead.
 //
 // The steps, in the order a batch takes them: publish (publish.go) hands each failed
-// record to isolateRejection, then to failureOf; runOnce (relay.go) hands the batch's
+// record to isolate, then to failureOf; runOnce (relay.go) hands the batch's
 // failures to recordFailures, which counts them, pauses or resumes the relay, stores
 // them in one statement (store.recordFailures) and alerts on each dead letter; work
 // (relay.go) waits out the pause with sleep before it claims again.
@@ -82,18 +90,37 @@ func isRejection(err error) bool {
 		errors.Is(err, kerr.InvalidRecord)
 }
 
-// isolateRejection returns the error to judge e by, given the outcome err of its
-// publish in a batch of batchSize records. The broker judges a whole per-partition
-// batch: one oversized record gets every record that shared its batch rejected. So a
-// rejection in a batch of several is not yet a verdict on e: isolateRejection sends e
-// again on its own and returns the error of that resend (nil when the broker took it),
-// so only the culprit is counted towards the DLQ. Any other outcome, nil included, is
-// returned as is.
-func (r *Relay) isolateRejection(ctx context.Context, p producer, e claimedEvent, err error, batchSize int) error {
-	if batchSize == 1 || !isRejection(err) {
+// errNotJudged means the lease's deadline came before a rejected record could be sent
+// on its own: the event is neither published nor failed, and its next claim judges it.
+var errNotJudged = errors.New("lease deadline before the record could be sent on its own")
+
+// isolate returns the error to judge e by, given the outcome err of its publish on the
+// shared client. The broker judges a whole per-partition batch: one oversized record
+// gets every record that shared its batch rejected, and on the shared client that batch
+// may hold other workers' records, even when e's own batch held e alone. So a
+// rejection there is not yet a verdict on e: isolate sends e again on alone, the
+// relay's client for resends, one record at a time for the whole relay, and returns
+// the error of that resend (nil when the broker took it), so only the culprit is
+// counted towards the DLQ. Any other outcome, nil included, is returned as is.
+//
+// ctx carries the lease's deadline (runOnce): waiting for the turn and the resend both
+// end with it, and a resend cut short by it returns errNotJudged rather than a
+// transport failure, because the broker said nothing about e.
+func (r *Relay) isolate(ctx context.Context, alone producer, e claimedEvent, err error) error {
+	if !isRejection(err) {
 		return err
 	}
-	return r.produce(ctx, p, r.kafkaRecord(e))[0].Err
+	select {
+	case r.isolating <- struct{}{}:
+	case <-ctx.Done():
+		return errNotJudged
+	}
+	defer func() { <-r.isolating }()
+	err = r.produce(ctx, alone, r.kafkaRecord(e))[0].Err
+	if err != nil && ctx.Err() != nil {
+		return errNotJudged
+	}
+	return err
 }
 
 // failureOf classifies the failed publish of e. A rejection is retried per event with

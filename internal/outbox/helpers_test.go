@@ -263,3 +263,23 @@ func newProducer(t *testing.T, r *Relay) *kgo.Client {
 	t.Cleanup(cl.Close)
 	return cl
 }
+
+// startWorkers runs r's workers over p instead of Kafka clients until the test ends,
+// and checks that they stop.
+func startWorkers(t *testing.T, r *Relay, p producers) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.runWorkers(ctx, p)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("workers did not stop 30s after their context ended")
+		}
+	})
+}
