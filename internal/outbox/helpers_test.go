@@ -1,12 +1,14 @@
 package outbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -282,4 +284,27 @@ func startWorkers(t *testing.T, r *Relay, p producers) {
 			t.Errorf("workers did not stop 30s after their context ended")
 		}
 	})
+}
+
+// logBuffer collects a logger's output for tests that check what was logged.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// logger returns a logger that writes JSON lines into l.
+func (l *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(l, nil))
 }
