@@ -68,7 +68,8 @@ type RelayConfig struct {
 	// for every dead-lettered event. AlertRoutingKey is copied into its routing_key.
 	AlertWebhookURL string
 	AlertRoutingKey string
-	// AlertTimeout bounds one webhook call. Default 5s.
+	// AlertTimeout bounds one webhook call. The alerts of one batch are sent side by
+	// side, so they hold its worker at most this long. Default 5s.
 	AlertTimeout time.Duration
 
 	// ShutdownTimeout bounds Run's return after its context ends: in-flight batches

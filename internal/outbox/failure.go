@@ -168,10 +168,8 @@ func (r *Relay) recordFailures(ctx context.Context, token uuid.UUID, failures []
 	if err != nil {
 		return err
 	}
-	for _, d := range dead {
-		r.metrics.deadLettered.Inc()
-		r.alerter.deadLettered(ctx, d)
-	}
+	r.metrics.deadLettered.Add(float64(len(dead)))
+	r.alerter.deadLettered(ctx, dead)
 	return nil
 }
 

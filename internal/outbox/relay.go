@@ -88,8 +88,9 @@ func (r *Relay) Notify() {
 //     QueryTimeout, so that another relay takes the rows at once.
 //  4. The Kafka client closes and Run returns.
 //
-// Every publish and query runs under a timeout, so Run returns at the latest about
-// ShutdownTimeout plus one QueryTimeout after ctx ends: its caller needs no timer of
+// Every publish, query and alert runs under a timeout, so Run returns at the latest
+// about ShutdownTimeout plus one QueryTimeout (plus one AlertTimeout if the last batch
+// dead-lettered events) after ctx ends: its caller needs no timer of
 // its own, and the bound follows the configured ShutdownTimeout. It returns an error
 // only when it cannot start.
 func (r *Relay) Run(ctx context.Context) error {
