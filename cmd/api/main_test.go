@@ -336,3 +336,29 @@ func (b *lineBuffer) Lines() []string {
 	}
 	return lines
 }
+
+// A relay that cannot start (here a broker port that is not a number, which the
+// configuration's host:port check lets through and the Kafka client refuses) must not
+// leave the API taking payments that nothing will publish: run shuts down in order
+// and returns the relay's error.
+func TestRunStopsWhenTheRelayCannotStart(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"DATABASE_URL":  testenv.NewDatabase(t, migrations.Payments),
+		"HTTP_ADDR":     "127.0.0.1:0",
+		"KAFKA_BROKERS": "127.0.0.1:x9092",
+		"KAFKA_TOPIC":   "unused",
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(context.Background(), []string{"api"}, func(k string) string { return env[k] }, io.Discard)
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "outbox relay") {
+			t.Errorf("run = %v, want the error of the relay that could not start", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run still serving 30 s after its relay failed to start")
+	}
+}

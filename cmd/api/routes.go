@@ -18,9 +18,10 @@ import (
 )
 
 // newHandler is the whole HTTP surface of the service, on one screen: every endpoint
-// the API serves is listed here and nowhere else. dualWrite is nil unless
-// cfg.DualWrite.
-func newHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, reg *prometheus.Registry, relay *outbox.Relay, dualWrite *dualwrite.Handler) (http.Handler, error) {
+// the API serves is listed here and nowhere else. relayStopped is closed once the
+// relay is no longer running. dualWrite is nil unless cfg.DualWrite.
+func newHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, reg *prometheus.Registry,
+	relay *outbox.Relay, relayStopped <-chan struct{}, dualWrite *dualwrite.Handler) (http.Handler, error) {
 	metrics, err := newHTTPMetrics(reg)
 	if err != nil {
 		return nil, err
@@ -33,7 +34,7 @@ func newHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, reg *promet
 	})
 
 	r.Get("/healthz", handleHealthz())
-	r.Get("/readyz", handleReadyz(logger, pool))
+	r.Get("/readyz", handleReadyz(logger, pool, relayStopped))
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 
 	paymentLogger := logger.With(slog.String("component", "payment"))
@@ -73,9 +74,17 @@ func handleHealthz() http.HandlerFunc {
 // readyTimeout bounds the readiness probe's database ping.
 const readyTimeout = 2 * time.Second
 
-// handleReadyz says whether the service can take payments: the database answers.
-func handleReadyz(logger *slog.Logger, pool *pgxpool.Pool) http.HandlerFunc {
+// handleReadyz says whether the service can take payments: its relay runs, so what it
+// commits gets published, and the database answers.
+func handleReadyz(logger *slog.Logger, pool *pgxpool.Pool, relayStopped <-chan struct{}) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-relayStopped:
+			// Only between a failed relay start and the process's exit (serve).
+			payment.WriteError(w, r, logger, payment.Errorf(payment.Unavailable, "", "the outbox relay is not running"))
+			return
+		default:
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 		defer cancel()
 		if err := pool.Ping(ctx); err != nil {

@@ -110,9 +110,44 @@ func TestAdminEndpointsNeedTheConfiguredToken(t *testing.T) {
 	}
 }
 
-// newTestHandler builds the routes with a relay that is never run: the handlers only
-// call its Notify.
+// Readiness covers the relay too: payments taken while it is not running would wait
+// in the outbox for a relay that is not coming.
+func TestReadyzReportsAStoppedRelay(t *testing.T) {
+	t.Parallel()
+	pool := testenv.NewPool(t, migrations.Payments)
+	running, stopped := make(chan struct{}), make(chan struct{})
+	close(stopped)
+	tests := []struct {
+		name         string
+		relayStopped chan struct{}
+		wantStatus   int
+		wantBody     string
+	}{
+		{"relay running", running, http.StatusOK, `"status":"ready"`},
+		{"relay stopped", stopped, http.StatusServiceUnavailable, `the outbox relay is not running`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newTestHandlerWithRelay(t, config{}, pool, prometheus.NewRegistry(), tt.relayStopped)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+			if rec.Code != tt.wantStatus || !strings.Contains(rec.Body.String(), tt.wantBody) {
+				t.Errorf("GET /readyz = %d %s, want %d with %s", rec.Code, rec.Body, tt.wantStatus, tt.wantBody)
+			}
+		})
+	}
+}
+
+// newTestHandler builds the routes with a relay that is never run, but reported
+// running: the handlers only call its Notify.
 func newTestHandler(t *testing.T, cfg config, pool *pgxpool.Pool, reg *prometheus.Registry) http.Handler {
+	t.Helper()
+	return newTestHandlerWithRelay(t, cfg, pool, reg, make(chan struct{}))
+}
+
+// newTestHandlerWithRelay is newTestHandler with the relay reported stopped once
+// relayStopped is closed.
+func newTestHandlerWithRelay(t *testing.T, cfg config, pool *pgxpool.Pool, reg *prometheus.Registry, relayStopped <-chan struct{}) http.Handler {
 	t.Helper()
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	metrics, err := outbox.NewMetrics(prometheus.NewRegistry())
@@ -123,7 +158,7 @@ func newTestHandler(t *testing.T, cfg config, pool *pgxpool.Pool, reg *prometheu
 	if err != nil {
 		t.Fatalf("new relay: %v", err)
 	}
-	h, err := newHandler(cfg, logger, pool, reg, relay, nil)
+	h, err := newHandler(cfg, logger, pool, reg, relay, relayStopped, nil)
 	if err != nil {
 		t.Fatalf("newHandler: %v", err)
 	}

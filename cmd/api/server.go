@@ -38,6 +38,15 @@ const (
 //     its Kafka client; the cleaner stops between two deletes.
 //  3. The dual-write handler's Kafka client (DUAL_WRITE=true only) closes, then the
 //     pool, which every step above used.
+//
+// The relay failing to start takes the same path from step 1, and serve returns its
+// error: the process exits rather than staying up unready. Run fails only when it
+// cannot build its Kafka client from the configuration (a broker port that is not a
+// number, say), which no amount of waiting cures. An API without its relay would
+// commit payments that nothing publishes, and a process left up "not ready" is seen
+// only by whoever reads its probe; an exit with the cause on stderr is what a
+// supervisor (systemd, Kubernetes) restarts, counts and reports as a crash loop.
+// Until the listener closes, /readyz answers 503 so that no new traffic is sent.
 func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	pool, err := openPool(ctx, cfg)
 	if err != nil {
@@ -71,7 +80,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		// Deferred after the pool's Close, so it runs before it.
 		defer dualWrite.Close()
 	}
-	handler, err := newHandler(cfg, logger, pool, reg, relay, dualWrite)
+	relayStopped := make(chan struct{}) // closed when relay.Run returns; /readyz reads it
+	handler, err := newHandler(cfg, logger, pool, reg, relay, relayStopped, dualWrite)
 	if err != nil {
 		return err
 	}
@@ -97,11 +107,11 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	backgroundCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBackground()
 	var background sync.WaitGroup
+	relayErr := make(chan error, 1)
 	background.Go(func() {
-		if err := relay.Run(backgroundCtx); err != nil {
-			// The API keeps taking payments: their events wait in the outbox for a relay.
-			logger.Error("outbox relay did not start; events stay pending", slog.Any("err", err))
-		}
+		err := relay.Run(backgroundCtx)
+		close(relayStopped) // first, so that readiness fails before the shutdown starts
+		relayErr <- err
 	})
 	background.Go(func() { cleaner.Run(backgroundCtx) })
 
@@ -113,6 +123,9 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	case err := <-serveErr:
 		// The server stopped without being asked: shut the rest down and say why.
 		errs = append(errs, fmt.Errorf("serve http: %w", err))
+	case err := <-relayErr:
+		// Before stopBackground, Run returns only when it cannot start (see above).
+		errs = append(errs, fmt.Errorf("outbox relay: %w", err), shutdownHTTP(ctx, srv, serveErr))
 	case <-ctx.Done():
 		logger.Info("shutting down")
 		errs = append(errs, shutdownHTTP(ctx, srv, serveErr))

@@ -4,20 +4,28 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
+	"sync"
+	"time"
 )
 
 // alerter tells operators about dead-lettered events: always a structured Error log
 // line, and, when configured, a webhook call with a PagerDuty-Events-v2-like body.
 type alerter struct {
 	webhookURL string
-	routingKey string
-	source     string
-	client     *http.Client
-	logger     *slog.Logger
+	// webhookHost is all that logs show of webhookURL: webhook URLs carry their
+	// secret in the path or the query.
+	webhookHost string
+	routingKey  string
+	source      string
+	timeout     time.Duration
+	client      *http.Client
+	logger      *slog.Logger
 }
 
 func newAlerter(cfg RelayConfig, logger *slog.Logger) *alerter {
@@ -25,13 +33,34 @@ func newAlerter(cfg RelayConfig, logger *slog.Logger) *alerter {
 	if err != nil {
 		source = "outbox-relay"
 	}
-	return &alerter{
-		webhookURL: cfg.AlertWebhookURL,
-		routingKey: cfg.AlertRoutingKey,
-		source:     source,
-		client:     &http.Client{Timeout: cfg.AlertTimeout},
-		logger:     logger,
+	host := "the alert webhook" // for a URL that does not parse, which post reports
+	if u, err := url.Parse(cfg.AlertWebhookURL); err == nil {
+		host = u.Host
 	}
+	return &alerter{
+		webhookURL:  cfg.AlertWebhookURL,
+		webhookHost: host,
+		routingKey:  cfg.AlertRoutingKey,
+		source:      source,
+		timeout:     cfg.AlertTimeout,
+		client:      &http.Client{CheckRedirect: sameHostRedirects},
+		logger:      logger,
+	}
+}
+
+// sameHostRedirects lets the webhook client follow a redirect only to the host and
+// scheme it was configured with. A 307 or 308 resends the alert body, and an alert
+// carries event details and the routing key: a webhook that sends it elsewhere is
+// misconfigured or hijacked, and the failure is logged instead.
+func sameHostRedirects(req *http.Request, via []*http.Request) error {
+	first := via[0].URL
+	if req.URL.Host != first.Host || req.URL.Scheme != first.Scheme {
+		return fmt.Errorf("refused a redirect to %s://%s", req.URL.Scheme, req.URL.Host)
+	}
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	return nil
 }
 
 // alertEvent is the webhook body, shaped like a PagerDuty Events API v2 trigger.
@@ -50,17 +79,35 @@ type alertPayload struct {
 	CustomDetails DeadLetter `json:"custom_details"`
 }
 
-// deadLettered raises the alert for d. A webhook that fails is logged, never retried
-// here: the log line above it already carries the alert, and the DLQ row stays.
-func (a *alerter) deadLettered(ctx context.Context, d DeadLetter) {
-	a.logger.Error("event moved to the dead-letter queue; replay it once fixed",
-		slog.String("event_id", d.EventID.String()), slog.String("event_type", d.EventType),
-		slog.String("aggregate_id", d.AggregateID), slog.Int("attempts", d.Attempts),
-		slog.String("last_error", d.LastError))
-	if a.webhookURL == "" {
-		return
+// deadLettered raises the alerts for the events one batch dead-lettered, and returns
+// within one AlertTimeout. The webhook calls run side by side, each under its own
+// AlertTimeout, detached from ctx's deadline (the batch's query deadline, mostly spent
+// by now): one slow call must not cost the others their alert. A webhook that fails
+// is logged, never retried here: the log line above it already carries the alert, and
+// the DLQ row stays.
+func (a *alerter) deadLettered(ctx context.Context, dead []DeadLetter) {
+	var calls sync.WaitGroup
+	for _, d := range dead {
+		a.logger.Error("event moved to the dead-letter queue; replay it once fixed",
+			slog.String("event_id", d.EventID.String()), slog.String("event_type", d.EventType),
+			slog.String("aggregate_id", d.AggregateID), slog.Int("attempts", d.Attempts),
+			slog.String("last_error", d.LastError))
+		if a.webhookURL == "" {
+			continue
+		}
+		calls.Go(func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.timeout)
+			defer cancel()
+			if err := a.post(ctx, a.alertFor(d)); err != nil {
+				a.logger.Warn("alert webhook", slog.String("event_id", d.EventID.String()), slog.Any("err", err))
+			}
+		})
 	}
-	if err := a.post(ctx, alertEvent{
+	calls.Wait()
+}
+
+func (a *alerter) alertFor(d DeadLetter) alertEvent {
+	return alertEvent{
 		RoutingKey:  a.routingKey,
 		EventAction: "trigger",
 		DedupKey:    d.EventID.String(),
@@ -70,11 +117,10 @@ func (a *alerter) deadLettered(ctx context.Context, d DeadLetter) {
 			Severity:      "error",
 			CustomDetails: d,
 		},
-	}); err != nil {
-		a.logger.Warn("alert webhook", slog.String("event_id", d.EventID.String()), slog.Any("err", err))
 	}
 }
 
+// post sends event to the webhook. Its errors name the webhook's host, never its URL.
 func (a *alerter) post(ctx context.Context, event alertEvent) error {
 	body, err := json.Marshal(event)
 	if err != nil {
@@ -82,16 +128,20 @@ func (a *alerter) post(ctx context.Context, event alertEvent) error {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.webhookURL, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("build alert request: %w", err)
+		return fmt.Errorf("build alert request to %s: the URL does not parse", a.webhookHost)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := a.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("post alert: %w", err)
+		// A *url.Error quotes the whole URL; keep only what went wrong.
+		if urlErr, ok := errors.AsType[*url.Error](err); ok {
+			err = urlErr.Err
+		}
+		return fmt.Errorf("post alert to %s: %w", a.webhookHost, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
-		return fmt.Errorf("post alert: status %s", resp.Status)
+		return fmt.Errorf("post alert to %s: status %s", a.webhookHost, resp.Status)
 	}
 	return nil
 }

@@ -30,7 +30,9 @@ type RelayConfig struct {
 	BatchSize int
 	// Lease is how long a claimed row belongs to its worker. It must outlast a publish
 	// (PublishTimeout) plus the mark: a worker that dies leaves its rows to others
-	// after this long. Default 30s.
+	// after this long. A batch never outlives it: its publish, resends of rejected
+	// records on their own included, stops one QueryTimeout before the lease ends,
+	// and records whatever it has judged by then (runOnce). Default 30s.
 	Lease time.Duration
 	// PublishTimeout bounds one publish attempt of a batch, including time spent
 	// waiting on a broker that does not answer. Default 5s.
@@ -66,7 +68,8 @@ type RelayConfig struct {
 	// for every dead-lettered event. AlertRoutingKey is copied into its routing_key.
 	AlertWebhookURL string
 	AlertRoutingKey string
-	// AlertTimeout bounds one webhook call. Default 5s.
+	// AlertTimeout bounds one webhook call. The alerts of one batch are sent side by
+	// side, so they hold its worker at most this long. Default 5s.
 	AlertTimeout time.Duration
 
 	// ShutdownTimeout bounds Run's return after its context ends: in-flight batches

@@ -20,13 +20,18 @@ import (
 //
 //   - A rejection: the broker refused this record for a reason of its own (too large,
 //     invalid). Sending the same bytes again cannot succeed until someone changes
-//     something, and only this event is at fault. The row counts one more attempt and one
-//     more rejection, keeps the error in last_error, and waits for its own jittered
-//     backoff (next_attempt_at). The rejection that reaches MaxRejections marks the row
-//     'failed', copies it to outbox_dlq and raises an alert; the row then holds back the
-//     later events of its aggregate until an operator replays it.
+//     something, and only this event is at fault. Only an error about what the event
+//     itself holds qualifies: one about what the relay adds to every record (the
+//     timestamp, read from this host's clock; the CRC the client computes) is a fault
+//     of the host, and counting it would dead-letter the whole backlog (isRejection).
+//     The row counts one more attempt and one more rejection, keeps the error in
+//     last_error, and waits for its own jittered backoff (next_attempt_at). The
+//     rejection that reaches MaxRejections marks the row 'failed', copies it to
+//     outbox_dlq and raises an alert; the row then holds back the later events of its
+//     aggregate until an operator replays it.
 //   - A transport failure: everything else (timeouts, refused connections, leader
-//     changes, a closed client, an unknown topic, missing authorisation). The broker or
+//     changes, a closed client, an unknown topic, missing authorisation, a timestamp
+//     refused because the host's clock is off, a corrupt CRC). The broker, the host or
 //     the configuration is at fault, and every event would fail alike. The row counts
 //     one more attempt and keeps the error, but its rejections do not change, so an
 //     outage of any length dead-letters nothing. The row stays 'pending' with no
@@ -36,6 +41,14 @@ import (
 //     would be wrong here: retrying each event on its own schedule would only hammer a
 //     broker that is down for all.
 //
+// Before a rejection counts, the record is sent again on its own (isolate): the broker
+// judges batches, not records, so a rejection shared with other records says only that
+// one of them is at fault. Those resends are serialized per relay on a client of their
+// own, and the whole batch stops one QueryTimeout before its lease ends: a record not
+// resent by then is left unjudged, and its lease runs out for a later claim. So no
+// batch outlives its lease, however many of its records need a resend, and no other
+// worker publishes rows this one is still working on.
+//
 // A batch in which no event hit a transport failure ends the pause: the broker
 // answered, even if only to refuse a record. Each Relay (each API replica) keeps its
 // own pause; the rows say nothing about it. A batch abandoned at shutdown takes none
@@ -43,7 +56,7 @@ import (
 // its leases instead.
 //
 // The steps, in the order a batch takes them: publish (publish.go) hands each failed
-// record to isolateRejection, then to failureOf; runOnce (relay.go) hands the batch's
+// record to isolate, then to failureOf; runOnce (relay.go) hands the batch's
 // failures to recordFailures, which counts them, pauses or resumes the relay, stores
 // them in one statement (store.recordFailures) and alerts on each dead letter; work
 // (relay.go) waits out the pause with sleep before it claims again.
@@ -62,26 +75,52 @@ type failure struct {
 //
 // franz-go reports a record too large for its own batch limit, and the broker's
 // MESSAGE_TOO_LARGE, both as kerr.MessageTooLarge.
+//
+// Two record-level codes are left out on purpose, because they are about what the
+// relay put around the event, not the event: INVALID_TIMESTAMP judges the record
+// timestamp, which is this host's time.Now(), so a host whose clock is off past the
+// broker's log.message.timestamp.*.max.ms gets it for every record; CORRUPT_MESSAGE
+// means the CRC the client computed does not match the bytes the broker received (a
+// client or network fault), and a resend rebuilds both. Counted as rejections, either
+// would dead-letter the whole backlog in seconds; as transport failures they pause the
+// relay, and the oldest pending age alerts, as in an outage (docs/adr/0005).
 func isRejection(err error) bool {
 	return errors.Is(err, kerr.MessageTooLarge) ||
 		errors.Is(err, kerr.RecordListTooLarge) ||
-		errors.Is(err, kerr.InvalidRecord) ||
-		errors.Is(err, kerr.CorruptMessage) ||
-		errors.Is(err, kerr.InvalidTimestamp)
+		errors.Is(err, kerr.InvalidRecord)
 }
 
-// isolateRejection returns the error to judge e by, given the outcome err of its
-// publish in a batch of batchSize records. The broker judges a whole per-partition
-// batch: one oversized record gets every record that shared its batch rejected. So a
-// rejection in a batch of several is not yet a verdict on e: isolateRejection sends e
-// again on its own and returns the error of that resend (nil when the broker took it),
-// so only the culprit is counted towards the DLQ. Any other outcome, nil included, is
-// returned as is.
-func (r *Relay) isolateRejection(ctx context.Context, p producer, e claimedEvent, err error, batchSize int) error {
-	if batchSize == 1 || !isRejection(err) {
+// errNotJudged means the lease's deadline came before a rejected record could be sent
+// on its own: the event is neither published nor failed, and its next claim judges it.
+var errNotJudged = errors.New("lease deadline before the record could be sent on its own")
+
+// isolate returns the error to judge e by, given the outcome err of its publish on the
+// shared client. The broker judges a whole per-partition batch: one oversized record
+// gets every record that shared its batch rejected, and on the shared client that batch
+// may hold other workers' records, even when e's own batch held e alone. So a
+// rejection there is not yet a verdict on e: isolate sends e again on alone, the
+// relay's client for resends, one record at a time for the whole relay, and returns
+// the error of that resend (nil when the broker took it), so only the culprit is
+// counted towards the DLQ. Any other outcome, nil included, is returned as is.
+//
+// ctx carries the lease's deadline (runOnce): waiting for the turn and the resend both
+// end with it, and a resend cut short by it returns errNotJudged rather than a
+// transport failure, because the broker said nothing about e.
+func (r *Relay) isolate(ctx context.Context, alone producer, e claimedEvent, err error) error {
+	if !isRejection(err) {
 		return err
 	}
-	return r.produce(ctx, p, r.kafkaRecord(e))[0].Err
+	select {
+	case r.isolating <- struct{}{}:
+	case <-ctx.Done():
+		return errNotJudged
+	}
+	defer func() { <-r.isolating }()
+	err = r.produce(ctx, alone, r.kafkaRecord(e))[0].Err
+	if err != nil && ctx.Err() != nil {
+		return errNotJudged
+	}
+	return err
 }
 
 // failureOf classifies the failed publish of e. A rejection is retried per event with
@@ -129,10 +168,8 @@ func (r *Relay) recordFailures(ctx context.Context, token uuid.UUID, failures []
 	if err != nil {
 		return err
 	}
-	for _, d := range dead {
-		r.metrics.deadLettered.Inc()
-		r.alerter.deadLettered(ctx, d)
-	}
+	r.metrics.deadLettered.Add(float64(len(dead)))
+	r.alerter.deadLettered(ctx, dead)
 	return nil
 }
 

@@ -10,6 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dscourse/payments-outbox/internal/testenv"
 )
 
 // The classification decides whether an event can ever reach the DLQ: a transport
@@ -25,8 +27,9 @@ func TestFailureOfTellsRejectionsFromTransportFailures(t *testing.T) {
 		{"record too large", kerr.MessageTooLarge, true},
 		{"record list too large", kerr.RecordListTooLarge, true},
 		{"invalid record", kerr.InvalidRecord, true},
-		{"corrupt message", kerr.CorruptMessage, true},
-		{"invalid timestamp", kerr.InvalidTimestamp, true},
+		// Faults of the relay host, not of the event: every record would get them.
+		{"corrupt message", kerr.CorruptMessage, false},
+		{"invalid timestamp (host clock skewed)", kerr.InvalidTimestamp, false},
 		{"wrapped rejection", fmt.Errorf("produce: %w", kerr.MessageTooLarge), true},
 		{"deadline while in flight", context.DeadlineExceeded, false},
 		{"leader moved", kerr.NotLeaderForPartition, false},
@@ -96,5 +99,123 @@ func TestSleepEndsWithItsContext(t *testing.T) {
 	}
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("sleep(cancelled ctx, 1h) took %s, want an immediate return", took)
+	}
+}
+
+// A relay host whose clock is off by more than the broker's
+// log.message.timestamp.*.max.ms gets every record refused with INVALID_TIMESTAMP.
+// That is the host's fault, not any event's: the relay must pause as in an outage and
+// dead-letter nothing, however many batches fail.
+func TestRelayPausesAndDeadLettersNothingWhenEveryTimestampIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.MaxRejections = 1 // a single misclassified failure would dead-letter
+	r := b.newRelay(t)
+	var msgs []Message
+	for i := range 5 {
+		msgs = append(msgs, newMessage(t, fmt.Sprintf("agg-%d", i), 0))
+	}
+	b.insert(t, msgs...)
+	skewedHost := &fakeProducer{reject: func(*kgo.Record) error { return kerr.InvalidTimestamp }}
+
+	for range 3 {
+		if _, err := r.runOnce(context.Background(), producers{shared: skewedHost, alone: skewedHost}); err != nil {
+			t.Fatalf("runOnce: %v", err)
+		}
+	}
+
+	if got := b.count(t, `SELECT count(*) FROM outbox_dlq`); got != 0 {
+		t.Errorf("DLQ rows: %d, want 0", got)
+	}
+	if got := b.count(t, `SELECT count(*) FROM outbox_events WHERE status = 'pending' AND rejections = 0 AND attempts = 3`); got != len(msgs) {
+		t.Errorf("pending events with 3 attempts and no rejection: %d, want %d", got, len(msgs))
+	}
+	if got := failuresOf(b.metrics, reasonRejected); got != 0 {
+		t.Errorf("rejected failures: %v, want 0", got)
+	}
+	if got := r.outage.remaining(); got <= 0 {
+		t.Errorf("outage pause remaining %s, want the relay paused", got)
+	}
+}
+
+// The classification must not hide a true poison record: one oversized record among
+// good ones, rejected with its whole batch, still reaches the DLQ on its own, and the
+// others are published.
+func TestRelayDeadLettersOneOversizedRecordAmongGoodOnes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.MaxRejections = 1
+	r := b.newRelay(t)
+	var msgs []Message
+	for i := range 6 {
+		msgs = append(msgs, newMessage(t, fmt.Sprintf("agg-%d", i), 0))
+	}
+	b.insert(t, msgs...)
+	poison := msgs[2].ID.String()
+	broker := &fakeProducer{reject: rejectIDs(kerr.MessageTooLarge, poison)}
+
+	if _, err := r.runOnce(context.Background(), producers{shared: broker, alone: broker}); err != nil {
+		t.Fatalf("runOnce: %v", err)
+	}
+
+	if got := b.count(t, `SELECT count(*) FROM outbox_dlq WHERE event_id = $1`, poison); got != 1 {
+		t.Errorf("DLQ rows of the oversized event: %d, want 1", got)
+	}
+	if got := b.count(t, `SELECT count(*) FROM outbox_events WHERE status = 'published' AND rejections = 0`); got != len(msgs)-1 {
+		t.Errorf("published events without a rejection: %d, want %d", got, len(msgs)-1)
+	}
+}
+
+// After a rejected batch each record is sent again on its own, and that can take far
+// longer than the batch. It must end while the lease holds: a worker that outlives its
+// lease lets another claim the same rows and publish the acknowledged ones again. And
+// the record sent on its own must really be alone, or an innocent event sharing a
+// broker batch with another worker's poison is charged a rejection.
+func TestRelayIsolatesRejectionsWithinTheLease(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.Workers = 3
+	b.cfg.MaxRejections = 1
+	b.cfg.Lease = time.Second
+	b.cfg.PublishTimeout = 300 * time.Millisecond
+	b.cfg.QueryTimeout = 300 * time.Millisecond
+	r := b.newRelay(t)
+	var poison, good []string
+	for i := range 16 {
+		msg := newMessage(t, fmt.Sprintf("agg-%d", i), 0)
+		b.insert(t, msg)
+		if i%2 == 0 {
+			poison = append(poison, msg.ID.String())
+		} else {
+			good = append(good, msg.ID.String())
+		}
+	}
+	// 16 records resent one by one at 100 ms each outlast the 1 s lease.
+	reject := rejectIDs(kerr.MessageTooLarge, poison...)
+	shared := &fakeProducer{delay: 100 * time.Millisecond, reject: reject}
+	alone := &fakeProducer{delay: 100 * time.Millisecond, reject: reject}
+	startWorkers(t, r, producers{shared: shared, alone: alone})
+
+	testenv.WaitFor(t, 30*time.Second, func() (bool, string) {
+		got := b.statusCounts(t)
+		return got["published"] == len(good) && got["failed"] == len(poison),
+			fmt.Sprintf("outbox statuses %v, want %d published and %d failed", got, len(good), len(poison))
+	})
+	for _, id := range good {
+		if n := shared.ackCount(id) + alone.ackCount(id); n != 1 {
+			t.Errorf("event %s acknowledged %d times, want once", id, n)
+		}
+	}
+	alone.mu.Lock()
+	if alone.maxInFlight != 1 || alone.maxRecords != 1 {
+		t.Errorf("resends on their own: up to %d calls at once with up to %d records, want 1 and 1",
+			alone.maxInFlight, alone.maxRecords)
+	}
+	alone.mu.Unlock()
+	if got := b.count(t, `SELECT count(*) FROM outbox_events WHERE status = 'published' AND rejections > 0`); got != 0 {
+		t.Errorf("published events charged a rejection: %d, want 0", got)
+	}
+	if got := b.count(t, `SELECT count(*) FROM outbox_dlq`); got != len(poison) {
+		t.Errorf("DLQ rows: %d, want %d", got, len(poison))
 	}
 }

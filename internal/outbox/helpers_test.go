@@ -1,12 +1,14 @@
 package outbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -262,4 +264,47 @@ func newProducer(t *testing.T, r *Relay) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// startWorkers runs r's workers over p instead of Kafka clients until the test ends,
+// and checks that they stop.
+func startWorkers(t *testing.T, r *Relay, p producers) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.runWorkers(ctx, p)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("workers did not stop 30s after their context ended")
+		}
+	})
+}
+
+// logBuffer collects a logger's output for tests that check what was logged.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// logger returns a logger that writes JSON lines into l.
+func (l *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(l, nil))
 }

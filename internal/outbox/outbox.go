@@ -38,10 +38,14 @@ type Execer interface {
 // Insert adds msg to the outbox inside the caller's transaction. It never opens a
 // transaction of its own: the event must commit or roll back together with the
 // business change it describes, which is the whole point of the pattern.
+//
+// next_attempt_at is left to its default, the database's now(): the claim compares it
+// with the database's clock, and msg.OccurredAt is the API host's, so an API host
+// running ahead would hold its events back by its skew.
 func Insert(ctx context.Context, tx Execer, msg Message) error {
 	_, err := tx.Exec(ctx, `
-		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at, next_attempt_at)
-		VALUES ($1, $2, $3, $4, $5, $5)`,
+		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at)
+		VALUES ($1, $2, $3, $4, $5)`,
 		msg.ID, msg.Type, msg.AggregateID, msg.Payload, msg.OccurredAt)
 	if err != nil {
 		return fmt.Errorf("insert outbox event %s: %w", msg.ID, err)

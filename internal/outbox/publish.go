@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -12,23 +13,28 @@ import (
 
 // publish sends a claimed batch in one ProduceSync bounded by PublishTimeout and
 // sorts the events into acknowledged and failed; failure.go says what a failure is and
-// what becomes of it. It opens no transaction.
-func (r *Relay) publish(ctx context.Context, p producer, events []claimedEvent) ([]uuid.UUID, []failure) {
+// what becomes of it. An event that is neither was not judged before ctx's deadline
+// (the lease's, see runOnce): its lease runs out and a later claim takes it again. It
+// opens no transaction.
+func (r *Relay) publish(ctx context.Context, p producers, events []claimedEvent) ([]uuid.UUID, []failure) {
 	records := make([]*kgo.Record, len(events))
 	byRecord := make(map[*kgo.Record]claimedEvent, len(events))
 	for i, e := range events {
 		records[i] = r.kafkaRecord(e)
 		byRecord[records[i]] = e
 	}
-	results := r.produce(ctx, p, records...)
+	results := r.produce(ctx, p.shared, records...)
 
 	var published []uuid.UUID
 	var failures []failure
 	for _, res := range results {
 		e := byRecord[res.Record]
-		// A rejection shared with other records is judged again on its own first.
-		err := r.isolateRejection(ctx, p, e, res.Err, len(events))
-		if err != nil {
+		// A rejection on the shared client is judged again on its own first.
+		err := r.isolate(ctx, p.alone, e, res.Err)
+		switch {
+		case errors.Is(err, errNotJudged):
+			continue
+		case err != nil:
 			failures = append(failures, r.failureOf(e, err))
 			continue
 		}

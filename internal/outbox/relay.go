@@ -18,6 +18,18 @@ type producer interface {
 	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
 }
 
+// producers are the relay's two Kafka clients. Two, because franz-go merges the records
+// of concurrent produce calls into the same broker batches, and the broker judges a
+// batch whole: on a client that every worker shares, even a record sent on its own may
+// be refused for another worker's record.
+type producers struct {
+	// shared carries every worker's batches.
+	shared producer
+	// alone carries only records sent on their own after a rejection, one at a time
+	// for the whole relay (isolate, in failure.go), so its verdict is about that record.
+	alone producer
+}
+
 // Relay publishes committed outbox events to Kafka: claim a batch under a lease,
 // publish it with no transaction open, record the outcome fenced by the lease token
 // (docs/adr/0002). Several workers run in one Relay, and several Relays (API replicas)
@@ -29,6 +41,9 @@ type Relay struct {
 	metrics *Metrics
 	alerter *alerter
 	outage  *outageBackoff
+	// isolating holds the one record the relay is sending on its own, if any: a slot
+	// that a worker takes before using producers.alone (isolate).
+	isolating chan struct{}
 	// wake carries nudges to idle workers. One slot is enough: a nudge means "look
 	// again", and a worker that looks sees every row committed so far.
 	wake chan struct{}
@@ -42,13 +57,14 @@ func NewRelay(pool *pgxpool.Pool, cfg RelayConfig, logger *slog.Logger, metrics 
 	cfg = cfg.withDefaults()
 	logger = logger.With(slog.String("component", "outbox_relay"))
 	return &Relay{
-		cfg:     cfg,
-		store:   store{pool: pool},
-		logger:  logger,
-		metrics: metrics,
-		alerter: newAlerter(cfg, logger),
-		outage:  &outageBackoff{base: cfg.OutageBackoffBase, max: cfg.OutageBackoffMax},
-		wake:    make(chan struct{}, 1),
+		cfg:       cfg,
+		store:     store{pool: pool},
+		logger:    logger,
+		metrics:   metrics,
+		alerter:   newAlerter(cfg, logger),
+		outage:    &outageBackoff{base: cfg.OutageBackoffBase, max: cfg.OutageBackoffMax},
+		isolating: make(chan struct{}, 1),
+		wake:      make(chan struct{}, 1),
 	}, nil
 }
 
@@ -72,17 +88,29 @@ func (r *Relay) Notify() {
 //     QueryTimeout, so that another relay takes the rows at once.
 //  4. The Kafka client closes and Run returns.
 //
-// Every publish and query runs under a timeout, so Run returns at the latest about
-// ShutdownTimeout plus one QueryTimeout after ctx ends: its caller needs no timer of
+// Every publish, query and alert runs under a timeout, so Run returns at the latest
+// about ShutdownTimeout plus one QueryTimeout (plus one AlertTimeout if the last batch
+// dead-lettered events) after ctx ends: its caller needs no timer of
 // its own, and the bound follows the configured ShutdownTimeout. It returns an error
 // only when it cannot start.
 func (r *Relay) Run(ctx context.Context) error {
-	client, err := kgo.NewClient(r.clientOpts()...)
+	shared, err := kgo.NewClient(r.clientOpts()...)
 	if err != nil {
 		return fmt.Errorf("new Kafka producer: %w", err)
 	}
-	defer client.Close()
+	defer shared.Close()
+	alone, err := kgo.NewClient(r.clientOpts()...)
+	if err != nil {
+		return fmt.Errorf("new Kafka producer for isolated resends: %w", err)
+	}
+	defer alone.Close()
+	r.runWorkers(ctx, producers{shared: shared, alone: alone})
+	return nil
+}
 
+// runWorkers is Run once its Kafka client exists: it runs the workers, the listener
+// and the monitor until ctx ends, then stops them within Run's bound.
+func (r *Relay) runWorkers(ctx context.Context, p producers) {
 	// In-flight work runs under its own context, so that stopping the relay lets the
 	// current batch finish instead of cutting it off mid-publish.
 	workCtx, abandonWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -90,7 +118,7 @@ func (r *Relay) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	for range r.cfg.Workers {
-		wg.Go(func() { r.work(ctx, workCtx, client) })
+		wg.Go(func() { r.work(ctx, workCtx, p) })
 	}
 	wg.Go(func() { r.listen(ctx) })
 	wg.Go(func() { r.monitor(ctx) })
@@ -114,7 +142,6 @@ func (r *Relay) Run(ctx context.Context) error {
 		<-stopped // bounded: publishes and queries all run under timeouts
 	}
 	r.logger.Info("relay stopped")
-	return nil
 }
 
 // clientOpts configures the producer so that no publish can hang. franz-go's default
@@ -152,7 +179,7 @@ func (r *Relay) clientOpts() []kgo.Opt {
 
 // work is one worker: claim, publish, record, until ctx ends. Batches run under
 // workCtx, which outlives ctx by the shutdown grace period.
-func (r *Relay) work(ctx, workCtx context.Context, p producer) {
+func (r *Relay) work(ctx, workCtx context.Context, p producers) {
 	poll := time.NewTicker(r.cfg.PollInterval)
 	defer poll.Stop()
 	for {
@@ -177,8 +204,11 @@ func (r *Relay) work(ctx, workCtx context.Context, p producer) {
 
 // runOnce claims one batch, publishes it and records the outcome. It returns how many
 // events it claimed.
-func (r *Relay) runOnce(ctx context.Context, p producer) (int, error) {
+func (r *Relay) runOnce(ctx context.Context, p producers) (int, error) {
 	token := uuid.New()
+	// The lease starts when the claim statement runs, so a clock read before it is a
+	// safe lower bound of the lease's start.
+	leaseStart := time.Now()
 	events, err := r.claim(ctx, token)
 	if err != nil || len(events) == 0 {
 		return 0, err
@@ -187,7 +217,13 @@ func (r *Relay) runOnce(ctx context.Context, p producer) (int, error) {
 		r.Notify() // a full batch: there is probably more, let an idle worker take it
 	}
 	start := time.Now()
-	published, failures := r.publish(ctx, p, events)
+	// The publish, resends on their own included, ends one QueryTimeout before the
+	// lease does, which leaves the recording below its QueryTimeout: so the whole batch
+	// is over while the lease holds, however many records need a resend, and no other
+	// worker can claim these rows while this one still works on them (docs/adr/0002).
+	leaseCtx, cancelLease := context.WithDeadline(ctx, leaseStart.Add(r.cfg.Lease-r.cfg.QueryTimeout))
+	published, failures := r.publish(leaseCtx, p, events)
+	cancelLease()
 
 	// Record what happened even if ctx was cancelled meanwhile: acknowledged events
 	// must be marked, or they are published again after the lease.

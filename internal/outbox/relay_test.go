@@ -138,7 +138,7 @@ func TestRelayRepublishesAfterCrashBetweenAckAndMark(t *testing.T) {
 	if err != nil || len(claimed) != len(msgs) {
 		t.Fatalf("claim: got %d events, %v; want %d", len(claimed), err, len(msgs))
 	}
-	published, failures := dying.publish(ctx, client, claimed)
+	published, failures := dying.publish(ctx, producers{shared: client, alone: client}, claimed)
 	if len(published) != len(msgs) || len(failures) != 0 {
 		t.Fatalf("publish: %d acknowledged, failures %v; want %d acknowledged", len(published), failures, len(msgs))
 	}
@@ -216,5 +216,26 @@ func TestRelayLeaseFencesLateOutcomes(t *testing.T) {
 	// The fresh owner's outcome is recorded.
 	if n, err := r.store.markPublished(ctx, fresh, []uuid.UUID{msg.ID}); err != nil || n != 1 {
 		t.Errorf("fresh markPublished: marked %d, %v; want 1", n, err)
+	}
+}
+
+// OccurredAt comes from the API host's clock, the claim compares with the database's.
+// An API host whose clock runs an hour ahead must not delay its events by an hour.
+func TestInsertedEventIsClaimableAtOnceWhateverTheAPIHostClock(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	msg := newMessage(t, "skewed-api-host", 0)
+	msg.OccurredAt = time.Now().Add(time.Hour)
+	b.insert(t, msg)
+
+	claimed, err := b.newRelay(t).claim(context.Background(), uuid.New())
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	if len(claimed) != 1 || claimed[0].ID != msg.ID {
+		t.Fatalf("claimed %d events, want the one just inserted", len(claimed))
+	}
+	if !claimed[0].CreatedAt.Equal(msg.OccurredAt.Truncate(time.Microsecond)) {
+		t.Errorf("created_at = %s, want the event time %s", claimed[0].CreatedAt, msg.OccurredAt)
 	}
 }

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -15,11 +16,16 @@ const notifyChannel = "outbox_events"
 // the workers' poll covers whatever both miss (a notification lost while the
 // connection was down).
 func (r *Relay) listen(ctx context.Context) {
-	failures := 0
+	failures := 0 // consecutive attempts that never got to listen
 	for {
-		err := r.listenOnce(ctx)
+		listened, err := r.listenOnce(ctx)
 		if ctx.Err() != nil {
 			return
+		}
+		if listened {
+			// The connection worked until now: this loss is a new incident (a
+			// database restart), not one more failed retry of the last one.
+			failures = 0
 		}
 		pause := backoff(100*time.Millisecond, 10*time.Second, failures)
 		failures++
@@ -31,11 +37,21 @@ func (r *Relay) listen(ctx context.Context) {
 	}
 }
 
-// listenOnce holds one connection in LISTEN until it fails or ctx ends.
-func (r *Relay) listenOnce(ctx context.Context) error {
-	conn, err := r.store.pool.Acquire(ctx)
+// listenOnce holds one connection in LISTEN until it fails or ctx ends. It reports
+// whether it got as far as listening.
+//
+// A dead TCP link (a host gone, a connection dropped by a firewall) gives no error,
+// only silence, for as long as the kernel keeps the socket: minutes to hours. So the
+// wait for a notification is bounded by QueryTimeout, and a connection silent that
+// long is pinged under the same timeout, as any other query is: a dead link is
+// noticed within two QueryTimeouts, for the price of one round trip per QueryTimeout
+// on an idle connection.
+func (r *Relay) listenOnce(ctx context.Context) (listened bool, err error) {
+	acquireCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
+	conn, err := r.store.pool.Acquire(acquireCtx)
+	cancel()
 	if err != nil {
-		return err
+		return false, fmt.Errorf("acquire LISTEN connection: %w", err)
 	}
 	// A listening connection must not go back to the pool: take it out for good.
 	pgConn := conn.Hijack()
@@ -48,13 +64,28 @@ func (r *Relay) listenOnce(ctx context.Context) error {
 	_, err = pgConn.Exec(listenCtx, "LISTEN "+notifyChannel)
 	cancel()
 	if err != nil {
-		return err
+		return false, fmt.Errorf("listen on %s: %w", notifyChannel, err)
 	}
 	r.Notify() // rows may have committed while we were not listening
 	for {
-		if _, err := pgConn.WaitForNotification(ctx); err != nil {
-			return err
+		waitCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
+		_, err := pgConn.WaitForNotification(waitCtx)
+		silent := waitCtx.Err() != nil && ctx.Err() == nil
+		cancel()
+		switch {
+		case err == nil:
+			r.Notify()
+		case silent:
+			// A timed-out read leaves a pgx connection usable: ask it to prove the
+			// link is alive.
+			pingCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
+			err := pgConn.Ping(pingCtx)
+			cancel()
+			if err != nil {
+				return true, fmt.Errorf("ping LISTEN connection: %w", err)
+			}
+		default:
+			return true, fmt.Errorf("wait for notification: %w", err)
 		}
-		r.Notify()
 	}
 }

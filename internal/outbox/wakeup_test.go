@@ -1,0 +1,128 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dscourse/payments-outbox/internal/testenv"
+)
+
+// Each loss of the LISTEN connection after it worked is a new incident: the reconnect
+// must start from the shortest backoff again, or after a few database restarts every
+// reconnect waits the 10 s cap while the relay falls back to polling.
+func TestListenReconnectsPromptlyAfterEveryLoss(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	relayPool := b.poolNamed(t, "outbox_listen_test", "")
+	r, err := NewRelay(relayPool, b.cfg, b.logger, b.metrics)
+	if err != nil {
+		t.Fatalf("NewRelay: %v", err)
+	}
+	startListener(t, r)
+
+	pid := b.waitForListener(t, 0, 5*time.Second)
+	// Without the reset the 6th reconnect waits at least 1.6 s.
+	for round := range 7 {
+		if n := b.count(t, `SELECT count(*) FROM (SELECT pg_terminate_backend($1::int)) AS t(ok) WHERE ok`, pid); n != 1 {
+			t.Fatalf("round %d: terminated %d listening backends, want 1", round, n)
+		}
+		pid = b.waitForListener(t, pid, time.Second)
+	}
+}
+
+// A LISTEN connection over a dead TCP link gets no error, only silence, for as long as
+// the kernel keeps the socket (minutes). The listener must notice within a bounded
+// time and reconnect.
+func TestListenNoticesADeadLink(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	logs := &logBuffer{}
+	b.logger = logs.logger()
+	proxy, err := testenv.StartToxiproxy(t).CreateProxy("postgres", "127.0.0.1:0", b.pool.Config().ConnConfig.Host+":"+
+		fmt.Sprint(b.pool.Config().ConnConfig.Port))
+	if err != nil {
+		t.Fatalf("create Toxiproxy proxy to PostgreSQL: %v", err)
+	}
+	r, err := NewRelay(b.poolNamed(t, "outbox_dead_link_test", proxy.Listen), b.cfg, b.logger, b.metrics)
+	if err != nil {
+		t.Fatalf("NewRelay: %v", err)
+	}
+	startListener(t, r)
+	b.waitForListener(t, 0, 5*time.Second)
+
+	// Bytes vanish both ways; the connections stay open.
+	if _, err := proxy.AddToxic("blackhole", "timeout", "upstream", 1, toxiclient.Attributes{"timeout": 0}); err != nil {
+		t.Fatalf("add toxic: %v", err)
+	}
+	testenv.WaitFor(t, 4*b.cfg.QueryTimeout, func() (bool, string) {
+		return strings.Contains(logs.String(), "LISTEN connection lost"), "the listener has not noticed the dead link"
+	})
+}
+
+// poolNamed returns a second pool on the test database whose connections carry
+// applicationName, so the test can find them in pg_stat_activity, reaching the server
+// through addr (host:port) if it is not empty.
+func (b *testBundle) poolNamed(t *testing.T, applicationName, addr string) *pgxpool.Pool {
+	t.Helper()
+	// A config of its own: Config's copy shares RuntimeParams with b.pool.
+	cfg, err := pgxpool.ParseConfig(b.pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = applicationName
+	if addr != "" {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p uint16
+		if _, err := fmt.Sscan(port, &p); err != nil {
+			t.Fatal(err)
+		}
+		cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, p
+		cfg.ConnConfig.Fallbacks = nil
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("open pool %s: %v", applicationName, err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// waitForListener waits until a backend other than old holds LISTEN on the outbox
+// channel, and returns its pid.
+func (b *testBundle) waitForListener(t *testing.T, old int, timeout time.Duration) int {
+	t.Helper()
+	var pid int
+	testenv.WaitFor(t, timeout, func() (bool, string) {
+		pid = b.count(t, `
+			SELECT coalesce(max(pid), 0) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> $1
+			  AND application_name LIKE 'outbox_%_test' AND (query LIKE 'LISTEN%' OR query = '-- ping')`, old)
+		return pid != 0, fmt.Sprintf("no listening backend other than %d", old)
+	})
+	return pid
+}
+
+// startListener runs r's listener alone until the test ends.
+func startListener(t *testing.T, r *Relay) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.listen(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
