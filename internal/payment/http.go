@@ -138,10 +138,12 @@ func WriteError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
 		e = &Error{Code: Internal, Message: "internal error"}
 	case e.Code == Unavailable:
-		// Worth a warning, not an error: the database is restarting or unreachable and
-		// the client was told to retry. An alert on 503 rates is the place to act.
-		logger.LogAttrs(r.Context(), slog.LevelWarn, "database unavailable",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
+		// Worth a warning, not an error: the database is restarting or unreachable (or,
+		// for /readyz, the relay has stopped) and the client was told to retry. An alert
+		// on 503 rates is the place to act.
+		logger.LogAttrs(r.Context(), slog.LevelWarn, "service unavailable",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.String("reason", e.Message), slog.Any("err", err))
 	}
 	if e.Code == Unavailable {
 		w.Header().Set("Retry-After", retryAfterSeconds)
