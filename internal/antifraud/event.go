@@ -20,6 +20,8 @@ const (
 	PoisonUnknownEventType  = "unknown_event_type"
 	PoisonInvalidOccurredAt = "invalid_occurred_at"
 	PoisonInvalidPayload    = "invalid_payload"
+	PoisonInvalidKey        = "invalid_key"
+	PoisonStoreFailed       = "store_failed"
 )
 
 // A PoisonError says why a record can never be processed, however often it is retried.
