@@ -3,9 +3,12 @@ package antifraud
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,6 +97,22 @@ func TestHostileRecordsDoNotStallThePartition(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("dead letters by offset mismatch (-want +got):\n%s", diff)
 	}
+	// Headers that are not text are stored escaped, never altered.
+	for _, tt := range []struct {
+		offset   int64
+		key, b64 string
+	}{
+		{3, "trace", base64.StdEncoding.EncodeToString([]byte("a\x00b"))},
+		{4, strconv.QuoteToASCII("k\xff\x00"), base64.StdEncoding.EncodeToString([]byte{0xff, 0xfe, 0})},
+	} {
+		var got string
+		err := b.pool.QueryRow(context.Background(),
+			`SELECT headers -> $2::text ->> 'base64' FROM consumer_dead_letters WHERE "offset" = $1`, tt.offset, tt.key).Scan(&got)
+		if err != nil || got != tt.b64 {
+			t.Errorf("dead letter at offset %d: header %s = %q, %v; want base64 %q", tt.offset, tt.key, got, err, tt.b64)
+		}
+	}
+
 	if err := c.stop(t); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
@@ -123,4 +142,39 @@ func deadLetterReasons(t *testing.T, b *bundle) map[int64]string {
 		t.Fatalf("select dead letters: %v", err)
 	}
 	return got
+}
+
+func TestHeadersJSON(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		headers map[string]string
+		want    string
+	}{
+		{"none", map[string]string{}, `{}`},
+		{"text", map[string]string{"X-Event-Type": "PaymentCreated"}, `{"X-Event-Type":"PaymentCreated"}`},
+		{"NUL in a value", map[string]string{"trace": "a\x00b"}, `{"trace":{"base64":"YQBi"}}`},
+		{"invalid UTF-8 value", map[string]string{"trace": "\xff"}, `{"trace":{"base64":"/w=="}}`},
+		{"NUL in a key", map[string]string{"k\x00": "v"}, `{"\"k\\x00\"":"v"}`},
+		{"key that starts with a quote", map[string]string{`"k`: "v"}, `{"\"\\\"k\"":"v"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := headersJSON(tt.headers); got != tt.want {
+				t.Errorf("headersJSON(%q) = %s, want %s", tt.headers, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStorableText(t *testing.T) {
+	t.Parallel()
+	if got, want := storableText("a\x00b\xffc"), `a\x00b`+"\uFFFD"+"c"; got != want {
+		t.Errorf("storableText = %q, want %q", got, want)
+	}
+	long := storableText(strings.Repeat("x", 10*maxDetailBytes))
+	if len(long) > maxDetailBytes+len("...") {
+		t.Errorf("storableText of %d bytes kept %d, want at most %d", 10*maxDetailBytes, len(long), maxDetailBytes+3)
+	}
 }
