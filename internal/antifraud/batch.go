@@ -186,6 +186,6 @@ func newDeadLetter(r *kgo.Record, poison *PoisonError) deadLetter {
 	return deadLetter{
 		topic: r.Topic, partition: r.Partition, offset: r.Offset,
 		key: r.Key, headers: event.HeaderValues(r), value: r.Value,
-		reason: poison.Reason, detail: poison.Detail,
+		reason: poison.Reason, detail: storableText(poison.Detail),
 	}
 }

@@ -196,6 +196,10 @@ func (c *Consumer) handle(ctx context.Context, cl *kgo.Client, fetches kgo.Fetch
 		batchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.BatchTimeout)
 		res, err := c.processBatch(batchCtx, records)
 		cancel()
+		if isDataError(err) {
+			// Retrying would fail the same way: find the record the database refuses.
+			res, err = c.isolate(ctx, records, err)
+		}
 		if err == nil {
 			c.observe(res)
 			break

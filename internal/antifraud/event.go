@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -13,14 +14,31 @@ import (
 )
 
 // Poison reasons: the values of the reason label of antifraud_poison_total and of
-// consumer_dead_letters.reason. A fixed, small set, so the metric keeps few series.
+// consumer_dead_letters.reason. A fixed, small set, so the metric keeps few series: what
+// varies from record to record goes into the detail, never into the reason.
 const (
 	PoisonMissingEventID    = "missing_event_id"
 	PoisonInvalidEventID    = "invalid_event_id"
 	PoisonUnknownEventType  = "unknown_event_type"
 	PoisonInvalidOccurredAt = "invalid_occurred_at"
-	PoisonInvalidPayload    = "invalid_payload"
+	// PoisonInvalidPayload covers a value that is not JSON, not UTF-8, or whose fields
+	// break the contract (docs/contract.md), e.g. a NUL character in user_id.
+	PoisonInvalidPayload = "invalid_payload"
+	// PoisonInvalidKey is a record whose key is not its payload's payment id: not a
+	// record of our producer, and one that may not share a partition with the other
+	// events of its payment.
+	PoisonInvalidKey = "invalid_key"
+	// PoisonStoreFailed is a record that passed every check above and that the database
+	// still refused, on its own, for a reason about the data (see isolate.go). It means
+	// decodeRecord misses a check: a bug of ours, to fix there.
+	PoisonStoreFailed = "store_failed"
 )
+
+// poisonReasons is every reason there is, for tests that the label set stays fixed.
+var poisonReasons = []string{
+	PoisonMissingEventID, PoisonInvalidEventID, PoisonUnknownEventType, PoisonInvalidOccurredAt,
+	PoisonInvalidPayload, PoisonInvalidKey, PoisonStoreFailed,
+}
 
 // A PoisonError says why a record can never be processed, however often it is retried.
 type PoisonError struct {
@@ -43,6 +61,10 @@ type paymentEvent struct {
 // decodeRecord checks a record against the event contract. A record that fails here fails
 // the same way on every redelivery, so retrying it would only stall its partition: the
 // error is a *PoisonError, never a transient one.
+//
+// Anyone who can write to the topic can send anything, so the checks cover what the
+// database would refuse too: a record that passes must be storable. Otherwise the batch
+// fails inside PostgreSQL on every attempt and the partition stalls after all.
 func decodeRecord(r *kgo.Record) (paymentEvent, *PoisonError) {
 	envelope, headerErr := event.FromRecord(r)
 	if headerErr != nil {
@@ -52,6 +74,11 @@ func decodeRecord(r *kgo.Record) (paymentEvent, *PoisonError) {
 		return paymentEvent{}, &PoisonError{PoisonUnknownEventType, fmt.Sprintf("%s %q, want %q", event.HeaderType, envelope.Type, event.TypePaymentCreated)}
 	}
 
+	// JSON is UTF-8 (RFC 8259), and encoding/json would silently replace invalid bytes
+	// with U+FFFD: two different user ids could then count as one user.
+	if !utf8.Valid(envelope.Payload) {
+		return paymentEvent{}, &PoisonError{PoisonInvalidPayload, "value is not UTF-8"}
+	}
 	// Unknown fields are accepted: a producer may add fields to v1 without breaking us.
 	var p event.PaymentCreated
 	if err := json.Unmarshal(envelope.Payload, &p); err != nil {
@@ -59,6 +86,9 @@ func decodeRecord(r *kgo.Record) (paymentEvent, *PoisonError) {
 	}
 	if err := validPayment(p); err != nil {
 		return paymentEvent{}, &PoisonError{PoisonInvalidPayload, err.Error()}
+	}
+	if key, err := uuid.ParseBytes(r.Key); err != nil || key != p.PaymentID {
+		return paymentEvent{}, &PoisonError{PoisonInvalidKey, fmt.Sprintf("key %q, want the payment id %s", truncate(r.Key, 64), p.PaymentID)}
 	}
 	return paymentEvent{id: envelope.ID, occurredAt: envelope.OccurredAt, payload: p, record: r}, nil
 }
@@ -86,17 +116,62 @@ func validPayment(p event.PaymentCreated) error {
 	if p.PaymentID == uuid.Nil {
 		errs = append(errs, errors.New("payment_id is missing"))
 	}
-	if p.UserID == "" {
-		errs = append(errs, errors.New("user_id is missing"))
+	if !validUserID(p.UserID) {
+		errs = append(errs, fmt.Errorf("user_id %q, want 1 to %d visible ASCII characters", truncate([]byte(p.UserID), 2*maxUserIDLength), maxUserIDLength))
 	}
 	if p.Amount <= 0 {
 		errs = append(errs, fmt.Errorf("amount is %d, want > 0", p.Amount))
 	}
-	if len(p.Currency) != 3 {
-		errs = append(errs, fmt.Errorf("currency %q, want a 3-letter ISO 4217 code", p.Currency))
+	if !validCurrency(p.Currency) {
+		errs = append(errs, fmt.Errorf("currency %q, want a 3-letter ISO 4217 code in upper case", truncate([]byte(p.Currency), 16)))
 	}
 	if p.CreatedAt.IsZero() {
 		errs = append(errs, errors.New("created_at is missing"))
 	}
 	return errors.Join(errs...)
+}
+
+// maxUserIDLength is the API's bound on user_id (docs/contract.md).
+const maxUserIDLength = 64
+
+// validUserID accepts what the payments API accepts, 1 to 64 visible ASCII characters
+// (0x21 to 0x7E), and nothing else: the consumer compares ids byte for byte, so a NUL
+// (which a text column refuses), a control character or a look-alike letter would be
+// another user, and an id of kilobytes would not fit in decisions_user_occurred_idx.
+// Being as strict as the producer costs nothing, since our producer cannot send
+// anything else (payments.user_id has the same CHECK).
+func validUserID(id string) bool {
+	if len(id) == 0 || len(id) > maxUserIDLength {
+		return false
+	}
+	for i := range len(id) {
+		if id[i] < 0x21 || id[i] > 0x7E {
+			return false
+		}
+	}
+	return true
+}
+
+// validCurrency accepts the shape of an ISO 4217 code, three letters A to Z; which codes
+// are in circulation is the API's business.
+func validCurrency(c string) bool {
+	if len(c) != 3 {
+		return false
+	}
+	for i := range len(c) {
+		if c[i] < 'A' || c[i] > 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// truncate shortens what a hostile record carried before it goes into a detail, so that
+// a megabyte of header does not become a megabyte of log line. %q then escapes whatever
+// it holds.
+func truncate(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
 }

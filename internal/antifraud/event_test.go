@@ -3,6 +3,7 @@ package antifraud
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,6 +83,16 @@ func TestDecodePoison(t *testing.T) {
 		{"no user", func(r *kgo.Record) {
 			r.Value = []byte(`{"payment_id":"01937a2e-5c8b-7d41-9a3e-6f0b2c4d8e10","amount":5,"currency":"EUR","created_at":"2026-11-30T09:15:42Z"}`)
 		}, PoisonInvalidPayload},
+		{"NUL in user_id", func(r *kgo.Record) { r.Value = paymentJSON(`"u-\u0000"`, `"EUR"`) }, PoisonInvalidPayload},
+		{"NUL in currency", func(r *kgo.Record) { r.Value = paymentJSON(`"u-1"`, `"EU\u0000"`) }, PoisonInvalidPayload},
+		{"lone surrogate in user_id", func(r *kgo.Record) { r.Value = paymentJSON(`"u-\ud800"`, `"EUR"`) }, PoisonInvalidPayload},
+		{"invalid UTF-8 in user_id", func(r *kgo.Record) { r.Value = paymentJSON("\"u-\xff\"", `"EUR"`) }, PoisonInvalidPayload},
+		{"user_id with a space", func(r *kgo.Record) { r.Value = paymentJSON(`"u 1"`, `"EUR"`) }, PoisonInvalidPayload},
+		{"user_id of 65 characters", func(r *kgo.Record) { r.Value = paymentJSON(`"`+strings.Repeat("u", 65)+`"`, `"EUR"`) }, PoisonInvalidPayload},
+		{"currency in lower case", func(r *kgo.Record) { r.Value = paymentJSON(`"u-1"`, `"eur"`) }, PoisonInvalidPayload},
+		{"currency of 3 bytes, 2 characters", func(r *kgo.Record) { r.Value = paymentJSON(`"u-1"`, `"E\u00e9"`) }, PoisonInvalidPayload},
+		{"no key", func(r *kgo.Record) { r.Key = nil }, PoisonInvalidKey},
+		{"key of another payment", func(r *kgo.Record) { r.Key = []byte("7c0e5a36-3c55-4c3e-9a59-0d1f6f2b7a11") }, PoisonInvalidKey},
 		{"no payment id", func(r *kgo.Record) {
 			r.Value = []byte(`{"user_id":"u-1","amount":5,"currency":"EUR","created_at":"2026-11-30T09:15:42Z"}`)
 		}, PoisonInvalidPayload},
@@ -100,6 +111,13 @@ func TestDecodePoison(t *testing.T) {
 			}
 		})
 	}
+}
+
+// paymentJSON is the golden payment with user_id and currency given as raw JSON, so that
+// a test can write escapes and bytes encoding/json never produces from a Go string.
+func paymentJSON(userID, currency string) []byte {
+	return []byte(`{"payment_id":"01937a2e-5c8b-7d41-9a3e-6f0b2c4d8e10","user_id":` + userID +
+		`,"amount":5,"currency":` + currency + `,"created_at":"2026-11-30T09:15:42Z"}`)
 }
 
 func TestDecodeAcceptsUnknownFields(t *testing.T) {

@@ -188,7 +188,7 @@ var errTestCrash = errors.New("test crash")
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-func mustMetrics(t *testing.T) *Metrics {
+func mustMetrics(t testing.TB) *Metrics {
 	t.Helper()
 	m, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {

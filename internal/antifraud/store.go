@@ -2,10 +2,13 @@ package antifraud
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -227,25 +230,24 @@ type deadLetter struct {
 	partition int32
 	offset    int64
 	key       []byte
-	headers   map[string]string
+	headers   map[string]string // as event.HeaderValues decodes them: bytes, not text
 	value     []byte
 	reason    string
-	detail    string
+	detail    string // storable text (see storableText)
 }
 
 // insertDeadLetters stores poison records. A record delivered again is stored once.
+// Storing must never fail on what the record carries, or the poison record would stall
+// its partition all the same: key and value are bytea, which takes any bytes, headers go
+// through headersJSON, and the detail was made storable by newDeadLetter.
 func insertDeadLetters(ctx context.Context, tx pgx.Tx, letters []deadLetter) error {
 	n := len(letters)
 	topics, reasons, details, headers := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	partitions, offsets := make([]int32, n), make([]int64, n)
 	keys, values := make([][]byte, n), make([][]byte, n)
 	for i, l := range letters {
-		h, err := json.Marshal(l.headers)
-		if err != nil {
-			return fmt.Errorf("encode dead letter headers: %w", err)
-		}
 		topics[i], partitions[i], offsets[i] = l.topic, l.partition, l.offset
-		keys[i], values[i], headers[i] = l.key, l.value, string(h)
+		keys[i], values[i], headers[i] = l.key, l.value, headersJSON(l.headers)
 		reasons[i], details[i] = l.reason, l.detail
 	}
 	_, err := tx.Exec(ctx, `
@@ -259,4 +261,50 @@ func insertDeadLetters(ctx context.Context, tx pgx.Tx, letters []deadLetter) err
 		return fmt.Errorf("insert dead letters: %w", err)
 	}
 	return nil
+}
+
+// headersJSON encodes headers as the JSON object of consumer_dead_letters.headers. Header
+// keys and values are bytes, while a jsonb string must be UTF-8 without NUL (PostgreSQL
+// refuses \u0000), so what is not such text is escaped, never altered or dropped:
+//
+//   - a value becomes {"base64": "<standard base64 of the bytes>"} instead of a string;
+//   - a key becomes its Go-quoted form (strconv.QuoteToASCII, undone by strconv.Unquote).
+//     A text key that starts with a double quote is quoted too, so a stored key that starts
+//     with one is always a quoted key.
+//
+// A record of our producer has text headers only and reads as a plain object of strings.
+func headersJSON(headers map[string]string) string {
+	obj := make(map[string]any, len(headers))
+	for k, v := range headers {
+		if !isStorableText(k) || strings.HasPrefix(k, `"`) {
+			k = strconv.QuoteToASCII(k)
+		}
+		if isStorableText(v) {
+			obj[k] = v
+		} else {
+			obj[k] = map[string]string{"base64": base64.StdEncoding.EncodeToString([]byte(v))}
+		}
+	}
+	// Marshalling strings and maps of strings cannot fail.
+	b, _ := json.Marshal(obj)
+	return string(b)
+}
+
+// isStorableText reports whether s can be stored as text or as a jsonb string as it is.
+func isStorableText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+}
+
+// maxDetailBytes bounds a dead letter's detail: a detail may quote a header of the
+// record, and a header may be as large as the broker allows.
+const maxDetailBytes = 1024
+
+// storableText returns s cut to maxDetailBytes and made storable as text: invalid UTF-8
+// becomes U+FFFD and NUL becomes the four characters \x00. It is for messages meant for
+// people, never for data that must round-trip.
+func storableText(s string) string {
+	if len(s) > maxDetailBytes {
+		s = s[:maxDetailBytes] + "..."
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", `\x00`)
 }
