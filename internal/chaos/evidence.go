@@ -154,7 +154,7 @@ func faultChecks(r *Report, kinds ...FaultKind) []Check {
 			name = "events written during drop_acks windows, answers dropped (topic)"
 			measure = ev.writtenDuring
 		}
-		total, per := 0, []string{}
+		total, per, probesHeld := 0, []string{}, 0
 		for _, w := range r.FaultWindows {
 			if w.Kind != kind {
 				continue
@@ -162,10 +162,39 @@ func faultChecks(r *Report, kinds ...FaultKind) []Check {
 			n := measure(w)
 			total += n
 			per = append(per, fmt.Sprint(n))
+			if w.Probe == ProbeRefused || w.Probe == ProbeNoAnswer {
+				probesHeld++
+			}
 		}
-		checks = append(checks, check(Validity, name, "> 0", fmt.Sprintf("%d (per window: %s)", total, strings.Join(per, ", ")), total > 0))
+		got := fmt.Sprintf("%d (per window: %s)", total, strings.Join(per, ", "))
+		if total == 0 && probesHeld > 0 && kind != DropAcks {
+			// The fault was in force, as the harness's own client saw it, and the
+			// service's events went through anyway.
+			got += "; the proxy held the harness's probe, so the service's relay is not behind it"
+		}
+		checks = append(checks, check(Validity, name, "> 0", got, total > 0))
 	}
 	return checks
+}
+
+// probeCheck is the validity row that Toxiproxy applied every fault: in each probed
+// window, a client of the harness's own found the proxy refusing or silent. Without it
+// a run would blame the service for a fault that never happened.
+func probeCheck(r *Report) Check {
+	probed, held := 0, 0
+	var seen []string
+	for _, w := range r.FaultWindows {
+		if w.Probe == "" {
+			continue
+		}
+		probed++
+		if w.Probe == ProbeRefused || w.Probe == ProbeNoAnswer {
+			held++
+		}
+		seen = append(seen, w.Probe)
+	}
+	return check(Validity, "the proxy applied each fault (the harness's own probe)", "refused or no answer in every window",
+		strings.Join(seen, ", "), probed > 0 && held == probed)
 }
 
 // heldBackCheck is the validity row of the dual-write run: the faults kept some

@@ -97,6 +97,47 @@ func TestFaultChecksPerWindow(t *testing.T) {
 	}
 }
 
+// A relay that bypasses the proxy while the proxy held the harness's own probe: the row
+// fails and names the reason.
+func TestFaultChecksNameABypass(t *testing.T) {
+	t.Parallel()
+	windows := []Window{{Kind: DropRequests, StartS: 0, EndS: 5, Probe: ProbeNoAnswer}}
+	r := &Report{FaultWindows: windows, Evidence: &Evidence{
+		acceptedS:  map[string]float64{"p1": 1},
+		firstSeenS: map[string]float64{"p1": 1.1},
+	}}
+	c := faultChecks(r, DropRequests)[0]
+	if want := "0 (per window: 0); the proxy held the harness's probe, so the service's relay is not behind it"; c.Got != want || c.OK {
+		t.Errorf("got %q ok %t, want %q ok false", c.Got, c.OK, want)
+	}
+}
+
+func TestProbeCheck(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		probes []string
+		want   bool
+	}{
+		{"every fault in force", []string{ProbeNoAnswer, ProbeNoAnswer, ProbeRefused}, true},
+		{"one window answered: that fault was not in force", []string{ProbeNoAnswer, ProbeAnswered}, false},
+		{"the probe itself failed", []string{"probe failed: no such host"}, false},
+		{"nothing probed", []string{""}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := &Report{}
+			for _, p := range tt.probes {
+				r.FaultWindows = append(r.FaultWindows, Window{Kind: DropAcks, EndS: 1, Probe: p})
+			}
+			if got := probeCheck(r); got.OK != tt.want || got.Kind != Validity {
+				t.Errorf("got %+v, want a validity row with ok %t", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestPostgresRestartCheck(t *testing.T) {
 	t.Parallel()
 	at := func(s float64) *float64 { return &s }

@@ -58,17 +58,19 @@ func Scenarios(short bool) map[string]Scenario {
 	// event. So the payments go in three bursts of parallel requests, one cycle apart:
 	// the load starts one second into the first faulty window, so each burst lands one
 	// second into a faulty window of another kind (acks lost, requests dropped, proxy
-	// down), and the run proves per kind that the fault bit. A burst also makes the
-	// relay's first batch in a lost-acks window large: that batch is the one the broker
-	// writes without answering (later attempts wait on the silent broker), so it is
-	// where the duplicates for the consumer come from.
+	// down), and the run proves per kind that the fault bit (faultChecks): the events
+	// of a requests-dropped or proxy-down window reach the topic only after it, those
+	// of a lost-acks window during it. A burst also makes the relay's first batch in a
+	// lost-acks window large: that batch is the one the broker writes without
+	// answering, so it is where a relay without an idempotent producer writes
+	// duplicates.
 	span := 3 * (cycle.Faulty + cycle.Clean)
 	const bursts = 3
 	// One event in five gets an extra copy from the harness: about 20 copies in a run
 	// of 100 payments, 5 in the short run of 20.
 	const copyEvery = 5
 	faultsBit := func(r *Report, _ *Run) []Check {
-		checks := faultChecks(r, DropAcks, DropRequests, ProxyDown)
+		checks := append(faultChecks(r, DropAcks, DropRequests, ProxyDown), probeCheck(r))
 		return append(checks, injectedCheck(r))
 	}
 	return map[string]Scenario{
@@ -92,7 +94,7 @@ func Scenarios(short bool) map[string]Scenario {
 			CopyEvery:   copyEvery,
 			Disrupt:     func(ctx context.Context, rn *Run) error { return rn.Faults.Cycle(ctx, cycle) },
 			Validity: func(r *Report, _ *Run) []Check {
-				return []Check{heldBackCheck(r), injectedCheck(r)}
+				return []Check{heldBackCheck(r), probeCheck(r), injectedCheck(r)}
 			},
 		},
 		"kafka-down": {
@@ -106,7 +108,7 @@ func Scenarios(short bool) map[string]Scenario {
 			},
 			Validity: func(r *Report, rn *Run) []Check {
 				overlap := len(r.FaultWindows) > 0 && r.FaultWindows[0].StartS < rn.loadEndS
-				checks := faultChecks(r, ProxyDown)
+				checks := append(faultChecks(r, ProxyDown), probeCheck(r))
 				return append(checks,
 					check(Validity, "outage began during the load", "true", overlap, overlap),
 					injectedCheck(r),
