@@ -2,8 +2,11 @@ package chaos
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/dscourse/payments-outbox/internal/testenv"
 )
 
 // The windows of these tests: acks dropped 0-5 s, requests dropped 9-14 s, proxy down
@@ -180,5 +183,21 @@ func TestCountList(t *testing.T) {
 	got := countList(map[string]int{"transport error": 2, "status 503": 12, "status 409": 2})
 	if want := "status 503 ×12, status 409 ×2, transport error ×2"; got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// The real server answers with a start time in the past: the value the db-restart
+// scenario compares with its load.
+func TestPostgresStartedAt(t *testing.T) {
+	t.Parallel()
+	started, err := postgresStartedAt(t.Context(), testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatalf("postgresStartedAt: %v", err)
+	}
+	if started.IsZero() || started.After(time.Now()) {
+		t.Errorf("start time %v, want a time in the past", started)
+	}
+	if _, err := postgresStartedAt(t.Context(), "postgres://nobody@127.0.0.1:1/none?connect_timeout=1"); err == nil {
+		t.Error("no server: got no error")
 	}
 }
