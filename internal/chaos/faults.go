@@ -22,7 +22,9 @@ import (
 // clients keep their connections open, so a 50% toxic means either no fault at all or a
 // total one. A fault that is shorter than the producer's timeouts only delays bytes and
 // produces no failure. So faults are applied fully (toxicity 1) for windows longer than
-// the relay's publish deadline, with clean windows between.
+// the reference relay's publish deadline, with clean windows between. Whether a run is
+// valid does not depend on the service's failures, though, nor on its timeouts: see
+// evidence.go.
 type FaultKind string
 
 const (
