@@ -67,13 +67,13 @@ func collectEvidence(ctx context.Context, rn *Run, report *Report, watch *TopicW
 	}
 	report.Evidence = ev
 
-	report.Notes = append(report.Notes, fmt.Sprintf("topic, as the harness watched it: %d events; %d copies injected by the harness, %d written by the service itself (lost acks)",
+	report.Notes = append(report.Notes, fmt.Sprintf("topic, as the harness watched it: %d events; copies injected by the harness: %d, written by the service itself (lost acks): %d",
 		seen.Events, seen.InjectedCopies, seen.ServiceCopies))
 	if seen.InjectErr != nil {
 		report.Notes = append(report.Notes, "injecting copies failed: "+seen.InjectErr.Error())
 	}
 	if failures, ok := rn.failedPublishAttempts(); ok {
-		report.Notes = append(report.Notes, fmt.Sprintf("the service's own view, not used for validity: %d failed publish attempts (its outbox_publish_failures_total)", failures))
+		report.Notes = append(report.Notes, fmt.Sprintf("the service's own view, not used for validity: %d failed publish attempts (its own count)", failures))
 	} else {
 		report.Notes = append(report.Notes, "the service's own view, not used for validity: it exposes no outbox_publish_failures_total")
 	}
