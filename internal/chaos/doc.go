@@ -13,11 +13,16 @@
 //     database, the Kafka topic and, optionally, the consumer's database, so it can
 //     check any implementation that keeps docs/contract.md; schema.go, topic.go and
 //     totals.go read what it reads, and observed.go turns it into counts;
+//   - copies.go follows the topic live and injects copies of real records, so the
+//     consumer's dedup is exercised whatever the relay does; evidence.go turns what
+//     the harness saw for itself into the validity rows;
 //   - scenarios.go says what each scenario breaks and when a run counts as valid;
 //   - runner.go puts them together, checks.go holds the SLO and contract rows, and
 //     report.go decides the verdict, prints it and writes JSON.
 //
-// A run is valid only if its faults demonstrably bit (failed publish attempts,
-// duplicates, kills); an invalid run is reported as such, never as a pass. A run whose
-// service failed an SLO or the contract is FAIL, whatever validity says.
+// A run is valid only if its faults demonstrably bit, by evidence the harness gathers
+// itself and never from the service's metrics (events held back by a window, the
+// proxy refusing the harness's own probe, copies injected, PostgreSQL's own start time,
+// kills); an invalid run is reported as such, never as a pass. A run whose service
+// failed an SLO or the contract is FAIL, whatever validity says.
 package chaos

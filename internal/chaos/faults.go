@@ -3,12 +3,15 @@ package chaos
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"syscall"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // A FaultKind is one way of breaking the relay's connection to Kafka.
@@ -19,7 +22,9 @@ import (
 // clients keep their connections open, so a 50% toxic means either no fault at all or a
 // total one. A fault that is shorter than the producer's timeouts only delays bytes and
 // produces no failure. So faults are applied fully (toxicity 1) for windows longer than
-// the relay's publish deadline, with clean windows between.
+// the reference relay's publish deadline, with clean windows between. Whether a run is
+// valid does not depend on the service's failures, though, nor on its timeouts: see
+// evidence.go.
 type FaultKind string
 
 const (
@@ -28,7 +33,9 @@ const (
 	DropRequests FaultKind = "drop_requests"
 	// DropAcks black-holes broker-to-client bytes (a timeout toxic downstream): the
 	// broker writes the records but the acknowledgement is lost, so the relay
-	// publishes again and the topic gets duplicates for the consumer to absorb.
+	// publishes again. Without an idempotent producer the topic gets duplicates; with
+	// one the broker drops them, which is as correct (the consumer's dedup is
+	// exercised by the harness's own copies, see TopicWatch).
 	DropAcks FaultKind = "drop_acks"
 	// ProxyDown disables the proxy: open connections are closed and new dials are
 	// refused, as if the broker were gone.
@@ -41,8 +48,15 @@ type Window struct {
 	// StartS and EndS are offsets in seconds from the start of the run.
 	StartS float64 `json:"start_s"`
 	EndS   float64 `json:"end_s"`
-	// FailedPublishAttempts is how many publish failures the API counted between the
-	// start of this window and the start of the next one (-1 if unknown).
+	// Probe is what a Kafka client of the harness's own saw through the proxy one
+	// moment into the window: "refused", "no answer" (requests or answers held), or
+	// "answered" when the fault was not in force. Empty when the window was not
+	// probed.
+	Probe string `json:"probe,omitempty"`
+	// FailedPublishAttempts is the service's own view, shown beside the harness's
+	// evidence and never used for validity: how many publish failures the API
+	// counted between the start of this window and the start of the next one (-1 if
+	// unknown). A correct relay whose client keeps long timeouts may count none.
 	FailedPublishAttempts int `json:"failed_publish_attempts"`
 }
 
@@ -172,7 +186,7 @@ func (f *Faults) since() float64 { return time.Since(f.origin).Seconds() }
 type DutyCycle struct {
 	// Kinds are applied in turn, one per faulty window. Default: DropAcks, DropRequests,
 	// ProxyDown. DropAcks comes first so the first burst of events is written by the
-	// broker with its acknowledgements lost: that is what makes duplicates.
+	// broker with its acknowledgements lost: that is what makes a relay publish again.
 	Kinds []FaultKind
 	// Faulty is the length of a faulty window; it must exceed the relay's publish
 	// deadline or the fault only delays bytes. Default 9 s.
@@ -206,12 +220,54 @@ func (f *Faults) Cycle(ctx context.Context, cfg DutyCycle) error {
 	}
 }
 
-// Hold applies one fault for d, or until ctx ends, then clears it.
+// Hold applies one fault for d, or until ctx ends, then clears it. The window is
+// probed once, right after the fault is on.
 func (f *Faults) Hold(ctx context.Context, kind FaultKind, d time.Duration) error {
+	end := time.Now().Add(d)
 	if err := f.Inject(kind); err != nil {
 		return err
 	}
+	seen := probeProxy(ctx, f.proxy.Listen)
+	f.mu.Lock()
+	f.windows[len(f.windows)-1].Probe = seen
+	f.mu.Unlock()
 	// The end of ctx only cuts the fault short: it is cleared either way.
-	_ = waitUntil(ctx, time.Now().Add(d))
+	_ = waitUntil(ctx, end)
 	return f.Clear(kind)
 }
+
+// probeTimeout bounds a probe: a healthy broker answers a metadata request through
+// the proxy within milliseconds.
+const probeTimeout = 1500 * time.Millisecond
+
+// probeProxy asks the broker for its metadata through the proxy at addr, with a fresh
+// client of the harness's own, and says what the proxy did to the request: the fault as
+// Toxiproxy applied it, whatever the service's client does. It tells a fault that was
+// not in force apart from a service that was not behind the proxy.
+func probeProxy(ctx context.Context, addr string) string {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return "probe failed: " + err.Error()
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	err = cl.Ping(ctx)
+	switch {
+	case err == nil:
+		return ProbeAnswered
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return ProbeRefused
+	case ctx.Err() != nil:
+		return ProbeNoAnswer
+	default:
+		return "probe failed: " + err.Error()
+	}
+}
+
+// What probeProxy can see.
+const (
+	ProbeAnswered = "answered"
+	ProbeRefused  = "refused"
+	ProbeNoAnswer = "no answer"
+)

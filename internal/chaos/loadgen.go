@@ -70,8 +70,13 @@ type LoadResult struct {
 	Rejected int // gave up: a 4xx, or retries exhausted
 	// Retries counts attempts beyond the first (503s, timeouts, connection errors).
 	Retries int
+	// RetryReasons counts why attempts were retried, e.g. "status 503" or "transport
+	// error": what the clients themselves saw of a disruption.
+	RetryReasons map[string]int
 	// PaymentIDs are the ids the API returned with its 201s.
 	PaymentIDs []string
+	// AcceptedAt is when each payment of PaymentIDs was answered 201.
+	AcceptedAt []time.Time
 	// RejectReasons counts why payments were rejected, e.g. "status 422" or
 	// "connection refused".
 	RejectReasons map[string]int
@@ -97,10 +102,13 @@ func (r LoadResult) Percentiles() Percentiles {
 
 // outcome of one payment, after all its attempts.
 type outcome struct {
-	paymentID string
-	latency   time.Duration
-	retries   int
-	rejected  string // empty when accepted
+	paymentID  string
+	acceptedAt time.Time
+	latency    time.Duration
+	retries    int
+	// retryReasons lists why each retried attempt failed.
+	retryReasons []string
+	rejected     string // empty when accepted
 }
 
 // RunLoad sends the payments and waits for every one of them to end: accepted,
@@ -114,7 +122,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 	client := &http.Client{Timeout: cfg.RequestTimeout}
 	defer client.CloseIdleConnections()
 
-	res := LoadResult{Started: time.Now(), RejectReasons: map[string]int{}}
+	res := LoadResult{Started: time.Now(), RejectReasons: map[string]int{}, RetryReasons: map[string]int{}}
 	outcomes := make([]outcome, cfg.Payments)
 	var wg sync.WaitGroup
 	for n := range cfg.Payments {
@@ -138,6 +146,9 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 
 	for _, o := range outcomes[:res.Sent] {
 		res.Retries += o.retries
+		for _, reason := range o.retryReasons {
+			res.RetryReasons[reason]++
+		}
 		if o.rejected != "" {
 			res.Rejected++
 			res.RejectReasons[o.rejected]++
@@ -145,6 +156,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 		}
 		res.Accepted++
 		res.PaymentIDs = append(res.PaymentIDs, o.paymentID)
+		res.AcceptedAt = append(res.AcceptedAt, o.acceptedAt)
 		res.Latencies = append(res.Latencies, o.latency)
 	}
 	return res, ctx.Err()
@@ -161,24 +173,24 @@ func sendPayment(ctx context.Context, client *http.Client, cfg LoadConfig, n int
 	key := fmt.Sprintf("%s-%d", cfg.RunID, n)
 	start := time.Now()
 	backoff := cfg.FirstBackoff
-	var last string
+	var failed []string // why each attempt so far failed
 	for attempt := range cfg.MaxAttempts {
 		if attempt > 0 {
 			if err := waitUntil(ctx, time.Now().Add(backoff)); err != nil {
-				return outcome{retries: attempt - 1, rejected: "cancelled"}
+				return outcome{retries: attempt - 1, retryReasons: failed[:attempt-1], rejected: "cancelled"}
 			}
 			backoff = min(2*backoff, cfg.MaxBackoff)
 		}
 		id, retry, reason := postPayment(ctx, client, cfg.BaseURL, key, body)
 		if reason == "" {
-			return outcome{paymentID: id, latency: time.Since(start), retries: attempt}
+			return outcome{paymentID: id, acceptedAt: time.Now(), latency: time.Since(start), retries: attempt, retryReasons: failed}
 		}
-		last = reason
 		if !retry {
-			return outcome{retries: attempt, rejected: reason}
+			return outcome{retries: attempt, retryReasons: failed, rejected: reason}
 		}
+		failed = append(failed, reason)
 	}
-	return outcome{retries: cfg.MaxAttempts - 1, rejected: "out of attempts, last: " + last}
+	return outcome{retries: cfg.MaxAttempts - 1, retryReasons: failed[:cfg.MaxAttempts-1], rejected: "out of attempts, last: " + failed[len(failed)-1]}
 }
 
 // postPayment makes one attempt. It returns the payment id on a 201, or why not and

@@ -40,6 +40,17 @@ func TestRunLoadRetriesWithTheSameKey(t *testing.T) {
 	if res.Sent != 10 || res.Accepted != 10 || res.Rejected != 0 || res.Retries != 10 {
 		t.Errorf("sent/accepted/rejected/retries: got %d/%d/%d/%d, want 10/10/0/10", res.Sent, res.Accepted, res.Rejected, res.Retries)
 	}
+	if diff := cmp.Diff(map[string]int{"status 503": 10}, res.RetryReasons); diff != "" {
+		t.Errorf("retry reasons (-want +got):\n%s", diff)
+	}
+	if len(res.AcceptedAt) != len(res.PaymentIDs) {
+		t.Fatalf("accepted times: got %d, want one per payment id (%d)", len(res.AcceptedAt), len(res.PaymentIDs))
+	}
+	for i, at := range res.AcceptedAt {
+		if at.Before(res.Started) || at.After(res.Ended) {
+			t.Errorf("payment %s accepted at %v, want within the load (%v to %v)", res.PaymentIDs[i], at, res.Started, res.Ended)
+		}
+	}
 	want := map[string]int{}
 	for n := range 10 {
 		want[fmt.Sprintf("run-%d", n)] = 2

@@ -98,6 +98,9 @@ type Report struct {
 	Checks       []Check      `json:"checks"`
 	Notes        []string     `json:"notes,omitempty"`
 
+	// Evidence is what the harness itself saw of the faults (see evidence.go).
+	Evidence *Evidence `json:"evidence,omitempty"`
+
 	RunID            string    `json:"run_id"`
 	Topic            string    `json:"topic"`
 	PaymentsDatabase string    `json:"payments_database"`

@@ -168,6 +168,11 @@ func warmUp(ctx context.Context, rn *Run, verifier *Verifier, report *Report) er
 // the faults. A drain that never came is a note in the report, not an error: the checks
 // will say what it left behind.
 func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run, verifier *Verifier, report *Report) (LoadResult, Observed, error) {
+	watch, err := StartTopicWatch(ctx, WatchConfig{Brokers: rn.brokers, Topic: report.Topic, CopyEvery: sc.CopyEvery, Origin: rn.origin, Logger: rn.logger})
+	if err != nil {
+		return LoadResult{}, Observed{}, err
+	}
+	defer watch.Stop()
 	stopDisruption := startDisruption(ctx, sc, rn)
 	defer stopDisruption()
 	if err := waitUntil(ctx, time.Now().Add(sc.LoadDelay)); err != nil {
@@ -186,6 +191,7 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 		report.Notes = append(report.Notes, err.Error())
 	}
 	rn.logger.Info("drain done", slog.Float64("drain_seconds", report.DrainSeconds))
+	collectEvidence(ctx, rn, report, watch, load)
 	observed, observeErr := verifier.Observe(ctx)
 	// The publish failures are read before the disruption ends, while the last API
 	// process still holds its counters.

@@ -1,0 +1,114 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dscourse/payments-outbox/internal/event"
+	"github.com/dscourse/payments-outbox/internal/testenv"
+)
+
+// A real broker: six events, one of them published twice by "the service". The watch,
+// copying every second event, must inject three copies that are indistinguishable from
+// their originals (key, value, headers, partition), tell them apart from the service's
+// own copy, and note when each payment's event arrived.
+func TestTopicWatchInjectsExactCopies(t *testing.T) {
+	t.Parallel()
+	brokers := testenv.KafkaBrokers(t)
+	topic := testenv.NewTopic(t, 3)
+	origin := time.Now()
+	watch, err := StartTopicWatch(t.Context(), WatchConfig{
+		Brokers: brokers, Topic: topic, CopyEvery: 2, Origin: origin, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatalf("start watch: %v", err)
+	}
+	t.Cleanup(func() { watch.Stop() })
+
+	producer, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(producer.Close)
+	var records []*kgo.Record
+	for n := range 6 {
+		records = append(records, &kgo.Record{
+			Key:   fmt.Appendf(nil, "user-%d", n),
+			Value: fmt.Appendf(nil, `{"payment_id":"p%d","amount":%d}`, n, 1000+n),
+			Headers: []kgo.RecordHeader{
+				{Key: event.HeaderID, Value: fmt.Appendf(nil, "e%d", n)},
+				{Key: event.HeaderType, Value: []byte("payment.created")},
+			},
+		})
+	}
+	serviceCopy := *records[2] // a relay publishing e2 again after a lost ack
+	if err := producer.ProduceSync(t.Context(), append(records, &serviceCopy)...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+
+	// 6 events + the service's copy + 3 injected copies.
+	got := readRecords(t, brokers, topic, 10)
+	seen := watch.Stop()
+	if seen.Events != 6 || seen.InjectedCopies != 3 || seen.ServiceCopies != 1 || seen.InjectErr != nil {
+		t.Errorf("events/injected/service copies/error: got %d/%d/%d/%v, want 6/3/1/<nil>", seen.Events, seen.InjectedCopies, seen.ServiceCopies, seen.InjectErr)
+	}
+	for n := range 6 {
+		id := fmt.Sprintf("p%d", n)
+		if s, ok := seen.FirstSeenS[id]; !ok || s < 0 || s > time.Since(origin).Seconds() {
+			t.Errorf("first seen of %s: got %v (known %t), want within the test", id, s, ok)
+		}
+	}
+
+	// Every copy of an event id is the same record, on the same partition.
+	type shape struct {
+		Partition  int32
+		Key, Value string
+		Headers    []kgo.RecordHeader
+	}
+	byID := map[string][]shape{}
+	for _, r := range got {
+		id := headerValue(r, event.HeaderID)
+		byID[id] = append(byID[id], shape{r.Partition, string(r.Key), string(r.Value), r.Headers})
+	}
+	copies := 0
+	for id, shapes := range byID {
+		for _, s := range shapes[1:] {
+			if diff := cmp.Diff(shapes[0], s); diff != "" {
+				t.Errorf("a copy of %s differs from its original (-original +copy):\n%s", id, diff)
+			}
+		}
+		copies += len(shapes) - 1
+	}
+	if copies != 4 {
+		t.Errorf("copies beyond the first per event id: got %d, want 4 (3 injected, 1 the service's)", copies)
+	}
+}
+
+// readRecords reads the topic from its start until it has n records, and fails the
+// test after 30 s.
+func readRecords(t *testing.T, brokers []string, topic string, n int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var got []*kgo.Record
+	for len(got) < n {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %s: %d of %d records after 30 s", topic, len(got), n)
+		}
+		got = append(got, fetches.Records()...)
+	}
+	return got
+}
