@@ -6,9 +6,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the relay's Prometheus metrics. The chaos harness reads
-// outbox_publish_failures_total to prove that its faults hit the relay, and the course's
-// SLO is on outbox_pending_count: keep both names.
+// Metrics are the relay's Prometheus metrics. The course's SLO is on
+// outbox_pending_count, and the chaos harness shows outbox_publish_failures_total in its
+// report as the service's own view of the faults (its validity rows never depend on it):
+// keep both names.
 type Metrics struct {
 	pending          prometheus.Gauge
 	oldestPendingAge prometheus.Gauge
