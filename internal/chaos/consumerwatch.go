@@ -49,11 +49,14 @@ func (w *consumerWatch) Close() {
 }
 
 // untilWorthKilling waits until the current incarnation has made a decision, then a
-// random cfg.Arm, then up to cfg.Watch for a decision being written, and returns the
-// moment to kill: right after that decision (busy), or at the end of Watch if records
-// still wait for the consumer. A consumer that has caught up is left alone until new
-// records make it decide again. It returns early, with self set, if the consumer dies
-// by itself.
+// random cfg.Arm, then probes it for up to cfg.Watch: it freezes the consumer
+// (SIGSTOP), and if the decisions committed so far outnumber the records its group has
+// committed, the consumer stands between a database commit and its offset commit, and
+// it is left frozen for the kill (caught). Otherwise it is thawed and probed again a
+// poll later. When Watch ends without a catch, the kill comes at that random point if
+// records still wait for the consumer; a consumer that has caught up is left alone
+// until new records make it decide again. It returns early, with self set, if the
+// consumer dies by itself.
 func (w *consumerWatch) untilWorthKilling(ctx context.Context, cfg consumerCrashes) (death, error) {
 	exited := w.rn.Consumer.Exited()
 	last, err := w.decisions(ctx)
@@ -62,23 +65,22 @@ func (w *consumerWatch) untilWorthKilling(ctx context.Context, cfg consumerCrash
 	}
 	ticker := time.NewTicker(w.poll)
 	defer ticker.Stop()
-	// wait ticks until ctx ends, the consumer dies, or the deadline passes (zero: none).
-	wait := func(deadline time.Time) (dead bool, expired bool, err error) {
+	// tick waits one poll; it reports a death of the consumer, or ctx's end.
+	tick := func() (dead bool, err error) {
 		select {
 		case <-ctx.Done():
-			return false, false, ctx.Err()
+			return false, ctx.Err()
 		case <-exited:
-			return true, false, nil
+			return true, nil
 		case <-ticker.C:
-			return false, !deadline.IsZero() && time.Now().After(deadline), nil
+			return false, nil
 		}
 	}
 	for {
 		// Progress first: an incarnation killed before it decides anything would
 		// never let the run drain.
 		for progressed := false; !progressed; {
-			dead, _, err := wait(time.Time{})
-			if dead || err != nil {
+			if dead, err := tick(); dead || err != nil {
 				return death{self: dead}, err
 			}
 			n, err := w.decisions(ctx)
@@ -87,31 +89,19 @@ func (w *consumerWatch) untilWorthKilling(ctx context.Context, cfg consumerCrash
 			}
 			progressed, last = n > last, n
 		}
-		armed := time.Now().Add(between(cfg.Arm))
-		for expired := false; !expired; {
-			dead, exp, err := wait(armed)
-			if dead || err != nil {
+		for armed := time.Now().Add(between(cfg.Arm)); time.Now().Before(armed); {
+			if dead, err := tick(); dead || err != nil {
 				return death{self: dead}, err
 			}
-			expired = exp
 		}
-		if last, err = w.decisions(ctx); err != nil {
-			return death{}, err
-		}
-		deadline := time.Now().Add(cfg.Watch)
-		for expired := false; !expired; {
-			dead, exp, err := wait(deadline)
-			if dead || err != nil {
+		for deadline := time.Now().Add(cfg.Watch); time.Now().Before(deadline); {
+			if dead, err := tick(); dead || err != nil {
 				return death{self: dead}, err
 			}
-			n, err := w.decisions(ctx)
-			if err != nil {
-				return death{}, err
+			caught, err := w.probe(ctx)
+			if caught || err != nil {
+				return death{caught: caught}, err
 			}
-			if n > last {
-				return death{busy: true}, nil // within one poll of a decision's commit
-			}
-			expired = exp
 		}
 		lag, err := w.lag(ctx)
 		if err != nil {
@@ -121,6 +111,32 @@ func (w *consumerWatch) untilWorthKilling(ctx context.Context, cfg consumerCrash
 			return death{}, nil
 		}
 	}
+}
+
+// probe freezes the consumer and tells whether it stands between a database commit
+// and its offset commit: more decisions than committed records. Records are counted
+// with their copies, so a copy can hide a catch but never fake one. A caught consumer
+// stays frozen; any other is thawed before probe returns.
+func (w *consumerWatch) probe(ctx context.Context) (caught bool, err error) {
+	if err := w.rn.Consumer.Freeze(); err != nil {
+		return false, err
+	}
+	defer func() {
+		if !caught {
+			if thawErr := w.rn.Consumer.Thaw(); thawErr != nil && err == nil {
+				err = thawErr
+			}
+		}
+	}()
+	snap, err := w.offsets(ctx)
+	if err != nil {
+		return false, err
+	}
+	n, err := w.decisions(ctx)
+	if err != nil {
+		return false, err
+	}
+	return int64(n) > snap.committedRecords(), nil
 }
 
 // decisions counts the consumer's decisions.
@@ -137,21 +153,58 @@ func (w *consumerWatch) decisions(ctx context.Context) (int, error) {
 // A consumerSnapshot is the state a dead consumer left: how far its group had
 // committed, how far the topic went, and which payments it had decided.
 type consumerSnapshot struct {
-	from, to map[int32]int64
-	decided  map[string]bool
+	// start, from and to are per partition: the first offset, the group's committed
+	// offset (start where it has committed nothing) and the end offset.
+	start, from, to map[int32]int64
+	decided         map[string]bool
+}
+
+// committedRecords counts the records before the group's committed offsets.
+func (s consumerSnapshot) committedRecords() int64 {
+	var n int64
+	for p, from := range s.from {
+		n += from - s.start[p]
+	}
+	return n
 }
 
 // lag counts the records of the topic beyond the group's committed offsets.
 func (w *consumerWatch) lag(ctx context.Context) (int64, error) {
 	snap, err := w.offsets(ctx)
-	if err != nil {
-		return 0, err
-	}
+	return snap.lag(), err
+}
+
+// lag counts the records past the committed offsets.
+func (s consumerSnapshot) lag() int64 {
 	var lag int64
-	for p, end := range snap.to {
-		lag += end - snap.from[p]
+	for p, end := range s.to {
+		lag += end - s.from[p]
 	}
-	return lag, nil
+	return lag
+}
+
+// waitConsumerCommitted waits until the consumer group the harness gave the consumer
+// has committed every record of the topic, so the verdict is read after the consumer
+// has handled the redeliveries too: their decisions already exist, so waiting for
+// decisions alone would judge the totals before a double count could show. A consumer
+// somebody else runs has no group known to the harness, and is not waited for.
+func (rn *Run) waitConsumerCommitted(ctx context.Context, timeout time.Duration) error {
+	if rn.group == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return withAdmin(rn.brokers, func(adm *kadm.Client) error {
+		for {
+			snap, err := groupOffsets(ctx, adm, rn.topic, rn.group)
+			if err == nil && snap.lag() == 0 {
+				return nil
+			}
+			if werr := waitUntil(ctx, time.Now().Add(200*time.Millisecond)); werr != nil {
+				return fmt.Errorf("wait for consumer group %s to commit the whole topic: %d records left (last error: %v): %w", rn.group, snap.lag(), err, werr)
+			}
+		}
+	})
 }
 
 // snapshot reads a dead consumer's state; call it before the restart.
@@ -177,43 +230,49 @@ func (w *consumerWatch) snapshot(ctx context.Context) (consumerSnapshot, error) 
 	return snap, nil
 }
 
-// offsets reads, per partition, the group's committed offset (the start offset where
-// the group has committed nothing yet) and the end offset.
+// offsets reads the consumer group's offsets; see groupOffsets.
 func (w *consumerWatch) offsets(ctx context.Context) (consumerSnapshot, error) {
+	return groupOffsets(ctx, w.adm, w.rn.topic, w.rn.group)
+}
+
+// groupOffsets reads, per partition of topic, the start offset, group's committed
+// offset (the start offset where the group has committed nothing yet) and the end
+// offset.
+func groupOffsets(ctx context.Context, adm *kadm.Client, topic, group string) (consumerSnapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	topic := w.rn.topic
-	snap := consumerSnapshot{from: map[int32]int64{}, to: map[int32]int64{}}
-	starts, err := w.adm.ListStartOffsets(ctx, topic)
+	snap := consumerSnapshot{start: map[int32]int64{}, from: map[int32]int64{}, to: map[int32]int64{}}
+	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err == nil {
 		err = starts.Error()
 	}
 	if err != nil {
 		return snap, fmt.Errorf("list start offsets: %w", err)
 	}
-	ends, err := w.adm.ListEndOffsets(ctx, topic)
+	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
 		return snap, fmt.Errorf("list end offsets: %w", err)
 	}
-	committed, err := w.adm.FetchOffsets(ctx, w.rn.group)
+	committed, err := adm.FetchOffsets(ctx, group)
 	if err == nil {
 		err = committed.Error()
 	}
 	if err != nil {
-		return snap, fmt.Errorf("fetch offsets of group %s: %w", w.rn.group, err)
+		return snap, fmt.Errorf("fetch offsets of group %s: %w", group, err)
 	}
 	ends.Each(func(end kadm.ListedOffset) {
-		from := int64(0)
-		if start, ok := starts.Lookup(topic, end.Partition); ok {
-			from = start.Offset
+		start := int64(0)
+		if s, ok := starts.Lookup(topic, end.Partition); ok {
+			start = s.Offset
 		}
-		if c, ok := committed.Lookup(topic, end.Partition); ok && c.At >= from {
+		from := start
+		if c, ok := committed.Lookup(topic, end.Partition); ok && c.At >= start {
 			from = c.At
 		}
-		snap.from[end.Partition], snap.to[end.Partition] = from, end.Offset
+		snap.start[end.Partition], snap.from[end.Partition], snap.to[end.Partition] = start, from, end.Offset
 	})
 	return snap, nil
 }

@@ -6,10 +6,12 @@ import (
 	"time"
 )
 
-// Crash schedules. The points are random because, from outside a process, the
-// moment that matters (between a database commit and the acknowledgement that
-// follows it) cannot be aimed at: it can only be hit by chance, so the harness kills
-// often and counts how many kills landed while work was in flight.
+// Crash schedules. The points are random because, from outside a process, the moment
+// that matters (between a database commit and the acknowledgement that follows it)
+// cannot be aimed at: it can only be hit by chance. So the harness kills often and
+// counts how many kills landed while work was in flight; for the consumer it raises
+// the chance by freezing it at random instants and killing it when a freeze caught it
+// in that moment.
 
 // relayCrashes says how often crashRelay kills the API.
 type relayCrashes struct {
@@ -28,8 +30,9 @@ type consumerCrashes struct {
 	// Arm is the random range of the wait, after a restarted consumer has made its
 	// first decision, before the harness starts looking for a moment to kill.
 	Arm [2]time.Duration
-	// Watch bounds the look for a decision being written; the kill comes right after
-	// one is seen, or at the end of Watch if none is.
+	// Watch bounds the probing for the moment between a database commit and the
+	// offset commit (see consumerWatch.probe); the kill comes when it is caught, or at
+	// the end of Watch if it is not.
 	Watch time.Duration
 }
 
@@ -89,7 +92,8 @@ func crashConsumer(ctx context.Context, rn *Run, cfg consumerCrashes) error {
 	for {
 		died, err := watch.untilWorthKilling(ctx, cfg)
 		if ctx.Err() != nil {
-			return nil
+			// A consumer caught just as the run ended is frozen; let it stop normally.
+			return rn.Consumer.Thaw()
 		}
 		if err != nil {
 			return err
@@ -122,6 +126,7 @@ func crashConsumer(ctx context.Context, rn *Run, cfg consumerCrashes) error {
 type death struct {
 	// self: it exited by itself (the self-crash knob); otherwise the harness killed it.
 	self bool
-	// busy: a decision was written in the last ~100 ms before the kill.
-	busy bool
+	// caught: the harness froze it between a database commit and the offset commit
+	// that should follow, and killed it there.
+	caught bool
 }

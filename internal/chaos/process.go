@@ -117,6 +117,25 @@ func signalGroup(cmd *exec.Cmd, exited <-chan struct{}, sig syscall.Signal) erro
 	return err
 }
 
+// Freeze stops the process group (SIGSTOP) where it stands, so the harness can look at
+// what it has committed so far; Thaw (SIGCONT) lets it go on as if nothing happened.
+func (p *Process) Freeze() error { return p.signal(syscall.SIGSTOP, "freeze") }
+
+// Thaw continues a frozen process group.
+func (p *Process) Thaw() error { return p.signal(syscall.SIGCONT, "thaw") }
+
+// signal sends sig to the current incarnation's group, if there is one.
+func (p *Process) signal(sig syscall.Signal, verb string) error {
+	cmd, exited := p.current()
+	if cmd == nil {
+		return nil
+	}
+	if err := signalGroup(cmd, exited, sig); err != nil {
+		return fmt.Errorf("%s %s: %w", verb, p.Name, err)
+	}
+	return nil
+}
+
 // Stop asks for a graceful shutdown (SIGTERM) and kills the process if it is still
 // there after grace.
 func (p *Process) Stop(grace time.Duration) error {

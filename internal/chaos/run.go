@@ -233,9 +233,9 @@ type Crashes struct {
 	// leased and unpublished at the kill, -1 when outbox_events has no lease to read
 	// (a service that keeps the contract need not have one).
 	APIKills, APIKillsInFlight int
-	// ConsumerKills counts SIGKILLs of the consumer by the harness; ConsumerKillsBusy
-	// those that came within one poll of a decision being written.
-	ConsumerKills, ConsumerKillsBusy int
+	// ConsumerKills counts SIGKILLs of the consumer by the harness; ConsumerKillsCaught
+	// those of a consumer frozen between a database commit and its offset commit.
+	ConsumerKills, ConsumerKillsCaught int
 	// ConsumerSelfCrashes counts the consumer's own exits: our consumer's self-crash
 	// knob (ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB), the reference service only.
 	ConsumerSelfCrashes int
@@ -269,9 +269,9 @@ func (rn *Run) recordConsumerDeath(d death, redelivered int) {
 	switch {
 	case d.self:
 		rn.crashes.ConsumerSelfCrashes++
-	case d.busy:
+	case d.caught:
 		rn.crashes.ConsumerKills++
-		rn.crashes.ConsumerKillsBusy++
+		rn.crashes.ConsumerKillsCaught++
 	default:
 		rn.crashes.ConsumerKills++
 	}
@@ -284,7 +284,7 @@ func (rn *Run) recordConsumerDeath(d death, redelivered int) {
 	if d.self {
 		what = "consumer crashed (self-crash knob, reference service only)"
 	}
-	rn.disrupted(what, fmt.Sprintf("restarted; %d decided records past the committed offsets, redelivered; decision being written at the kill: %t", redelivered, d.busy))
+	rn.disrupted(what, fmt.Sprintf("restarted; %d decided records past the committed offsets, redelivered; caught between DB commit and offset commit: %t", redelivered, d.caught))
 }
 
 // Crashes returns the counts so far.

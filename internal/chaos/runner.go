@@ -193,6 +193,9 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 		report.Notes = append(report.Notes, err.Error())
 	}
 	rn.logger.Info("drain done", slog.Float64("drain_seconds", report.DrainSeconds))
+	if err := rn.waitConsumerCommitted(ctx, 2*time.Minute); err != nil {
+		report.Notes = append(report.Notes, err.Error())
+	}
 	observed, observeErr := verifier.Observe(ctx)
 	// The publish failures are read before the disruption ends, while the last API
 	// process still holds its counters.
