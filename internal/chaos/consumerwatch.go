@@ -21,6 +21,8 @@ type consumerWatch struct {
 	kcl  *kgo.Client
 	adm  *kadm.Client
 	poll time.Duration
+	// starts are the topic's start offsets per partition, read once.
+	starts map[int32]int64
 }
 
 // newConsumerWatch connects to the consumer's database and to Kafka's DIRECT listener.
@@ -37,7 +39,14 @@ func newConsumerWatch(ctx context.Context, rn *Run) (*consumerWatch, error) {
 		db.Close(ctx)
 		return nil, fmt.Errorf("new Kafka client: %w", err)
 	}
-	return &consumerWatch{rn: rn, db: db, kcl: kcl, adm: kadm.NewClient(kcl), poll: 10 * time.Millisecond}, nil
+	w := &consumerWatch{rn: rn, db: db, kcl: kcl, adm: kadm.NewClient(kcl), poll: 10 * time.Millisecond}
+	snap, err := w.offsets(ctx)
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	w.starts = snap.start
+	return w, nil
 }
 
 // Close releases the connections.
@@ -63,10 +72,15 @@ func (w *consumerWatch) untilWorthKilling(ctx context.Context, cfg consumerCrash
 	if err != nil {
 		return death{}, err
 	}
-	ticker := time.NewTicker(w.poll)
-	defer ticker.Stop()
-	// tick waits one poll; it reports a death of the consumer, or ctx's end.
-	tick := func() (dead bool, err error) {
+	polls := time.NewTicker(w.poll)
+	defer polls.Stop()
+	// Probes come much closer together than polls: the consumer runs only between two
+	// freezes, and the moment a probe must catch lasts about one broker round trip.
+	probes := time.NewTicker(time.Millisecond)
+	defer probes.Stop()
+	// wait waits for the next tick of ticker; it reports a death of the consumer, or
+	// ctx's end.
+	wait := func(ticker *time.Ticker) (dead bool, err error) {
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
@@ -76,6 +90,7 @@ func (w *consumerWatch) untilWorthKilling(ctx context.Context, cfg consumerCrash
 			return false, nil
 		}
 	}
+	tick := func() (bool, error) { return wait(polls) }
 	for {
 		// Progress first: an incarnation killed before it decides anything would
 		// never let the run drain.
@@ -95,7 +110,7 @@ func (w *consumerWatch) untilWorthKilling(ctx context.Context, cfg consumerCrash
 			}
 		}
 		for deadline := time.Now().Add(cfg.Watch); time.Now().Before(deadline); {
-			if dead, err := tick(); dead || err != nil {
+			if dead, err := wait(probes); dead || err != nil {
 				return death{self: dead}, err
 			}
 			caught, err := w.probe(ctx)
@@ -128,7 +143,7 @@ func (w *consumerWatch) probe(ctx context.Context) (caught bool, err error) {
 			}
 		}
 	}()
-	snap, err := w.offsets(ctx)
+	committed, err := w.committedRecords(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -136,7 +151,29 @@ func (w *consumerWatch) probe(ctx context.Context) (caught bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	return int64(n) > snap.committedRecords(), nil
+	return int64(n) > committed, nil
+}
+
+// committedRecords counts the records before the group's committed offsets. It is
+// one round trip to the broker, so that a probe keeps the consumer frozen briefly:
+// the start offsets, which only retention moves, were read when the watch began.
+func (w *consumerWatch) committedRecords(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	committed, err := w.adm.FetchOffsets(ctx, w.rn.group)
+	if err == nil {
+		err = committed.Error()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("fetch offsets of group %s: %w", w.rn.group, err)
+	}
+	var n int64
+	committed.Each(func(c kadm.OffsetResponse) {
+		if start, ok := w.starts[c.Partition]; ok && c.Topic == w.rn.topic && c.At > start {
+			n += c.At - start
+		}
+	})
+	return n, nil
 }
 
 // decisions counts the consumer's decisions.
@@ -157,15 +194,6 @@ type consumerSnapshot struct {
 	// offset (start where it has committed nothing) and the end offset.
 	start, from, to map[int32]int64
 	decided         map[string]bool
-}
-
-// committedRecords counts the records before the group's committed offsets.
-func (s consumerSnapshot) committedRecords() int64 {
-	var n int64
-	for p, from := range s.from {
-		n += from - s.start[p]
-	}
-	return n
 }
 
 // lag counts the records of the topic beyond the group's committed offsets.
