@@ -8,14 +8,22 @@
 // topic, prints a verdict table, writes reports/chaos-<scenario>.json, and exits 0 only
 // if every run was valid (its faults bit) and passed.
 //
-// To check a student's implementation that keeps docs/contract.md, start it with its
-// relay seeded at 127.0.0.1:29092 (the Toxiproxy proxy kafka_relay) and pass -api-url,
-// -payments-db, -brokers, -topic and optionally -consumer-db: nothing is built or
-// started, and the default or kafka-down scenario runs against it.
+// A student's implementation that keeps docs/contract.md is checked in one of two ways:
 //
-//	go run ./cmd/chaos prepare [-drop NAME]
+//   - -api-cmd and -consumer-cmd give the command lines that start it: the harness
+//     creates empty databases and a fresh topic, passes them in the contract's
+//     environment, and owns the processes, so it can SIGKILL and restart them and every
+//     scenario but dual-write runs;
 //
-// makes the empty databases and the fresh topic for such a run and prints their names.
+//   - -api-url, -payments-db, -brokers, -topic and optionally -consumer-db point at a
+//     service the student started, with its relay seeded at 127.0.0.1:29092 (the
+//     Toxiproxy proxy kafka_relay): nothing is built or started, and only default and
+//     kafka-down run; the crash scenarios are reported as not runnable.
+//
+//     go run ./cmd/chaos prepare [-drop NAME]
+//
+// makes the empty databases and the fresh topic for a run of the second kind and prints
+// their names.
 package main
 
 import (
@@ -29,6 +37,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -64,7 +73,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	consumerDB := flags.String("consumer-db", "", "with -api-url: URL of its consumer's database (optional)")
 	brokers := flags.String("brokers", devstack.DirectBroker, "with -api-url: Kafka brokers to read the topic from (direct, never the proxy)")
 	topic := flags.String("topic", event.DefaultTopic, "with -api-url: the topic of payment events")
+	apiCmd := flags.String("api-cmd", "", "start a student's API with this shell command line (with -consumer-cmd; environment in docs/contract.md)")
+	consumerCmd := flags.String("consumer-cmd", "", "start a student's consumer with this shell command line (with -api-cmd)")
 	if err := flags.Parse(args); err != nil {
+		return err
+	}
+	var set []string
+	flags.Visit(func(f *flag.Flag) { set = append(set, f.Name) })
+	commands, err := serviceCommands(*apiCmd, *consumerCmd, set)
+	if err != nil {
 		return err
 	}
 	if !chaos.IsScenario(*scenario) {
@@ -107,10 +124,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}()
 
-	opts := chaos.Options{Root: root, Payments: *payments, Logger: logger, Out: stdout}
-	if *apiURL != "" {
+	opts := chaos.Options{Root: root, Payments: *payments, Logger: logger, Out: stdout, Commands: commands}
+	switch {
+	case commands != nil:
+		fmt.Fprintf(stdout, "starting the student's services: api %q, consumer %q\n", commands.API, commands.Consumer)
+	case *apiURL != "":
 		opts.Target = &chaos.Target{APIURL: *apiURL, PaymentsDB: *paymentsDB, ConsumerDB: *consumerDB, Brokers: strings.Split(*brokers, ","), Topic: *topic}
-	} else {
+	default:
 		fmt.Fprintln(stdout, "building ./cmd/api and ./cmd/consumer into bin/")
 		if opts.Binaries, err = chaos.Build(ctx, root, filepath.Join(root, "bin"), "./cmd/api", "./cmd/consumer"); err != nil {
 			return err
@@ -144,6 +164,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return errFailed
 	}
 	return nil
+}
+
+// serviceCommands reads -api-cmd and -consumer-cmd: nil when neither is given, an
+// error when only one is, or when a flag that describes a service somebody else
+// started is set too (set lists the flags given).
+func serviceCommands(apiCmd, consumerCmd string, set []string) (*chaos.ServiceCommands, error) {
+	if apiCmd == "" && consumerCmd == "" {
+		return nil, nil
+	}
+	for _, name := range set {
+		if slices.Contains([]string{"api-url", "payments-db", "consumer-db", "brokers", "topic"}, name) {
+			return nil, fmt.Errorf("-%s cannot go with -api-cmd: the harness starts the service on databases, a topic and an address of its own, and passes them in its environment", name)
+		}
+	}
+	cmds := &chaos.ServiceCommands{API: apiCmd, Consumer: consumerCmd}
+	if err := cmds.Validate(); err != nil {
+		return nil, err
+	}
+	return cmds, nil
 }
 
 // runCompose runs the compose stack's flow: the services and the k6 load in Docker.

@@ -7,6 +7,9 @@
 //
 //   - stack.go and process.go build the binaries, create fresh databases and a topic,
 //     and start, kill and restart the API and the consumer as real processes;
+//     services.go does the same for a student's services from their command lines;
+//   - crashes.go and consumerwatch.go are the crash scenarios' kills, at random points,
+//     and what each kill left behind, seen from outside;
 //   - loadgen.go is the load generator (the Go twin of loadtest/k6/payments.js);
 //   - faults.go drives Toxiproxy on a deterministic schedule and records the windows;
 //   - verify.go is the black-box verifier: it needs only an API URL, the payments

@@ -13,13 +13,18 @@ import (
 	"time"
 )
 
-// A Process is one service binary (the API or the consumer) run as a real OS process,
-// so the harness can SIGKILL it the way a crash or an OOM kill would.
+// A Process is one service (the API or the consumer) run as a real OS process, so the
+// harness can SIGKILL it the way a crash or an OOM kill would. It runs in a process
+// group of its own and every signal goes to the whole group: a student's command is
+// often a shell or a script that starts the real server as its child, and killing
+// only the parent would leave that child serving.
 type Process struct {
 	// Name is used in logs and disruptions ("api", "consumer").
 	Name string
-	// Path of the binary.
-	Path string
+	// Argv is the program and its arguments: a binary of ours, or /bin/sh -c and a
+	// student's command line (see ServiceCommands). Empty for a process somebody else
+	// runs, which the harness cannot start or kill.
+	Argv []string
 	// Env is added to the harness's own environment.
 	Env []string
 	// LogPath receives the process's stdout and stderr, appended across restarts.
@@ -47,8 +52,12 @@ func (p *Process) Start() error {
 	if err != nil {
 		return fmt.Errorf("open %s log: %w", p.Name, err)
 	}
-	cmd := exec.Command(p.Path)
+	if len(p.Argv) == 0 {
+		return fmt.Errorf("start %s: no command: it is run by somebody else", p.Name)
+	}
+	cmd := exec.Command(p.Argv[0], p.Argv[1:]...)
 	cmd.Env = append(os.Environ(), p.Env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
@@ -85,10 +94,45 @@ func (p *Process) Kill() error {
 	if cmd == nil {
 		return nil
 	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := signalGroup(cmd, exited, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("kill %s: %w", p.Name, err)
 	}
 	<-exited
+	return nil
+}
+
+// signalGroup sends sig to the process group of cmd (its pid, see Setpgid in Start),
+// unless the incarnation has already exited and been reaped: its pid may then belong
+// to somebody else.
+func signalGroup(cmd *exec.Cmd, exited <-chan struct{}, sig syscall.Signal) error {
+	select {
+	case <-exited:
+		return nil
+	default:
+	}
+	err := syscall.Kill(-cmd.Process.Pid, sig)
+	if errors.Is(err, syscall.ESRCH) {
+		return nil // the whole group is gone already
+	}
+	return err
+}
+
+// Freeze stops the process group (SIGSTOP) where it stands, so the harness can look at
+// what it has committed so far; Thaw (SIGCONT) lets it go on as if nothing happened.
+func (p *Process) Freeze() error { return p.signal(syscall.SIGSTOP, "freeze") }
+
+// Thaw continues a frozen process group.
+func (p *Process) Thaw() error { return p.signal(syscall.SIGCONT, "thaw") }
+
+// signal sends sig to the current incarnation's group, if there is one.
+func (p *Process) signal(sig syscall.Signal, verb string) error {
+	cmd, exited := p.current()
+	if cmd == nil {
+		return nil
+	}
+	if err := signalGroup(cmd, exited, sig); err != nil {
+		return fmt.Errorf("%s %s: %w", verb, p.Name, err)
+	}
 	return nil
 }
 
@@ -99,7 +143,7 @@ func (p *Process) Stop(grace time.Duration) error {
 	if cmd == nil {
 		return nil
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := signalGroup(cmd, exited, syscall.SIGTERM); err != nil {
 		return fmt.Errorf("stop %s: %w", p.Name, err)
 	}
 	timer := time.NewTimer(grace)

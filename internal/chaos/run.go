@@ -21,6 +21,8 @@ import (
 )
 
 // A Run is one scenario's services and disruption tools; Disrupt functions get it.
+// API and Consumer can be started and killed when the harness started them (ours, or a
+// student's ServiceCommands); for a Target they only have a BaseURL.
 type Run struct {
 	Stack    *NativeStack
 	Faults   *Faults
@@ -34,6 +36,10 @@ type Run struct {
 	consumerDB string
 	brokers    []string
 	logDir     string
+	topic      string
+	// group is the consumer group the harness gave the consumer (KAFKA_GROUP); empty
+	// for a consumer somebody else runs.
+	group string
 
 	mu          sync.Mutex
 	disruptions []Disruption
@@ -41,25 +47,31 @@ type Run struct {
 	// killed: their counters die with them.
 	bankedFailures int
 	dualWrite      bool
+	crashes        Crashes
 }
 
 // startServices creates the run's fresh databases and topic and starts the consumer
-// and the API built from this repository. Nothing left over from an earlier run can
-// pass for this run's events.
+// and the API: ours, built from this repository, or a student's from opts.Commands.
+// Nothing left over from an earlier run can pass for this run's events. Ours get their
+// schema here; a student's command prepares its own (it is given empty databases).
 func startServices(ctx context.Context, opts Options, sc Scenario, report *Report) (*Run, error) {
 	paymentsURL, err := devstack.CreateDatabase(ctx, opts.AdminURL, report.PaymentsDatabase)
 	if err != nil {
-		return nil, err
-	}
-	if err := devstack.MigrateDatabase(ctx, paymentsURL, migrations.Payments); err != nil {
 		return nil, err
 	}
 	consumerURL, err := devstack.CreateDatabase(ctx, opts.AdminURL, report.ConsumerDatabase)
 	if err != nil {
 		return nil, err
 	}
-	if err := devstack.MigrateDatabase(ctx, consumerURL, migrations.Antifraud); err != nil {
-		return nil, err
+	if opts.Commands == nil {
+		if err := devstack.MigrateDatabase(ctx, paymentsURL, migrations.Payments); err != nil {
+			return nil, err
+		}
+		if err := devstack.MigrateDatabase(ctx, consumerURL, migrations.Antifraud); err != nil {
+			return nil, err
+		}
+	} else {
+		report.Stack = "student's commands"
 	}
 	brokers := []string{devstack.DirectBroker}
 	err = withAdmin(brokers, func(adm *kadm.Client) error { return devstack.CreateTopic(ctx, adm, report.Topic, 3) })
@@ -78,29 +90,12 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *Repor
 	if err != nil {
 		return nil, err
 	}
-	rn := &Run{
-		paymentsDB: paymentsURL, consumerDB: consumerURL, brokers: brokers, logDir: logDir,
-		API: &Process{
-			Name: "api", Path: opts.Binaries["./cmd/api"], LogPath: filepath.Join(logDir, "api.log"), BaseURL: "http://" + apiAddr,
-			Env: append([]string{
-				"DATABASE_URL=" + paymentsURL,
-				"KAFKA_BROKERS=" + devstack.ProxiedBroker, // the relay stays behind Toxiproxy
-				"KAFKA_TOPIC=" + report.Topic,
-				"HTTP_ADDR=" + apiAddr,
-				fmt.Sprintf("DUAL_WRITE=%t", sc.DualWrite),
-			}, append(relayEnv, sc.APIEnv...)...),
-		},
-		Consumer: &Process{
-			Name: "consumer", Path: opts.Binaries["./cmd/consumer"], LogPath: filepath.Join(logDir, "consumer.log"), BaseURL: "http://" + consumerAddr,
-			Env: append([]string{
-				"DATABASE_URL=" + consumerURL,
-				"KAFKA_BROKERS=" + devstack.DirectBroker,
-				"KAFKA_TOPIC=" + report.Topic,
-				"KAFKA_GROUP=antifraud-" + report.RunID,
-				"HTTP_ADDR=" + consumerAddr,
-			}, sc.ConsumerEnv...),
-		},
+	env := serviceEnv{
+		PaymentsDB: paymentsURL, ConsumerDB: consumerURL, Topic: report.Topic, Group: "antifraud-" + report.RunID,
+		APIAddr: apiAddr, ConsumerAddr: consumerAddr,
 	}
+	rn := &Run{paymentsDB: paymentsURL, consumerDB: consumerURL, brokers: brokers, logDir: logDir, topic: report.Topic, group: env.Group}
+	rn.API, rn.Consumer = env.processes(opts.Binaries, opts.Commands, sc, logDir)
 	if err := rn.Consumer.Start(); err != nil {
 		return rn, err
 	}
@@ -116,11 +111,12 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *Repor
 	return rn, nil
 }
 
-// targetRun wraps a service that somebody else runs.
+// targetRun wraps a service that somebody else runs. The harness cannot kill or
+// restart it, so the scenarios that do are refused with the way to run them.
 func targetRun(opts Options, sc Scenario, report *Report) (*Run, error) {
 	t := opts.Target
 	if sc.Name != "default" && sc.Name != "kafka-down" {
-		return nil, fmt.Errorf("scenario %s needs to kill or restart the services; against -api-url only default and kafka-down run", sc.Name)
+		return nil, fmt.Errorf("scenario %s not runnable against -api-url: it kills or restarts the services, which the harness can do only if it starts them; give -api-cmd and -consumer-cmd instead (docs/contract.md, \"Letting make chaos start your service\")", sc.Name)
 	}
 	report.Stack = "external"
 	report.Topic, report.PaymentsDatabase, report.ConsumerDatabase = t.Topic, redact(t.PaymentsDB), redact(t.ConsumerDB)
@@ -129,6 +125,15 @@ func targetRun(opts Options, sc Scenario, report *Report) (*Run, error) {
 		API:      &Process{Name: "api", BaseURL: strings.TrimRight(t.APIURL, "/")},
 		Consumer: &Process{Name: "consumer"},
 	}, nil
+}
+
+// checkRunnable refuses, before anything is created, the scenarios that would judge
+// a student's commands by a mode only our API has.
+func checkRunnable(opts Options, sc Scenario) error {
+	if opts.Commands != nil && sc.DualWrite {
+		return fmt.Errorf("scenario %s not runnable with -api-cmd: it shows the reference API's teaching mode (DUAL_WRITE=true), not a property of another service", sc.Name)
+	}
+	return nil
 }
 
 // redact drops the password from a database URL before it goes into a report.
@@ -188,7 +193,8 @@ func (rn *Run) scrapeFailures() (int, bool) {
 const dualWriteFailureLog = "dual write: publish failed"
 
 // leasedRows counts outbox rows claimed by a relay and not yet published: the rows a
-// kill leaves behind for the lease to expire.
+// kill leaves behind for the lease to expire; -1 when that cannot be read, as in a
+// student's schema without our lease columns.
 func (rn *Run) leasedRows(ctx context.Context) int {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -220,20 +226,72 @@ func (rn *Run) Disruptions() []Disruption {
 	return append([]Disruption(nil), rn.disruptions...)
 }
 
-// countDisruptions counts disruptions named what, and among them those whose detail
-// reports rows in flight ("N rows leased ..." with N > 0).
-func (rn *Run) countDisruptions(what string) (all, busy int) {
-	for _, d := range rn.Disruptions() {
-		if d.What != what {
-			continue
-		}
-		all++
-		var n int
-		if _, err := fmt.Sscanf(d.Detail, "%d rows", &n); err == nil && n > 0 {
-			busy++
-		}
+// Crashes counts what the crash scenarios did to the services and what each death
+// left behind, as the harness saw it from outside.
+type Crashes struct {
+	// APIKills counts SIGKILLs of the API; APIKillsInFlight those with outbox rows
+	// leased and unpublished at the kill, -1 when outbox_events has no lease to read
+	// (a service that keeps the contract need not have one).
+	APIKills, APIKillsInFlight int
+	// ConsumerKills counts SIGKILLs of the consumer by the harness; ConsumerKillsCaught
+	// those of a consumer frozen between a database commit and its offset commit.
+	ConsumerKills, ConsumerKillsCaught int
+	// ConsumerSelfCrashes counts the consumer's own exits: our consumer's self-crash
+	// knob (ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB), the reference service only.
+	ConsumerSelfCrashes int
+	// Redelivered counts records a restarted consumer was handed again although their
+	// payment was already decided, summed over every death; DeathsRedelivering counts
+	// the deaths that left at least one.
+	Redelivered, DeathsRedelivering int
+}
+
+// recordRelayKill counts one kill of the API with inFlight rows leased (-1: unknown).
+func (rn *Run) recordRelayKill(inFlight int) {
+	rn.mu.Lock()
+	rn.crashes.APIKills++
+	switch {
+	case inFlight < 0:
+		rn.crashes.APIKillsInFlight = -1
+	case inFlight > 0 && rn.crashes.APIKillsInFlight >= 0:
+		rn.crashes.APIKillsInFlight++
 	}
-	return all, busy
+	rn.mu.Unlock()
+	detail := fmt.Sprintf("%d rows leased and unpublished", inFlight)
+	if inFlight < 0 {
+		detail = "leased rows not observable (no outbox_events.lease_expires_at)"
+	}
+	rn.disrupted("SIGKILL api", detail)
+}
+
+// recordConsumerDeath counts one death of the consumer and what it left to redeliver.
+func (rn *Run) recordConsumerDeath(d death, redelivered int) {
+	rn.mu.Lock()
+	switch {
+	case d.self:
+		rn.crashes.ConsumerSelfCrashes++
+	case d.caught:
+		rn.crashes.ConsumerKills++
+		rn.crashes.ConsumerKillsCaught++
+	default:
+		rn.crashes.ConsumerKills++
+	}
+	rn.crashes.Redelivered += redelivered
+	if redelivered > 0 {
+		rn.crashes.DeathsRedelivering++
+	}
+	rn.mu.Unlock()
+	what := "SIGKILL consumer"
+	if d.self {
+		what = "consumer crashed (self-crash knob, reference service only)"
+	}
+	rn.disrupted(what, fmt.Sprintf("restarted; %d decided records past the committed offsets, redelivered; caught between DB commit and offset commit: %t", redelivered, d.caught))
+}
+
+// Crashes returns the counts so far.
+func (rn *Run) Crashes() Crashes {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	return rn.crashes
 }
 
 // stopServices stops the API first (it stops taking payments, then its relay), then

@@ -25,7 +25,7 @@ type Options struct {
 	// ReportDir receives chaos-<scenario>.json. Default <Root>/reports.
 	ReportDir string
 	// Binaries maps "./cmd/api" and "./cmd/consumer" to built binaries (Build makes
-	// them). Required unless Target is set.
+	// them). Required unless Target or Commands is set.
 	Binaries map[string]string
 	// AdminURL is the PostgreSQL admin URL. Default devstack.AdminURL.
 	AdminURL string
@@ -37,6 +37,10 @@ type Options struct {
 	// student's implementation): nothing is built, started or created, and only the
 	// scenarios that break the network (default, kafka-down) can run.
 	Target *Target
+	// Commands, when set, start a student's API and consumer instead of our binaries:
+	// the harness creates their empty databases and topic and owns the processes, so
+	// every scenario but dual-write runs. Not with Target.
+	Commands *ServiceCommands
 }
 
 // Target is an implementation that keeps docs/contract.md, already running, whose
@@ -126,6 +130,9 @@ func newReport(sc Scenario, origin time.Time, payments int) *Report {
 // the Run the disruption gets. The Run it returns, even with an error, has services to
 // stop.
 func setUp(ctx context.Context, opts Options, stack *NativeStack, sc Scenario, report *Report, origin time.Time, logger *slog.Logger) (*Run, error) {
+	if err := checkRunnable(opts, sc); err != nil {
+		return nil, err
+	}
 	faults, err := NewFaults(devstack.ToxiproxyAPI, devstack.RelayProxy, origin, logger)
 	if err != nil {
 		return nil, err
@@ -191,7 +198,12 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 		report.Notes = append(report.Notes, err.Error())
 	}
 	rn.logger.Info("drain done", slog.Float64("drain_seconds", report.DrainSeconds))
+	// Stop injecting copies first, then let the consumer read to the end of the topic,
+	// copies included, before anything is observed.
 	collectEvidence(ctx, rn, report, watch, load)
+	if err := rn.waitConsumerCommitted(ctx, 2*time.Minute); err != nil {
+		report.Notes = append(report.Notes, err.Error())
+	}
 	observed, observeErr := verifier.Observe(ctx)
 	// The publish failures are read before the disruption ends, while the last API
 	// process still holds its counters.

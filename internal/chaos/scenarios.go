@@ -24,9 +24,12 @@ type Scenario struct {
 	// straight to the topic (see TopicWatch), so that the consumer's dedup is tested
 	// whatever the relay does; 0 injects none.
 	CopyEvery int
-	// APIEnv and ConsumerEnv are added to the services' environment.
-	APIEnv      []string
-	ConsumerEnv []string
+	// APIEnv is added to our API's environment, ConsumerEnv to every consumer's (the
+	// tuning the contract lists as optional), and ReferenceConsumerEnv to our
+	// consumer's only: knobs a student's consumer does not have.
+	APIEnv               []string
+	ConsumerEnv          []string
+	ReferenceConsumerEnv []string
 	// Disrupt breaks things. It starts before the load and runs until ctx ends, which
 	// is after the verifier has seen the drain and the decisions; it must leave the
 	// services running when it returns (the runner checks).
@@ -65,6 +68,14 @@ func Scenarios(short bool) map[string]Scenario {
 	// answering, so it is where a relay without an idempotent producer writes
 	// duplicates.
 	span := 3 * (cycle.Faulty + cycle.Clean)
+	// The crash scenarios kill at random points (see crashes.go). The relay is killed
+	// 3.5 s on average into a lost-acks window: past the relay's 3 s publish deadline,
+	// so it has claimed, sent and retried a batch the broker wrote.
+	relayKills := relayCrashes{Kills: 6, AcksLost: [2]time.Duration{2 * time.Second, 5 * time.Second}, Clean: [2]time.Duration{time.Second, 3 * time.Second}}
+	consumerKills := consumerCrashes{Arm: [2]time.Duration{0, time.Second}, Watch: 3 * time.Second}
+	if short {
+		relayKills.Kills = 4
+	}
 	const bursts = 3
 	// One event in five gets an extra copy from the harness: about 20 copies in a run
 	// of 100 payments, 5 in the short run of 20.
@@ -117,33 +128,46 @@ func Scenarios(short bool) map[string]Scenario {
 		},
 		"relay-crash": {
 			Name:        "relay-crash",
-			Description: "the API (and its relay) SIGKILLed three times while it publishes with acks being lost, then restarted on the same database; leases expire and events are published again",
+			Description: "the API (and its relay) SIGKILLed at random points of lost-acks windows, " + fmt.Sprint(relayKills.Kills) + " times, and restarted on the same database each time; the rows its dead relay had sent are published again, and the consumer must absorb the copies",
 			Span:        20 * time.Second,
 			LoadDelay:   time.Second,
-			APIEnv:      relayEnv,
-			Disrupt:     crashRelay,
+			Disrupt:     func(ctx context.Context, rn *Run) error { return crashRelay(ctx, rn, relayKills) },
 			Validity: func(r *Report, rn *Run) []Check {
-				kills, busy := rn.countDisruptions("SIGKILL api")
+				c := rn.Crashes()
+				inFlight := fmt.Sprintf("%d with rows leased", c.APIKillsInFlight)
+				if c.APIKillsInFlight < 0 {
+					inFlight = "leases not observable"
+				}
 				return []Check{
-					check(Validity, "API killed while publishing", ">= 2 kills with rows in flight", fmt.Sprintf("%d kills, %d with rows in flight", kills, busy), kills >= 2 && busy >= 2),
+					check(Validity, "API SIGKILLed and restarted by the harness", fmt.Sprintf(">= %d kills", relayKills.Kills), fmt.Sprintf("%d kills (%s)", c.APIKills, inFlight), c.APIKills >= relayKills.Kills),
+					check(Validity, "copies of one event id in the topic (kills during lost acks)", "> 0", r.DuplicatesDelivered, r.DuplicatesDelivered > 0),
 				}
 			},
 		},
 		"consumer-crash": {
-			Name:        "consumer-crash",
-			Description: "the consumer exits abruptly between its database commit and its offset commit (ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=0.5, batches of at most 10 records) and is restarted until it has caught up; the load is paced over 20 s so that it commits many small batches",
-			// Paced: 100 payments at once are one poll, one commit, at most one crash.
-			Span: 20 * time.Second,
-			// Small batches make many commits, each a chance to crash; a short session
-			// lets the restarted consumer get its partitions back without waiting 45 s
-			// for the dead member to time out.
-			ConsumerEnv: []string{"ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=0.5", "ANTIFRAUD_MAX_POLL_RECORDS=10", "KAFKA_SESSION_TIMEOUT=6s"},
-			Disrupt:     superviseConsumer,
+			Name: "consumer-crash",
+			Description: "the consumer SIGKILLed by the harness at random points while records wait for it, during the load and the drain, and restarted each time; " +
+				"from outside, the moment between its database commit and its offset commit is reached only by chance, so the harness freezes it (SIGSTOP) at random instants and kills it when more decisions are committed than records, and counts the records each death left to redeliver; " +
+				"our consumer also kills itself there (self-crash knob ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=0.05, reference service only)",
+			// Paced: 100 payments at once are one poll, one commit, one chance. Each
+			// death costs the group a session timeout (6 s) before the restarted
+			// consumer gets its partitions back, so 30 s leave room for several.
+			Span: 30 * time.Second,
+			// Small batches make many commits, each a chance; a short session lets the
+			// restarted consumer get its partitions back without waiting 45 s for the
+			// dead member to time out. Both are optional tuning in the contract.
+			ConsumerEnv:          []string{"ANTIFRAUD_MAX_POLL_RECORDS=10", "KAFKA_SESSION_TIMEOUT=6s"},
+			ReferenceConsumerEnv: []string{"ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=0.05"},
+			Disrupt:              func(ctx context.Context, rn *Run) error { return crashConsumer(ctx, rn, consumerKills) },
 			Validity: func(r *Report, rn *Run) []Check {
-				crashes, _ := rn.countDisruptions("consumer crashed")
+				c := rn.Crashes()
 				return []Check{
-					check(Validity, "consumer crashed after its DB commit", ">= 2 crashes", crashes, crashes >= 2),
-					check(Validity, "redeliveries absorbed by the consumer", "> 0", r.ConsumerDuplicates, r.ConsumerDuplicates > 0),
+					check(Validity, "consumer SIGKILLed and restarted by the harness", ">= 2 kills",
+						fmt.Sprintf("%d kills (%d caught between DB commit and offset commit); self-crash knob (reference service only): %d", c.ConsumerKills, c.ConsumerKillsCaught, c.ConsumerSelfCrashes),
+						c.ConsumerKills >= 2),
+					check(Validity, "decided records redelivered after a death (topic offsets re-read)", "> 0",
+						fmt.Sprintf("%d records after %d of %d deaths; consumer's own count (processed_events): %d", c.Redelivered, c.DeathsRedelivering, c.ConsumerKills+c.ConsumerSelfCrashes, r.ConsumerDuplicates),
+						c.Redelivered > 0),
 				}
 			},
 		},
@@ -178,51 +202,4 @@ func ScenarioNames() []string {
 // IsScenario reports whether name is a scenario or "all".
 func IsScenario(name string) bool {
 	return name == "all" || slices.Contains(ScenarioNames(), name)
-}
-
-// crashRelay kills the API three times, each time in the middle of a lost-acks window:
-// the relay has claimed rows, the broker has written them, and the acknowledgements
-// never arrive. The rows stay leased by a dead process until the lease expires; then a
-// new relay publishes them again, and the consumer must absorb the copies.
-func crashRelay(ctx context.Context, rn *Run) error {
-	for range 3 {
-		if err := rn.Faults.Inject(DropAcks); err != nil {
-			return err
-		}
-		if err := waitUntil(ctx, time.Now().Add(3500*time.Millisecond)); err != nil {
-			return rn.Faults.Clear(DropAcks)
-		}
-		inFlight := rn.leasedRows(ctx)
-		if err := rn.KillAPI(); err != nil {
-			return err
-		}
-		rn.disrupted("SIGKILL api", fmt.Sprintf("%d rows leased and unpublished", inFlight))
-		if err := rn.Faults.Clear(DropAcks); err != nil {
-			return err
-		}
-		if err := rn.StartAPI(ctx); err != nil {
-			return err
-		}
-		rn.disrupted("api restarted", "")
-		if err := waitUntil(ctx, time.Now().Add(3*time.Second)); err != nil {
-			return nil
-		}
-	}
-	<-ctx.Done()
-	return nil
-}
-
-// superviseConsumer restarts the consumer each time it dies, until ctx ends.
-func superviseConsumer(ctx context.Context, rn *Run) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-rn.Consumer.Exited():
-		}
-		rn.disrupted("consumer crashed", "")
-		if err := rn.Consumer.Start(); err != nil {
-			return err
-		}
-	}
 }

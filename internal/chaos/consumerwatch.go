@@ -1,0 +1,366 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// A consumerWatch looks at a consumer from outside, through the names of the contract
+// only: its decisions table, its consumer group's committed offsets and the topic. It
+// tells crashConsumer when to kill, and what each death leaves for the restart to
+// redeliver, without reading anything the consumer reports about itself.
+type consumerWatch struct {
+	rn   *Run
+	db   *pgx.Conn
+	kcl  *kgo.Client
+	adm  *kadm.Client
+	poll time.Duration
+	// starts are the topic's start offsets per partition, read once.
+	starts map[int32]int64
+}
+
+// newConsumerWatch connects to the consumer's database and to Kafka's DIRECT listener.
+func newConsumerWatch(ctx context.Context, rn *Run) (*consumerWatch, error) {
+	if rn.group == "" {
+		return nil, fmt.Errorf("watch the consumer: no consumer group known (the harness must start the consumer)")
+	}
+	db, err := pgx.Connect(ctx, rn.consumerDB)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the consumer database: %w", err)
+	}
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(rn.brokers...))
+	if err != nil {
+		db.Close(ctx)
+		return nil, fmt.Errorf("new Kafka client: %w", err)
+	}
+	w := &consumerWatch{rn: rn, db: db, kcl: kcl, adm: kadm.NewClient(kcl), poll: 10 * time.Millisecond}
+	snap, err := w.offsets(ctx)
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	w.starts = snap.start
+	return w, nil
+}
+
+// Close releases the connections.
+func (w *consumerWatch) Close() {
+	w.kcl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	w.db.Close(ctx)
+}
+
+// untilWorthKilling waits until the current incarnation has made a decision, then a
+// random cfg.Arm, then probes it for up to cfg.Watch: it freezes the consumer
+// (SIGSTOP), and if the decisions committed so far outnumber the records its group has
+// committed, the consumer stands between a database commit and its offset commit, and
+// it is left frozen for the kill (caught). Otherwise it is thawed and probed again a
+// poll later. When Watch ends without a catch, the kill comes at that random point if
+// records still wait for the consumer; a consumer that has caught up is left alone
+// until new records make it decide again. It returns early, with self set, if the
+// consumer dies by itself.
+func (w *consumerWatch) untilWorthKilling(ctx context.Context, cfg consumerCrashes) (death, error) {
+	exited := w.rn.Consumer.Exited()
+	last, err := w.decisions(ctx)
+	if err != nil {
+		return death{}, err
+	}
+	polls := time.NewTicker(w.poll)
+	defer polls.Stop()
+	// Probes come much closer together than polls: the consumer runs only between two
+	// freezes, and the moment a probe must catch lasts about one broker round trip.
+	probes := time.NewTicker(time.Millisecond)
+	defer probes.Stop()
+	// wait waits for the next tick of ticker; it reports a death of the consumer, or
+	// ctx's end.
+	wait := func(ticker *time.Ticker) (dead bool, err error) {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-exited:
+			return true, nil
+		case <-ticker.C:
+			return false, nil
+		}
+	}
+	tick := func() (bool, error) { return wait(polls) }
+	for {
+		// Progress first: an incarnation killed before it decides anything would
+		// never let the run drain.
+		for progressed := false; !progressed; {
+			if dead, err := tick(); dead || err != nil {
+				return death{self: dead}, err
+			}
+			n, err := w.decisions(ctx)
+			if err != nil {
+				return death{}, err
+			}
+			progressed, last = n > last, n
+		}
+		for armed := time.Now().Add(between(cfg.Arm)); time.Now().Before(armed); {
+			if dead, err := tick(); dead || err != nil {
+				return death{self: dead}, err
+			}
+		}
+		for deadline := time.Now().Add(cfg.Watch); time.Now().Before(deadline); {
+			if dead, err := wait(probes); dead || err != nil {
+				return death{self: dead}, err
+			}
+			caught, err := w.probe(ctx)
+			if caught || err != nil {
+				return death{caught: caught}, err
+			}
+		}
+		lag, err := w.lag(ctx)
+		if err != nil {
+			return death{}, err
+		}
+		if lag > 0 {
+			return death{}, nil
+		}
+	}
+}
+
+// probe freezes the consumer and tells whether it stands between a database commit
+// and its offset commit: more decisions than committed records. Records are counted
+// with their copies, so a copy can hide a catch but never fake one. A caught consumer
+// stays frozen; any other is thawed before probe returns.
+func (w *consumerWatch) probe(ctx context.Context) (caught bool, err error) {
+	if err := w.rn.Consumer.Freeze(); err != nil {
+		return false, err
+	}
+	defer func() {
+		if !caught {
+			if thawErr := w.rn.Consumer.Thaw(); thawErr != nil && err == nil {
+				err = thawErr
+			}
+		}
+	}()
+	committed, err := w.committedRecords(ctx)
+	if err != nil {
+		return false, err
+	}
+	n, err := w.decisions(ctx)
+	if err != nil {
+		return false, err
+	}
+	return int64(n) > committed, nil
+}
+
+// committedRecords counts the records before the group's committed offsets. It is
+// one round trip to the broker, so that a probe keeps the consumer frozen briefly:
+// the start offsets, which only retention moves, were read when the watch began.
+func (w *consumerWatch) committedRecords(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	committed, err := w.adm.FetchOffsets(ctx, w.rn.group)
+	if err == nil {
+		err = committed.Error()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("fetch offsets of group %s: %w", w.rn.group, err)
+	}
+	var n int64
+	committed.Each(func(c kadm.OffsetResponse) {
+		if start, ok := w.starts[c.Partition]; ok && c.Topic == w.rn.topic && c.At > start {
+			n += c.At - start
+		}
+	})
+	return n, nil
+}
+
+// decisions counts the consumer's decisions.
+func (w *consumerWatch) decisions(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var n int
+	if err := w.db.QueryRow(ctx, `SELECT count(*) FROM decisions`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count decisions: %w", err)
+	}
+	return n, nil
+}
+
+// A consumerSnapshot is the state a dead consumer left: how far its group had
+// committed, how far the topic went, and which payments it had decided.
+type consumerSnapshot struct {
+	// start, from and to are per partition: the first offset, the group's committed
+	// offset (start where it has committed nothing) and the end offset.
+	start, from, to map[int32]int64
+	decided         map[string]bool
+}
+
+// lag counts the records of the topic beyond the group's committed offsets.
+func (w *consumerWatch) lag(ctx context.Context) (int64, error) {
+	snap, err := w.offsets(ctx)
+	return snap.lag(), err
+}
+
+// lag counts the records past the committed offsets.
+func (s consumerSnapshot) lag() int64 {
+	var lag int64
+	for p, end := range s.to {
+		lag += end - s.from[p]
+	}
+	return lag
+}
+
+// waitConsumerCommitted waits until the consumer group the harness gave the consumer
+// has committed every record of the topic, so the verdict is read after the consumer
+// has handled the redeliveries too: their decisions already exist, so waiting for
+// decisions alone would judge the totals before a double count could show. A consumer
+// somebody else runs has no group known to the harness, and is not waited for.
+func (rn *Run) waitConsumerCommitted(ctx context.Context, timeout time.Duration) error {
+	if rn.group == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return withAdmin(rn.brokers, func(adm *kadm.Client) error {
+		for {
+			snap, err := groupOffsets(ctx, adm, rn.topic, rn.group)
+			if err == nil && snap.lag() == 0 {
+				return nil
+			}
+			if werr := waitUntil(ctx, time.Now().Add(200*time.Millisecond)); werr != nil {
+				return fmt.Errorf("wait for consumer group %s to commit the whole topic: %d records left (last error: %v): %w", rn.group, snap.lag(), err, werr)
+			}
+		}
+	})
+}
+
+// snapshot reads a dead consumer's state; call it before the restart.
+func (w *consumerWatch) snapshot(ctx context.Context) (consumerSnapshot, error) {
+	snap, err := w.offsets(ctx)
+	if err != nil {
+		return snap, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rows, err := w.db.Query(ctx, `SELECT payment_id::text FROM decisions`)
+	if err != nil {
+		return snap, fmt.Errorf("read decisions: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return snap, fmt.Errorf("read decisions: %w", err)
+	}
+	snap.decided = make(map[string]bool, len(ids))
+	for _, id := range ids {
+		snap.decided[id] = true
+	}
+	return snap, nil
+}
+
+// offsets reads the consumer group's offsets; see groupOffsets.
+func (w *consumerWatch) offsets(ctx context.Context) (consumerSnapshot, error) {
+	return groupOffsets(ctx, w.adm, w.rn.topic, w.rn.group)
+}
+
+// groupOffsets reads, per partition of topic, the start offset, group's committed
+// offset (the start offset where the group has committed nothing yet) and the end
+// offset.
+func groupOffsets(ctx context.Context, adm *kadm.Client, topic, group string) (consumerSnapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	snap := consumerSnapshot{start: map[int32]int64{}, from: map[int32]int64{}, to: map[int32]int64{}}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return snap, fmt.Errorf("list start offsets: %w", err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return snap, fmt.Errorf("list end offsets: %w", err)
+	}
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err == nil {
+		err = committed.Error()
+	}
+	if err != nil {
+		return snap, fmt.Errorf("fetch offsets of group %s: %w", group, err)
+	}
+	ends.Each(func(end kadm.ListedOffset) {
+		start := int64(0)
+		if s, ok := starts.Lookup(topic, end.Partition); ok {
+			start = s.Offset
+		}
+		from := start
+		if c, ok := committed.Lookup(topic, end.Partition); ok && c.At >= start {
+			from = c.At
+		}
+		snap.start[end.Partition], snap.from[end.Partition], snap.to[end.Partition] = start, from, end.Offset
+	})
+	return snap, nil
+}
+
+// redelivered counts the records a restart hands the consumer again although their
+// payment was already decided: records past the committed offsets, up to the end the
+// topic had at the death, whose payment_id is in the decisions. Each is a death
+// between a database commit and an offset commit, seen from outside.
+func (w *consumerWatch) redelivered(ctx context.Context, snap consumerSnapshot) (int, error) {
+	offsets := map[int32]kgo.Offset{}
+	remaining := map[int32]int64{}
+	for p, end := range snap.to {
+		if end > snap.from[p] {
+			offsets[p] = kgo.NewOffset().At(snap.from[p])
+			remaining[p] = end
+		}
+	}
+	if len(remaining) == 0 {
+		return 0, nil
+	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(w.rn.brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{w.rn.topic: offsets}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(250*time.Millisecond),
+	)
+	if err != nil {
+		return 0, fmt.Errorf("new Kafka consumer: %w", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	n := 0
+	for len(remaining) > 0 {
+		// A transaction's control record may be the last offset of a partition and is
+		// never returned: two seconds of silence mean only such markers were left.
+		pollCtx, cancelPoll := context.WithTimeout(ctx, 2*time.Second)
+		fetches := cl.PollFetches(pollCtx)
+		cancelPoll()
+		if err := ctx.Err(); err != nil {
+			return n, fmt.Errorf("re-read the uncommitted records: %d partitions unfinished: %w", len(remaining), err)
+		}
+		if pollCtx.Err() != nil && fetches.NumRecords() == 0 {
+			break
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			end, ok := remaining[r.Partition]
+			if !ok || r.Offset >= end {
+				return
+			}
+			var payload struct {
+				PaymentID string `json:"payment_id"`
+			}
+			if json.Unmarshal(r.Value, &payload) == nil && snap.decided[payload.PaymentID] {
+				n++
+			}
+			if r.Offset+1 >= end {
+				delete(remaining, r.Partition)
+			}
+		})
+	}
+	return n, nil
+}

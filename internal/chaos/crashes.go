@@ -1,0 +1,132 @@
+package chaos
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
+
+// Crash schedules. The points are random because, from outside a process, the moment
+// that matters (between a database commit and the acknowledgement that follows it)
+// cannot be aimed at: it can only be hit by chance. So the harness kills often and
+// counts how many kills landed while work was in flight; for the consumer it raises
+// the chance by freezing it at random instants and killing it when a freeze caught it
+// in that moment.
+
+// relayCrashes says how often crashRelay kills the API.
+type relayCrashes struct {
+	// Kills is how many times the API is SIGKILLed.
+	Kills int
+	// AcksLost is the random range of how long acknowledgements are withheld before a
+	// kill: long enough for the relay to claim rows and send them, so the broker holds
+	// records whose rows the dead relay never marked published.
+	AcksLost [2]time.Duration
+	// Clean is the random range of the pause after a restart, before the next fault.
+	Clean [2]time.Duration
+}
+
+// consumerCrashes says how crashConsumer picks its moments.
+type consumerCrashes struct {
+	// Arm is the random range of the wait, after a restarted consumer has made its
+	// first decision, before the harness starts looking for a moment to kill.
+	Arm [2]time.Duration
+	// Watch bounds the probing for the moment between a database commit and the
+	// offset commit (see consumerWatch.probe); the kill comes when it is caught, or at
+	// the end of Watch if it is not.
+	Watch time.Duration
+}
+
+// between draws a duration uniformly from [r[0], r[1]).
+func between(r [2]time.Duration) time.Duration {
+	if r[1] <= r[0] {
+		return r[0]
+	}
+	return r[0] + rand.N(r[1]-r[0])
+}
+
+// crashRelay kills the API cfg.Kills times, each at a random point of a lost-acks
+// window: the relay has claimed rows, the broker has written them, and the
+// acknowledgements never arrive. The rows stay leased by a dead process until the lease
+// expires; then a new relay publishes them again, and the consumer must absorb the
+// copies. It works for any API the harness started, ours or a student's.
+func crashRelay(ctx context.Context, rn *Run, cfg relayCrashes) error {
+	for range cfg.Kills {
+		if err := rn.Faults.Inject(DropAcks); err != nil {
+			return err
+		}
+		if err := waitUntil(ctx, time.Now().Add(between(cfg.AcksLost))); err != nil {
+			return rn.Faults.Clear(DropAcks)
+		}
+		inFlight := rn.leasedRows(ctx)
+		if err := rn.KillAPI(); err != nil {
+			return err
+		}
+		rn.recordRelayKill(inFlight)
+		if err := rn.Faults.Clear(DropAcks); err != nil {
+			return err
+		}
+		if err := rn.StartAPI(ctx); err != nil {
+			return err
+		}
+		rn.disrupted("api restarted", "")
+		if err := waitUntil(ctx, time.Now().Add(between(cfg.Clean))); err != nil {
+			return nil
+		}
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// crashConsumer SIGKILLs the consumer at random points while it has work, restarts it
+// each time, and restarts it too when it dies by itself (our consumer's self-crash
+// knob). It kills only a consumer that made a decision since it started, so every
+// incarnation gets somewhere and the run drains, and only while records wait for it,
+// so it stops once the consumer has caught up. After each death it records what a
+// restart will redeliver: see consumerWatch.deathEvidence.
+func crashConsumer(ctx context.Context, rn *Run, cfg consumerCrashes) error {
+	watch, err := newConsumerWatch(ctx, rn)
+	if err != nil {
+		return err
+	}
+	defer watch.Close()
+	for {
+		died, err := watch.untilWorthKilling(ctx, cfg)
+		if ctx.Err() != nil {
+			// A consumer caught just as the run ended is frozen; let it stop normally.
+			return rn.Consumer.Thaw()
+		}
+		if err != nil {
+			return err
+		}
+		if !died.self {
+			if err := rn.Consumer.Kill(); err != nil {
+				return err
+			}
+		}
+		// Read once the process is gone: no commit of its can follow.
+		snap, err := watch.snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		if err := rn.Consumer.Start(); err != nil {
+			return err
+		}
+		redelivered, err := watch.redelivered(ctx, snap)
+		if err != nil {
+			return err
+		}
+		rn.recordConsumerDeath(died, redelivered)
+		if err := rn.Consumer.WaitHealthy(ctx); err != nil && ctx.Err() == nil {
+			return err
+		}
+	}
+}
+
+// A death is how one consumer incarnation ended.
+type death struct {
+	// self: it exited by itself (the self-crash knob); otherwise the harness killed it.
+	self bool
+	// caught: the harness froze it between a database commit and the offset commit
+	// that should follow, and killed it there.
+	caught bool
+}

@@ -1,0 +1,93 @@
+package chaos
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/dscourse/payments-outbox/internal/devstack"
+)
+
+// ServiceCommands are the command lines that start a student's API and consumer, so
+// that the harness owns their processes as it owns ours: it starts them on a fresh
+// database and topic, SIGKILLs them and restarts them, and the crash scenarios can run.
+//
+// Each line is run by /bin/sh -c in its own process group, from the directory the
+// harness was started in, every time the process starts: "./bin/api migrate && exec
+// ./bin/api" prepares the schema and then serves, and runs again after each kill. The
+// environment is the contract's (docs/contract.md, "Environment variables"), so a
+// service that reads those names needs no glue.
+type ServiceCommands struct {
+	// API starts the HTTP API and its relay. Required.
+	API string
+	// Consumer starts the antifraud consumer. Required.
+	Consumer string
+}
+
+// Validate says what is missing, in the words of cmd/chaos's flags.
+func (c ServiceCommands) Validate() error {
+	var errs []error
+	if strings.TrimSpace(c.API) == "" {
+		errs = append(errs, errors.New("-api-cmd is empty: give the command line that starts the API"))
+	}
+	if strings.TrimSpace(c.Consumer) == "" {
+		errs = append(errs, errors.New("-consumer-cmd is empty: give the command line that starts the consumer"))
+	}
+	return errors.Join(errs...)
+}
+
+// shellArgv runs a command line the way a terminal would, through the shell.
+func shellArgv(line string) []string { return []string{"/bin/sh", "-c", line} }
+
+// serviceEnv is what one run hands to the services: its fresh databases and topic and
+// the addresses the harness picked. Names are the contract's, for ours and a student's.
+type serviceEnv struct {
+	PaymentsDB   string
+	ConsumerDB   string
+	Topic        string
+	Group        string
+	APIAddr      string
+	ConsumerAddr string
+}
+
+// api is the API's environment. Its relay bootstraps through Toxiproxy, where the
+// faults act; nothing else of the run goes through the proxy.
+func (e serviceEnv) api() []string {
+	return []string{
+		"DATABASE_URL=" + e.PaymentsDB,
+		"KAFKA_BROKERS=" + devstack.ProxiedBroker,
+		"KAFKA_TOPIC=" + e.Topic,
+		"HTTP_ADDR=" + e.APIAddr,
+	}
+}
+
+// consumer is the consumer's environment: the DIRECT listener, and a consumer group
+// of the run's own, so the group's committed offsets are this run's alone.
+func (e serviceEnv) consumer() []string {
+	return []string{
+		"DATABASE_URL=" + e.ConsumerDB,
+		"KAFKA_BROKERS=" + devstack.DirectBroker,
+		"KAFKA_TOPIC=" + e.Topic,
+		"KAFKA_GROUP=" + e.Group,
+		"HTTP_ADDR=" + e.ConsumerAddr,
+	}
+}
+
+// processes returns the run's API and consumer. With cmds nil they are our binaries
+// and get the scenario's extra environment, the reference service's knobs included;
+// a student's commands get the contract's variables and the tuning that the contract
+// lists as optional, never a knob only our services have.
+func (e serviceEnv) processes(binaries map[string]string, cmds *ServiceCommands, sc Scenario, logDir string) (api, consumer *Process) {
+	api = &Process{Name: "api", LogPath: filepath.Join(logDir, "api.log"), BaseURL: "http://" + e.APIAddr, Env: append(e.api(), relayEnv...)}
+	consumer = &Process{Name: "consumer", LogPath: filepath.Join(logDir, "consumer.log"), BaseURL: "http://" + e.ConsumerAddr, Env: append(e.consumer(), sc.ConsumerEnv...)}
+	if cmds != nil {
+		api.Argv, consumer.Argv = shellArgv(cmds.API), shellArgv(cmds.Consumer)
+		return api, consumer
+	}
+	api.Argv, consumer.Argv = []string{binaries["./cmd/api"]}, []string{binaries["./cmd/consumer"]}
+	api.Env = append(api.Env, fmt.Sprintf("DUAL_WRITE=%t", sc.DualWrite))
+	api.Env = append(api.Env, sc.APIEnv...)
+	consumer.Env = append(consumer.Env, sc.ReferenceConsumerEnv...)
+	return api, consumer
+}

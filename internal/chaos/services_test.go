@@ -1,0 +1,143 @@
+package chaos
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestServiceCommandsValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		cmds ServiceCommands
+		want []string // substrings of the error; none: valid
+	}{
+		{"both", ServiceCommands{API: "./api", Consumer: "./consumer"}, nil},
+		{"no consumer", ServiceCommands{API: "./api"}, []string{"-consumer-cmd is empty"}},
+		{"blank api", ServiceCommands{API: "  ", Consumer: "./consumer"}, []string{"-api-cmd is empty"}},
+		{"neither", ServiceCommands{}, []string{"-api-cmd is empty", "-consumer-cmd is empty"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := tt.cmds.Validate()
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate: got %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate: got nil, want an error naming %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate: got %q, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// A student's commands get the contract's variables and the optional tuning, and run
+// through the shell; only our binaries get the knobs only they have.
+func TestServiceEnvProcesses(t *testing.T) {
+	t.Parallel()
+	env := serviceEnv{PaymentsDB: "postgres://p", ConsumerDB: "postgres://c", Topic: "t", Group: "g", APIAddr: "127.0.0.1:1", ConsumerAddr: "127.0.0.1:2"}
+	sc := Scenario{APIEnv: []string{"OURS_ONLY=1"}, ConsumerEnv: []string{"KAFKA_SESSION_TIMEOUT=6s"}, ReferenceConsumerEnv: []string{"ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=0.3"}}
+	names := func(vars []string) []string {
+		var out []string
+		for _, v := range vars {
+			out = append(out, strings.SplitN(v, "=", 2)[0])
+		}
+		return out
+	}
+
+	api, consumer := env.processes(nil, &ServiceCommands{API: "cd /srv && exec ./api", Consumer: "./consumer --flag"}, sc, "/logs")
+	if diff := cmp.Diff([]string{"/bin/sh", "-c", "cd /srv && exec ./api"}, api.Argv); diff != "" {
+		t.Errorf("student api argv (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"/bin/sh", "-c", "./consumer --flag"}, consumer.Argv); diff != "" {
+		t.Errorf("student consumer argv (-want +got):\n%s", diff)
+	}
+	wantAPI := []string{"DATABASE_URL", "KAFKA_BROKERS", "KAFKA_TOPIC", "HTTP_ADDR", "RELAY_PUBLISH_TIMEOUT", "RELAY_LEASE", "RELAY_OUTAGE_BACKOFF_MAX"}
+	if diff := cmp.Diff(wantAPI, names(api.Env)); diff != "" {
+		t.Errorf("student api env (-want +got):\n%s", diff)
+	}
+	wantConsumer := []string{"DATABASE_URL", "KAFKA_BROKERS", "KAFKA_TOPIC", "KAFKA_GROUP", "HTTP_ADDR", "KAFKA_SESSION_TIMEOUT"}
+	if diff := cmp.Diff(wantConsumer, names(consumer.Env)); diff != "" {
+		t.Errorf("student consumer env (-want +got):\n%s", diff)
+	}
+	if api.Env[1] != "KAFKA_BROKERS=127.0.0.1:29092" || consumer.Env[1] != "KAFKA_BROKERS=127.0.0.1:19092" {
+		t.Errorf("brokers: got api %q, consumer %q; want the relay behind the proxy and the consumer direct", api.Env[1], consumer.Env[1])
+	}
+
+	api, consumer = env.processes(map[string]string{"./cmd/api": "/bin/api", "./cmd/consumer": "/bin/consumer"}, nil, sc, "/logs")
+	if diff := cmp.Diff([]string{"/bin/api"}, api.Argv); diff != "" {
+		t.Errorf("our api argv (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(append(wantAPI, "DUAL_WRITE", "OURS_ONLY"), names(api.Env)); diff != "" {
+		t.Errorf("our api env (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(append(wantConsumer, "ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB"), names(consumer.Env)); diff != "" {
+		t.Errorf("our consumer env (-want +got):\n%s", diff)
+	}
+}
+
+// A student's command is often a shell that starts the real server as its child:
+// Kill must take the child down too, or the old server would keep serving.
+func TestProcessKillTakesTheWholeGroup(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "child.pid")
+	p := &Process{Name: "shell", Argv: shellArgv("sleep 300 & echo $! > " + pidFile + "; wait"), LogPath: filepath.Join(dir, "log")}
+	if err := p.Start(); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	childPID := waitFor(t, "the shell to start its child", func() (int, bool) {
+		b, err := os.ReadFile(pidFile)
+		n, convErr := strconv.Atoi(strings.TrimSpace(string(b)))
+		return n, err == nil && convErr == nil
+	})
+	t.Cleanup(func() { _ = syscall.Kill(childPID, syscall.SIGKILL) }) // when the test fails
+	if err := p.Kill(); err != nil {
+		t.Fatalf("kill: %v", err)
+	}
+	waitFor(t, "the shell's child "+strconv.Itoa(childPID)+" to die with it", func() (bool, bool) { return true, !alive(childPID) })
+}
+
+// alive reports whether pid is a process that has not died (a zombie has died).
+func alive(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses: "123 (sleep) S ...".
+	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// waitFor polls f every 10 ms until it reports ok, for at most 5 s, and returns its value.
+func waitFor[T any](t *testing.T, what string, f func() (T, bool)) T {
+	t.Helper()
+	ticker := time.NewTicker(10 * time.Millisecond)
+	defer ticker.Stop()
+	deadline := time.After(5 * time.Second)
+	for {
+		if v, ok := f(); ok {
+			return v
+		}
+		select {
+		case <-ticker.C:
+		case <-deadline:
+			t.Fatalf("waited 5 s for %s", what)
+		}
+	}
+}
