@@ -14,16 +14,15 @@
 //     creates empty databases and a fresh topic, passes them in the contract's
 //     environment, and owns the processes, so it can SIGKILL and restart them and every
 //     scenario but dual-write runs;
-//
 //   - -api-url, -payments-db, -brokers, -topic and optionally -consumer-db point at a
 //     service the student started, with its relay seeded at 127.0.0.1:29092 (the
 //     Toxiproxy proxy kafka_relay): nothing is built or started, and only default and
 //     kafka-down run; the crash scenarios are reported as not runnable.
 //
-//     go run ./cmd/chaos prepare [-drop NAME]
+// For a run of the second kind, prepare makes the empty databases and the fresh topic
+// and prints their names:
 //
-// makes the empty databases and the fresh topic for a run of the second kind and prints
-// their names.
+//	go run ./cmd/chaos prepare [-drop NAME]
 package main
 
 import (
