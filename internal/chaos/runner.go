@@ -22,7 +22,10 @@ type Options struct {
 	Root string
 	// Payments to send. Default 100.
 	Payments int
-	// ReportDir receives chaos-<scenario>.json. Default <Root>/reports.
+	// ReportDir receives chaos-<scenario>.json. Default <Root>/reports for our own
+	// service, whose reports are committed; <Root>/.stack/chaos-reports (not tracked by
+	// git) when Target or Commands point at someone else's, so that checking a student's
+	// service leaves the mentor's checkout unmodified.
 	ReportDir string
 	// Binaries maps "./cmd/api" and "./cmd/consumer" to built binaries (Build makes
 	// them). Required unless Target or Commands is set.
@@ -55,7 +58,12 @@ type Target struct {
 
 func (o Options) withDefaults() Options {
 	o.Payments = cmp.Or(o.Payments, 100)
-	o.ReportDir = cmp.Or(o.ReportDir, filepath.Join(o.Root, "reports"))
+	if o.ReportDir == "" {
+		o.ReportDir = filepath.Join(o.Root, "reports")
+		if o.Target != nil || o.Commands != nil {
+			o.ReportDir = filepath.Join(o.Root, ".stack", "chaos-reports")
+		}
+	}
 	o.AdminURL = cmp.Or(o.AdminURL, devstack.AdminURL)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
