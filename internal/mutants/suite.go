@@ -52,8 +52,12 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	c.Out = cmp.Or[io.Writer](c.Out, io.Discard)
-	c.Verdicts = cmp.Or[io.Writer](c.Verdicts, io.Discard)
+	if c.Out == nil {
+		c.Out = io.Discard
+	}
+	if c.Verdicts == nil {
+		c.Verdicts = io.Discard
+	}
 	return c
 }
 
