@@ -2,6 +2,7 @@ package mutants
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,5 +168,44 @@ mutation score: 1 of 3 killed (33%); 1 SUITE ERRORS (a patch that no longer appl
 `
 	if d := cmp.Diff(want, b.String()); d != "" {
 		t.Errorf("table (-want +got):\n%s", d)
+	}
+}
+
+func TestWriteReport(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	results := []Result{{
+		Mutant:   Mutant{Name: "06-no-dedup", Path: filepath.Join(root, "mutants", "06-no-dedup.patch"), Scenarios: []string{"default"}},
+		KilledBy: "default",
+		Runs:     []ScenarioResult{{Scenario: "default", Outcome: Killed, Verdict: "FAIL", FailedChecks: []string{"slo dlq: got 1, want 0"}}},
+	}}
+	path := filepath.Join(root, "mutants.json")
+	if err := WriteReport(path, root, Config{Short: true}, results); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Report
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := Score{Killed: 1, Mutants: 1, Percent: 100}
+	if d := cmp.Diff(want, got.Score); d != "" {
+		t.Errorf("score (-want +got):\n%s", d)
+	}
+	if got.Mutants[0].Path != filepath.Join("mutants", "06-no-dedup.patch") {
+		t.Errorf("patch path: got %q, want it relative to the root", got.Mutants[0].Path)
+	}
+	if got.Payments != 100 || !got.Short {
+		t.Errorf("run settings: got payments %d short %t, want 100 and true", got.Payments, got.Short)
+	}
+	// "want > 0" must read as written, not as "want \u003e 0".
+	if err := WriteReport(path, root, Config{}, []Result{{Mutant: Mutant{Name: "x"}, Runs: []ScenarioResult{{FailedChecks: []string{"want > 0"}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); !bytes.Contains(b, []byte("want > 0")) {
+		t.Errorf("report escapes the checks:\n%s", b)
 	}
 }
