@@ -116,9 +116,10 @@ func selectMutants(all []mutants.Mutant, only string) ([]mutants.Mutant, error) 
 	}
 	var selected []mutants.Mutant
 	for _, want := range strings.Split(only, ",") {
+		want = strings.TrimSpace(want)
 		found := false
 		for _, m := range all {
-			if strings.HasPrefix(m.Name, strings.TrimSpace(want)) {
+			if strings.HasPrefix(m.Name, want) {
 				selected = append(selected, m)
 				found = true
 			}
