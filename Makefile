@@ -115,6 +115,13 @@ chaos-example: setup ## Check examples/python-outbox, a service written from doc
 chaos-all: setup ## Run every chaos scenario
 	$(GO) run ./cmd/chaos -scenario all $(CHAOS_FLAGS)
 
+# MUTANTS_FLAGS passes flags to cmd/mutants, e.g. MUTANTS_FLAGS="-mutant 06,09 -short -all".
+MUTANTS_FLAGS ?=
+
+.PHONY: chaos-mutants
+chaos-mutants: setup ## Run the mutation suite: each bug of mutants/ against the scenarios that should catch it; writes reports/mutants.json
+	$(GO) run ./cmd/mutants $(MUTANTS_FLAGS)
+
 ## ---- Docker (needs a Docker engine) ---------------------------------------------
 
 .PHONY: up
