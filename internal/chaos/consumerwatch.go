@@ -23,6 +23,9 @@ type consumerWatch struct {
 	poll time.Duration
 	// starts are the topic's start offsets per partition, read once.
 	starts map[int32]int64
+	// hasProcessed says whether the consumer keeps a processed_events table (a MAY of
+	// the contract), which probe then compares with its decisions.
+	hasProcessed bool
 }
 
 // newConsumerWatch connects to the consumer's database and to Kafka's DIRECT listener.
@@ -46,6 +49,10 @@ func newConsumerWatch(ctx context.Context, rn *Run) (*consumerWatch, error) {
 		return nil, err
 	}
 	w.starts = snap.start
+	if err := db.QueryRow(ctx, `SELECT to_regclass('processed_events') IS NOT NULL`).Scan(&w.hasProcessed); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("look up processed_events: %w", err)
+	}
 	return w, nil
 }
 
@@ -128,9 +135,15 @@ func (w *consumerWatch) untilWorthKilling(ctx context.Context, cfg consumerCrash
 	}
 }
 
-// probe freezes the consumer and tells whether it stands between a database commit
-// and its offset commit: more decisions than committed records. Records are counted
-// with their copies, so a copy can hide a catch but never fake one. A caught consumer
+// probe freezes the consumer and tells whether it stands between two of its commits,
+// where a kill tests the order of its writes: its decisions and its group's committed
+// offsets disagree (decisions ahead: between the database commit and the offset commit,
+// where a correct consumer gets its batch redelivered; offsets ahead: a consumer that
+// commits offsets first, which a kill there makes lose the batch), or its dedup rows
+// and its decisions disagree (a consumer that commits them in two transactions). The
+// dedup table is a MAY of the contract: without a processed_events table only the
+// first test runs. Records are counted with their copies, so a copy may make a catch
+// of a harmless instant; a kill there is as legitimate as any other. A caught consumer
 // stays frozen; any other is thawed before probe returns.
 func (w *consumerWatch) probe(ctx context.Context) (caught bool, err error) {
 	if err := w.rn.Consumer.Freeze(); err != nil {
@@ -147,11 +160,27 @@ func (w *consumerWatch) probe(ctx context.Context) (caught bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	n, err := w.decisions(ctx)
+	n, processed, err := w.decisionsAndProcessed(ctx)
 	if err != nil {
 		return false, err
 	}
-	return int64(n) > committed, nil
+	return int64(n) != committed || (processed >= 0 && processed != n), nil
+}
+
+// decisionsAndProcessed counts the consumer's decisions and, in the same snapshot, its
+// dedup rows (processed_events), or -1 for the latter when it keeps no such table.
+func (w *consumerWatch) decisionsAndProcessed(ctx context.Context) (decisions, processed int, err error) {
+	if !w.hasProcessed {
+		n, err := w.decisions(ctx)
+		return n, -1, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	err = w.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM decisions), (SELECT count(*) FROM processed_events)`).Scan(&decisions, &processed)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count decisions and processed events: %w", err)
+	}
+	return decisions, processed, nil
 }
 
 // committedRecords counts the records before the group's committed offsets. It is

@@ -30,9 +30,9 @@ type consumerCrashes struct {
 	// Arm is the random range of the wait, after a restarted consumer has made its
 	// first decision, before the harness starts looking for a moment to kill.
 	Arm [2]time.Duration
-	// Watch bounds the probing for the moment between a database commit and the
-	// offset commit (see consumerWatch.probe); the kill comes when it is caught, or at
-	// the end of Watch if it is not.
+	// Watch bounds the probing for a moment between two of the consumer's commits (see
+	// consumerWatch.probe); the kill comes when one is caught, or at the end of Watch
+	// if none is.
 	Watch time.Duration
 }
 
@@ -126,7 +126,7 @@ func crashConsumer(ctx context.Context, rn *Run, cfg consumerCrashes) error {
 type death struct {
 	// self: it exited by itself (the self-crash knob); otherwise the harness killed it.
 	self bool
-	// caught: the harness froze it between a database commit and the offset commit
-	// that should follow, and killed it there.
+	// caught: the harness froze it between two of its commits (see
+	// consumerWatch.probe) and killed it there.
 	caught bool
 }

@@ -284,7 +284,7 @@ func (rn *Run) recordConsumerDeath(d death, redelivered int) {
 	if d.self {
 		what = "consumer crashed (self-crash knob, reference service only)"
 	}
-	rn.disrupted(what, fmt.Sprintf("restarted; %d decided records past the committed offsets, redelivered; caught between DB commit and offset commit: %t", redelivered, d.caught))
+	rn.disrupted(what, fmt.Sprintf("restarted; %d decided records past the committed offsets, redelivered; caught between two of its commits: %t", redelivered, d.caught))
 }
 
 // Crashes returns the counts so far.

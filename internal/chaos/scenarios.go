@@ -163,7 +163,7 @@ func Scenarios(short bool) map[string]Scenario {
 				c := rn.Crashes()
 				return []Check{
 					check(Validity, "consumer SIGKILLed and restarted by the harness", ">= 2 kills",
-						fmt.Sprintf("%d kills (%d caught between DB commit and offset commit); self-crash knob (reference service only): %d", c.ConsumerKills, c.ConsumerKillsCaught, c.ConsumerSelfCrashes),
+						fmt.Sprintf("%d kills (%d caught between two of its commits); self-crash knob (reference service only): %d", c.ConsumerKills, c.ConsumerKillsCaught, c.ConsumerSelfCrashes),
 						c.ConsumerKills >= 2),
 					check(Validity, "decided records redelivered after a death (topic offsets re-read)", "> 0",
 						fmt.Sprintf("%d records after %d of %d deaths; consumer's own count (processed_events): %d", c.Redelivered, c.DeathsRedelivering, c.ConsumerKills+c.ConsumerSelfCrashes, r.ConsumerDuplicates),
