@@ -84,6 +84,10 @@ func Scenarios(short bool) map[string]Scenario {
 		checks := append(faultChecks(r, DropAcks, DropRequests, ProxyDown), probeCheck(r))
 		return append(checks, injectedCheck(r))
 	}
+	skew := &clockSkew{Skew: 10 * time.Minute, Window: 30 * time.Second}
+	if short {
+		skew.Window = 12 * time.Second
+	}
 	return map[string]Scenario{
 		"default": {
 			Name:        "default",
@@ -189,6 +193,20 @@ func Scenarios(short bool) map[string]Scenario {
 				return []Check{postgresRestartCheck(r), injectedCheck(r)}
 			},
 		},
+		"clock-skew": {
+			Name: "clock-skew",
+			Description: "our relay stamps its records " + skew.Skew.String() + " ahead (fault-injection knob RELAY_FAULT_TIMESTAMP_SKEW, reference service only) and, for " + skew.Window.String() +
+				" in the middle of a load paced over 20 s, the topic's " + timestampLimitConfig + " is below the skew, so the broker refuses every record with INVALID_TIMESTAMP; the relay must wait it out like an outage, dead-letter nothing and deliver everything once the limit is back",
+			Span:      20 * time.Second,
+			LoadDelay: -5 * time.Second, // the load starts first; the refusals 5 s into it
+			APIEnv:    skew.env(),
+			Disrupt:   skew.disrupt,
+			// The oldest-pending-age row is an SLO row (judged by its kind) that only
+			// this scenario has, so it comes with the validity rows.
+			Validity: func(r *Report, rn *Run) []Check {
+				return append(skew.validity(r, rn), skew.oldestAgeCheck())
+			},
+		},
 	}
 }
 
@@ -196,7 +214,7 @@ func Scenarios(short bool) map[string]Scenario {
 // run first and the dual-write run right after it, for the side-by-side table;
 // db-restart last, because it restarts the shared PostgreSQL server.
 func ScenarioNames() []string {
-	return []string{"default", "dual-write", "kafka-down", "relay-crash", "consumer-crash", "db-restart"}
+	return []string{"default", "dual-write", "kafka-down", "relay-crash", "consumer-crash", "clock-skew", "db-restart"}
 }
 
 // IsScenario reports whether name is a scenario or "all".
