@@ -91,34 +91,38 @@ func (c *clockSkew) disrupt(ctx context.Context, rn *Run) error {
 	return nil
 }
 
-// validity is the row that the broker refused the relay's records: payments accepted
-// during the window whose events reached the topic only after it, by the harness's own
-// topic watch.
+// validity is the row that the broker refused the relay's records, with the scenario's
+// own SLO row after it (judged by its kind, like every row). The refusals are seen by
+// the harness's own topic watch: payments accepted during the window whose events
+// reached the topic only after it.
 func (c *clockSkew) validity(r *Report, _ *Run) []Check {
 	c.mu.Lock()
-	w := c.window
+	w, age := c.window, c.oldestAge
 	c.mu.Unlock()
 	held := r.Evidence.heldBack(w)
 	return []Check{
 		check(Validity, "events held back while the topic refused the skewed timestamps (topic)", "> 0",
 			fmt.Sprintf("%d (window %.1f s to %.1f s)", held, w.StartS, w.EndS), held > 0),
+		c.oldestAgeCheck(age, held),
 	}
 }
 
 // oldestAgeCheck is the SLO row that an operator would have been told: the relay's
 // oldest pending age, the gauge behind the OutboxOldestPendingTooOld alert
-// (deploy/prometheus/alerts.yml), rose during the window, to at least half its length.
-// The gauge is our relay's, so the row is off for an API without it.
-func (c *clockSkew) oldestAgeCheck() Check {
-	c.mu.Lock()
-	age := c.oldestAge
-	c.mu.Unlock()
+// (deploy/prometheus/alerts.yml), rose during the window to at least half its length.
+// The gauge is our relay's, so the row is off for an API without it, and off when
+// nothing was held back, since then there was nothing to alert on and the validity
+// row already makes the run INVALID rather than the service FAIL.
+func (c *clockSkew) oldestAgeCheck(age, held int) Check {
 	const name = "outbox_oldest_pending_age_seconds rose during the window (reference service; alert OutboxOldestPendingTooOld)"
-	want := int(c.Window.Seconds() / 2)
-	if age < 0 {
-		return checkOff(SLO, name, fmt.Sprintf(">= %d", want), "the API's /metrics has no outbox_oldest_pending_age_seconds (a metric of the reference service)")
+	want := fmt.Sprintf(">= %d", int(c.Window.Seconds()/2))
+	switch {
+	case age < 0:
+		return checkOff(SLO, name, want, "the API's /metrics has no outbox_oldest_pending_age_seconds (a metric of the reference service)")
+	case held == 0:
+		return checkOff(SLO, name, want, fmt.Sprintf("no event held back, nothing to alert on (%d s at most)", age))
 	}
-	return check(SLO, name, fmt.Sprintf(">= %d", want), fmt.Sprintf("%d s at most", age), age >= want)
+	return check(SLO, name, want, fmt.Sprintf("%d s at most", age), age >= int(c.Window.Seconds()/2))
 }
 
 // setTopicConfig sets one config of the run's topic, or removes its override when value

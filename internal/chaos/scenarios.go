@@ -201,11 +201,7 @@ func Scenarios(short bool) map[string]Scenario {
 			LoadDelay: -5 * time.Second, // the load starts first; the refusals 5 s into it
 			APIEnv:    skew.env(),
 			Disrupt:   skew.disrupt,
-			// The oldest-pending-age row is an SLO row (judged by its kind) that only
-			// this scenario has, so it comes with the validity rows.
-			Validity: func(r *Report, rn *Run) []Check {
-				return append(skew.validity(r, rn), skew.oldestAgeCheck())
-			},
+			Validity:  skew.validity,
 		},
 	}
 }
