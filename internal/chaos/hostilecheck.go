@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,7 +74,11 @@ func (h *hostileRecords) consumerChecks(ctx context.Context, rn *Run) []Check {
 	}
 	lettersGot := fmt.Sprintf("%d of %d", lettered, hostile)
 	if len(missing) > 0 {
-		lettersGot += "; not dead-lettered: " + strings.Join(missing, ", ")
+		slices.Sort(missing)
+		lettersGot += "; not dead-lettered: " + strings.Join(missing[:min(3, len(missing))], ", ")
+		if len(missing) > 3 {
+			lettersGot += fmt.Sprintf(" and %d more", len(missing)-3)
+		}
 	}
 	decidedFromCopy, err := decisionsOfUser(ctx, rn, duplicateUserID)
 	copiesGot := fmt.Sprintf("%d dead-lettered, %d decisions from a copy", copiesLettered, decidedFromCopy)
