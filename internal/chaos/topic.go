@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -227,6 +228,11 @@ var paymentCreatedFields = []string{"payment_id", "user_id", "amount", "currency
 // the API would never have accepted. Unknown fields are allowed, as v1 consumers must
 // ignore them.
 func decodePaymentCreated(value []byte) (event.PaymentCreated, string) {
+	// JSON text is UTF-8 (RFC 8259), and encoding/json would decode invalid bytes
+	// silently as U+FFFD.
+	if !utf8.Valid(value) {
+		return event.PaymentCreated{}, "value is not UTF-8"
+	}
 	var present map[string]json.RawMessage
 	if err := json.Unmarshal(value, &present); err != nil {
 		return event.PaymentCreated{}, fmt.Sprintf("value is not a JSON object: %v", err)
