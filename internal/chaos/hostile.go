@@ -43,6 +43,13 @@ func (f *ForeignRecords) add(p RecordPosition, kind string) {
 	f.at[p] = kind
 }
 
+// reset forgets every record, for another run of the same scenario.
+func (f *ForeignRecords) reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.at = nil
+}
+
 func (f *ForeignRecords) has(partition int32, offset int64) bool {
 	if f == nil {
 		return false

@@ -45,6 +45,7 @@ func (h *hostileRecords) disrupt(ctx context.Context, rn *Run) error {
 	h.mu.Lock()
 	h.written, h.copies, h.writeErr = map[string]int{}, map[RecordPosition]uuid.UUID{}, nil
 	h.mu.Unlock()
+	h.Foreign.reset()
 	producer, err := kgo.NewClient(kgo.SeedBrokers(rn.brokers...), kgo.DefaultProduceTopic(rn.topic))
 	if err != nil {
 		return fmt.Errorf("new Kafka producer for hostile records: %w", err)
