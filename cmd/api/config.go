@@ -49,6 +49,8 @@ type config struct {
 	//	RELAY_OUTAGE_BACKOFF_MAX cap of the relay's pause during a broker outage
 	//	RELAY_SHUTDOWN_TIMEOUT   grace for the batch in flight at stop
 	//	RELAY_ALERT_ROUTING_KEY  routing_key of the alert webhook body
+	//	RELAY_FAULT_TIMESTAMP_SKEW  FAULT INJECTION, chaos only: record timestamps
+	//	                         moved this far from now (default 0, off)
 	//
 	// An unset RELAY_* variable leaves the field zero, which outbox.RelayConfig
 	// documents as its default: the defaults live in one place.
@@ -84,6 +86,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 			OutageBackoffMax: env.PositiveDuration("RELAY_OUTAGE_BACKOFF_MAX", 0),
 			ShutdownTimeout:  env.PositiveDuration("RELAY_SHUTDOWN_TIMEOUT", 0),
 			AlertRoutingKey:  env.String("RELAY_ALERT_ROUTING_KEY", ""),
+			// Fault injection for the clock-skew chaos scenario (docs/contract.md).
+			FaultTimestampSkew: env.Duration("RELAY_FAULT_TIMESTAMP_SKEW", 0),
 		},
 		Cleaner: outbox.CleanerConfig{
 			Retention: env.PositiveDuration("RELAY_RETENTION", 0),

@@ -99,7 +99,7 @@ func RunScenario(ctx context.Context, opts Options, stack *NativeStack, sc Scena
 	if err != nil {
 		return nil, err
 	}
-	verifier, err := NewVerifier(ctx, VerifyConfig{PaymentsDB: rn.paymentsDB, ConsumerDB: rn.consumerDB, Brokers: rn.brokers, Topic: report.Topic})
+	verifier, err := NewVerifier(ctx, VerifyConfig{PaymentsDB: rn.paymentsDB, ConsumerDB: rn.consumerDB, Brokers: rn.brokers, Topic: report.Topic, Foreign: sc.Foreign})
 	if err != nil {
 		return nil, err
 	}

@@ -34,8 +34,12 @@ type Scenario struct {
 	// is after the verifier has seen the drain and the decisions; it must leave the
 	// services running when it returns (the runner checks).
 	Disrupt func(ctx context.Context, rn *Run) error
-	// Validity lists the checks proving the disruption happened.
+	// Validity lists the checks proving the disruption happened, and any SLO rows of
+	// the scenario's own (every row is judged by its kind).
 	Validity func(r *Report, rn *Run) []Check
+	// Foreign, when set, are the records Disrupt writes to the topic itself, as another
+	// producer would: the verifier leaves them out (see ReadTopicExcept).
+	Foreign *ForeignRecords
 }
 
 // relayEnv makes the relay's timeouts short enough for the fault windows to outlast
@@ -84,6 +88,11 @@ func Scenarios(short bool) map[string]Scenario {
 		checks := append(faultChecks(r, DropAcks, DropRequests, ProxyDown), probeCheck(r))
 		return append(checks, injectedCheck(r))
 	}
+	skew := &clockSkew{Skew: 10 * time.Minute, Window: 30 * time.Second}
+	if short {
+		skew.Window = 12 * time.Second
+	}
+	hostile := &hostileRecords{Foreign: &ForeignRecords{}, For: 13 * time.Second, Every: 500 * time.Millisecond}
 	return map[string]Scenario{
 		"default": {
 			Name:        "default",
@@ -189,6 +198,27 @@ func Scenarios(short bool) map[string]Scenario {
 				return []Check{postgresRestartCheck(r), injectedCheck(r)}
 			},
 		},
+		"hostile-records": {
+			Name: "hostile-records",
+			Description: "while a load paced over 15 s arrives, the harness writes to the topic itself, as another producer, one record every " + hostile.Every.String() +
+				": records that break the contract in turn (wrong JSON types, not JSON, NUL in user_id or currency, invalid UTF-8, a 256 KiB header, no headers, a key that is not the payment id) and, every third, a copy of an already decided event with another payload; " +
+				"the consumer must dead-letter each hostile record, count each copy as a duplicate (the first processed wins), decide every real payment once, and never stop",
+			Span:      15 * time.Second,
+			LoadDelay: -time.Second, // the load starts first, so that decided events exist to copy
+			Disrupt:   hostile.disrupt,
+			Validity:  hostile.validity,
+			Foreign:   hostile.Foreign,
+		},
+		"clock-skew": {
+			Name: "clock-skew",
+			Description: "our relay stamps its records " + skew.Skew.String() + " ahead (fault-injection knob RELAY_FAULT_TIMESTAMP_SKEW, reference service only) and, for " + skew.Window.String() +
+				" in the middle of a load paced over 20 s, the topic's " + timestampLimitConfig + " is below the skew, so the broker refuses every record with INVALID_TIMESTAMP; the relay must wait it out like an outage, dead-letter nothing and deliver everything once the limit is back",
+			Span:      20 * time.Second,
+			LoadDelay: -5 * time.Second, // the load starts first; the refusals 5 s into it
+			APIEnv:    skew.env(),
+			Disrupt:   skew.disrupt,
+			Validity:  skew.validity,
+		},
 	}
 }
 
@@ -196,7 +226,7 @@ func Scenarios(short bool) map[string]Scenario {
 // run first and the dual-write run right after it, for the side-by-side table;
 // db-restart last, because it restarts the shared PostgreSQL server.
 func ScenarioNames() []string {
-	return []string{"default", "dual-write", "kafka-down", "relay-crash", "consumer-crash", "db-restart"}
+	return []string{"default", "dual-write", "kafka-down", "relay-crash", "consumer-crash", "hostile-records", "clock-skew", "db-restart"}
 }
 
 // IsScenario reports whether name is a scenario or "all".

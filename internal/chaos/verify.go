@@ -37,6 +37,9 @@ type VerifyConfig struct {
 	// DecisionTimeout bounds the wait for the consumer to decide every payment whose
 	// event is in the topic. Default 2 min.
 	DecisionTimeout time.Duration
+	// Foreign are records the harness wrote to the topic itself (hostile-records), left
+	// out of what the verifier reads. Optional.
+	Foreign *ForeignRecords
 }
 
 func (c VerifyConfig) withDefaults() VerifyConfig {
@@ -128,7 +131,7 @@ func (v *Verifier) unpublishedPayments(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	topic, err := ReadTopic(ctx, v.cfg.Brokers, v.cfg.Topic)
+	topic, err := ReadTopicExcept(ctx, v.cfg.Brokers, v.cfg.Topic, v.cfg.Foreign)
 	if err != nil {
 		return 0, err
 	}
@@ -156,7 +159,7 @@ func (v *Verifier) Observe(ctx context.Context) (Observed, error) {
 		return obs, err
 	}
 	readCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	obs.Topic, err = ReadTopic(readCtx, v.cfg.Brokers, v.cfg.Topic)
+	obs.Topic, err = ReadTopicExcept(readCtx, v.cfg.Brokers, v.cfg.Topic, v.cfg.Foreign)
 	cancel()
 	if err != nil {
 		return obs, err

@@ -76,6 +76,14 @@ type RelayConfig struct {
 	// get this long to finish, then are abandoned and their leases released.
 	// Default 10s.
 	ShutdownTimeout time.Duration
+
+	// FaultTimestampSkew is FAULT INJECTION, for the clock-skew chaos scenario only and
+	// never for production (RELAY_FAULT_TIMESTAMP_SKEW; default 0, off): every record's
+	// timestamp is moved this far from now, as a relay host whose clock runs ahead would
+	// stamp it, so that a broker whose message.timestamp.after.max.ms is below it
+	// refuses the records with INVALID_TIMESTAMP. It exists to show that the relay
+	// treats that refusal as an outage (failure.go) and dead-letters nothing.
+	FaultTimestampSkew time.Duration
 }
 
 func (c RelayConfig) withDefaults() RelayConfig {

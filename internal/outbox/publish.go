@@ -49,6 +49,7 @@ func (r *Relay) publish(ctx context.Context, p producers, events []claimedEvent)
 func (r *Relay) produce(ctx context.Context, p producer, records ...*kgo.Record) kgo.ProduceResults {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
 	defer cancel()
+	skewTimestamps(records, r.cfg.FaultTimestampSkew)
 	return p.ProduceSync(ctx, records...)
 }
 

@@ -1,0 +1,131 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// validity gives the scenario's rows: that the harness wrote every hostile kind and
+// some copies (from its own producer's acknowledgements), then its SLO rows, judged by
+// their kind: what the consumer made of each record, by the positions they were
+// written at.
+func (h *hostileRecords) validity(r *Report, rn *Run) []Check {
+	// The topic watch behind the notes counts every record with an X-Event-Id, so its
+	// "events" and "written by the service itself" include the harness's own records.
+	r.Notes = append(r.Notes, "the topic watch's counts include the harness's own records: "+h.summary()+
+		"; the copies of decided events show there as the service's copies, and the verifier left all of them out")
+	h.mu.Lock()
+	kindsWritten, copies := 0, h.written[duplicateKind]
+	for _, k := range hostileKinds {
+		if h.written[k.kind] > 0 {
+			kindsWritten++
+		}
+	}
+	h.mu.Unlock()
+	summary := h.summary()
+	checks := []Check{
+		check(Validity, "hostile records written by the harness (its producer's acks)",
+			fmt.Sprintf("each of the %d kinds", len(hostileKinds)), fmt.Sprintf("%d kinds: %s", kindsWritten, summary), kindsWritten == len(hostileKinds)),
+		check(Validity, "copies of decided events written with another payload (its producer's acks)", "> 0", copies, copies > 0),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return append(checks, h.consumerChecks(ctx, rn)...)
+}
+
+// consumerChecks are the SLO rows: every hostile record is in the consumer's
+// consumer_dead_letters, and every copy was counted as a duplicate, neither
+// dead-lettered nor decided. The table is our consumer's, so for a consumer without it
+// both rows are off and the usual rows judge it alone (a hostile record decided is a
+// phantom; a copy decided changes the user's totals).
+func (h *hostileRecords) consumerChecks(ctx context.Context, rn *Run) []Check {
+	const lettersName = "hostile records in consumer_dead_letters (by the positions the harness wrote them at)"
+	const copiesName = "copies of decided events counted as duplicates (not dead-lettered, not decided)"
+	foreign := h.Foreign.positions()
+	hostile := 0
+	for _, kind := range foreign {
+		if kind != duplicateKind {
+			hostile++
+		}
+	}
+	lettersWant, copiesWant := fmt.Sprintf("%d of %d", hostile, hostile), "0 dead-lettered, 0 decisions from a copy"
+	letters, err := deadLetters(ctx, rn)
+	if err != nil {
+		why := "the consumer keeps no consumer_dead_letters(topic, partition, offset) (the reference consumer's table): " + err.Error()
+		return []Check{checkOff(SLO, lettersName, lettersWant, why), checkOff(SLO, copiesName, copiesWant, why)}
+	}
+	var missing []string
+	lettered, copiesLettered := 0, 0
+	for at, kind := range foreign {
+		switch {
+		case kind == duplicateKind && letters[at]:
+			copiesLettered++
+		case kind == duplicateKind:
+		case letters[at]:
+			lettered++
+		default:
+			missing = append(missing, fmt.Sprintf("%s at %s", kind, at))
+		}
+	}
+	lettersGot := fmt.Sprintf("%d of %d", lettered, hostile)
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		lettersGot += "; not dead-lettered: " + strings.Join(missing[:min(3, len(missing))], ", ")
+		if len(missing) > 3 {
+			lettersGot += fmt.Sprintf(" and %d more", len(missing)-3)
+		}
+	}
+	decidedFromCopy, err := decisionsOfUser(ctx, rn, duplicateUserID)
+	copiesGot := fmt.Sprintf("%d dead-lettered, %d decisions from a copy", copiesLettered, decidedFromCopy)
+	if err != nil {
+		// decisions.user_id is ours, not the contract's: the duplicate effects row
+		// still sees a copy decided, as totals that differ.
+		copiesGot = fmt.Sprintf("%d dead-lettered; decisions from a copy not read (%v)", copiesLettered, err)
+	}
+	return []Check{
+		check(SLO, lettersName, lettersWant, lettersGot, lettered == hostile),
+		check(SLO, copiesName, copiesWant, copiesGot, copiesLettered == 0 && decidedFromCopy == 0),
+	}
+}
+
+// deadLetters returns the positions of the run's topic that the consumer dead-lettered.
+func deadLetters(ctx context.Context, rn *Run) (map[RecordPosition]bool, error) {
+	conn, err := pgx.Connect(ctx, rn.consumerDB)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the consumer database: %w", err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT partition::int, "offset"::bigint FROM consumer_dead_letters WHERE topic = $1`, rn.topic)
+	if err != nil {
+		return nil, fmt.Errorf("read consumer_dead_letters: %w", err)
+	}
+	letters := map[RecordPosition]bool{}
+	var at RecordPosition
+	_, err = pgx.ForEachRow(rows, []any{&at.Partition, &at.Offset}, func() error {
+		letters[at] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read consumer_dead_letters: %w", err)
+	}
+	return letters, nil
+}
+
+// decisionsOfUser counts the decisions made for userID.
+func decisionsOfUser(ctx context.Context, rn *Run, userID string) (int, error) {
+	conn, err := pgx.Connect(ctx, rn.consumerDB)
+	if err != nil {
+		return 0, fmt.Errorf("connect to the consumer database: %w", err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM decisions WHERE user_id::text = $1`, userID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count decisions of %s: %w", userID, err)
+	}
+	return n, nil
+}
