@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"time"
 )
@@ -23,6 +24,10 @@ type relayCrashes struct {
 	AcksLost [2]time.Duration
 	// Clean is the random range of the pause after a restart, before the next fault.
 	Clean [2]time.Duration
+	// Watch bounds, before each kill, the probing for a payment committed without its
+	// outbox row (see apiWatch.probe); the kill comes when one is caught, or at the end
+	// of Watch if none is.
+	Watch time.Duration
 }
 
 // consumerCrashes says how crashConsumer picks its moments.
@@ -50,6 +55,13 @@ func between(r [2]time.Duration) time.Duration {
 // expires; then a new relay publishes them again, and the consumer must absorb the
 // copies. It works for any API the harness started, ours or a student's.
 func crashRelay(ctx context.Context, rn *Run, cfg relayCrashes) error {
+	watch, err := newAPIWatch(ctx, rn)
+	if err != nil {
+		return err
+	}
+	if watch != nil {
+		defer watch.Close()
+	}
 	for range cfg.Kills {
 		if err := rn.Faults.Inject(DropAcks); err != nil {
 			return err
@@ -57,11 +69,23 @@ func crashRelay(ctx context.Context, rn *Run, cfg relayCrashes) error {
 		if err := waitUntil(ctx, time.Now().Add(between(cfg.AcksLost))); err != nil {
 			return rn.Faults.Clear(DropAcks)
 		}
+		caught := false
+		if watch != nil {
+			if caught, err = watch.probeFor(ctx, cfg.Watch); err != nil {
+				return errors.Join(err, rn.Faults.Clear(DropAcks))
+			}
+		}
 		inFlight := rn.leasedRows(ctx)
-		if err := rn.KillAPI(); err != nil {
+		kill := rn.KillAPI
+		if caught {
+			// A frozen API cannot answer the scrape of its failure counter that KillAPI
+			// makes first: its count, the service's own view only, dies with it.
+			kill = rn.API.Kill
+		}
+		if err := kill(); err != nil {
 			return err
 		}
-		rn.recordRelayKill(inFlight)
+		rn.recordRelayKill(inFlight, caught)
 		if err := rn.Faults.Clear(DropAcks); err != nil {
 			return err
 		}

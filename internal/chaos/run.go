@@ -231,8 +231,9 @@ func (rn *Run) Disruptions() []Disruption {
 type Crashes struct {
 	// APIKills counts SIGKILLs of the API; APIKillsInFlight those with outbox rows
 	// leased and unpublished at the kill, -1 when outbox_events has no lease to read
-	// (a service that keeps the contract need not have one).
-	APIKills, APIKillsInFlight int
+	// (a service that keeps the contract need not have one); APIKillsCaught those of
+	// an API frozen with a payment committed before its outbox row (apiWatch).
+	APIKills, APIKillsInFlight, APIKillsCaught int
 	// ConsumerKills counts SIGKILLs of the consumer by the harness; ConsumerKillsCaught
 	// those of a consumer frozen between a database commit and its offset commit.
 	ConsumerKills, ConsumerKillsCaught int
@@ -245,10 +246,14 @@ type Crashes struct {
 	Redelivered, DeathsRedelivering int
 }
 
-// recordRelayKill counts one kill of the API with inFlight rows leased (-1: unknown).
-func (rn *Run) recordRelayKill(inFlight int) {
+// recordRelayKill counts one kill of the API with inFlight rows leased (-1: unknown);
+// caught says the harness froze it with a payment committed before its outbox row.
+func (rn *Run) recordRelayKill(inFlight int, caught bool) {
 	rn.mu.Lock()
 	rn.crashes.APIKills++
+	if caught {
+		rn.crashes.APIKillsCaught++
+	}
 	switch {
 	case inFlight < 0:
 		rn.crashes.APIKillsInFlight = -1
@@ -256,7 +261,7 @@ func (rn *Run) recordRelayKill(inFlight int) {
 		rn.crashes.APIKillsInFlight++
 	}
 	rn.mu.Unlock()
-	detail := fmt.Sprintf("%d rows leased and unpublished", inFlight)
+	detail := fmt.Sprintf("%d rows leased and unpublished; caught with a payment committed before its outbox row: %t", inFlight, caught)
 	if inFlight < 0 {
 		detail = "leased rows not observable (no outbox_events.lease_expires_at)"
 	}

@@ -75,7 +75,7 @@ func Scenarios(short bool) map[string]Scenario {
 	// The crash scenarios kill at random points (see crashes.go). The relay is killed
 	// 3.5 s on average into a lost-acks window: past the relay's 3 s publish deadline,
 	// so it has claimed, sent and retried a batch the broker wrote.
-	relayKills := relayCrashes{Kills: 6, AcksLost: [2]time.Duration{2 * time.Second, 5 * time.Second}, Clean: [2]time.Duration{time.Second, 3 * time.Second}}
+	relayKills := relayCrashes{Kills: 6, AcksLost: [2]time.Duration{2 * time.Second, 5 * time.Second}, Clean: [2]time.Duration{time.Second, 3 * time.Second}, Watch: 1500 * time.Millisecond}
 	consumerKills := consumerCrashes{Arm: [2]time.Duration{0, time.Second}, Watch: 3 * time.Second}
 	if short {
 		relayKills.Kills = 4
@@ -137,13 +137,13 @@ func Scenarios(short bool) map[string]Scenario {
 		},
 		"relay-crash": {
 			Name:        "relay-crash",
-			Description: "the API (and its relay) SIGKILLed at random points of lost-acks windows, " + fmt.Sprint(relayKills.Kills) + " times, and restarted on the same database each time; the rows its dead relay had sent are published again, and the consumer must absorb the copies",
+			Description: "the API (and its relay) SIGKILLed at random points of lost-acks windows, " + fmt.Sprint(relayKills.Kills) + " times (each time preferably while the harness has it frozen with a payment committed before its outbox row), and restarted on the same database each time; the rows its dead relay had sent are published again, and the consumer must absorb the copies",
 			Span:        20 * time.Second,
 			LoadDelay:   time.Second,
 			Disrupt:     func(ctx context.Context, rn *Run) error { return crashRelay(ctx, rn, relayKills) },
 			Validity: func(r *Report, rn *Run) []Check {
 				c := rn.Crashes()
-				inFlight := fmt.Sprintf("%d with rows leased", c.APIKillsInFlight)
+				inFlight := fmt.Sprintf("%d with rows leased, %d caught with a payment committed before its outbox row", c.APIKillsInFlight, c.APIKillsCaught)
 				if c.APIKillsInFlight < 0 {
 					inFlight = "leases not observable"
 				}

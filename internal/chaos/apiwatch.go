@@ -1,0 +1,90 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// An apiWatch looks at the API from outside, through its payments database only, for
+// the moment a kill tests the write path: a payment committed while its outbox row is
+// not. A service that writes both in one transaction never shows that moment, so a
+// kill there changes nothing; one that writes them in two transactions loses the
+// event for good. The outbox table is a MAY of the contract: without outbox_events
+// there is nothing to compare, and the kills stay at random points only.
+type apiWatch struct {
+	rn *Run
+	db *pgx.Conn
+}
+
+// newAPIWatch connects to the payments database. It returns nil, and no error, when
+// the service keeps no outbox_events table.
+func newAPIWatch(ctx context.Context, rn *Run) (*apiWatch, error) {
+	db, err := pgx.Connect(ctx, rn.paymentsDB)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the payments database: %w", err)
+	}
+	var hasOutbox bool
+	if err := db.QueryRow(ctx, `SELECT to_regclass('outbox_events') IS NOT NULL`).Scan(&hasOutbox); err != nil {
+		db.Close(ctx)
+		return nil, fmt.Errorf("look up outbox_events: %w", err)
+	}
+	if !hasOutbox {
+		db.Close(ctx)
+		return nil, nil
+	}
+	return &apiWatch{rn: rn, db: db}, nil
+}
+
+// Close releases the connection.
+func (w *apiWatch) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	w.db.Close(ctx)
+}
+
+// probeFor freezes the API at instants a millisecond apart, for up to d, and reports
+// whether a freeze caught it with more payments committed than outbox rows: the API
+// is then left frozen, for the kill. Otherwise it is thawed each time.
+func (w *apiWatch) probeFor(ctx context.Context, d time.Duration) (caught bool, err error) {
+	ticks := time.NewTicker(time.Millisecond)
+	defer ticks.Stop()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-ticks.C:
+		}
+		if caught, err := w.probe(ctx); caught || err != nil {
+			return caught, err
+		}
+	}
+	return false, nil
+}
+
+// probe freezes the API and compares, in one snapshot, the committed payments with the
+// outbox rows. Every payment has exactly one event row when both are written in one
+// transaction, so more payments than rows is a payment whose event is not written yet.
+// A caught API stays frozen; any other is thawed before probe returns.
+func (w *apiWatch) probe(ctx context.Context) (caught bool, err error) {
+	if err := w.rn.API.Freeze(); err != nil {
+		return false, err
+	}
+	defer func() {
+		if !caught {
+			if thawErr := w.rn.API.Thaw(); thawErr != nil && err == nil {
+				err = thawErr
+			}
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var payments, events int
+	err = w.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM payments), (SELECT count(*) FROM outbox_events)`).Scan(&payments, &events)
+	if err != nil {
+		return false, fmt.Errorf("count payments and outbox rows: %w", err)
+	}
+	return payments > events, nil
+}
