@@ -8,8 +8,13 @@
 //   - stack.go and process.go build the binaries, create fresh databases and a topic,
 //     and start, kill and restart the API and the consumer as real processes;
 //     services.go does the same for a student's services from their command lines;
-//   - crashes.go and consumerwatch.go are the crash scenarios' kills, at random points,
-//     and what each kill left behind, seen from outside;
+//   - crashes.go, apiwatch.go and consumerwatch.go are the crash scenarios' kills, at
+//     random points, aimed (by freezing a process and reading its databases) at the
+//     instants between two of its commits, and what each kill left behind, seen from
+//     outside;
+//   - hostile.go, hostilerun.go and hostilecheck.go are another producer's malformed
+//     records and their check; clockskew.go makes the broker refuse the relay's
+//     timestamps for a while;
 //   - loadgen.go is the load generator (the Go twin of loadtest/k6/payments.js);
 //   - faults.go drives Toxiproxy on a deterministic schedule and records the windows;
 //   - verify.go is the black-box verifier: it needs only an API URL, the payments
