@@ -40,6 +40,8 @@ type Run struct {
 	// group is the consumer group the harness gave the consumer (KAFKA_GROUP); empty
 	// for a consumer somebody else runs.
 	group string
+	// loadDone is closed once the load has been sent (see loading).
+	loadDone <-chan struct{}
 
 	mu          sync.Mutex
 	disruptions []Disruption
@@ -244,6 +246,17 @@ type Crashes struct {
 	// payment was already decided, summed over every death; DeathsRedelivering counts
 	// the deaths that left at least one.
 	Redelivered, DeathsRedelivering int
+}
+
+// loading reports whether the load is still being sent: an instant worth aiming a kill
+// at exists only while requests arrive.
+func (rn *Run) loading() bool {
+	select {
+	case <-rn.loadDone:
+		return false
+	default:
+		return true
+	}
 }
 
 // recordRelayKill counts one kill of the API with inFlight rows leased (-1: unknown);

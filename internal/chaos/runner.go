@@ -188,6 +188,12 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 		return LoadResult{}, Observed{}, err
 	}
 	defer watch.Stop()
+	// Closed when the load has been sent; set before the disruption starts, so that
+	// its goroutine can read it (Run.loading).
+	loadDone := make(chan struct{})
+	rn.loadDone = loadDone
+	closeLoadDone := sync.OnceFunc(func() { close(loadDone) })
+	defer closeLoadDone()
 	stopDisruption := startDisruption(ctx, sc, rn)
 	defer stopDisruption()
 	if err := waitUntil(ctx, time.Now().Add(sc.LoadDelay)); err != nil {
@@ -195,6 +201,7 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 	}
 	rn.logger.Info("sending payments", slog.Int("payments", opts.Payments), slog.Duration("span", sc.Span), slog.Int("bursts", sc.Bursts))
 	load, err := RunLoad(ctx, LoadConfig{BaseURL: rn.API.BaseURL, RunID: report.RunID, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts})
+	closeLoadDone()
 	if err != nil {
 		return LoadResult{}, Observed{}, fmt.Errorf("run load: %w", err)
 	}
