@@ -116,8 +116,8 @@ func validPayment(p event.PaymentCreated) error {
 	if p.PaymentID == uuid.Nil {
 		errs = append(errs, errors.New("payment_id is missing"))
 	}
-	if !validUserID(p.UserID) {
-		errs = append(errs, fmt.Errorf("user_id %q, want 1 to %d visible ASCII characters", truncate([]byte(p.UserID), 2*maxUserIDLength), maxUserIDLength))
+	if err := event.ValidateUserID(p.UserID); err != nil {
+		errs = append(errs, fmt.Errorf("user_id %q %w", truncate([]byte(p.UserID), 2*event.MaxUserIDLength), err))
 	}
 	if p.Amount <= 0 {
 		errs = append(errs, fmt.Errorf("amount is %d, want > 0", p.Amount))
@@ -129,27 +129,6 @@ func validPayment(p event.PaymentCreated) error {
 		errs = append(errs, errors.New("created_at is missing"))
 	}
 	return errors.Join(errs...)
-}
-
-// maxUserIDLength is the API's bound on user_id (docs/contract.md).
-const maxUserIDLength = 64
-
-// validUserID accepts what the payments API accepts, 1 to 64 visible ASCII characters
-// (0x21 to 0x7E), and nothing else: the consumer compares ids byte for byte, so a NUL
-// (which a text column refuses), a control character or a look-alike letter would be
-// another user, and an id of kilobytes would not fit in decisions_user_occurred_idx.
-// Being as strict as the producer costs nothing, since our producer cannot send
-// anything else (payments.user_id has the same CHECK).
-func validUserID(id string) bool {
-	if len(id) == 0 || len(id) > maxUserIDLength {
-		return false
-	}
-	for i := range len(id) {
-		if id[i] < 0x21 || id[i] > 0x7E {
-			return false
-		}
-	}
-	return true
 }
 
 // validCurrency accepts the shape of an ISO 4217 code, three letters A to Z; which codes

@@ -73,7 +73,7 @@ func FuzzDecodeRecord(f *testing.F) {
 			}
 		} else {
 			p := ev.payload
-			if !validUserID(p.UserID) || !validCurrency(p.Currency) || p.Amount <= 0 || p.PaymentID == uuid.Nil {
+			if event.ValidateUserID(p.UserID) != nil || !validCurrency(p.Currency) || p.Amount <= 0 || p.PaymentID == uuid.Nil {
 				t.Fatalf("decodeRecord accepted %+v", p)
 			}
 		}

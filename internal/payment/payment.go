@@ -11,13 +11,11 @@ package payment
 import (
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
-)
 
-// maxUserIDLength matches the CHECK constraint on payments.user_id.
-const maxUserIDLength = 64
+	"github.com/dscourse/payments-outbox/internal/event"
+)
 
 // A CreateRequest is a validated request to create a payment.
 type CreateRequest struct {
@@ -45,27 +43,11 @@ func (r CreateRequest) Validate() error {
 	return nil
 }
 
-// validateUserID accepts 1 to 64 visible ASCII characters (0x21 to 0x7E): letters,
-// digits and punctuation, no spaces, no control characters, nothing outside ASCII.
-//
-// A user id is the caller's identifier for a user, not a name to display, and the
-// antifraud consumer counts a user's payments by comparing it byte for byte. Anything
-// invisible or look-alike would let two ids that read the same count as two users (or
-// let one user spread payments over "u-42", "u-42 " and "u\u00a042" to stay under the
-// velocity rule): spaces, blank ids, non-breaking and zero-width spaces, Cyrillic
-// letters that look Latin. Trimming would be worse than refusing, since it would store
-// an id the caller never sent. The rule is also one that every regular expression engine
-// reads the same way, so docs/openapi.yaml states it exactly as its pattern and the
-// fuzzer (make check-openapi) can hold the server to it; "printable Unicode" differs
-// between Unicode versions and has no portable pattern.
+// validateUserID applies the contract's one rule for user ids (event.ValidateUserID
+// says what it is and why) as an error naming the field.
 func validateUserID(id string) error {
-	if n := utf8.RuneCountInString(id); n == 0 || n > maxUserIDLength {
-		return Errorf(Invalid, "user_id", "user_id must be 1 to %d characters, got %d", maxUserIDLength, n)
-	}
-	for i, r := range id {
-		if r < 0x21 || r > 0x7e {
-			return Errorf(Invalid, "user_id", "user_id must be visible ASCII characters (letters, digits, punctuation) without spaces, found %U at byte %d", r, i)
-		}
+	if err := event.ValidateUserID(id); err != nil {
+		return Errorf(Invalid, "user_id", "user_id %v", err)
 	}
 	return nil
 }
