@@ -186,6 +186,15 @@ func TestTopicLifecycle(t *testing.T) {
 	if leaders != 3 {
 		t.Errorf("partitions with a leader right after CreateTopic = %d, want 3", leaders)
 	}
+	// On one broker the leaders are there at once, so the check above cannot tell a
+	// wait from none. What can fail: the wait counts the partitions that have a leader
+	// and keeps waiting, until its deadline, while fewer than asked for have one.
+	short, cancelShort := context.WithTimeout(ctx, 500*time.Millisecond)
+	err = waitForLeaders(short, adm, name, 4)
+	cancelShort()
+	if err == nil {
+		t.Errorf("waitForLeaders for 4 leaders of a 3-partition topic: got nil error, want it to wait until its deadline")
+	}
 	if err := CreateTopic(ctx, adm, name, 3); err == nil {
 		t.Errorf("CreateTopic of an existing topic: got nil error, want one")
 	}
