@@ -188,6 +188,13 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 		return LoadResult{}, Observed{}, err
 	}
 	defer watch.Stop()
+	sampler, err := startSampler(ctx, rn)
+	if err != nil {
+		return LoadResult{}, Observed{}, err
+	}
+	// The timeline ends when this returns: after the observation and the end of the
+	// disruption, so its last samples show the run settled.
+	defer func() { report.Timeline = sampler.Stop() }()
 	// Closed when the load has been sent; set before the disruption starts, so that
 	// its goroutine can read it (Run.loading).
 	loadDone := make(chan struct{})
