@@ -74,6 +74,9 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// ReportDirectory is where the runs write their reports: ReportDir or its default.
+func (o Options) ReportDirectory() string { return o.withDefaults().ReportDir }
+
 // RunScenario runs one scenario on the native stack and returns its report, which it
 // has also printed to opts.Out and written to <ReportDir>/chaos-<name>.json. The error
 // is for a harness failure (a server that would not start); a failed SLO is a report
