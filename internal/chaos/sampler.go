@@ -97,13 +97,17 @@ func (s *sampler) loop(ctx context.Context) {
 	defer close(s.done)
 	ticker := time.NewTicker(sampleEvery)
 	defer ticker.Stop()
-	// The reads do not end with the sampling: the sample under way when Stop comes is
-	// finished (each read is bounded by sourceTimeout), so a timeline is never empty.
+	// The reads do not end with the sampling: the samples are finished, each read
+	// bounded by sourceTimeout, so a timeline is never empty.
 	reads := context.WithoutCancel(ctx)
 	for {
 		s.samples = append(s.samples, s.sampleOnce(reads))
 		select {
 		case <-ctx.Done():
+			// One last sample at the end, whenever it comes: the dual write logs the
+			// failures of its last window's publishes a moment after the load has been
+			// answered, and the chart must end on the count the report judges.
+			s.samples = append(s.samples, s.sampleOnce(reads))
 			return
 		case <-ticker.C:
 		}

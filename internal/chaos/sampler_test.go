@@ -116,6 +116,24 @@ func TestSamplerStops(t *testing.T) {
 	}
 }
 
+// The end of the sampling is sampled too: what happened between the last tick and
+// Stop (the dual write's last failures) is in the timeline.
+func TestSamplerSamplesTheEnd(t *testing.T) {
+	t.Parallel()
+	rn := &Run{paymentsDB: testenv.NewDatabase(t, migrations.Payments), brokers: testenv.KafkaBrokers(t), topic: testenv.NewTopic(t, 1), origin: time.Now(), API: &Process{}}
+	s, err := newSampler(t.Context(), rn)
+	if err != nil {
+		t.Fatalf("newSampler: %v", err)
+	}
+	defer s.closeSources()
+	stopped, cancel := context.WithCancel(t.Context())
+	cancel()
+	s.loop(stopped) // returns at once: the first sample, then the last
+	if len(s.samples) != 2 {
+		t.Errorf("%d samples of a sampling stopped at once, want 2: the first and the last", len(s.samples))
+	}
+}
+
 func TestTotalCounter(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
