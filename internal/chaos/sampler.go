@@ -125,15 +125,15 @@ func (s *sampler) sampleOnce(ctx context.Context) Sample {
 		OutboxPending:     s.count(ctx, s.payments, `SELECT count(*) FROM outbox_events WHERE status = 'pending'`),
 		TopicRecords:      s.topicRecords(ctx),
 		Decisions:         s.count(ctx, s.consumer, `SELECT count(*) FROM decisions`),
-		DualWriteLost:     -1,
+		DualWriteGivenUp:  -1,
 	}
 	smp.DuplicatesAbsorbed = s.duplicates.observe(s.count(ctx, s.consumer, `SELECT coalesce(sum(deliveries - 1), 0) FROM processed_events`))
 	if s.rn.dualWrite {
 		// The teaching mode has no metrics: its failures are lines in its log, and
-		// every one is an event it will never publish.
+		// it never publishes those events again.
 		n, ok := s.rn.scrapeFailures()
 		smp.PublishFailures = s.failures.observe(unknownUnless(n, ok))
-		smp.DualWriteLost = smp.PublishFailures
+		smp.DualWriteGivenUp = smp.PublishFailures
 		smp.Published = -1
 		return smp
 	}

@@ -66,7 +66,7 @@ func TestSamplerReadsEverySource(t *testing.T) {
 	defer s.closeSources()
 
 	ignoreTime := cmpopts.IgnoreFields(Sample{}, "AtS")
-	want := Sample{PaymentsCommitted: 2, OutboxPending: 1, Published: 7, PublishFailures: 2, TopicRecords: 3, Decisions: 1, DuplicatesAbsorbed: 2, DualWriteLost: -1}
+	want := Sample{PaymentsCommitted: 2, OutboxPending: 1, Published: 7, PublishFailures: 2, TopicRecords: 3, Decisions: 1, DuplicatesAbsorbed: 2, DualWriteGivenUp: -1}
 	if diff := cmp.Diff(want, s.sampleOnce(ctx), ignoreTime); diff != "" {
 		t.Errorf("first sample (-want +got):\n%s", diff)
 	}

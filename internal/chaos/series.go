@@ -37,10 +37,12 @@ type Sample struct {
 	// DuplicatesAbsorbed is sum(deliveries - 1) of the consumer's processed_events:
 	// deliveries it recognised as copies and did not apply again.
 	DuplicatesAbsorbed int `json:"duplicates_absorbed"`
-	// DualWriteLost, in dual-write mode only, counts the events the handler gave up on
-	// as it gave up on them: a failed publish is never retried, so each one is an event
-	// lost at that instant. -1 in every other mode.
-	DualWriteLost int `json:"dual_write_lost"`
+	// DualWriteGivenUp, in dual-write mode only, counts the publishes the handler gave
+	// up on, as it gave up on them: a failed publish is never retried, so each one is an
+	// event lost at that instant, unless the broker wrote it before the fault dropped
+	// its answer (acks lost), which only the topic can tell afterwards. -1 in every
+	// other mode.
+	DualWriteGivenUp int `json:"dual_write_given_up"`
 }
 
 // A Point is one value of a chart's line at a time in seconds from the start of the run.

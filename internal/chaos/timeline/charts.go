@@ -98,9 +98,9 @@ func charts(r *chaos.Report) []chart {
 	}
 	if isDualWrite(r) {
 		cs = append(cs, chart{
-			ID: chartLost, Title: "Events lost by the dual write (total)", YLabel: "events",
-			Reading: "Each failed publish of the dual write is an event that will never reach Kafka: the payment is committed, the consumer never hears of it.",
-			Lines:   []line{{Name: "lost", Color: red, Points: tl.Level(func(s chaos.Sample) int { return s.DualWriteLost })}},
+			ID: chartLost, Title: "Publishes the dual write gave up on (total)", YLabel: "events",
+			Reading: "The dual write never tries again: each failed publish is an event lost as it happens, unless the broker wrote it before the fault dropped its answer (acks lost). The verdict counts the real losses at the end, from the topic; \"not decided yet\" above shows them too.",
+			Lines:   []line{{Name: "given up", Color: red, Points: tl.Level(func(s chaos.Sample) int { return s.DualWriteGivenUp })}},
 		})
 	}
 	return cs
@@ -109,17 +109,15 @@ func charts(r *chaos.Report) []chart {
 // chartOf names the chart that shows what a verdict row checks. The rows are matched
 // by words of their names (chaos.Check.Name), the first rule that matches wins, so
 // that a row added later links somewhere sensible without a change here.
-func chartOf(c chaos.Check, dualWrite bool) string {
+func chartOf(c chaos.Check) string {
 	name := strings.ToLower(c.Name)
-	lost := chartDecisions // the outbox loses nothing; a loss would be a missing decision
-	if dualWrite {
-		lost = chartLost
-	}
 	rules := []struct {
 		words []string
 		chart string
 	}{
-		{[]string{"lost"}, lost},
+		// A lost payment is one never decided: the chart that shows it, for the outbox
+		// and the dual write alike, is the one of payments not decided yet.
+		{[]string{"lost"}, chartUndecided},
 		{[]string{"drain", "pending"}, chartPending},
 		{[]string{"duplicate", "copies", "redelivered", "one event id"}, chartDuplicates},
 		{[]string{"accepted", "committed"}, chartPayments},

@@ -55,6 +55,11 @@ type cardData struct {
 // Index renders the index of reports, in their order.
 func Index(reports []*chaos.Report) ([]byte, error) {
 	var data indexData
+	shifted := make([]*chaos.Report, len(reports))
+	for i, r := range reports {
+		shifted[i] = fromDisruption(r)
+	}
+	reports = shifted
 	for _, r := range reports {
 		switch r.Scenario {
 		case "default":

@@ -49,6 +49,7 @@ func WritePage(dir string, r *chaos.Report) (string, error) {
 
 // Page renders the page of one run.
 func Page(r *chaos.Report) ([]byte, error) {
+	r = fromDisruption(r)
 	cs := charts(r)
 	plots := make([]*plot.Plot, len(cs))
 	for i, c := range cs {
@@ -67,7 +68,7 @@ func Page(r *chaos.Report) ([]byte, error) {
 		data.Charts = append(data.Charts, chartData{chart: c, SVG: svgs[i]})
 	}
 	for _, c := range r.Checks {
-		data.Rows = append(data.Rows, rowData{Check: c, Chart: chartOf(c, isDualWrite(r))})
+		data.Rows = append(data.Rows, rowData{Check: c, Chart: chartOf(c)})
 	}
 	if r.Timeline == nil {
 		data.Notes = append(data.Notes, "this report has no timeline: it was written by a harness that did not sample the run, so the charts are empty")
@@ -78,7 +79,7 @@ func Page(r *chaos.Report) ([]byte, error) {
 // isDualWrite tells the dual-write run by its timeline, the only one that counts
 // losses as they happen.
 func isDualWrite(r *chaos.Report) bool {
-	return r.Timeline != nil && slices.ContainsFunc(r.Timeline.Samples, func(s chaos.Sample) bool { return s.DualWriteLost >= 0 })
+	return r.Timeline != nil && slices.ContainsFunc(r.Timeline.Samples, func(s chaos.Sample) bool { return s.DualWriteGivenUp >= 0 })
 }
 
 type pageData struct {

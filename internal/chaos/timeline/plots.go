@@ -45,7 +45,7 @@ type axes struct {
 func newPlot(c chart, r *chaos.Report, ax axes) (*plot.Plot, error) {
 	// No title: the page prints it above the chart, where the verdict rows link to.
 	p := plot.New()
-	p.X.Label.Text = "seconds since the run started"
+	p.X.Label.Text = "seconds since the disruption began"
 	p.Y.Label.Text = c.YLabel
 	p.X.Min, p.X.Max = 0, ax.EndS
 	p.Y.Min, p.Y.Max = 0, ax.YMax
@@ -102,7 +102,7 @@ func niceTop(m float64, legend bool) float64 {
 	return m * 1.1
 }
 
-// endOf is the time axis a run needs: its last sample, or its last fault window.
+// endOf is the time axis a run needs: to its last sample, or its last fault window.
 func endOf(r *chaos.Report) float64 {
 	end := 1.0
 	if r.Timeline != nil && len(r.Timeline.Samples) > 0 {
@@ -157,4 +157,34 @@ func kindsOf(reports ...*chaos.Report) []chaos.FaultKind {
 	}
 	slices.Sort(kinds)
 	return kinds
+}
+
+// fromDisruption returns a copy of r whose times count from its first sample, taken
+// as the disruption starts, instead of from the start of the run: the set-up before it
+// (fresh databases, services, the warm-up) takes a few seconds more or less each time,
+// and two runs drawn side by side must have their faults at the same place.
+func fromDisruption(r *chaos.Report) *chaos.Report {
+	if r.Timeline == nil || len(r.Timeline.Samples) == 0 {
+		return r
+	}
+	shift := r.Timeline.Samples[0].AtS
+	out := *r
+	tl := *r.Timeline
+	tl.Samples = make([]chaos.Sample, len(r.Timeline.Samples))
+	for i, s := range r.Timeline.Samples {
+		s.AtS -= shift
+		tl.Samples[i] = s
+	}
+	out.Timeline = &tl
+	out.FaultWindows = make([]chaos.Window, len(r.FaultWindows))
+	for i, w := range r.FaultWindows {
+		w.StartS, w.EndS = w.StartS-shift, w.EndS-shift
+		out.FaultWindows[i] = w
+	}
+	out.Disruptions = make([]chaos.Disruption, len(r.Disruptions))
+	for i, d := range r.Disruptions {
+		d.AtSeconds -= shift
+		out.Disruptions[i] = d
+	}
+	return &out
 }
