@@ -31,7 +31,7 @@ func newHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, reg *promet
 	r := chi.NewRouter()
 	r.Use(metrics.instrument)
 	// A span per request (off unless OTEL_* asks): the first of a payment's trace.
-	r.Use(tracing.Middleware(tp))
+	r.Use(tracing.Middleware(tp, chiRoute))
 	// Unknown paths get the same JSON error shape as every other failure.
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		payment.WriteError(w, r, logger, payment.Errorf(payment.NotFound, "", "no such endpoint: %s %s", r.Method, r.URL.Path))
@@ -101,4 +101,13 @@ func handleReadyz(logger *slog.Logger, pool *pgxpool.Pool, relayStopped <-chan s
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ready"}` + "\n"))
 	}
+}
+
+// chiRoute is the pattern chi matched for r, e.g. /payments/{id}: the name of the
+// request's span, which must not carry the ids.
+func chiRoute(r *http.Request) string {
+	if rc := chi.RouteContext(r.Context()); rc != nil {
+		return rc.RoutePattern()
+	}
+	return ""
 }

@@ -3,7 +3,6 @@ package tracing
 import (
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -12,10 +11,12 @@ import (
 )
 
 // Middleware opens a server span for each request, continuing the caller's trace when
-// the request carries a traceparent header. The span is named after the route (POST
-// /payments, GET /payments/{id}), which chi knows only once it has routed, so the
-// name is set at the end. A 5xx marks the span as failed.
-func Middleware(tp trace.TracerProvider) func(http.Handler) http.Handler {
+// the request carries a traceparent header. The span is named after the route that
+// route returns (POST /payments, GET /payments/{id}, not the path with its ids); a
+// router knows it only once it has routed, so route is called at the end, and "" keeps
+// the method alone. route is the router's, so that this package, which the consumer
+// links too, links no router. A 5xx marks the span as failed.
+func Middleware(tp trace.TracerProvider, route func(*http.Request) string) func(http.Handler) http.Handler {
 	tracer := OrNone(tp).Tracer("github.com/dscourse/payments-outbox/internal/tracing")
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -24,10 +25,11 @@ func Middleware(tp trace.TracerProvider) func(http.Handler) http.Handler {
 				trace.WithAttributes(semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path)))
 			defer span.End()
 			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-			next.ServeHTTP(sw, r.WithContext(ctx))
-			if rc := chi.RouteContext(ctx); rc != nil && rc.RoutePattern() != "" {
-				span.SetName(r.Method + " " + rc.RoutePattern())
-				span.SetAttributes(semconv.HTTPRoute(rc.RoutePattern()))
+			r = r.WithContext(ctx)
+			next.ServeHTTP(sw, r)
+			if pattern := route(r); pattern != "" {
+				span.SetName(r.Method + " " + pattern)
+				span.SetAttributes(semconv.HTTPRoute(pattern))
 			}
 			span.SetAttributes(attribute.Int("http.response.status_code", sw.status))
 			if sw.status >= 500 {
