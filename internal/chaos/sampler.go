@@ -21,7 +21,7 @@ const sourceTimeout = 500 * time.Millisecond
 
 // A sampler records a Timeline of the run from outside: the databases, the topic and
 // the services' /metrics, the same sources the verifier reads at the end. It owns one
-// goroutine, which stop ends.
+// goroutine, which Stop ends.
 type sampler struct {
 	rn       *Run
 	payments *pgxpool.Pool
