@@ -28,6 +28,8 @@ type claimedEvent struct {
 	CreatedAt   time.Time
 	Attempts    int
 	Rejections  int
+	// Traceparent is the writer's W3C trace context, "" when it traced nothing.
+	Traceparent string
 }
 
 // DeadLetter is an event that the broker rejected too often, as the DLQ keeps it.
@@ -63,7 +65,7 @@ const claimSQL = `
 			ORDER BY e.seq
 			LIMIT $3
 			FOR UPDATE SKIP LOCKED)
-		RETURNING id, seq, event_type, aggregate_id, payload, created_at, attempts, rejections`
+		RETURNING id, seq, event_type, aggregate_id, payload, created_at, attempts, rejections, coalesce(traceparent, '')`
 
 // deletePublishedSQL deletes at most $2 rows published more than $1 seconds ago; see
 // deletePublished. Its plan must read the partial index on published_at (plan_test.go).
@@ -84,7 +86,7 @@ func (s store) claim(ctx context.Context, token uuid.UUID, lease time.Duration, 
 	rows, _ := s.pool.Query(ctx, claimSQL, token, lease.Seconds(), limit) // error via CollectRows
 	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimedEvent, error) {
 		var e claimedEvent
-		err := row.Scan(&e.ID, &e.Seq, &e.Type, &e.AggregateID, &e.Payload, &e.CreatedAt, &e.Attempts, &e.Rejections)
+		err := row.Scan(&e.ID, &e.Seq, &e.Type, &e.AggregateID, &e.Payload, &e.CreatedAt, &e.Attempts, &e.Rejections, &e.Traceparent)
 		return e, err
 	})
 	if err != nil {
