@@ -108,7 +108,7 @@ func testLogger(t *testing.T) *slog.Logger {
 type testRelay struct {
 	relay   *Relay
 	metrics *Metrics
-	outbox  *outbox.Metrics
+	reg     *prometheus.Registry
 	stop    func()
 }
 
@@ -148,7 +148,7 @@ func (b *testBundle) start(t *testing.T) *testRelay {
 		}
 	}
 	t.Cleanup(stop)
-	return &testRelay{relay: r, metrics: m, outbox: om, stop: stop}
+	return &testRelay{relay: r, metrics: m, reg: reg, stop: stop}
 }
 
 func (r *testRelay) streaming() bool { return testutil.ToFloat64(r.metrics.streaming) == 1 }
@@ -237,3 +237,30 @@ func (b *testBundle) confirmedLSN(t *testing.T) int64 {
 }
 
 func testutilGauge(m *Metrics) float64 { return testutil.ToFloat64(m.walRetained) }
+
+// metric returns the value of the series name (with label reason=reason, if given) in
+// the relay's registry, 0 when absent.
+func (r *testRelay) metric(t *testing.T, name, reason string) float64 {
+	t.Helper()
+	families, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			matches := reason == ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == reason {
+					matches = true
+				}
+			}
+			if matches {
+				return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
+}

@@ -33,8 +33,41 @@ import (
 // publish returns only when every event of the batch is acknowledged and marked, or
 // dead-lettered, or when ctx ends (then nothing of the batch may be confirmed).
 
-// publish sends events (in stream order) and records every outcome on its row.
+// publish sends events (in stream order) and records every outcome on its rows. The
+// events go out in waves of at most one event per aggregate, so that an aggregate's
+// next event is sent only once its previous one is acknowledged or dead-lettered: the
+// broker's verdicts on one produce call come back together, and a later event sent in
+// the same call could land on the topic before its predecessor is judged. The outbox of
+// payments has one event per aggregate, so a batch is one wave.
 func (r *Relay) publish(ctx context.Context, p producer, events []outboxEvent, keepAlive func()) error {
+	for len(events) > 0 {
+		var wave []outboxEvent
+		wave, events = firstPerAggregate(events)
+		if err := r.publishWave(ctx, p, wave, keepAlive); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// firstPerAggregate splits events into the first event of each aggregate and the rest,
+// both in their original order.
+func firstPerAggregate(events []outboxEvent) (first, rest []outboxEvent) {
+	seen := make(map[string]bool, len(events))
+	for _, e := range events {
+		if seen[e.AggregateID] {
+			rest = append(rest, e)
+			continue
+		}
+		seen[e.AggregateID] = true
+		first = append(first, e)
+	}
+	return first, rest
+}
+
+// publishWave publishes events of distinct aggregates until each is acknowledged and
+// marked, or dead-lettered.
+func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEvent, keepAlive func()) error {
 	start := time.Now()
 	queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	held, err := r.holdBack(queryCtx, events)
@@ -50,15 +83,15 @@ func (r *Relay) publish(ctx context.Context, p producer, events []outboxEvent, k
 		results := r.produce(ctx, p, held...)
 		var transport []outboxEvent
 		var transportErr error
-		for i, res := range results {
+		for i, err := range results {
 			switch {
-			case res.Err == nil:
+			case err == nil:
 				acked = append(acked, held[i].ID)
 				r.metrics.outbox.ObserveCommitToPublish(time.Since(held[i].CreatedAt))
-			case outbox.IsRejection(res.Err):
+			case outbox.IsRejection(err):
 				rejected = append(rejected, held[i])
 			default:
-				transport, transportErr = append(transport, held[i]), res.Err
+				transport, transportErr = append(transport, held[i]), err
 			}
 		}
 		held = transport
@@ -145,7 +178,7 @@ func (r *Relay) recordOutage(ctx context.Context, events []outboxEvent, cause er
 func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent, keepAlive func()) (bool, error) {
 	outage := 0
 	for {
-		err := r.produce(ctx, p, e)[0].Err
+		err := r.produce(ctx, p, e)[0]
 		switch {
 		case err == nil:
 			return true, nil
@@ -184,17 +217,25 @@ func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent, k
 	}
 }
 
-// produce is one bounded publish attempt of events, in order.
-func (r *Relay) produce(ctx context.Context, p producer, events ...outboxEvent) kgo.ProduceResults {
+// produce is one bounded publish attempt of events. It returns each event's outcome at
+// the event's index: ProduceSync returns its results in the order the broker's answers
+// came, not in the order of the records.
+func (r *Relay) produce(ctx context.Context, p producer, events ...outboxEvent) []error {
 	records := make([]*kgo.Record, len(events))
+	index := make(map[*kgo.Record]int, len(events))
 	now := time.Now()
 	for i, e := range events {
 		envelope := event.Envelope{ID: e.ID, Type: e.Type, Key: e.AggregateID, OccurredAt: e.CreatedAt, Payload: e.Payload}
 		records[i] = envelope.Record(r.cfg.Topic, now)
+		index[records[i]] = i
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
 	defer cancel()
-	return p.ProduceSync(ctx, records...)
+	errs := make([]error, len(events))
+	for _, res := range p.ProduceSync(ctx, records...) {
+		errs[index[res.Record]] = res.Err
+	}
+	return errs
 }
 
 // waitAlive waits d, calling keepAlive about every second, and returns ctx's error if
