@@ -62,9 +62,9 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	relay, err := outbox.NewRelay(pool, cfg.Relay, logger, metrics)
+	relay, nudges, err := newRelay(cfg, pool, logger, reg, metrics)
 	if err != nil {
-		return fmt.Errorf("new relay: %w", err)
+		return err
 	}
 	cleaner, err := outbox.NewCleaner(pool, cfg.Cleaner, logger, metrics)
 	if err != nil {
@@ -81,7 +81,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		defer dualWrite.Close()
 	}
 	relayStopped := make(chan struct{}) // closed when relay.Run returns; /readyz reads it
-	handler, err := newHandler(cfg, logger, pool, reg, relay, relayStopped, dualWrite)
+	handler, err := newHandler(cfg, logger, pool, reg, nudges, relayStopped, dualWrite)
 	if err != nil {
 		return err
 	}
