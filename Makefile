@@ -9,6 +9,8 @@ SHELL := /bin/bash
 
 GO        ?= go
 SCENARIO  ?= default
+# The relay the chaos scenarios run our API with: poll or cdc (RELAY_MODE of cmd/api).
+RELAY_MODE ?= poll
 STACK_PG  := scripts/stack/postgres.sh
 STACK_KF  := scripts/stack/kafka.sh
 STACK_TP  := scripts/stack/toxiproxy.sh
@@ -100,8 +102,8 @@ bench: stack-up ## Measure throughput and latency; writes reports/bench.json
 CHAOS_FLAGS ?=
 
 .PHONY: chaos
-chaos: setup ## Run a chaos scenario (SCENARIO=default|kafka-down|relay-crash|consumer-crash|db-restart|dual-write; CHAOS_FLAGS=...)
-	$(GO) run ./cmd/chaos -scenario $(SCENARIO) $(CHAOS_FLAGS)
+chaos: setup ## Run a chaos scenario (SCENARIO=default|kafka-down|relay-crash|consumer-crash|db-restart|dual-write; RELAY_MODE=poll|cdc; CHAOS_FLAGS=...)
+	$(GO) run ./cmd/chaos -scenario $(SCENARIO) -relay-mode $(RELAY_MODE) $(CHAOS_FLAGS)
 
 .PHONY: chaos-prepare
 chaos-prepare: setup ## Make empty databases and a fresh topic to check a student's service; prints their names

@@ -74,6 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	topic := flags.String("topic", event.DefaultTopic, "with -api-url: the topic of payment events")
 	apiCmd := flags.String("api-cmd", "", "start a student's API with this shell command line (with -consumer-cmd; environment in docs/contract.md)")
 	consumerCmd := flags.String("consumer-cmd", "", "start a student's consumer with this shell command line (with -api-cmd)")
+	relayMode := flags.String("relay-mode", chaos.RelayModePoll, "RELAY_MODE of our API: poll (the polling relay) or cdc (logical replication)")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
@@ -82,6 +83,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	commands, err := serviceCommands(*apiCmd, *consumerCmd, set)
 	if err != nil {
 		return err
+	}
+	if !chaos.ValidRelayMode(*relayMode) {
+		return fmt.Errorf("-relay-mode %q: want %s or %s", *relayMode, chaos.RelayModePoll, chaos.RelayModeCDC)
 	}
 	if !chaos.IsScenario(*scenario) {
 		return fmt.Errorf("unknown scenario %q: want one of %s or all", *scenario, strings.Join(chaos.ScenarioNames(), ", "))
@@ -123,7 +127,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}()
 
-	opts := chaos.Options{Root: root, Payments: *payments, Logger: logger, Out: stdout, Commands: commands}
+	opts := chaos.Options{Root: root, Payments: *payments, Logger: logger, Out: stdout, Commands: commands, RelayMode: *relayMode}
 	switch {
 	case commands != nil:
 		fmt.Fprintf(stdout, "starting the student's services: api %q, consumer %q\n", commands.API, commands.Consumer)
