@@ -26,7 +26,7 @@ func TestOutageHoldsTheSlotAndDeadLettersNothing(t *testing.T) {
 	b.cfg.MaxRejections = 1 // an outage counted as a rejection would dead-letter at once
 	relay := b.start(t)
 	b.insert(t, "up", 5)
-	b.waitPublished(t, 5, 20*time.Second)
+	b.waitPublished(t, 5, 90*time.Second)
 	testenv.WaitFor(t, 10*time.Second, func() (bool, string) { return b.confirmedLSN(t) > 0, "no confirmed position" })
 
 	if err := proxy.Proxy.Disable(); err != nil {
@@ -56,7 +56,7 @@ func TestOutageHoldsTheSlotAndDeadLettersNothing(t *testing.T) {
 	if err := proxy.Proxy.Enable(); err != nil {
 		t.Fatal(err)
 	}
-	b.waitPublished(t, 10, 30*time.Second)
+	b.waitPublished(t, 10, 90*time.Second)
 	testenv.WaitFor(t, 10*time.Second, func() (bool, string) {
 		got := b.confirmedLSN(t)
 		return got >= commitLSN, fmt.Sprintf("slot confirmed %d, want past %d once Kafka is back", got, commitLSN)
@@ -82,7 +82,7 @@ func TestPoisonRecordIsDeadLetteredAndTheStreamMovesOn(t *testing.T) {
 	follower := b.insertPayload(t, "poison-agg", "small")
 	after := b.insert(t, "after", 3)
 
-	b.waitPublished(t, 5, 30*time.Second)
+	b.waitPublished(t, 5, 90*time.Second)
 	var status string
 	var rejections int
 	if err := b.pool.QueryRow(context.Background(), `SELECT status, rejections FROM outbox_events WHERE id = $1`, poison).

@@ -221,6 +221,9 @@ func (b *testBundle) count(t *testing.T, query string, args ...any) int {
 	return n
 }
 
+// waitPublished waits until want rows are published. The timeouts the tests pass are
+// generous: creating a slot waits for every transaction running on the server to end,
+// and the server is shared.
 func (b *testBundle) waitPublished(t *testing.T, want int, timeout time.Duration) {
 	t.Helper()
 	testenv.WaitFor(t, timeout, func() (bool, string) {

@@ -21,11 +21,11 @@ func TestPublishesBacklogThenStream(t *testing.T) {
 	b := setup(t)
 	before := b.insert(t, "before", 5)
 	b.start(t)
-	b.waitPublished(t, 5, 20*time.Second)
+	b.waitPublished(t, 5, 90*time.Second)
 	after := b.insert(t, "after", 5)
-	b.waitPublished(t, 10, 20*time.Second)
+	b.waitPublished(t, 10, 90*time.Second)
 
-	records := b.consume(t, 10, 20*time.Second)
+	records := b.consume(t, 10, 60*time.Second)
 	if len(records) != 10 {
 		t.Fatalf("topic holds %d records, want 10 (no duplicates on a clean run)", len(records))
 	}
@@ -65,7 +65,7 @@ func TestRestartResumesFromTheSlot(t *testing.T) {
 	b := setup(t)
 	first := b.start(t)
 	b.insert(t, "first", 20)
-	b.waitPublished(t, 20, 20*time.Second)
+	b.waitPublished(t, 20, 90*time.Second)
 	testenv.WaitFor(t, 10*time.Second, func() (bool, string) {
 		return b.confirmedLSN(t) > 0, "slot has no confirmed position"
 	})
@@ -80,8 +80,8 @@ func TestRestartResumesFromTheSlot(t *testing.T) {
 		t.Fatalf("confirmed position moved from %d to %d with no relay running", confirmedAtStop, got)
 	}
 	b.start(t)
-	b.waitPublished(t, 50, 20*time.Second)
-	records := b.consume(t, 50, 20*time.Second)
+	b.waitPublished(t, 50, 90*time.Second)
+	records := b.consume(t, 50, 60*time.Second)
 	ids := eventIDs(records)
 	if len(records) != 50 || len(ids) != 50 {
 		t.Errorf("topic holds %d records of %d events, want 50 of 50: the restart republished or lost some", len(records), len(ids))
@@ -95,7 +95,7 @@ func TestResumesAfterTheWalsenderIsTerminated(t *testing.T) {
 	b := setup(t)
 	relay := b.start(t)
 	b.insert(t, "a", 10)
-	b.waitPublished(t, 10, 20*time.Second)
+	b.waitPublished(t, 10, 90*time.Second)
 
 	var terminated bool
 	err := b.pool.QueryRow(context.Background(), `
@@ -105,11 +105,11 @@ func TestResumesAfterTheWalsenderIsTerminated(t *testing.T) {
 		t.Fatalf("terminate the walsender: %v (terminated %t)", err, terminated)
 	}
 	b.insert(t, "b", 10)
-	b.waitPublished(t, 20, 30*time.Second)
+	b.waitPublished(t, 20, 90*time.Second)
 	testenv.WaitFor(t, 10*time.Second, func() (bool, string) {
 		return relay.streaming(), "relay is not streaming again"
 	})
-	ids := eventIDs(b.consume(t, 20, 20*time.Second))
+	ids := eventIDs(b.consume(t, 20, 60*time.Second))
 	if len(ids) != 20 {
 		t.Errorf("topic holds %d distinct events, want 20", len(ids))
 	}
@@ -124,7 +124,7 @@ func TestTwoRelaysShareOneSlot(t *testing.T) {
 	testenv.WaitFor(t, 10*time.Second, func() (bool, string) { return one.streaming(), "first relay is not streaming" })
 	two := b.start(t)
 	b.insert(t, "x", 10)
-	b.waitPublished(t, 10, 20*time.Second)
+	b.waitPublished(t, 10, 90*time.Second)
 	if !one.streaming() || two.streaming() {
 		t.Fatalf("streaming: first %t, second %t; want only the first", one.streaming(), two.streaming())
 	}
@@ -132,8 +132,8 @@ func TestTwoRelaysShareOneSlot(t *testing.T) {
 	one.stop()
 	testenv.WaitFor(t, 20*time.Second, func() (bool, string) { return two.streaming(), "second relay did not take over" })
 	b.insert(t, "y", 10)
-	b.waitPublished(t, 20, 20*time.Second)
-	if ids := eventIDs(b.consume(t, 20, 20*time.Second)); len(ids) != 20 {
+	b.waitPublished(t, 20, 90*time.Second)
+	if ids := eventIDs(b.consume(t, 20, 60*time.Second)); len(ids) != 20 {
 		t.Errorf("topic holds %d distinct events, want 20", len(ids))
 	}
 }
@@ -157,7 +157,7 @@ func TestUnfinishedCatchUpIsDoneAgain(t *testing.T) {
 	}
 	conn.close(context.Background())
 	b.start(t)
-	b.waitPublished(t, 5, 20*time.Second)
+	b.waitPublished(t, 5, 90*time.Second)
 	if got := b.count(t, `SELECT count(*) FROM outbox_cdc_slots WHERE slot_name = $1`, slot); got != 1 {
 		t.Errorf("catch-up of slot %s recorded %d times, want 1", slot, got)
 	}
@@ -199,7 +199,7 @@ func TestWALRetainedGrowsWhileTheRelayIsStopped(t *testing.T) {
 	}
 
 	running := b.start(t)
-	b.waitPublished(t, 2000, 60*time.Second)
+	b.waitPublished(t, 2000, 90*time.Second)
 	// The running relay exports the figure: above zero while the slot holds any WAL.
 	testenv.WaitFor(t, 10*time.Second, func() (bool, string) {
 		got := int64(testutilGauge(running.metrics))
