@@ -121,7 +121,7 @@ func TestTwoRelaysShareOneSlot(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	one := b.start(t)
-	testenv.WaitFor(t, 10*time.Second, func() (bool, string) { return one.streaming(), "first relay is not streaming" })
+	testenv.WaitFor(t, 90*time.Second, func() (bool, string) { return one.streaming(), "first relay is not streaming" })
 	two := b.start(t)
 	b.insert(t, "x", 10)
 	b.waitPublished(t, 10, 90*time.Second)
