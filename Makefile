@@ -114,8 +114,8 @@ chaos-example: setup ## Check examples/python-outbox, a service written from doc
 	GO="$(GO)" bash examples/python-outbox/run.sh
 
 .PHONY: chaos-all
-chaos-all: setup ## Run every chaos scenario
-	$(GO) run ./cmd/chaos -scenario all $(CHAOS_FLAGS)
+chaos-all: setup ## Run every chaos scenario with each relay (poll, then cdc) and print the verdicts side by side
+	$(GO) run ./cmd/chaos -scenario all -relay-mode both $(CHAOS_FLAGS)
 
 # MUTANTS_FLAGS passes flags to cmd/mutants, e.g. MUTANTS_FLAGS="-mutant 06,09 -short -all".
 MUTANTS_FLAGS ?=
