@@ -3,7 +3,9 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,4 +50,30 @@ func dropReplicationSlots(ctx context.Context, adminURL, database string, logger
 		case <-time.After(200 * time.Millisecond): // a server process ending; no signal to wait on
 		}
 	}
+}
+
+// PrintRelayModes writes the verdict of each scenario in both relay modes side by side
+// (make chaos-all): the same faults, the same SLOs and validity rules, two relays.
+// reports maps a relay mode to its reports by scenario name; a scenario missing from
+// one mode (it could not run) reads "not run". Each row also gives the drain time and
+// the events in the topic, the figures that differ most between the modes.
+func PrintRelayModes(w io.Writer, names []string, reports map[string]map[string]*Report) {
+	fmt.Fprintf(w, "\nevery scenario, polling relay beside CDC relay:\n\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tPOLL\tCDC\tDRAIN S (POLL / CDC)\tEVENTS IN TOPIC (POLL / CDC)")
+	cell := func(r *Report, f func(*Report) string) string {
+		if r == nil {
+			return "not run"
+		}
+		return f(r)
+	}
+	verdict := func(r *Report) string { return r.Verdict() }
+	drain := func(r *Report) string { return fmt.Sprintf("%.1f", r.DrainSeconds) }
+	events := func(r *Report) string { return fmt.Sprint(r.EventsInTopic) }
+	for _, name := range names {
+		poll, cdc := reports[RelayModePoll][name], reports[RelayModeCDC][name]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s / %s\t%s / %s\n", name, cell(poll, verdict), cell(cdc, verdict),
+			cell(poll, drain), cell(cdc, drain), cell(poll, events), cell(cdc, events))
+	}
+	tw.Flush()
 }
