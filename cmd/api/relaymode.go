@@ -67,5 +67,7 @@ func (c config) cdcConfig() cdc.Config {
 		MaxRejections:    c.Relay.MaxRejections,
 		OutageBackoffMax: c.Relay.OutageBackoffMax,
 		ShutdownTimeout:  c.Relay.ShutdownTimeout,
+		// Fault injection for the clock-skew chaos scenario (docs/contract.md).
+		FaultTimestampSkew: c.Relay.FaultTimestampSkew,
 	}
 }

@@ -80,6 +80,11 @@ type Config struct {
 	// ShutdownTimeout bounds Run's return after its context ends: the batch in flight
 	// gets this long to be acknowledged and marked. Default 10s.
 	ShutdownTimeout time.Duration
+
+	// FaultTimestampSkew is FAULT INJECTION for the clock-skew chaos scenario, never for
+	// production: the polling relay's RELAY_FAULT_TIMESTAMP_SKEW (outbox.RelayConfig says
+	// why it exists). Every record's timestamp is moved this far from now. Default 0, off.
+	FaultTimestampSkew time.Duration
 }
 
 func (c Config) withDefaults() Config {

@@ -223,7 +223,7 @@ func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent, k
 func (r *Relay) produce(ctx context.Context, p producer, events ...outboxEvent) []error {
 	records := make([]*kgo.Record, len(events))
 	index := make(map[*kgo.Record]int, len(events))
-	now := time.Now()
+	now := time.Now().Add(r.cfg.FaultTimestampSkew)
 	for i, e := range events {
 		envelope := event.Envelope{ID: e.ID, Type: e.Type, Key: e.AggregateID, OccurredAt: e.CreatedAt, Payload: e.Payload}
 		records[i] = envelope.Record(r.cfg.Topic, now)
