@@ -276,4 +276,3 @@ func ids(events []outboxEvent) []uuid.UUID {
 	}
 	return out
 }
-

@@ -206,4 +206,3 @@ func TestWALRetainedGrowsWhileTheRelayIsStopped(t *testing.T) {
 		return got > 0, fmt.Sprintf("outbox_cdc_wal_retained_bytes = %d, want the slot's figure (> 0)", got)
 	})
 }
-
