@@ -94,6 +94,9 @@ func TestResumesAfterTheWalsenderIsTerminated(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	relay := b.start(t)
+	// Streaming first: events committed before the slot exists are published by the
+	// catch-up, before any walsender runs.
+	testenv.WaitFor(t, 90*time.Second, func() (bool, string) { return relay.streaming(), "relay is not streaming" })
 	b.insert(t, "a", 10)
 	b.waitPublished(t, 10, 90*time.Second)
 
