@@ -54,8 +54,8 @@ func newRelay(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg prometheu
 }
 
 // cdcConfig is the CDC relay's share of the RELAY_* settings: the ones that mean the
-// same in both modes. Workers, lease and poll interval have no CDC counterpart (one
-// ordered stream, no claims, no polling).
+// same in both modes. Workers, lease, poll interval and shutdown grace have no CDC
+// counterpart (one ordered stream, no claims, no polling, no lease to hand back).
 func (c config) cdcConfig() cdc.Config {
 	return cdc.Config{
 		DatabaseURL:      c.DatabaseURL,
@@ -66,7 +66,6 @@ func (c config) cdcConfig() cdc.Config {
 		PublishTimeout:   c.Relay.PublishTimeout,
 		MaxRejections:    c.Relay.MaxRejections,
 		OutageBackoffMax: c.Relay.OutageBackoffMax,
-		ShutdownTimeout:  c.Relay.ShutdownTimeout,
 		// Fault injection for the clock-skew chaos scenario (docs/contract.md).
 		FaultTimestampSkew: c.Relay.FaultTimestampSkew,
 	}

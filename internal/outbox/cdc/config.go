@@ -77,10 +77,6 @@ type Config struct {
 	// StatsInterval is how often outbox_pending_count, the oldest pending age and the
 	// WAL the slot retains are refreshed. Default 1s.
 	StatsInterval time.Duration
-	// ShutdownTimeout bounds Run's return after its context ends: the batch in flight
-	// gets this long to be acknowledged and marked. Default 10s.
-	ShutdownTimeout time.Duration
-
 	// FaultTimestampSkew is FAULT INJECTION for the clock-skew chaos scenario, never for
 	// production: the polling relay's RELAY_FAULT_TIMESTAMP_SKEW (outbox.RelayConfig says
 	// why it exists). Every record's timestamp is moved this far from now. Default 0, off.
@@ -102,7 +98,6 @@ func (c Config) withDefaults() Config {
 	c.OutageBackoffMax = cmp.Or(c.OutageBackoffMax, 10*time.Second)
 	c.ReconnectInterval = cmp.Or(c.ReconnectInterval, time.Second)
 	c.StatsInterval = cmp.Or(c.StatsInterval, time.Second)
-	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 10*time.Second)
 	return c
 }
 

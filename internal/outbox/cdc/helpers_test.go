@@ -63,7 +63,6 @@ func setup(t *testing.T) *testBundle {
 			OutageBackoffMax:  300 * time.Millisecond,
 			ReconnectInterval: 100 * time.Millisecond,
 			StatsInterval:     100 * time.Millisecond,
-			ShutdownTimeout:   2 * time.Second,
 		},
 		logger: testLogger(t),
 	}

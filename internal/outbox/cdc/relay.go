@@ -72,9 +72,11 @@ func (r *Relay) Replayed() {
 // Run streams until ctx ends. It reconnects after any failure of the replication
 // connection (a PostgreSQL restart, a terminated walsender), waits while another relay
 // holds the slot, and resumes from the slot's confirmed position each time. On ctx's
-// end the batch in flight gets ShutdownTimeout to be acknowledged and marked; whatever
-// is not confirmed by then is streamed again by the next relay. It returns an error
-// only when it cannot start.
+// end it stops at once, within one PublishTimeout plus one QueryTimeout: a batch whose
+// publish is cut short is not confirmed, so the next relay streams it again
+// (duplicates, never a gap), and rows Kafka already acknowledged are still marked. Unlike
+// the polling relay it needs no grace period, because it holds no lease that another
+// relay would have to wait out. It returns an error only when it cannot start.
 func (r *Relay) Run(ctx context.Context) error {
 	client, err := kgo.NewClient(r.clientOpts()...)
 	if err != nil {
@@ -133,7 +135,11 @@ func (r *Relay) session(ctx context.Context, p producer) error {
 	if err != nil {
 		return err
 	}
-	defer conn.close(context.WithoutCancel(ctx))
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.QueryTimeout)
+		defer cancel()
+		conn.close(closeCtx)
+	}()
 	snapshot, err := conn.createSlotIfMissing(ctx, r.cfg.Slot)
 	if err != nil {
 		return err
