@@ -9,6 +9,8 @@ SHELL := /bin/bash
 
 GO        ?= go
 SCENARIO  ?= default
+# The relay the chaos scenarios run our API with: poll or cdc (RELAY_MODE of cmd/api).
+RELAY_MODE ?= poll
 STACK_PG  := scripts/stack/postgres.sh
 STACK_KF  := scripts/stack/kafka.sh
 STACK_TP  := scripts/stack/toxiproxy.sh
@@ -100,8 +102,8 @@ bench: stack-up ## Measure throughput and latency; writes reports/bench.json
 CHAOS_FLAGS ?=
 
 .PHONY: chaos
-chaos: setup ## Run a chaos scenario (SCENARIO=default|kafka-down|...|dual-write; CHAOS_FLAGS=...); writes reports/chaos-<scenario>.json and .html
-	$(GO) run ./cmd/chaos -scenario $(SCENARIO) $(CHAOS_FLAGS)
+chaos: setup ## Run a chaos scenario (SCENARIO=default|kafka-down|...|dual-write; RELAY_MODE=poll|cdc; CHAOS_FLAGS=...); writes reports/chaos-<scenario>.json and .html
+	$(GO) run ./cmd/chaos -scenario $(SCENARIO) -relay-mode $(RELAY_MODE) $(CHAOS_FLAGS)
 
 .PHONY: chaos-prepare
 chaos-prepare: setup ## Make empty databases and a fresh topic to check a student's service; prints their names
@@ -112,8 +114,8 @@ chaos-example: setup ## Check examples/python-outbox, a service written from doc
 	GO="$(GO)" bash examples/python-outbox/run.sh
 
 .PHONY: chaos-all
-chaos-all: setup ## Run every chaos scenario; writes reports/index.html, the scenarios side by side
-	$(GO) run ./cmd/chaos -scenario all $(CHAOS_FLAGS)
+chaos-all: setup ## Run every chaos scenario with each relay (poll, then cdc); prints the verdicts side by side and writes reports/index.html
+	$(GO) run ./cmd/chaos -scenario all -relay-mode both $(CHAOS_FLAGS)
 
 .PHONY: chaos-html
 chaos-html: ## Rebuild reports/chaos-*.html and reports/index.html from the JSON reports (no run)

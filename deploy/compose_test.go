@@ -248,3 +248,42 @@ func TestComposeHostPortsMatchNative(t *testing.T) {
 		}
 	}
 }
+
+// serverOptions returns the -c name=value settings in a list of arguments.
+func serverOptions(args []string) map[string]string {
+	out := map[string]string{}
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] != "-c" {
+			continue
+		}
+		if name, value, ok := strings.Cut(args[i+1], "="); ok {
+			out[name] = value
+		}
+	}
+	return out
+}
+
+// The CDC relay needs wal_level=logical and the benchmark needs pg_stat_statements: both
+// are start-up settings, so the compose server must be started with the same -c options
+// as the native one (scripts/stack/postgres.sh, SERVER_OPTIONS).
+func TestComposePostgresOptionsMatchNative(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join("..", "scripts", "stack", "postgres.sh"))
+	if err != nil {
+		t.Fatalf("read postgres.sh: %v", err)
+	}
+	var native []string
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if value, ok := strings.CutPrefix(line, "SERVER_OPTIONS="); ok {
+			native = strings.Fields(strings.Trim(value, `"`))
+		}
+	}
+	want := serverOptions(native)
+	if want["wal_level"] != "logical" {
+		t.Errorf("postgres.sh SERVER_OPTIONS: wal_level = %q, want logical (the CDC relay needs it)", want["wal_level"])
+	}
+	got := serverOptions(service(t, loadProject(t), "postgres").Command)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("compose postgres command options differ from postgres.sh SERVER_OPTIONS (-native +compose):\n%s", diff)
+	}
+}

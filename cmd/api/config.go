@@ -33,6 +33,16 @@ type config struct {
 	// empty, the endpoints do not exist.
 	AdminToken string
 
+	// RelayMode (RELAY_MODE, default poll) chooses the relay that publishes the outbox:
+	// "poll", the polling relay (package outbox: claims rows under leases), or "cdc",
+	// the change-data-capture relay (package outbox/cdc: reads the inserts from a
+	// logical replication slot; the server needs wal_level=logical). docs/adr/0003
+	// compares them. Both read the RELAY_* settings below that apply to them.
+	RelayMode string
+	// CDCSlot (RELAY_CDC_SLOT, default outbox_cdc_<database>) names the replication
+	// slot of the CDC relay; every replica of one API must use the same.
+	CDCSlot string
+
 	// Relay configures the outbox relay. The dual-write handler publishes to the same
 	// Brokers and Topic.
 	//
@@ -73,6 +83,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 		HTTPAddr:         env.String("HTTP_ADDR", "127.0.0.1:8080"),
 		DualWrite:        env.Bool("DUAL_WRITE", false),
 		AdminToken:       env.String("ADMIN_TOKEN", ""),
+		RelayMode:        env.String("RELAY_MODE", relayModePoll),
+		CDCSlot:          env.String("RELAY_CDC_SLOT", ""),
 		Relay: outbox.RelayConfig{
 			Brokers:          env.List("KAFKA_BROKERS", "127.0.0.1:19092"),
 			Topic:            env.String("KAFKA_TOPIC", event.DefaultTopic),
@@ -127,6 +139,14 @@ func (c config) Validate() error {
 		u, err := url.Parse(c.Relay.AlertWebhookURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("ALERT_WEBHOOK_URL=%q is not an http(s) URL: use e.g. https://alerts.example.com/hook, or leave it unset to only log alerts", c.Relay.AlertWebhookURL))
+		}
+	}
+	if c.RelayMode != relayModePoll && c.RelayMode != relayModeCDC {
+		errs = append(errs, fmt.Errorf("RELAY_MODE=%q: use poll (the polling relay, the default) or cdc (logical replication; needs wal_level=logical)", c.RelayMode))
+	}
+	if c.RelayMode == relayModeCDC {
+		if err := c.cdcConfig().Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("CDC relay: %w", err))
 		}
 	}
 	// The relay's and the cleaner's own checks relate several settings (the lease must

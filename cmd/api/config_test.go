@@ -23,6 +23,7 @@ func TestLoadConfigFillsDefaults(t *testing.T) {
 		DatabaseURL:      "postgres://postgres@127.0.0.1:55432/payments",
 		DatabaseMaxConns: 16,
 		HTTPAddr:         "127.0.0.1:8080",
+		RelayMode:        "poll",
 		// Zero tuning fields: the defaults documented on outbox.RelayConfig.
 		Relay: outbox.RelayConfig{Brokers: []string{"127.0.0.1:19092"}, Topic: "payments.events"},
 	}
@@ -42,6 +43,8 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 		"DUAL_WRITE":         "true",
 		"ADMIN_TOKEN":        "s3cret",
 		"ALERT_WEBHOOK_URL":  "http://127.0.0.1:9999/hook",
+		"RELAY_MODE":         "cdc",
+		"RELAY_CDC_SLOT":     "outbox_cdc_replicas",
 
 		"RELAY_WORKERS":            "8",
 		"RELAY_BATCH_SIZE":         "500",
@@ -67,6 +70,8 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 		HTTPAddr:         ":9000",
 		DualWrite:        true,
 		AdminToken:       "s3cret",
+		RelayMode:        "cdc",
+		CDCSlot:          "outbox_cdc_replicas",
 		Relay: outbox.RelayConfig{
 			Brokers:          []string{"127.0.0.1:29092", "127.0.0.1:29093"},
 			Topic:            "t",
@@ -98,6 +103,8 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 	}{
 		{"no database", map[string]string{}, []string{"DATABASE_URL is required", "postgres://"}},
 		{"bad dual write", map[string]string{"DATABASE_URL": "x", "DUAL_WRITE": "yes please"}, []string{"DUAL_WRITE", "true or false"}},
+		{"unknown relay mode", map[string]string{"DATABASE_URL": "x", "RELAY_MODE": "push"}, []string{"RELAY_MODE", "poll", "cdc"}},
+		{"bad slot name", map[string]string{"DATABASE_URL": "postgres://db/payments", "RELAY_MODE": "cdc", "RELAY_CDC_SLOT": "Bad-Name"}, []string{"RELAY_CDC_SLOT"}},
 		{"bad pool size", map[string]string{"DATABASE_URL": "x", "DATABASE_MAX_CONNS": "many"}, []string{"DATABASE_MAX_CONNS", "e.g. 16"}},
 		{"zero pool size", map[string]string{"DATABASE_URL": "x", "DATABASE_MAX_CONNS": "0"}, []string{"DATABASE_MAX_CONNS=0", "at least 1"}},
 		{"bad address", map[string]string{"DATABASE_URL": "x", "HTTP_ADDR": "8080"}, []string{"HTTP_ADDR", "127.0.0.1:8080"}},

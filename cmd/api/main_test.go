@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -225,12 +226,19 @@ func TestMigrateSubcommandCreatesTheTables(t *testing.T) {
 // that asks run to shut down, and the channel run's error arrives on.
 func startRun(t *testing.T) (base string, stdout *lineBuffer, cancel context.CancelFunc, done <-chan error) {
 	t.Helper()
+	return startRunWith(t, nil)
+}
+
+// startRunWith is startRun with extra (or overriding) environment variables.
+func startRunWith(t *testing.T, extra map[string]string) (base string, stdout *lineBuffer, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
 	env := map[string]string{
 		"DATABASE_URL":  testenv.NewDatabase(t, migrations.Payments),
 		"HTTP_ADDR":     "127.0.0.1:0",
 		"KAFKA_BROKERS": strings.Join(testenv.KafkaBrokers(t), ","),
 		"KAFKA_TOPIC":   testenv.NewTopic(t, 3),
 	}
+	maps.Copy(env, extra)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	stdout = new(lineBuffer)

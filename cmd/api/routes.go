@@ -20,10 +20,11 @@ import (
 )
 
 // newHandler is the whole HTTP surface of the service, on one screen: every endpoint
-// the API serves is listed here and nowhere else. relayStopped is closed once the
-// relay is no longer running. dualWrite is nil unless cfg.DualWrite.
+// the API serves is listed here and nowhere else. relay says whom to nudge after a
+// payment and after a DLQ replay (relaymode.go); relayStopped is closed once the relay
+// is no longer running. dualWrite is nil unless cfg.DualWrite.
 func newHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, reg *prometheus.Registry, tp trace.TracerProvider,
-	relay *outbox.Relay, relayStopped <-chan struct{}, dualWrite *dualwrite.Handler) (http.Handler, error) {
+	relay relayNudges, relayStopped <-chan struct{}, dualWrite *dualwrite.Handler) (http.Handler, error) {
 	metrics, err := newHTTPMetrics(reg)
 	if err != nil {
 		return nil, err
@@ -49,7 +50,7 @@ func newHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, reg *promet
 		r.Method(http.MethodPost, "/payments", dualWrite)
 	} else {
 		// The payment and its event in one transaction; the relay publishes it.
-		r.Method(http.MethodPost, "/payments", payment.HandleCreate(paymentLogger, payments, relay.Notify))
+		r.Method(http.MethodPost, "/payments", payment.HandleCreate(paymentLogger, payments, relay.created))
 	}
 	r.Method(http.MethodGet, "/payments/{id}", payment.HandleGet(paymentLogger, payments))
 
@@ -60,7 +61,7 @@ func newHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, reg *promet
 		r.Group(func(r chi.Router) {
 			r.Use(outbox.RequireBearerToken(cfg.AdminToken))
 			r.Method(http.MethodGet, "/admin/dlq", outbox.HandleListDLQ(adminLogger, pool))
-			r.Method(http.MethodPost, "/admin/dlq/{event_id}/replay", outbox.HandleReplay(adminLogger, pool, relay.Notify))
+			r.Method(http.MethodPost, "/admin/dlq/{event_id}/replay", outbox.HandleReplay(adminLogger, pool, relay.replayed))
 		})
 	}
 	return r, nil

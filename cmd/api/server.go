@@ -64,9 +64,9 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, tp trace.Tracer
 		return err
 	}
 	cfg.Relay.TracerProvider = tp
-	relay, err := outbox.NewRelay(pool, cfg.Relay, logger, metrics)
+	relay, nudges, err := newRelay(cfg, pool, logger, reg, metrics)
 	if err != nil {
-		return fmt.Errorf("new relay: %w", err)
+		return err
 	}
 	cleaner, err := outbox.NewCleaner(pool, cfg.Cleaner, logger, metrics)
 	if err != nil {
@@ -83,7 +83,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, tp trace.Tracer
 		defer dualWrite.Close()
 	}
 	relayStopped := make(chan struct{}) // closed when relay.Run returns; /readyz reads it
-	handler, err := newHandler(cfg, logger, pool, reg, tp, relay, relayStopped, dualWrite)
+	handler, err := newHandler(cfg, logger, pool, reg, tp, nudges, relayStopped, dualWrite)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@
 //
 //	go run ./cmd/bench api        the API's write rate against the database's own ceiling
 //	go run ./cmd/bench relay      the relay's drain rate, latency and WAL per event, against the floor
+//	go run ./cmd/bench cdc        the CDC relay beside the polling relay, and the WAL its slot holds in an outage
 //	go run ./cmd/bench all        every benchmark, in name order, with default settings
 //
 // A single benchmark takes flags after its name (go run ./cmd/bench relay -h lists them),
@@ -46,6 +47,7 @@ type benchmark func(ctx context.Context, args []string, getenv func(string) stri
 func benchmarks() map[string]benchmark {
 	return map[string]benchmark{
 		"api":      benchAPI,
+		"cdc":      benchCDC,
 		"consumer": benchConsumer,
 		"relay":    benchRelay,
 	}

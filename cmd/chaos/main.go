@@ -83,6 +83,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	topic := flags.String("topic", event.DefaultTopic, "with -api-url: the topic of payment events")
 	apiCmd := flags.String("api-cmd", "", "start a student's API with this shell command line (with -consumer-cmd; environment in docs/contract.md)")
 	consumerCmd := flags.String("consumer-cmd", "", "start a student's consumer with this shell command line (with -api-cmd)")
+	relayMode := flags.String("relay-mode", chaos.RelayModePoll, "RELAY_MODE of our API: poll (the polling relay), cdc (logical replication), or both (each scenario in each mode, verdicts side by side)")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
@@ -91,6 +92,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	commands, err := serviceCommands(*apiCmd, *consumerCmd, set)
 	if err != nil {
 		return err
+	}
+	modes := []string{*relayMode}
+	if *relayMode == "both" {
+		modes = []string{chaos.RelayModePoll, chaos.RelayModeCDC}
+	} else if !chaos.ValidRelayMode(*relayMode) {
+		return fmt.Errorf("-relay-mode %q: want %s, %s or both", *relayMode, chaos.RelayModePoll, chaos.RelayModeCDC)
 	}
 	if !chaos.IsScenario(*scenario) {
 		return fmt.Errorf("unknown scenario %q: want one of %s or all", *scenario, strings.Join(chaos.ScenarioNames(), ", "))
@@ -132,7 +139,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}()
 
-	opts := chaos.Options{Root: root, Payments: *payments, Logger: logger, Out: stdout, Commands: commands}
+	opts := chaos.Options{Root: root, Payments: *payments, Logger: logger, Out: stdout, Commands: commands, RelayMode: *relayMode}
 	switch {
 	case commands != nil:
 		fmt.Fprintf(stdout, "starting the student's services: api %q, consumer %q\n", commands.API, commands.Consumer)
@@ -145,34 +152,46 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}
 
+	if opts.Binaries == nil {
+		modes = modes[:1] // a student's service has its own relay: RELAY_MODE is ours
+	}
 	names := []string{*scenario}
 	if *scenario == "all" {
 		names = chaos.ScenarioNames()
 	}
 	scenarios := chaos.Scenarios(*short)
-	reports := map[string]*chaos.Report{}
+	byMode := map[string]map[string]*chaos.Report{}
 	passed := true
-	for _, name := range names {
-		sc := scenarios[name]
-		fmt.Fprintf(stdout, "\n== %s: %s\n", name, sc.Description)
-		report, err := chaos.RunScenario(ctx, opts, stack, sc)
-		if err != nil {
-			// A harness failure ends this scenario, not the others.
-			fmt.Fprintf(stdout, "scenario %s could not run: %v\n", name, err)
-			passed = false
-			continue
+	for _, mode := range modes {
+		opts.RelayMode = mode
+		reports := map[string]*chaos.Report{}
+		byMode[mode] = reports
+		for _, name := range names {
+			sc := scenarios[name]
+			fmt.Fprintf(stdout, "\n== %s (relay %s): %s\n", name, mode, sc.Description)
+			report, err := chaos.RunScenario(ctx, opts, stack, sc)
+			if err != nil {
+				// A harness failure ends this scenario, not the others.
+				fmt.Fprintf(stdout, "scenario %s could not run: %v\n", name, err)
+				passed = false
+				continue
+			}
+			reports[name] = report
+			passed = passed && report.Pass
+			if err := writePage(opts.ReportDirectory(), report, stdout); err != nil {
+				return err
+			}
 		}
-		reports[name] = report
-		passed = passed && report.Pass
-		if err := writePage(opts.ReportDirectory(), report, stdout); err != nil {
-			return err
+		if reports["default"] != nil && reports["dual-write"] != nil {
+			chaos.PrintComparison(stdout, reports["default"], reports["dual-write"])
 		}
 	}
-	if reports["default"] != nil && reports["dual-write"] != nil {
-		chaos.PrintComparison(stdout, reports["default"], reports["dual-write"])
+	if len(modes) > 1 {
+		chaos.PrintRelayModes(stdout, names, byMode)
 	}
 	if *scenario == "all" {
-		if err := writeIndex(opts.ReportDirectory(), names, reports, stdout); err != nil {
+		// The index shows the polling relay's runs (the default) when both modes ran.
+		if err := writeIndex(opts.ReportDirectory(), names, byMode[modes[0]], stdout); err != nil {
 			return err
 		}
 	}

@@ -16,6 +16,9 @@ import (
 // The field names are the ones issue 5 lists; the extra fields explain the numbers.
 type Report struct {
 	Scenario string `json:"scenario"`
+	// RelayMode is the RELAY_MODE of our API ("poll" or "cdc"); empty for a student's
+	// service.
+	RelayMode string `json:"relay_mode,omitempty"`
 	// Stack is "native" or "compose": where the services ran.
 	Stack string `json:"stack"`
 	// Outcome is the verdict, PASS, FAIL or INVALID, as Judge found it (Verdict), for
@@ -247,7 +250,11 @@ func (r *Report) Advice() string {
 
 // PrintTable writes the verdict table: the headline numbers, then one line per check.
 func (r *Report) PrintTable(w io.Writer) {
-	fmt.Fprintf(w, "\nchaos scenario %q on the %s stack: %s\n", r.Scenario, r.Stack, r.Verdict())
+	relay := ""
+	if r.RelayMode != "" {
+		relay = ", relay " + r.RelayMode
+	}
+	fmt.Fprintf(w, "\nchaos scenario %q on the %s stack%s: %s\n", r.Scenario, r.Stack, relay, r.Verdict())
 	fmt.Fprintf(w, "  sent %d (+%d warm-up), accepted %d, rejected %d, retried %d; committed %d; events in topic %d (unique %d); decisions %d\n",
 		r.PaymentsSent, r.WarmupPayments, r.APIAccepted, r.APIRejected, r.APIRetries, r.PaymentsCommitted,
 		r.EventsInTopic, r.UniqueEventsInTopic, r.Decisions)
@@ -304,4 +311,14 @@ func PrintComparison(w io.Writer, outbox, dualWrite *Report) {
 	row("verdict", outbox.Verdict(), dualWrite.Verdict())
 	tw.Flush()
 	fmt.Fprintln(w, strings.Repeat("-", 60))
+}
+
+// FileStem names the files of a run's report, without their extension:
+// chaos-<scenario> for the polling relay, chaos-<scenario>-cdc for the CDC relay, so
+// that a run in each mode keeps its own JSON report and timeline page.
+func (r *Report) FileStem() string {
+	if r.RelayMode == RelayModeCDC {
+		return "chaos-" + r.Scenario + "-cdc"
+	}
+	return "chaos-" + r.Scenario
 }

@@ -93,6 +93,7 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *Repor
 		return nil, err
 	}
 	env := serviceEnv{
+		RelayMode:  opts.RelayMode,
 		PaymentsDB: paymentsURL, ConsumerDB: consumerURL, Topic: report.Topic, Group: "antifraud-" + report.RunID,
 		APIAddr: apiAddr, ConsumerAddr: consumerAddr,
 	}

@@ -44,6 +44,11 @@ type Options struct {
 	// the harness creates their empty databases and topic and owns the processes, so
 	// every scenario but dual-write runs. Not with Target.
 	Commands *ServiceCommands
+	// RelayMode is the RELAY_MODE our API runs with: "poll" (the default) or "cdc"
+	// (make chaos RELAY_MODE=cdc). Reports of cdc runs are written as
+	// chaos-<scenario>-cdc.json, beside the polling relay's. Only for our binaries: a
+	// student's service has its own relay.
+	RelayMode string
 }
 
 // Target is an implementation that keeps docs/contract.md, already running, whose
@@ -65,6 +70,7 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	o.AdminURL = cmp.Or(o.AdminURL, devstack.AdminURL)
+	o.RelayMode = cmp.Or(o.RelayMode, RelayModePoll)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -91,13 +97,21 @@ func RunScenario(ctx context.Context, opts Options, stack *NativeStack, sc Scena
 	logger := opts.Logger.With(slog.String("scenario", sc.Name))
 	origin := time.Now()
 	report := newReport(sc, origin, opts.Payments)
+	if opts.Target == nil && opts.Commands == nil {
+		report.RelayMode = opts.RelayMode
+	}
 
 	// One budget for everything before the load: services and warm-up.
 	setupCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	rn, err := setUp(setupCtx, opts, stack, sc, report, origin, logger)
 	if rn != nil {
-		defer rn.stopServices(logger)
+		defer func() {
+			rn.stopServices(logger)
+			// After the API has stopped, pass or fail: a kept database is evidence,
+			// but a kept slot would hold the server's WAL for every other user.
+			dropReplicationSlots(context.WithoutCancel(ctx), opts.AdminURL, report.PaymentsDatabase, logger)
+		}()
 	}
 	if err != nil {
 		return nil, err
@@ -287,7 +301,7 @@ func judge(report *Report, sc Scenario, rn *Run, load LoadResult, observed Obser
 // writeReport prints the verdict table to opts.Out and writes the JSON report.
 func writeReport(opts Options, report *Report, rn *Run) error {
 	report.PrintTable(opts.Out)
-	path := filepath.Join(opts.ReportDir, "chaos-"+report.Scenario+".json")
+	path := filepath.Join(opts.ReportDir, report.FileStem()+".json")
 	if err := report.Write(path); err != nil {
 		return err
 	}

@@ -43,6 +43,8 @@ func shellArgv(line string) []string { return []string{"/bin/sh", "-c", line} }
 // serviceEnv is what one run hands to the services: its fresh databases and topic and
 // the addresses the harness picked. Names are the contract's, for ours and a student's.
 type serviceEnv struct {
+	// RelayMode is the API's RELAY_MODE (Options.RelayMode).
+	RelayMode    string
 	PaymentsDB   string
 	ConsumerDB   string
 	Topic        string
@@ -86,7 +88,7 @@ func (e serviceEnv) processes(binaries map[string]string, cmds *ServiceCommands,
 		return api, consumer
 	}
 	api.Argv, consumer.Argv = []string{binaries["./cmd/api"]}, []string{binaries["./cmd/consumer"]}
-	api.Env = append(api.Env, fmt.Sprintf("DUAL_WRITE=%t", sc.DualWrite))
+	api.Env = append(api.Env, fmt.Sprintf("DUAL_WRITE=%t", sc.DualWrite), "RELAY_MODE="+e.RelayMode)
 	api.Env = append(api.Env, sc.APIEnv...)
 	consumer.Env = append(consumer.Env, sc.ReferenceConsumerEnv...)
 	return api, consumer

@@ -83,7 +83,8 @@ func TestServiceEnvProcesses(t *testing.T) {
 	if diff := cmp.Diff([]string{"/bin/api"}, api.Argv); diff != "" {
 		t.Errorf("our api argv (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(append(wantAPI, "DUAL_WRITE", "OURS_ONLY"), names(api.Env)); diff != "" {
+	// RELAY_MODE is ours only too: a student's service has its own relay.
+	if diff := cmp.Diff(append(wantAPI, "DUAL_WRITE", "RELAY_MODE", "OURS_ONLY"), names(api.Env)); diff != "" {
 		t.Errorf("our api env (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(append(wantConsumer, "ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB"), names(consumer.Env)); diff != "" {

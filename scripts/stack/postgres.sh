@@ -22,6 +22,16 @@ PORT="${PGSTACK_PORT:-55432}"
 LOCK="$STATE/postgres.lock"
 URL="postgres://postgres@127.0.0.1:$PORT/postgres?sslmode=disable"
 
+# Settings that take effect only when the server starts, passed on every start (and
+# restart) rather than written to postgresql.conf, which is written once at initdb and
+# would miss data directories that already exist. deploy/docker-compose.yml passes the same
+# options (deploy/compose_test.go checks it).
+#   shared_preload_libraries=pg_stat_statements: the per-statement figures of
+#     `go run ./cmd/bench relay -statements` (docs/bench.md).
+#   wal_level=logical: the CDC relay (RELAY_MODE=cdc) reads the outbox inserts from a
+#     logical replication slot, which the default wal_level=replica cannot serve.
+SERVER_OPTIONS="-c shared_preload_libraries=pg_stat_statements -c wal_level=logical"
+
 bindir() {
 	local dir
 	dir="$(pg_config --bindir 2>/dev/null || true)"
@@ -109,11 +119,7 @@ start() {
 	fi
 	# A crash (or SIGKILL of a test run) can leave a stale pid file; pg_ctl handles it.
 	# 9>&-: the server must not inherit the lock, or it would hold it for its whole life.
-	# pg_stat_statements gives `go run ./cmd/bench relay -statements` its per-statement
-	# figures (docs/bench.md). A library can be loaded only at the server's start, so it
-	# is set here, on every start, rather than in postgresql.conf, which is written once at
-	# initdb and would miss data directories that already exist.
-	as_owner "$BIN/pg_ctl" -D "$DATA" -l "$DATA/server.log" -o "-c shared_preload_libraries=pg_stat_statements" \
+	as_owner "$BIN/pg_ctl" -D "$DATA" -l "$DATA/server.log" -o "$SERVER_OPTIONS" \
 		-w -t 60 start >/dev/null 2>&1 9>&- ||
 		{ tail -n 30 "$DATA/server.log" >&2; exit 1; }
 	echo "postgres: listening at $URL"
@@ -141,7 +147,7 @@ restart)
 		owner="$(owner_of "$PORT")" || { print_shared "$PORT"; echo "postgres.sh: cannot restart it from here" >&2; exit 1; }
 		exec bash "$owner/scripts/stack/postgres.sh" restart
 	fi
-	as_owner "$BIN/pg_ctl" -D "$DATA" -l "$DATA/server.log" -m fast -w -t 60 restart >/dev/null 2>&1
+	as_owner "$BIN/pg_ctl" -D "$DATA" -l "$DATA/server.log" -o "$SERVER_OPTIONS" -m fast -w -t 60 restart >/dev/null 2>&1
 	echo "postgres: restarted at $URL"
 	;;
 status)

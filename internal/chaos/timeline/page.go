@@ -31,19 +31,19 @@ const (
 	chartHeight = 6 * vg.Centimeter
 )
 
-// PagePath is where the page of a scenario's run goes in dir.
-func PagePath(dir, scenario string) string {
-	return filepath.Join(dir, "chaos-"+scenario+".html")
+// PagePath is where the page of a run goes in dir: beside its JSON report, with the
+// same name (chaos-<scenario>.html, or chaos-<scenario>-cdc.html for the CDC relay).
+func PagePath(dir string, r *chaos.Report) string {
+	return filepath.Join(dir, r.FileStem()+".html")
 }
 
-// WritePage writes the page of one run to PagePath(dir, r.Scenario) and returns the
-// path.
+// WritePage writes the page of one run to PagePath(dir, r) and returns the path.
 func WritePage(dir string, r *chaos.Report) (string, error) {
 	html, err := Page(r)
 	if err != nil {
 		return "", err
 	}
-	path := PagePath(dir, r.Scenario)
+	path := PagePath(dir, r)
 	return path, writeFile(path, html)
 }
 

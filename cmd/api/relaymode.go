@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/cdc"
+)
+
+// The values of RELAY_MODE.
+const (
+	relayModePoll = "poll"
+	relayModeCDC  = "cdc"
+)
+
+// relayRunner is what serve needs from either relay: *outbox.Relay and *cdc.Relay.
+type relayRunner interface {
+	Run(ctx context.Context) error
+}
+
+// relayNudges are the calls the handlers make to the relay. The polling relay wants
+// both (a new row or a replayed one is work for an idle worker); the CDC relay needs
+// none after a payment, since the stream brings every insert, but must hear of replays,
+// which are updates the insert-only stream does not carry.
+type relayNudges struct {
+	created  func()
+	replayed func()
+}
+
+// newRelay builds the relay RELAY_MODE chooses. Both report under the outbox's metric
+// names, registered once in om, which the cleaner shares.
+func newRelay(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg prometheus.Registerer, om *outbox.Metrics) (relayRunner, relayNudges, error) {
+	if cfg.RelayMode == relayModeCDC {
+		metrics, err := cdc.NewMetrics(reg, om)
+		if err != nil {
+			return nil, relayNudges{}, err
+		}
+		relay, err := cdc.NewRelay(pool, cfg.cdcConfig(), logger, metrics)
+		if err != nil {
+			return nil, relayNudges{}, fmt.Errorf("new CDC relay: %w", err)
+		}
+		return relay, relayNudges{created: func() {}, replayed: relay.Replayed}, nil
+	}
+	relay, err := outbox.NewRelay(pool, cfg.Relay, logger, om)
+	if err != nil {
+		return nil, relayNudges{}, fmt.Errorf("new relay: %w", err)
+	}
+	return relay, relayNudges{created: relay.Notify, replayed: relay.Notify}, nil
+}
+
+// cdcConfig is the CDC relay's share of the RELAY_* settings: the ones that mean the
+// same in both modes. Workers, lease, poll interval and shutdown grace have no CDC
+// counterpart (one ordered stream, no claims, no polling, no lease to hand back).
+func (c config) cdcConfig() cdc.Config {
+	return cdc.Config{
+		DatabaseURL:      c.DatabaseURL,
+		Brokers:          c.Relay.Brokers,
+		Topic:            c.Relay.Topic,
+		Slot:             c.CDCSlot,
+		BatchSize:        c.Relay.BatchSize,
+		PublishTimeout:   c.Relay.PublishTimeout,
+		MaxRejections:    c.Relay.MaxRejections,
+		OutageBackoffMax: c.Relay.OutageBackoffMax,
+		// Fault injection for the clock-skew chaos scenario (docs/contract.md).
+		FaultTimestampSkew: c.Relay.FaultTimestampSkew,
+	}
+}

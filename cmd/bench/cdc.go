@@ -1,0 +1,273 @@
+package main
+
+// The CDC benchmark (issue 13): the change-data-capture relay beside the polling relay,
+// in the same run, on the same PostgreSQL and Kafka broker, measured by the same code
+// (relay_drain.go, relay_latency.go). Each repetition measures
+//
+//   - the drain rate of a backlog (100,000 events by default) committed while the relay
+//     was stopped, for the polling relay and for the CDC relay (whose slot existed
+//     before the backlog, so the backlog comes down the stream, as after an outage);
+//   - the latency from commit to consumed at a steady 1,000 events/s, for both;
+//   - the WAL the CDC relay's slot holds back after an outage of the relay of 60 s
+//     while events keep being committed at that rate.
+//
+// Each figure in reports/bench.json is the median of the repetitions, with its min and
+// max, and the load average of each repetition is recorded: the machine is shared.
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dscourse/payments-outbox/internal/benchreport"
+	"github.com/dscourse/payments-outbox/internal/devstack"
+	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/migrations"
+)
+
+// cdcBenchConfig is the CDC benchmark's settings, from its flags.
+type cdcBenchConfig struct {
+	backlog         int
+	reps            int
+	latencyRate     int
+	latencyDuration time.Duration
+	outage          time.Duration
+	report          string
+}
+
+func parseCDCFlags(args []string, stdout io.Writer) (cdcBenchConfig, error) {
+	var c cdcBenchConfig
+	fs := flag.NewFlagSet("bench cdc", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.IntVar(&c.backlog, "backlog", 100_000, "events in each drain's backlog")
+	fs.IntVar(&c.reps, "reps", 3, "repetitions; each figure is their median, with min and max")
+	fs.IntVar(&c.latencyRate, "latency-rate", 1000, "events committed per second in the latency and outage measurements")
+	fs.DurationVar(&c.latencyDuration, "latency-duration", 15*time.Second, "length of each latency measurement")
+	fs.DurationVar(&c.outage, "outage", 60*time.Second, "how long the CDC relay is stopped while events are committed")
+	fs.StringVar(&c.report, "report", "reports/bench.json", "JSON report to merge the figures into")
+	if err := fs.Parse(args); err != nil {
+		return c, fmt.Errorf("parse flags: %w", err)
+	}
+	if c.backlog < 1 || c.reps < 1 || c.latencyRate < 1 || c.latencyDuration < time.Second || c.outage < time.Second {
+		return c, fmt.Errorf("-backlog, -reps and -latency-rate must be positive, -latency-duration and -outage at least 1s")
+	}
+	return c, nil
+}
+
+// cdcFigures are one repetition's measurements.
+type cdcFigures struct {
+	pollDrain, cdcDrain     drainResult
+	pollLatency, cdcLatency latencyResult
+	walRetained             float64 // bytes, after the outage
+	loadAvg                 float64
+}
+
+// benchCDC runs the CDC benchmark and merges its figures into the report.
+func benchCDC(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := parseCDCFlags(args, stdout)
+	if err != nil {
+		return err
+	}
+	adminURL, err := devstack.PostgresURL(getenv)
+	if err != nil {
+		return err
+	}
+	brokers, err := devstack.KafkaBrokers(getenv)
+	if err != nil {
+		return err
+	}
+	admin, err := pgxpool.New(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("open admin pool: %w", err)
+	}
+	defer admin.Close()
+	kafka, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return fmt.Errorf("new Kafka admin client: %w", err)
+	}
+	defer kafka.Close()
+
+	// One database per relay: the CDC relay's slot and its marks never meet the polling
+	// relay's rows.
+	pollURL, dropPoll, err := createDatabase(ctx, adminURL, "bench_poll")
+	if err != nil {
+		return err
+	}
+	defer dropPoll()
+	cdcURL, dropCDC, err := createDatabase(ctx, adminURL, "bench_cdc")
+	if err != nil {
+		return err
+	}
+	defer dropCDC()
+	// Deferred after dropCDC, so it runs first: the slot must go before its database.
+	defer func() {
+		if err := dropSlot(context.WithoutCancel(ctx), admin, cdcURL); err != nil {
+			fmt.Fprintln(stdout, "warning:", err)
+		}
+	}()
+	for _, dbURL := range []string{pollURL, cdcURL} {
+		if err := devstack.MigrateDatabase(ctx, dbURL, migrations.Payments); err != nil {
+			return err
+		}
+	}
+
+	logger := slog.New(slog.DiscardHandler)
+	b := cdcBench{
+		cfg: cfg, admin: admin, adm: kadm.NewClient(kafka), brokers: brokers, pollURL: pollURL, cdcURL: cdcURL,
+		poll: ourRelay{cfg: outbox.RelayConfig{Brokers: brokers, Workers: 4, BatchSize: 1000}, logger: logger},
+		cdc:  cdcRelay{brokers: brokers, logger: logger},
+	}
+	var all []cdcFigures
+	for rep := 1; rep <= cfg.reps; rep++ {
+		f, err := b.repetition(ctx)
+		if err != nil {
+			return fmt.Errorf("repetition %d: %w", rep, err)
+		}
+		printCDCRepetition(stdout, rep, f, cfg)
+		all = append(all, f)
+	}
+	report := cdcReport(all, cfg)
+	fmt.Fprintf(stdout, "medians of %d: drain poll %v, cdc %v events/s (ratio %v); latency p99 poll %v, cdc %v ms; WAL retained after %s outage %v bytes\n",
+		cfg.reps, report["cdc_bench_poll_drain_events_per_s"], report["cdc_drain_events_per_s"], report["cdc_to_poll_drain_ratio"],
+		report["cdc_bench_poll_latency_p99_ms"], report["cdc_latency_p99_ms"], cfg.outage, report["cdc_wal_retained_bytes_after_60s_outage"])
+	return benchreport.Merge(cfg.report, report)
+}
+
+// cdcBench is one run of the CDC benchmark.
+type cdcBench struct {
+	cfg             cdcBenchConfig
+	admin           *pgxpool.Pool
+	adm             *kadm.Client
+	brokers         []string
+	pollURL, cdcURL string
+	poll            ourRelay
+	cdc             cdcRelay
+}
+
+func (b cdcBench) repetition(ctx context.Context) (cdcFigures, error) {
+	var f cdcFigures
+	var err error
+	rb := relayBench{cfg: relayBenchConfig{backlog: b.cfg.backlog, latencyRate: b.cfg.latencyRate, latencyDuration: b.cfg.latencyDuration},
+		admin: b.admin, adm: b.adm, brokers: b.brokers}
+	if f.pollDrain, err = rb.drain(ctx, b.poll, b.pollURL, nil); err != nil {
+		return f, fmt.Errorf("polling relay's drain: %w", err)
+	}
+	if f.cdcDrain, err = rb.drain(ctx, b.cdc, b.cdcURL, nil); err != nil {
+		return f, fmt.Errorf("CDC relay's drain: %w", err)
+	}
+	if f.pollLatency, err = rb.latency(ctx, b.poll, b.pollURL); err != nil {
+		return f, fmt.Errorf("polling relay's latency: %w", err)
+	}
+	if f.cdcLatency, err = rb.latency(ctx, b.cdc, b.cdcURL); err != nil {
+		return f, fmt.Errorf("CDC relay's latency: %w", err)
+	}
+	if f.walRetained, err = b.outage(ctx); err != nil {
+		return f, fmt.Errorf("CDC outage: %w", err)
+	}
+	f.loadAvg = loadAverage()
+	return f, nil
+}
+
+// outage stops the CDC relay (its slot exists and is caught up), commits events at the
+// latency rate for the outage's length, and reads the WAL the slot then holds back.
+// The WAL position is the server's, so the other databases' writes meanwhile count too:
+// that is what the disk holds. The relay then drains what the outage left, so that the
+// next repetition starts empty.
+func (b cdcBench) outage(ctx context.Context) (float64, error) {
+	pool, err := pgxpool.New(ctx, b.cdcURL)
+	if err != nil {
+		return 0, fmt.Errorf("open pool: %w", err)
+	}
+	defer pool.Close()
+	if err := b.cdc.fill(ctx, pool, 0); err != nil {
+		return 0, err
+	}
+	total := int(b.cfg.outage.Seconds() * float64(b.cfg.latencyRate))
+	gen := startGenerator(ctx, pool, b.cdc, func() {}, b.cfg.latencyRate, total)
+	gen.wait()
+	if gen.err != nil {
+		return 0, fmt.Errorf("generate events: %w", gen.err)
+	}
+	retained, err := walRetained(ctx, b.admin, b.cdcURL)
+	if err != nil {
+		return 0, err
+	}
+
+	topic, dropTopic, err := createTopic(ctx, b.adm, "bench.cdc-outage")
+	if err != nil {
+		return 0, err
+	}
+	defer dropTopic()
+	r, err := b.cdc.start(ctx, pool, topic)
+	if err != nil {
+		return 0, err
+	}
+	_, waitErr := waitDrained(ctx, b.cdc, pool, r)
+	if err := r.stop(); err != nil {
+		return 0, fmt.Errorf("stop CDC relay: %w", err)
+	}
+	return retained, waitErr
+}
+
+func printCDCRepetition(w io.Writer, rep int, f cdcFigures, cfg cdcBenchConfig) {
+	fmt.Fprintf(w, "repetition %d (load average %.2f)\n", rep, f.loadAvg)
+	fmt.Fprintf(w, "  drain of %d, polling relay   %8.0f events/s  (%.0f WAL bytes per event)\n", cfg.backlog, f.pollDrain.eventsPerSecond, f.pollDrain.cost.walBytes)
+	fmt.Fprintf(w, "  drain of %d, CDC relay       %8.0f events/s  (%.0f WAL bytes per event)\n", cfg.backlog, f.cdcDrain.eventsPerSecond, f.cdcDrain.cost.walBytes)
+	for _, l := range []struct {
+		name string
+		r    latencyResult
+	}{{"polling relay", f.pollLatency}, {"CDC relay", f.cdcLatency}} {
+		fmt.Fprintf(w, "  latency at %d/s, %-13s p50 %6.1f ms, p99 %6.1f ms, max %6.1f ms (%d events, achieved %.0f/s)\n",
+			cfg.latencyRate, l.name, l.r.p50, l.r.p99, l.r.max, l.r.events, l.r.achievedRate)
+	}
+	fmt.Fprintf(w, "  WAL retained by the slot after a %s outage at %d/s: %.0f bytes\n", cfg.outage, cfg.latencyRate, f.walRetained)
+}
+
+// cdcReport turns the repetitions into the report's fields: for each figure the median
+// under its key, the extremes under key_min and key_max.
+func cdcReport(all []cdcFigures, cfg cdcBenchConfig) map[string]any {
+	report := map[string]any{
+		"cdc_bench_backlog":     cfg.backlog,
+		"cdc_bench_reps":        cfg.reps,
+		"cdc_bench_outage_s":    cfg.outage.Seconds(),
+		"cdc_bench_measured_at": time.Now().UTC().Format(time.RFC3339),
+		"cdc_bench_note": "go run ./cmd/bench cdc: medians of cdc_bench_reps repetitions (_min, _max: the spread) on a shared, loaded machine; " +
+			"poll = internal/outbox's relay (4 workers x 1000), cdc = internal/outbox/cdc's relay, each on its own database, same broker, same run; " +
+			"drain = a backlog committed while the relay was stopped (for cdc the slot existed, so it comes down the stream), until every row is marked published; " +
+			"latency = commit to consumed at cdc_bench latency rate; " +
+			"wal_retained = pg_current_wal_lsn() - restart_lsn of the slot after the relay was stopped for cdc_bench_outage_s while events were committed at that rate (server-wide WAL: other databases' writes count too)",
+	}
+	figures := []struct {
+		key   string
+		round func(float64) float64
+		value func(cdcFigures) float64
+	}{
+		{"cdc_bench_poll_drain_events_per_s", tenths, func(f cdcFigures) float64 { return f.pollDrain.eventsPerSecond }},
+		{"cdc_drain_events_per_s", tenths, func(f cdcFigures) float64 { return f.cdcDrain.eventsPerSecond }},
+		{"cdc_to_poll_drain_ratio", hundredths, func(f cdcFigures) float64 { return f.cdcDrain.eventsPerSecond / f.pollDrain.eventsPerSecond }},
+		{"cdc_bench_poll_wal_bytes_per_event", tenths, func(f cdcFigures) float64 { return f.pollDrain.cost.walBytes }},
+		{"cdc_wal_bytes_per_event", tenths, func(f cdcFigures) float64 { return f.cdcDrain.cost.walBytes }},
+		{"cdc_bench_poll_latency_p50_ms", tenths, func(f cdcFigures) float64 { return f.pollLatency.p50 }},
+		{"cdc_bench_poll_latency_p99_ms", tenths, func(f cdcFigures) float64 { return f.pollLatency.p99 }},
+		{"cdc_latency_p50_ms", tenths, func(f cdcFigures) float64 { return f.cdcLatency.p50 }},
+		{"cdc_latency_p99_ms", tenths, func(f cdcFigures) float64 { return f.cdcLatency.p99 }},
+		{"cdc_latency_rate_per_s", tenths, func(f cdcFigures) float64 { return f.cdcLatency.achievedRate }},
+		{"cdc_wal_retained_bytes_after_60s_outage", tenths, func(f cdcFigures) float64 { return f.walRetained }},
+		{"cdc_bench_load_avg_1m", hundredths, func(f cdcFigures) float64 { return f.loadAvg }},
+	}
+	for _, fig := range figures {
+		s := make(samples, len(all))
+		for i, f := range all {
+			s[i] = fig.value(f)
+		}
+		s.addTo(report, fig.key, fig.round)
+	}
+	return report
+}

@@ -1,0 +1,111 @@
+package main
+
+// The CDC relay (internal/outbox/cdc) as a relayUnderTest, so that the drain and the
+// latency measurement treat it exactly like the polling relay, and the measurement of
+// the WAL its slot holds during an outage.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/cdc"
+)
+
+// cdcRelay is the CDC relay on our outbox_events table, with cmd/api's defaults.
+type cdcRelay struct {
+	outboxTable
+	brokers []string
+	logger  *slog.Logger
+}
+
+// fill makes sure the slot exists first, then commits the backlog with no relay
+// running: the backlog is then what the slot streams, as after an outage of the relay,
+// not what a new slot's catch-up reads from its snapshot.
+func (c cdcRelay) fill(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	if err := c.ensureSlot(ctx, pool); err != nil {
+		return err
+	}
+	return c.outboxTable.fill(ctx, pool, n)
+}
+
+// ensureSlot runs the relay until it streams from its slot (so the slot exists and its
+// catch-up is over), then stops it.
+func (c cdcRelay) ensureSlot(ctx context.Context, pool *pgxpool.Pool) error {
+	r, err := c.start(ctx, pool, "bench.cdc-unused")
+	if err != nil {
+		return err
+	}
+	defer r.stop()
+	slot := cdc.DefaultSlot(pool.Config().ConnString())
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var active bool
+		err := pool.QueryRow(ctx, `SELECT coalesce((SELECT active FROM pg_replication_slots WHERE slot_name = $1), false)`, slot).Scan(&active)
+		if err != nil {
+			return fmt.Errorf("read slot %s: %w", slot, err)
+		}
+		if active {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("CDC relay not streaming from slot %s a minute after its start", slot)
+		}
+		select {
+		case <-r.done:
+			return fmt.Errorf("CDC relay stopped before streaming: %w", r.err)
+		case <-time.After(20 * time.Millisecond): // polling a server view; no signal to wait on
+		}
+	}
+}
+
+func (c cdcRelay) start(ctx context.Context, pool *pgxpool.Pool, topic string) (*running, error) {
+	reg := prometheus.NewRegistry()
+	om, err := outbox.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	metrics, err := cdc.NewMetrics(reg, om)
+	if err != nil {
+		return nil, err
+	}
+	relay, err := cdc.NewRelay(pool, cdc.Config{DatabaseURL: pool.Config().ConnString(), Brokers: c.brokers, Topic: topic}, c.logger, metrics)
+	if err != nil {
+		return nil, err
+	}
+	// The stream brings every insert: nothing to wake.
+	return goRun(ctx, func() {}, relay.Run), nil
+}
+
+// dropSlot drops the benchmark database's slot once its walsender is gone. It must run
+// before the database is dropped: PostgreSQL refuses to drop a database a slot uses.
+func dropSlot(ctx context.Context, admin *pgxpool.Pool, dbURL string) error {
+	slot := cdc.DefaultSlot(dbURL)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := admin.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("drop replication slot %s (drop it by hand): %w", slot, err)
+		}
+		time.Sleep(100 * time.Millisecond) // a server process ending; no signal to wait on
+	}
+}
+
+// walRetained returns how much WAL the slot of dbURL's database holds back.
+func walRetained(ctx context.Context, admin *pgxpool.Pool, dbURL string) (float64, error) {
+	var bytes float64
+	err := admin.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)
+		FROM pg_replication_slots WHERE slot_name = $1`, cdc.DefaultSlot(dbURL)).Scan(&bytes)
+	if err != nil {
+		return 0, fmt.Errorf("read WAL retained by the slot: %w", err)
+	}
+	return bytes, nil
+}

@@ -1,0 +1,47 @@
+package cdc
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dscourse/payments-outbox/internal/outbox"
+)
+
+// Metrics are the CDC relay's Prometheus metrics: the outbox's own (the same names in
+// both relay modes, see outbox.Metrics) and two about the slot, which only this mode
+// has.
+type Metrics struct {
+	outbox *outbox.Metrics
+	// walRetained is what a slot costs while nobody reads it: PostgreSQL keeps every
+	// WAL segment from the slot's restart position on, for every database of the
+	// server, until the relay confirms past it. An outage of the relay (or of Kafka,
+	// which stops it confirming) grows it without bound: the alert in
+	// deploy/prometheus/alerts.yml fires before the disk fills.
+	walRetained prometheus.Gauge
+	// streaming is 1 while this relay holds the slot and 0 while it waits for it (a
+	// second replica) or reconnects.
+	streaming prometheus.Gauge
+}
+
+// NewMetrics registers the slot's metrics with reg and wraps om, the outbox metrics of
+// the process (registered once, with outbox.NewMetrics, and shared with the Cleaner).
+func NewMetrics(reg prometheus.Registerer, om *outbox.Metrics) (*Metrics, error) {
+	m := &Metrics{
+		outbox: om,
+		walRetained: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "outbox_cdc_wal_retained_bytes",
+			Help: "WAL the CDC relay's replication slot holds back (current WAL position minus the slot's restart_lsn); -1 when the slot does not exist.",
+		}),
+		streaming: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "outbox_cdc_streaming",
+			Help: "1 while this CDC relay streams from its replication slot, 0 while it waits for it or reconnects.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.walRetained, m.streaming} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register CDC relay metrics: %w", err)
+		}
+	}
+	return m, nil
+}

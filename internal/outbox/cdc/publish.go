@@ -1,0 +1,278 @@
+package cdc
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dscourse/payments-outbox/internal/event"
+	"github.com/dscourse/payments-outbox/internal/outbox"
+)
+
+// The publish path of the CDC relay, with the polling relay's failure rules
+// (docs/adr/0005) bent to an ordered stream that cannot leave an event behind and come
+// back to it:
+//
+//   - A transport failure (broker down, timeout, anything that is not the record's
+//     fault) is retried with the relay's outage backoff for as long as it lasts. The
+//     stream waits, the slot keeps its position, and the WAL it holds grows
+//     (outbox_cdc_wal_retained_bytes); nothing is dead-lettered.
+//   - A rejection (outbox.IsRejection: the broker refused this record) is first checked
+//     by sending the record on its own, since the broker judges whole batches. A record
+//     still refused is retried after RetryBase doubled per rejection; the one that
+//     reaches MaxRejections goes to the DLQ and the stream moves on. A poison record
+//     holds the stream for about the sum of those waits, never for ever.
+//   - The later events of an aggregate whose event is in the DLQ go to the DLQ behind
+//     it (the polling relay holds them in the table; the stream cannot), so that an
+//     operator replays them in order.
+//
+// publish returns only when every event of the batch is acknowledged and marked, or
+// dead-lettered, or when ctx ends (then nothing of the batch may be confirmed).
+
+// publish sends events (in stream order) and records every outcome on its rows. The
+// events go out in waves of at most one event per aggregate, so that an aggregate's
+// next event is sent only once its previous one is acknowledged or dead-lettered: the
+// broker's verdicts on one produce call come back together, and a later event sent in
+// the same call could land on the topic before its predecessor is judged. The outbox of
+// payments has one event per aggregate, so a batch is one wave.
+func (r *Relay) publish(ctx context.Context, p producer, events []outboxEvent, keepAlive func()) error {
+	for len(events) > 0 {
+		var wave []outboxEvent
+		wave, events = firstPerAggregate(events)
+		if err := r.publishWave(ctx, p, wave, keepAlive); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// firstPerAggregate splits events into the first event of each aggregate and the rest,
+// both in their original order.
+func firstPerAggregate(events []outboxEvent) (first, rest []outboxEvent) {
+	seen := make(map[string]bool, len(events))
+	for _, e := range events {
+		if seen[e.AggregateID] {
+			rest = append(rest, e)
+			continue
+		}
+		seen[e.AggregateID] = true
+		first = append(first, e)
+	}
+	return first, rest
+}
+
+// publishWave publishes events of distinct aggregates until each is acknowledged and
+// marked, or dead-lettered.
+func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEvent, keepAlive func()) error {
+	start := time.Now()
+	queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
+	held, err := r.holdBack(queryCtx, events)
+	cancel()
+	if err != nil {
+		return err
+	}
+
+	var acked []uuid.UUID
+	var rejected []outboxEvent
+	outage := 0
+	for len(held) > 0 {
+		results := r.produce(ctx, p, held...)
+		var transport []outboxEvent
+		var transportErr error
+		for i, err := range results {
+			switch {
+			case err == nil:
+				acked = append(acked, held[i].ID)
+				r.metrics.outbox.ObserveCommitToPublish(time.Since(held[i].CreatedAt))
+			case outbox.IsRejection(err):
+				rejected = append(rejected, held[i])
+			default:
+				transport, transportErr = append(transport, held[i]), err
+			}
+		}
+		held = transport
+		if len(held) == 0 {
+			break
+		}
+		outage++
+		if err := r.recordOutage(ctx, held, transportErr, outage, keepAlive); err != nil {
+			return err
+		}
+	}
+	for _, e := range rejected {
+		ok, err := r.resendRejected(ctx, p, e, keepAlive)
+		if err != nil {
+			return err
+		}
+		if ok {
+			acked = append(acked, e.ID)
+		}
+	}
+
+	markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.QueryTimeout)
+	defer cancel()
+	if len(acked) > 0 {
+		if err := r.store.markPublished(markCtx, acked); err != nil {
+			return err
+		}
+		r.metrics.outbox.CountPublished(len(acked))
+	}
+	r.metrics.outbox.ObserveBatch(time.Since(start))
+	return nil
+}
+
+// holdBack dead-letters the events whose aggregate already has an event in the DLQ and
+// returns the others, in order.
+func (r *Relay) holdBack(ctx context.Context, events []outboxEvent) ([]outboxEvent, error) {
+	aggregates := make([]string, len(events))
+	for i, e := range events {
+		aggregates[i] = e.AggregateID
+	}
+	blocked, err := r.store.blockedAggregates(ctx, aggregates)
+	if err != nil || len(blocked) == 0 {
+		return events, err
+	}
+	var out []outboxEvent
+	for _, e := range events {
+		if !blocked[e.AggregateID] {
+			out = append(out, e)
+			continue
+		}
+		if err := r.store.deadLetter(ctx, e.ID, "held back: an earlier event of aggregate "+e.AggregateID+" is in the DLQ"); err != nil {
+			return nil, err
+		}
+		r.metrics.outbox.CountDeadLettered()
+		r.logger.Warn("event held back behind a dead-lettered event of its aggregate",
+			slog.String("event_id", e.ID.String()), slog.String("aggregate_id", e.AggregateID))
+	}
+	return out, nil
+}
+
+// recordOutage counts a transport failure of events, stores it on their rows (attempts
+// and last_error, never rejections) and waits out the outage backoff of the n-th
+// consecutive failure, keeping the replication connection alive meanwhile.
+func (r *Relay) recordOutage(ctx context.Context, events []outboxEvent, cause error, n int, keepAlive func()) error {
+	for range events {
+		r.metrics.outbox.CountFailure(false)
+	}
+	wait := backoff(r.cfg.OutageBackoffBase, r.cfg.OutageBackoffMax, n)
+	r.logger.Warn("publish failed; Kafka unreachable? retrying the same events", slog.Int("events", len(events)),
+		slog.Any("err", cause), slog.Duration("retry_in", wait))
+	queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
+	_, err := r.store.recordAttempt(queryCtx, ids(events), false, cause.Error())
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		// The rows' attempts are for operators only; the stream goes on without them.
+		r.logger.Warn("record the outage on the rows", slog.Any("err", err))
+	}
+	return waitAlive(ctx, wait, keepAlive)
+}
+
+// resendRejected sends a rejected event on its own until the broker takes it (true),
+// it reaches MaxRejections and goes to the DLQ (false), or ctx ends. A transport
+// failure on the way is an outage: it is retried and does not count.
+func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent, keepAlive func()) (bool, error) {
+	outage := 0
+	for {
+		err := r.produce(ctx, p, e)[0]
+		switch {
+		case err == nil:
+			return true, nil
+		case !outbox.IsRejection(err):
+			outage++
+			if err := r.recordOutage(ctx, []outboxEvent{e}, err, outage, keepAlive); err != nil {
+				return false, err
+			}
+			continue
+		}
+		outage = 0
+		r.metrics.outbox.CountFailure(true)
+		queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
+		counts, recordErr := r.store.recordAttempt(queryCtx, []uuid.UUID{e.ID}, true, err.Error())
+		cancel()
+		if recordErr != nil {
+			return false, recordErr // the count decides the DLQ: never guess it
+		}
+		rejections := counts[e.ID]
+		if rejections >= r.cfg.MaxRejections {
+			deadCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
+			deadErr := r.store.deadLetter(deadCtx, e.ID, err.Error())
+			cancel()
+			if deadErr != nil {
+				return false, deadErr
+			}
+			r.metrics.outbox.CountDeadLettered()
+			r.logger.Error("event dead-lettered after repeated rejections; the stream moves on",
+				slog.String("event_id", e.ID.String()), slog.String("aggregate_id", e.AggregateID),
+				slog.Int("rejections", rejections), slog.Any("err", err))
+			return false, nil
+		}
+		if err := waitAlive(ctx, backoff(r.cfg.RetryBase, r.cfg.RetryMax, rejections), keepAlive); err != nil {
+			return false, err
+		}
+	}
+}
+
+// produce is one bounded publish attempt of events. It returns each event's outcome at
+// the event's index: ProduceSync returns its results in the order the broker's answers
+// came, not in the order of the records.
+func (r *Relay) produce(ctx context.Context, p producer, events ...outboxEvent) []error {
+	records := make([]*kgo.Record, len(events))
+	index := make(map[*kgo.Record]int, len(events))
+	now := time.Now().Add(r.cfg.FaultTimestampSkew)
+	for i, e := range events {
+		envelope := event.Envelope{ID: e.ID, Type: e.Type, Key: e.AggregateID, OccurredAt: e.CreatedAt, Payload: e.Payload}
+		records[i] = envelope.Record(r.cfg.Topic, now)
+		index[records[i]] = i
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
+	defer cancel()
+	errs := make([]error, len(events))
+	for _, res := range p.ProduceSync(ctx, records...) {
+		errs[index[res.Record]] = res.Err
+	}
+	return errs
+}
+
+// waitAlive waits d, calling keepAlive about every second, and returns ctx's error if
+// ctx ends first.
+func waitAlive(ctx context.Context, d time.Duration, keepAlive func()) error {
+	deadline := time.Now().Add(d)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil
+		}
+		timer := time.NewTimer(min(left, time.Second))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		case <-timer.C:
+			keepAlive()
+		}
+	}
+}
+
+// backoff is base doubled n-1 times, capped at max, with up to 20% jitter so that
+// replicas do not retry in step.
+func backoff(base, max time.Duration, n int) time.Duration {
+	d := base
+	for i := 1; i < n && d < max; i++ {
+		d *= 2
+	}
+	d = min(d, max)
+	return d - time.Duration(rand.Int64N(int64(d)/5+1))
+}
+
+func ids(events []outboxEvent) []uuid.UUID {
+	out := make([]uuid.UUID, len(events))
+	for i, e := range events {
+		out[i] = e.ID
+	}
+	return out
+}

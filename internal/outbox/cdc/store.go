@@ -1,0 +1,197 @@
+package cdc
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The CDC relay's SQL on the ordinary pool, in one place. The stream tells the relay
+// what to publish; these statements keep the outbox rows telling the same story as in
+// polling mode (status, attempts, last_error, published_at, the DLQ), so that GET
+// /payments/{id}, the cleaner and the operators' queries work unchanged. Each runs on
+// its own (autocommit), never while the relay waits on Kafka.
+
+type store struct {
+	pool *pgxpool.Pool
+}
+
+// markPublished marks acknowledged events published. The status condition leaves a row
+// alone that is already published (a republish after a restart) or failed.
+func (s store) markPublished(ctx context.Context, ids []uuid.UUID) error {
+	_, err := s.pool.Exec(ctx, `
+		UPDATE outbox_events SET status = 'published', published_at = now()
+		WHERE id = ANY($1) AND status = 'pending'`, ids)
+	if err != nil {
+		return fmt.Errorf("mark outbox events published: %w", err)
+	}
+	return nil
+}
+
+// recordAttempt stores one failed publish of each event on its row, as the polling
+// relay does: attempts and last_error always, rejections only when the broker refused
+// the record. It returns each event's rejections so far, which survive a restart.
+func (s store) recordAttempt(ctx context.Context, ids []uuid.UUID, rejected bool, lastError string) (map[uuid.UUID]int, error) {
+	rows, _ := s.pool.Query(ctx, `
+		UPDATE outbox_events
+		SET attempts = attempts + 1,
+		    rejections = rejections + CASE WHEN $2 THEN 1 ELSE 0 END,
+		    last_error = $3
+		WHERE id = ANY($1)
+		RETURNING id, rejections`, ids, rejected, lastError)
+	out := map[uuid.UUID]int{}
+	var id uuid.UUID
+	var rejections int
+	_, err := pgx.ForEachRow(rows, []any{&id, &rejections}, func() error {
+		out[id] = rejections
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record failed publish: %w", err)
+	}
+	return out, nil
+}
+
+// deadLetter moves an event to the DLQ in one transaction, as the polling relay does:
+// the row becomes 'failed' and a copy goes to outbox_dlq, where an operator replays it.
+// reason becomes its last_error.
+func (s store) deadLetter(ctx context.Context, id uuid.UUID, reason string) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
+			UPDATE outbox_events SET status = 'failed', last_error = $2
+			WHERE id = $1 AND status = 'pending'`, id, reason)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err // already failed or published: nothing to move
+		}
+		_, err = tx.Exec(ctx, `
+			INSERT INTO outbox_dlq (event_id, event_type, aggregate_id, payload, attempts, last_error)
+			SELECT id, event_type, aggregate_id, payload, attempts, last_error
+			FROM outbox_events WHERE id = $1
+			ON CONFLICT (event_id) DO UPDATE
+			SET attempts = EXCLUDED.attempts, last_error = EXCLUDED.last_error,
+			    failed_at = now(), replayed_at = NULL`, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("dead-letter outbox event %s: %w", id, err)
+	}
+	return nil
+}
+
+// blockedAggregates returns which of the aggregates have a dead-lettered event that has
+// not been replayed. Their later events are held back with it (polling mode holds them
+// in the table; the stream cannot wait, so they go to the DLQ behind it, to be replayed
+// in order). The lookup reads the (aggregate_id, seq) index.
+func (s store) blockedAggregates(ctx context.Context, aggregates []string) (map[string]bool, error) {
+	rows, _ := s.pool.Query(ctx, `
+		SELECT DISTINCT aggregate_id FROM outbox_events
+		WHERE aggregate_id = ANY($1) AND status = 'failed'`, aggregates)
+	blocked, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("look up dead-lettered aggregates: %w", err)
+	}
+	out := make(map[string]bool, len(blocked))
+	for _, a := range blocked {
+		out[a] = true
+	}
+	return out, nil
+}
+
+// pendingRows returns the pending rows in seq order: all of them (catchUp without a
+// snapshot) or, when replayedOnly, those an operator sent back from the DLQ (an
+// UPDATE, which the stream does not carry). tx may carry an exported snapshot.
+func pendingRows(ctx context.Context, q pgx.Tx, replayedOnly bool) ([]outboxEvent, error) {
+	rows, _ := q.Query(ctx, `
+		SELECT e.id, e.event_type, e.aggregate_id, e.payload, e.created_at
+		FROM outbox_events e
+		WHERE e.status = 'pending'
+		  AND (NOT $1 OR EXISTS (SELECT 1 FROM outbox_dlq d WHERE d.event_id = e.id AND d.replayed_at IS NOT NULL))
+		ORDER BY e.seq`, replayedOnly)
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (outboxEvent, error) {
+		var e outboxEvent
+		err := row.Scan(&e.ID, &e.Type, &e.AggregateID, &e.Payload, &e.CreatedAt)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read pending outbox events: %w", err)
+	}
+	return events, nil
+}
+
+// pendingAt reads the pending rows as of snapshot (or now, when snapshot is empty).
+func (s store) pendingAt(ctx context.Context, snapshot string, replayedOnly bool) ([]outboxEvent, error) {
+	var events []outboxEvent
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if snapshot != "" {
+			// The name comes from the server (CREATE_REPLICATION_SLOT), never from a user.
+			if _, err := tx.Exec(ctx, fmt.Sprintf("SET TRANSACTION SNAPSHOT '%s'", snapshot)); err != nil {
+				return fmt.Errorf("use the slot's snapshot: %w", err)
+			}
+		}
+		var err error
+		events, err = pendingRows(ctx, tx, replayedOnly)
+		return err
+	})
+	return events, err
+}
+
+// caughtUp reports whether the slot's start-up catch-up is over (migration 00007).
+func (s store) caughtUp(ctx context.Context, slot string) (bool, error) {
+	var done bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox_cdc_slots WHERE slot_name = $1)`, slot).Scan(&done)
+	if err != nil {
+		return false, fmt.Errorf("read catch-up state of slot %s: %w", slot, err)
+	}
+	return done, nil
+}
+
+func (s store) markCaughtUp(ctx context.Context, slot string) error {
+	_, err := s.pool.Exec(ctx, `
+		INSERT INTO outbox_cdc_slots (slot_name) VALUES ($1)
+		ON CONFLICT (slot_name) DO UPDATE SET caught_up_at = now()`, slot)
+	if err != nil {
+		return fmt.Errorf("record catch-up of slot %s: %w", slot, err)
+	}
+	return nil
+}
+
+// forgetCatchUp clears the catch-up record of a slot about to be created, so that a
+// relay that stops before the new slot's catch-up ends leaves it to be done again.
+func (s store) forgetCatchUp(ctx context.Context, slot string) error {
+	_, err := s.pool.Exec(ctx, `DELETE FROM outbox_cdc_slots WHERE slot_name = $1`, slot)
+	if err != nil {
+		return fmt.Errorf("clear catch-up state of slot %s: %w", slot, err)
+	}
+	return nil
+}
+
+// slotStats is what the monitor exports about the outbox and the slot.
+type slotStats struct {
+	pending       int64
+	oldestPending time.Time // zero when none
+	// walRetained is how much WAL the slot keeps the server from recycling (from its
+	// restart_lsn to the current WAL position); -1 when the slot does not exist.
+	walRetained int64
+}
+
+func (s store) stats(ctx context.Context, slot string) (slotStats, error) {
+	var st slotStats
+	var oldest *time.Time
+	err := s.pool.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM outbox_events WHERE status = 'pending'),
+		       (SELECT created_at FROM outbox_events WHERE status = 'pending' ORDER BY seq LIMIT 1),
+		       coalesce((SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint
+		                 FROM pg_replication_slots WHERE slot_name = $1), -1)`,
+		slot).Scan(&st.pending, &oldest, &st.walRetained)
+	if err != nil {
+		return slotStats{}, fmt.Errorf("read outbox and slot stats: %w", err)
+	}
+	if oldest != nil {
+		st.oldestPending = *oldest
+	}
+	return st, nil
+}

@@ -1,0 +1,44 @@
+package outbox
+
+import (
+	"time"
+)
+
+// What the change-data-capture relay (package outbox/cdc) shares with the polling relay.
+// It has a loop of its own, but the same contract, so it reports under the same metric
+// names (dashboards, alert rules and the chaos harness read one set in both modes) and
+// judges broker errors by the same rule.
+
+// IsRejection reports whether err means the broker refused this record for a reason of
+// its own, so that sending the same bytes again cannot succeed: the only errors that
+// count towards the DLQ (failure.go says which codes, and why not the others).
+func IsRejection(err error) bool { return isRejection(err) }
+
+// ObservePending sets outbox_pending_count and outbox_oldest_pending_age_seconds.
+func (m *Metrics) ObservePending(count int64, oldestAge time.Duration) {
+	m.pending.Set(float64(count))
+	m.oldestPendingAge.Set(oldestAge.Seconds())
+}
+
+// CountPublished adds n events to outbox_published_total.
+func (m *Metrics) CountPublished(n int) { m.published.Add(float64(n)) }
+
+// CountFailure adds one failed publish attempt to outbox_publish_failures_total, under
+// reason "rejected" when the broker refused the record and "transport" otherwise.
+func (m *Metrics) CountFailure(rejected bool) {
+	reason := reasonTransport
+	if rejected {
+		reason = reasonRejected
+	}
+	m.publishFailures.WithLabelValues(reason).Inc()
+}
+
+// CountDeadLettered adds one event to outbox_dlq_total.
+func (m *Metrics) CountDeadLettered() { m.deadLettered.Inc() }
+
+// ObserveBatch records one published batch in outbox_batch_duration_seconds.
+func (m *Metrics) ObserveBatch(d time.Duration) { m.batchDuration.Observe(d.Seconds()) }
+
+// ObserveCommitToPublish records one event's time from its creation to Kafka's
+// acknowledgement in outbox_commit_to_publish_seconds.
+func (m *Metrics) ObserveCommitToPublish(d time.Duration) { m.commitToPublish.Observe(d.Seconds()) }
