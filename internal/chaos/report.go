@@ -100,6 +100,9 @@ type Report struct {
 
 	// Evidence is what the harness itself saw of the faults (see evidence.go).
 	Evidence *Evidence `json:"evidence,omitempty"`
+	// Cluster is what the harness saw of the three-node cluster (clusterwatch.go);
+	// nil for the scenarios on the single broker.
+	Cluster *ClusterEvidence `json:"cluster,omitempty"`
 
 	RunID            string    `json:"run_id"`
 	Topic            string    `json:"topic"`

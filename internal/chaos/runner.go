@@ -141,7 +141,13 @@ func setUp(ctx context.Context, opts Options, stack *NativeStack, sc Scenario, r
 	if err := checkRunnable(opts, sc); err != nil {
 		return nil, err
 	}
-	faults, err := NewFaults(devstack.ToxiproxyAPI, devstack.RelayProxy, origin, logger)
+	proxy := devstack.RelayProxy
+	if sc.Cluster {
+		// Reset clears every proxy; a cluster scenario that cuts one broker off makes
+		// Faults of its own for that broker's proxy (partitionOffline).
+		proxy = devstack.ClusterProxy(1)
+	}
+	faults, err := NewFaults(devstack.ToxiproxyAPI, proxy, origin, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +165,10 @@ func setUp(ctx context.Context, opts Options, stack *NativeStack, sc Scenario, r
 	}
 	rn.Stack, rn.Faults, rn.logger, rn.origin, rn.dualWrite = stack, faults, logger, origin, sc.DualWrite
 	faults.CountFailures(rn.failedPublishAttempts)
-	return rn, nil
+	if sc.Cluster {
+		rn.cluster, err = startClusterWatch(ctx, rn.brokers, rn.topic, rn.group, origin, logger)
+	}
+	return rn, err
 }
 
 // warmUp sends one payment and waits for its event, before any fault. A Kafka client
@@ -225,6 +234,9 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 	report.FailedPublishAttempts, _ = rn.failedPublishAttempts()
 	if err := stopDisruption(); err != nil {
 		return LoadResult{}, Observed{}, fmt.Errorf("disruption: %w", err)
+	}
+	if rn.cluster != nil {
+		report.Cluster = rn.cluster.evidence()
 	}
 	if err := rn.Faults.Reset(); err != nil {
 		return LoadResult{}, Observed{}, err
