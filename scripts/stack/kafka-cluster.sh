@@ -190,8 +190,8 @@ cluster_stop() {
 # cluster_stop_node stops node n with SIGTERM (a controlled shutdown), SIGKILL after
 # STOP_TIMEOUT seconds; the lock is per node, so stopping one never waits for another.
 cluster_stop_node() {
-	local n=$1 PIDFILE LOCK NAME="Kafka node $n"
-	PIDFILE="$(node_dir "$n")/kafka.pid" LOCK="$CLUSTER_RUN/node-$n.lock"
+	local n=$1 PIDFILE LOCK NAME
+	NAME="Kafka node $n" PIDFILE="$(node_dir "$n")/kafka.pid" LOCK="$CLUSTER_RUN/node-$n.lock"
 	stop_server "kafka.Kafka $(node_dir "$n")/server.properties"
 }
 
