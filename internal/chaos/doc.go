@@ -24,6 +24,11 @@
 //   - copies.go follows the topic live and injects copies of real records, so the
 //     consumer's dedup is exercised whatever the relay does; evidence.go turns what
 //     the harness saw for itself into the validity rows;
+//   - cluster.go, clusterwatch.go, failover.go, partitionoffline.go and
+//     rollingrestart.go are the scenarios on the three-node cluster: brokers killed,
+//     stopped and started through scripts/stack/kafka.sh, one broker cut off from the
+//     relay by its own proxy, and the cluster followed from outside (leaders, in-sync
+//     replicas, the group's coordinator and commits);
 //   - scenarios.go says what each scenario breaks and when a run counts as valid;
 //   - runner.go puts them together, checks.go holds the SLO and contract rows, and
 //     report.go decides the verdict, prints it and writes JSON.
