@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -193,15 +192,6 @@ func (w *clusterWatch) led(node int32) []int32 {
 	return out
 }
 
-func (w *clusterWatch) leaderOf(partition int32) int32 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if l, ok := w.state.leaders[partition]; ok {
-		return l
-	}
-	return -1
-}
-
 func (w *clusterWatch) coordinator() int32 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -223,11 +213,11 @@ func (w *clusterWatch) inSyncEverywhere(node int32) bool {
 	return true
 }
 
-// partitions returns the topic's partitions, sorted.
-func (w *clusterWatch) partitions() []int32 {
+// leaderChanges returns the leader changes seen so far.
+func (w *clusterWatch) leaderChanges() []LeaderChange {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return slices.Sorted(maps.Keys(w.state.leaders))
+	return slices.Clone(w.ev.LeaderChanges)
 }
 
 // record adds a broker action, with what the broker led and coordinated just before.

@@ -61,10 +61,7 @@ func secondVictim(w *clusterWatch, first int32) int32 {
 	if c := w.coordinator(); c > 0 && c != first && len(w.led(c)) > 0 {
 		return c
 	}
-	w.mu.Lock()
-	changes := slices.Clone(w.ev.LeaderChanges)
-	w.mu.Unlock()
-	for _, ch := range changes {
+	for _, ch := range w.leaderChanges() {
 		if ch.From == first && ch.To > 0 && ch.To != first {
 			return ch.To
 		}

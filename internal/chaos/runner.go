@@ -166,7 +166,8 @@ func setUp(ctx context.Context, opts Options, stack *NativeStack, sc Scenario, r
 	rn.Stack, rn.Faults, rn.logger, rn.origin, rn.dualWrite = stack, faults, logger, origin, sc.DualWrite
 	faults.CountFailures(rn.failedPublishAttempts)
 	if sc.Cluster {
-		rn.cluster, err = startClusterWatch(ctx, rn.brokers, rn.topic, rn.group, origin, logger)
+		// ctx is the set-up's budget; the watch outlives it, until stopServices stops it.
+		rn.cluster, err = startClusterWatch(context.WithoutCancel(ctx), rn.brokers, rn.topic, rn.group, origin, logger)
 	}
 	return rn, err
 }
