@@ -51,7 +51,7 @@ stack-status: ## Show what the native stack runs
 CLUSTER_BROKERS := 127.0.0.1:21191,127.0.0.1:21192,127.0.0.1:21193
 
 .PHONY: cluster-up
-cluster-up: setup ## Start the three-node Kafka cluster beside the single broker (about 0.3 GiB per node; 40 s warm on a loaded machine)
+cluster-up: setup ## Start the three-node Kafka cluster beside the single broker (about 0.35 GiB per node; 40 to 80 s warm on the shared 2-core machine)
 	@bash $(STACK_TP) start >/dev/null
 	@KAFKA_NODES=3 bash $(STACK_KF) start
 
