@@ -40,8 +40,8 @@ const minHealthyRate = 0.5
 // blocked events of one partition are enough, about six seconds of this load. Measured on
 // the relay of 2026-12-01 (before the fix of issue 16): with 2 × 3 the other partitions
 // kept 23 % and 19 % of their rate during the cut in two runs (FAIL); with the defaults,
-// in a control run, 83 %
-// (the head never filled, so every batch still carried healthy events past the cut).
+// in a control run, 83 % (the head never filled, so every batch still carried healthy
+// events past the cut).
 var partitionOfflineEnv = []string{"RELAY_WORKERS=2", "RELAY_BATCH_SIZE=3"}
 
 func (o *partitionOffline) disrupt(ctx context.Context, rn *Run) error {
