@@ -46,7 +46,8 @@ type ClusterEvidence struct {
 	CoordinatorChanges []CoordinatorChange `json:"coordinator_changes"`
 	// Brokers lists what the harness did to the brokers, and when.
 	Brokers []BrokerAction `json:"broker_actions"`
-	// Committed samples the sum of the group's committed offsets over the run's topic.
+	// Committed samples the sum of the group's committed offsets over the run's topic,
+	// each time it changed.
 	Committed []CommitSample `json:"committed_offsets"`
 }
 
@@ -146,8 +147,12 @@ func (w *clusterWatch) poll(ctx context.Context) {
 				sum += o.At
 			}
 		})
+		// Only changes are kept: the report stays short, and the last sample at or
+		// before any instant is still the sum at that instant.
 		w.mu.Lock()
-		w.ev.Committed = append(w.ev.Committed, CommitSample{AtS: now, Sum: sum})
+		if n := len(w.ev.Committed); n == 0 || w.ev.Committed[n-1].Sum != sum {
+			w.ev.Committed = append(w.ev.Committed, CommitSample{AtS: now, Sum: sum})
+		}
 		w.mu.Unlock()
 	}
 }
