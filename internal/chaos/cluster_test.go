@@ -159,6 +159,8 @@ func TestRollingRestartRows(t *testing.T) {
 	wantRows(t, rollingRestart{}.validity(restarts(40), rn))
 	// Broker 2 stopped at 12 s, before broker 1 was back in sync at 20 s.
 	wantRows(t, rollingRestart{}.validity(restarts(12), rn), oneAtATime)
+	// The load ended at 60 s, before broker 3 was stopped at 80 s.
+	wantRows(t, rollingRestart{}.validity(restarts(40), &Run{loadEndS: 60}), "brokers stopped while payments were arriving")
 	rejected := restarts(40)
 	rejected.APIRejected = 1
 	wantRows(t, rollingRestart{}.validity(rejected, rn), "payments the API refused during the restarts")

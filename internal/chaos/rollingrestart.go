@@ -15,11 +15,13 @@ import (
 // one broker down never stops a write under acks=all.
 type rollingRestart struct{}
 
+// disrupt restarts all three brokers even when the run ends first: an operator does not
+// leave a cluster half-upgraded, and the next scenario expects every broker in sync. A
+// restart begun after the load is not what the run is about; the validity rows count
+// only those begun during it.
 func (rollingRestart) disrupt(ctx context.Context, rn *Run) error {
+	ctx = context.WithoutCancel(ctx)
 	for node := int32(1); node <= devstack.ClusterNodes; node++ {
-		if ctx.Err() != nil {
-			return nil
-		}
 		if err := rn.stopBroker(ctx, node); err != nil {
 			return err
 		}
@@ -43,11 +45,16 @@ func (rollingRestart) validity(r *Report, rn *Run) []Check {
 			oneAtATime = false
 		}
 	}
-	during := len(stops) > 0 && stops[0].AtS < rn.loadEndS
+	during := 0
+	for _, s := range stops {
+		if s.AtS < rn.loadEndS {
+			during++
+		}
+	}
 	return []Check{
 		check(Validity, "brokers restarted one at a time (SIGTERM, start, back in sync before the next)", fmt.Sprintf("%d of %d", devstack.ClusterNodes, devstack.ClusterNodes), strings.Join(steps, "; "), oneAtATime),
 		check(Validity, "leader changes seen during the restarts (harness's metadata, DIRECT)", "> 0", len(ev.LeaderChanges), len(ev.LeaderChanges) > 0),
-		check(Validity, "restarts began during the load", "true", during, during),
+		check(Validity, "brokers stopped while payments were arriving", fmt.Sprintf("%d of %d", devstack.ClusterNodes, devstack.ClusterNodes), fmt.Sprintf("%d (load ended at %.1fs)", during, rn.loadEndS), during == devstack.ClusterNodes),
 		check(SLO, "payments the API refused during the restarts", "0", fmt.Sprintf("%d (client retries: %d)", r.APIRejected, r.APIRetries), r.APIRejected == 0),
 	}
 }
