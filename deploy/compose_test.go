@@ -62,12 +62,15 @@ func TestComposeServices(t *testing.T) {
 
 	got := p.ServiceNames()
 	slices.Sort(got)
-	want := []string{"api", "consumer", "grafana", "jaeger", "k6", "kafka", "kafka-init", "postgres", "prometheus", "toxiproxy"}
+	want := []string{"api", "consumer", "grafana", "jaeger", "k6", "kafka", "kafka-1", "kafka-2", "kafka-3", "kafka-cluster-init", "kafka-init", "postgres", "prometheus", "toxiproxy"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("services (-want +got):\n%s", diff)
 	}
 	if got := service(t, p, "k6").Profiles; !slices.Equal(got, []string{"load"}) {
 		t.Errorf("k6 profiles = %q, want [load]: a plain `up` must not start the load", got)
+	}
+	if got := service(t, p, "kafka-cluster-init").Profiles; !slices.Equal(got, []string{"cluster"}) {
+		t.Errorf("kafka-cluster-init profiles = %q, want [cluster]", got)
 	}
 }
 

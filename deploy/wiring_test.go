@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
 // TestKafkaConfigMatchesNative: every key of the native broker's server.properties has
@@ -88,26 +89,16 @@ func TestKafkaConfigMatchesNative(t *testing.T) {
 // PROXIED listener and forwards to the port that listener is bound on.
 func TestToxiproxyConfig(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile("toxiproxy.json")
-	if err != nil {
-		t.Fatalf("read toxiproxy.json: %v", err)
+	proxies := toxiproxyProxies(t)
+	// kafka_relay, and one proxy per node of the compose profile "cluster"
+	// (TestComposeClusterMatchesNative checks those).
+	if len(proxies) != 1+devstack.ClusterNodes {
+		t.Fatalf("toxiproxy.json has %d proxies, want %d", len(proxies), 1+devstack.ClusterNodes)
 	}
-	var proxies []struct {
-		Name     string `json:"name"`
-		Listen   string `json:"listen"`
-		Upstream string `json:"upstream"`
-		Enabled  bool   `json:"enabled"`
-	}
-	if err := json.Unmarshal(data, &proxies); err != nil {
-		t.Fatalf("toxiproxy.json is not an array of proxies: %v", err)
-	}
-	if len(proxies) != 1 {
-		t.Fatalf("toxiproxy.json has %d proxies, want 1", len(proxies))
-	}
-	proxy := proxies[0]
 	nativeProxy := shellVariable(t, "../scripts/stack/toxiproxy.sh", "PROXY")
-	if proxy.Name != nativeProxy {
-		t.Errorf("proxy name = %q, want %q as in the native stack", proxy.Name, nativeProxy)
+	proxy, ok := proxies[nativeProxy]
+	if !ok {
+		t.Fatalf("toxiproxy.json has no proxy %q, the native stack's", nativeProxy)
 	}
 	if !proxy.Enabled {
 		t.Error("proxy kafka_relay is disabled at start")

@@ -70,6 +70,9 @@ type relayFigures struct {
 	relay, floor, sameSchema   drainResult
 	relayLatency, floorLatency latencyResult
 	loadAvg                    float64
+	// cluster is our relay on the three-node cluster (relay_cluster.go); nil without
+	// KAFKA_CLUSTER_BROKERS.
+	cluster *clusterFigures
 }
 
 // benchRelay runs the relay benchmark and merges its figures into the report.
@@ -123,6 +126,13 @@ func benchRelay(ctx context.Context, args []string, getenv func(string) string, 
 		floor:      floorRelay{brokers: brokers},
 		sameSchema: sameSchemaRelay{brokers: brokers},
 	}
+	cluster, err := newClusterBench(ctx, b, getenv)
+	if err != nil {
+		return err
+	}
+	if cluster != nil {
+		defer cluster.close()
+	}
 	if cfg.diagnose.explain {
 		b.claims = &claimRecorder{}
 	}
@@ -132,6 +142,11 @@ func benchRelay(ctx context.Context, args []string, getenv func(string) string, 
 		f, err := b.repetition(ctx)
 		if err != nil {
 			return fmt.Errorf("repetition %d: %w", rep, err)
+		}
+		if cluster != nil {
+			if f.cluster, err = cluster.repetition(ctx); err != nil {
+				return fmt.Errorf("repetition %d: %w", rep, err)
+			}
 		}
 		printRepetition(stdout, rep, f, relayCfg, cfg.latencyRate)
 		all = append(all, f)

@@ -26,6 +26,10 @@ func printRepetition(w io.Writer, rep int, f relayFigures, relayCfg outbox.Relay
 	drain("drain, same-schema minimal", f.sameSchema)
 	latency(fmt.Sprintf("latency at %d/s, our relay", rate), f.relayLatency)
 	latency(fmt.Sprintf("latency at %d/s, floor", rate), f.floorLatency)
+	if f.cluster != nil {
+		drain("drain, our relay, cluster", f.cluster.drain)
+		latency(fmt.Sprintf("latency at %d/s, ours, cluster", rate), f.cluster.latency)
+	}
 }
 
 // relayReport turns the repetitions into the report's fields: for each figure the
@@ -89,6 +93,7 @@ func relayReport(all []relayFigures, cfg relayBenchConfig, relayCfg outbox.Relay
 	for _, f := range figures {
 		pick(f.value).addTo(report, f.key, f.round)
 	}
+	addClusterFigures(report, all)
 	return report
 }
 
@@ -102,4 +107,9 @@ func printSummary(w io.Writer, report map[string]any) {
 	fmt.Fprintf(w, "  WAL bytes per event %v, floor %v; commits per event %v, floor %v\n",
 		report["relay_wal_bytes_per_event"], report["floor_wal_bytes_per_event"],
 		report["relay_commits_per_event"], report["floor_commits_per_event"])
+	if v, ok := report["relay_drain_cluster_events_per_s"]; ok {
+		fmt.Fprintf(w, "  three-node cluster (RF 3, acks=all): drain %v events/s [%v, %v], latency p99 %v ms [%v, %v]\n",
+			v, report["relay_drain_cluster_events_per_s_min"], report["relay_drain_cluster_events_per_s_max"],
+			report["relay_latency_cluster_p99_ms"], report["relay_latency_cluster_p99_ms_min"], report["relay_latency_cluster_p99_ms_max"])
+	}
 }

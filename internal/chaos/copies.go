@@ -39,6 +39,7 @@ type TopicWatch struct {
 
 	// Owned by the goroutine until done is closed.
 	firstSeenS map[string]float64 // payment id -> seconds from origin to its event's first record
+	partition  map[string]int32   // payment id -> the partition of its event's first record
 	records    map[string]int     // event id -> records seen, the injected copies included
 	injected   map[string]int     // event id -> copies the harness injected
 	injectErr  error              // the first failed injection, if any
@@ -90,7 +91,7 @@ func StartTopicWatch(ctx context.Context, cfg WatchConfig) (*TopicWatch, error) 
 		consumer: consumer, producer: producer, every: cfg.CopyEvery, origin: cfg.Origin,
 		logger:     cfg.Logger.With(slog.String("component", "topic_watch")),
 		done:       make(chan struct{}),
-		firstSeenS: map[string]float64{}, records: map[string]int{}, injected: map[string]int{},
+		firstSeenS: map[string]float64{}, partition: map[string]int32{}, records: map[string]int{}, injected: map[string]int{},
 	}
 	w.stop = sync.OnceValue(func() TopicSeen {
 		cancel()
@@ -136,6 +137,7 @@ func (w *TopicWatch) see(ctx context.Context, r *kgo.Record) {
 	}
 	if json.Unmarshal(r.Value, &payload) == nil && payload.PaymentID != "" {
 		w.firstSeenS[payload.PaymentID] = time.Since(w.origin).Seconds()
+		w.partition[payload.PaymentID] = r.Partition
 	}
 	if w.every <= 0 || (len(w.records)-1)%w.every != 0 {
 		return
@@ -170,6 +172,8 @@ type TopicSeen struct {
 	// FirstSeenS maps a payment id to the seconds from the run's start to the first
 	// record of its event.
 	FirstSeenS map[string]float64
+	// Partition maps a payment id to the partition of that first record.
+	Partition map[string]int32
 	// Events counts distinct event ids.
 	Events int
 	// InjectedCopies counts the copies the harness published (and the broker
@@ -188,7 +192,7 @@ func (w *TopicWatch) Stop() TopicSeen { return w.stop() }
 
 // seen sums up the watch; call it only after the goroutine is done.
 func (w *TopicWatch) seen() TopicSeen {
-	seen := TopicSeen{FirstSeenS: w.firstSeenS, Events: len(w.records), InjectErr: w.injectErr}
+	seen := TopicSeen{FirstSeenS: w.firstSeenS, Partition: w.partition, Events: len(w.records), InjectErr: w.injectErr}
 	for id, n := range w.records {
 		seen.InjectedCopies += w.injected[id]
 		// A copy injected after the watch's last poll was never read back, so this is a

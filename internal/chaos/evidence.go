@@ -36,6 +36,7 @@ type Evidence struct {
 
 	acceptedS  map[string]float64 // payment id -> when the API answered 201
 	firstSeenS map[string]float64 // payment id -> when its event first reached the topic
+	partition  map[string]int32   // payment id -> the partition its event reached
 }
 
 // healthyPublishS is how long after its 201 a payment's event may take to reach the
@@ -54,7 +55,7 @@ func collectEvidence(ctx context.Context, rn *Run, report *Report, watch *TopicW
 	ev := &Evidence{
 		EventsSeen: seen.Events, InjectedCopies: seen.InjectedCopies, ServiceCopies: seen.ServiceCopies,
 		LoadStartS: load.Started.Sub(rn.origin).Seconds(), LoadEndS: load.Ended.Sub(rn.origin).Seconds(),
-		acceptedS: map[string]float64{}, firstSeenS: seen.FirstSeenS,
+		acceptedS: map[string]float64{}, firstSeenS: seen.FirstSeenS, partition: seen.Partition,
 	}
 	for i, id := range load.PaymentIDs {
 		ev.acceptedS[id] = load.AcceptedAt[i].Sub(rn.origin).Seconds()

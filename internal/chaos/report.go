@@ -106,6 +106,9 @@ type Report struct {
 	// Timeline is what the harness sampled during the run, for the charts of the
 	// HTML report (see series.go).
 	Timeline *Timeline `json:"timeline,omitempty"`
+	// Cluster is what the harness saw of the three-node cluster (clusterwatch.go);
+	// nil for the scenarios on the single broker.
+	Cluster *ClusterEvidence `json:"cluster,omitempty"`
 
 	RunID            string    `json:"run_id"`
 	Topic            string    `json:"topic"`

@@ -42,6 +42,8 @@ type Run struct {
 	group string
 	// loadDone is closed once the load has been sent (see loading).
 	loadDone <-chan struct{}
+	// cluster follows the three-node cluster; nil unless the scenario runs on it.
+	cluster *clusterWatch
 
 	mu          sync.Mutex
 	disruptions []Disruption
@@ -75,7 +77,10 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *Repor
 	} else {
 		report.Stack = "student's commands"
 	}
-	brokers := []string{devstack.DirectBroker}
+	brokers, relayBrokers := []string{devstack.DirectBroker}, []string{devstack.ProxiedBroker}
+	if sc.Cluster {
+		brokers, relayBrokers = devstack.ClusterBrokers(), devstack.ClusterProxiedBrokers()
+	}
 	err = withAdmin(brokers, func(adm *kadm.Client) error { return devstack.CreateTopic(ctx, adm, report.Topic, 3) })
 	if err != nil {
 		return nil, err
@@ -95,7 +100,7 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *Repor
 	env := serviceEnv{
 		RelayMode:  opts.RelayMode,
 		PaymentsDB: paymentsURL, ConsumerDB: consumerURL, Topic: report.Topic, Group: "antifraud-" + report.RunID,
-		APIAddr: apiAddr, ConsumerAddr: consumerAddr,
+		APIAddr: apiAddr, ConsumerAddr: consumerAddr, RelayBrokers: relayBrokers, ConsumerBrokers: brokers,
 	}
 	rn := &Run{paymentsDB: paymentsURL, consumerDB: consumerURL, brokers: brokers, logDir: logDir, topic: report.Topic, group: env.Group}
 	rn.API, rn.Consumer = env.processes(opts.Binaries, opts.Commands, sc, logDir)
@@ -118,6 +123,9 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *Repor
 // restart it, so the scenarios that do are refused with the way to run them.
 func targetRun(opts Options, sc Scenario, report *Report) (*Run, error) {
 	t := opts.Target
+	if sc.Cluster {
+		return nil, fmt.Errorf("scenario %s not runnable against -api-url: it runs on the three-node cluster, whose brokers the harness kills; give -api-cmd and -consumer-cmd instead", sc.Name)
+	}
 	if sc.Name != "default" && sc.Name != "kafka-down" {
 		return nil, fmt.Errorf("scenario %s not runnable against -api-url: it kills or restarts the services, which the harness can do only if it starts them; give -api-cmd and -consumer-cmd instead (docs/contract.md, \"Letting make chaos start your service\")", sc.Name)
 	}
@@ -316,6 +324,9 @@ func (rn *Run) Crashes() Crashes {
 // stopServices stops the API first (it stops taking payments, then its relay), then
 // the consumer. Safe to call twice.
 func (rn *Run) stopServices(logger *slog.Logger) {
+	if rn.cluster != nil {
+		rn.cluster.stop()
+	}
 	for _, p := range []*Process{rn.API, rn.Consumer} {
 		if err := p.Stop(15 * time.Second); err != nil && !errors.Is(err, os.ErrProcessDone) {
 			logger.Warn("stop service", slog.String("service", p.Name), slog.Any("err", err))

@@ -158,7 +158,13 @@ func setUp(ctx context.Context, opts Options, stack *NativeStack, sc Scenario, r
 	if err := checkRunnable(opts, sc); err != nil {
 		return nil, err
 	}
-	faults, err := NewFaults(devstack.ToxiproxyAPI, devstack.RelayProxy, origin, logger)
+	proxy := devstack.RelayProxy
+	if sc.Cluster {
+		// Reset clears every proxy; a cluster scenario that cuts one broker off makes
+		// Faults of its own for that broker's proxy (partitionOffline).
+		proxy = devstack.ClusterProxy(1)
+	}
+	faults, err := NewFaults(devstack.ToxiproxyAPI, proxy, origin, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +182,11 @@ func setUp(ctx context.Context, opts Options, stack *NativeStack, sc Scenario, r
 	}
 	rn.Stack, rn.Faults, rn.logger, rn.origin, rn.dualWrite = stack, faults, logger, origin, sc.DualWrite
 	faults.CountFailures(rn.failedPublishAttempts)
-	return rn, nil
+	if sc.Cluster {
+		// ctx is the set-up's budget; the watch outlives it, until stopServices stops it.
+		rn.cluster, err = startClusterWatch(context.WithoutCancel(ctx), rn.brokers, rn.topic, rn.group, origin, logger)
+	}
+	return rn, err
 }
 
 // warmUp sends one payment and waits for its event, before any fault. A Kafka client
@@ -249,6 +259,9 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 	report.FailedPublishAttempts, _ = rn.failedPublishAttempts()
 	if err := stopDisruption(); err != nil {
 		return LoadResult{}, Observed{}, fmt.Errorf("disruption: %w", err)
+	}
+	if rn.cluster != nil {
+		report.Cluster = rn.cluster.evidence()
 	}
 	if err := rn.Faults.Reset(); err != nil {
 		return LoadResult{}, Observed{}, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -13,6 +14,9 @@ type Scenario struct {
 	Description string
 	// DualWrite runs the API in the teaching dual-write mode (DUAL_WRITE=true).
 	DualWrite bool
+	// Cluster runs the scenario on the three-node cluster (cluster.go) instead of the
+	// single broker: its topic has three replicas and min.insync.replicas=2.
+	Cluster bool
 	// Span paces the load over this long; 0 sends everything at once.
 	Span time.Duration
 	// Bursts, with a Span, sends the load in this many bursts of parallel requests.
@@ -93,6 +97,21 @@ func Scenarios(short bool) map[string]Scenario {
 		skew.Window = 12 * time.Second
 	}
 	hostile := &hostileRecords{Foreign: &ForeignRecords{}, For: 13 * time.Second, Every: 500 * time.Millisecond}
+	// The cluster scenarios (cluster.go). A broker takes 5 to 30 s to start on the
+	// shared 2-core machine, so their loads are paced over long enough for every kill
+	// and restart to happen while payments arrive.
+	failover := brokerFailover{Down: 20 * time.Second}
+	// A rolling restart of three brokers was measured at 90 s on a quiet hour of that
+	// machine and at 75 s per broker on a busy one: every broker must be stopped while
+	// payments still arrive.
+	failoverSpan, rollingSpan := 90*time.Second, 180*time.Second
+	if short {
+		failover.Down = 10 * time.Second
+		failoverSpan, rollingSpan = 70*time.Second, 150*time.Second
+	}
+	// 20 s: longer than the relay's lease (10 s) and its outage backoff cap (2 s)
+	// together, so the cut outlasts every timer that could hide it.
+	offline := &partitionOffline{For: 20 * time.Second}
 	return map[string]Scenario{
 		"default": {
 			Name:        "default",
@@ -219,14 +238,48 @@ func Scenarios(short bool) map[string]Scenario {
 			Disrupt:   skew.disrupt,
 			Validity:  skew.validity,
 		},
+		"broker-failover": {
+			Name: "broker-failover",
+			Description: "on the three-node cluster, during a load paced over " + failoverSpan.String() + ": the broker leading the most partitions SIGKILLed, restarted " + failover.Down.String() +
+				" later; then a second broker killed (the consumer group's coordinator unless it already died) and restarted; the relay and the consumer must follow the new leaders and the new coordinator, with exactly-once effects",
+			Cluster:   true,
+			Span:      failoverSpan,
+			LoadDelay: -3 * time.Second, // the load starts first; the first kill 3 s into it
+			CopyEvery: copyEvery,
+			Disrupt:   failover.disrupt,
+			Validity:  failover.validity,
+		},
+		"partition-offline": {
+			Name: "partition-offline",
+			Description: "on the three-node cluster, the relay cut off for " + offline.For.String() + " from the broker leading one partition (its proxy disabled) while the cluster stays healthy, 8 s into a load paced over 36 s; " +
+				"the other partitions' events must keep reaching the topic at close to their rate before the cut, and everything must drain after it (relay head of " + strings.Join(partitionOfflineEnv, ", ") + ")",
+			Cluster:   true,
+			Span:      36 * time.Second,
+			LoadDelay: -8 * time.Second,
+			APIEnv:    partitionOfflineEnv,
+			Disrupt:   offline.disrupt,
+			Validity:  offline.validity,
+		},
+		"rolling-restart": {
+			Name:        "rolling-restart",
+			Description: "on the three-node cluster, the three brokers restarted one at a time (SIGTERM, start, back in sync before the next), as for an upgrade, during a load paced over " + rollingSpan.String() + "; nothing lost, and the API never refuses a payment",
+			Cluster:     true,
+			Span:        rollingSpan,
+			LoadDelay:   -3 * time.Second,
+			CopyEvery:   copyEvery,
+			Disrupt:     rollingRestart{}.disrupt,
+			Validity:    rollingRestart{}.validity,
+		},
 	}
 }
 
 // ScenarioNames lists the scenarios in the order `-scenario all` runs them: the outbox
 // run first and the dual-write run right after it, for the side-by-side table;
-// db-restart last, because it restarts the shared PostgreSQL server.
+// the cluster scenarios together, on the three-node cluster; db-restart last, because
+// it restarts the shared PostgreSQL server.
 func ScenarioNames() []string {
-	return []string{"default", "dual-write", "kafka-down", "relay-crash", "consumer-crash", "hostile-records", "clock-skew", "db-restart"}
+	return []string{"default", "dual-write", "kafka-down", "relay-crash", "consumer-crash", "hostile-records", "clock-skew",
+		"broker-failover", "partition-offline", "rolling-restart", "db-restart"}
 }
 
 // IsScenario reports whether name is a scenario or "all".

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-
-	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
 // ServiceCommands are the command lines that start a student's API and consumer, so
@@ -51,6 +49,10 @@ type serviceEnv struct {
 	Group        string
 	APIAddr      string
 	ConsumerAddr string
+	// RelayBrokers are the API's seeds, behind Toxiproxy; ConsumerBrokers the
+	// consumer's, on DIRECT.
+	RelayBrokers    []string
+	ConsumerBrokers []string
 }
 
 // api is the API's environment. Its relay bootstraps through Toxiproxy, where the
@@ -58,7 +60,7 @@ type serviceEnv struct {
 func (e serviceEnv) api() []string {
 	return []string{
 		"DATABASE_URL=" + e.PaymentsDB,
-		"KAFKA_BROKERS=" + devstack.ProxiedBroker,
+		"KAFKA_BROKERS=" + strings.Join(e.RelayBrokers, ","),
 		"KAFKA_TOPIC=" + e.Topic,
 		"HTTP_ADDR=" + e.APIAddr,
 	}
@@ -69,7 +71,7 @@ func (e serviceEnv) api() []string {
 func (e serviceEnv) consumer() []string {
 	return []string{
 		"DATABASE_URL=" + e.ConsumerDB,
-		"KAFKA_BROKERS=" + devstack.DirectBroker,
+		"KAFKA_BROKERS=" + strings.Join(e.ConsumerBrokers, ","),
 		"KAFKA_TOPIC=" + e.Topic,
 		"KAFKA_GROUP=" + e.Group,
 		"HTTP_ADDR=" + e.ConsumerAddr,

@@ -50,7 +50,8 @@ func TestServiceCommandsValidate(t *testing.T) {
 // through the shell; only our binaries get the knobs only they have.
 func TestServiceEnvProcesses(t *testing.T) {
 	t.Parallel()
-	env := serviceEnv{PaymentsDB: "postgres://p", ConsumerDB: "postgres://c", Topic: "t", Group: "g", APIAddr: "127.0.0.1:1", ConsumerAddr: "127.0.0.1:2"}
+	env := serviceEnv{PaymentsDB: "postgres://p", ConsumerDB: "postgres://c", Topic: "t", Group: "g", APIAddr: "127.0.0.1:1", ConsumerAddr: "127.0.0.1:2",
+		RelayBrokers: []string{"127.0.0.1:29092"}, ConsumerBrokers: []string{"127.0.0.1:19092"}}
 	sc := Scenario{APIEnv: []string{"OURS_ONLY=1"}, ConsumerEnv: []string{"KAFKA_SESSION_TIMEOUT=6s"}, ReferenceConsumerEnv: []string{"ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=0.3"}}
 	names := func(vars []string) []string {
 		var out []string

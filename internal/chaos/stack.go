@@ -49,6 +49,8 @@ type NativeStack struct {
 	Root    string // repository root
 	Logger  *slog.Logger
 	started []string
+	// clusterStarted is set when StartCluster started the three-node cluster.
+	clusterStarted bool
 }
 
 var stackScripts = []string{"postgres.sh", "kafka.sh", "toxiproxy.sh"}
@@ -73,10 +75,13 @@ func (s *NativeStack) Start(ctx context.Context) error {
 	return nil
 }
 
-// StopStarted stops the servers Start started, in reverse order; servers that were
+// StopStarted stops the servers Start and StartCluster started, in reverse order; servers that were
 // already running (shared with other developers' tests) are left alone.
 func (s *NativeStack) StopStarted(ctx context.Context) error {
 	var errs []error
+	if err := s.stopCluster(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	for i := len(s.started) - 1; i >= 0; i-- {
 		if err := s.script(ctx, s.started[i], "stop"); err != nil {
 			errs = append(errs, err)

@@ -111,13 +111,13 @@ ensure_topic() {
 # kafka_answers sends the broker an ApiVersions request (v0: api key 18, correlation id 1,
 # client id "probe") on DIRECT and checks the answer's correlation id and error code: a
 # healthy Kafka broker, not just any process, holds the port. It needs no jars, so a
-# checkout that never started a broker can tell.
+# checkout that never started a broker can tell. $1 is the port, DIRECT by default.
 kafka_answers() {
-	local answer bytes
+	local answer bytes port=${1:-$DIRECT_PORT}
 	answer="$(timeout 3 bash -c '
 		exec 3<>"/dev/tcp/127.0.0.1/$1"
 		printf "\x00\x00\x00\x0f\x00\x12\x00\x00\x00\x00\x00\x01\x00\x05probe" >&3
-		head -c 10 <&3 | od -An -tx1' kafka_answers "$DIRECT_PORT" 2>/dev/null)" || return 1
+		head -c 10 <&3 | od -An -tx1' kafka_answers "$port" 2>/dev/null)" || return 1
 	read -ra bytes <<<"$answer"
 	# Bytes 0-3 are the size; then correlation id 1 and error code 0 (NONE).
 	[[ "${bytes[*]:4:6}" == "00 00 00 01 00 00" ]]
@@ -234,6 +234,17 @@ logs() {
 	fi
 	cat "$LOG"
 }
+
+# KAFKA_NODES=3 selects the three-node cluster, which has verbs of its own.
+case "${KAFKA_NODES:-1}" in
+1) ;;
+3)
+	source "$(dirname "${BASH_SOURCE[0]}")/kafka-cluster.sh"
+	cluster_main "$@"
+	exit
+	;;
+*) die "KAFKA_NODES=$KAFKA_NODES: use 1 (the default single broker) or 3 (the cluster)" ;;
+esac
 
 case "${1:-}" in
 start) start ;;

@@ -1,0 +1,105 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/dscourse/payments-outbox/internal/devstack"
+)
+
+// The cluster scenarios run on the three-node cluster of KAFKA_NODES=3
+// scripts/stack/kafka.sh (devstack.ClusterBrokers), beside the single broker the other
+// scenarios use. The relay seeds at the three brokers' proxies, the consumer and the
+// harness at their DIRECT listeners; the harness kills, stops and starts brokers with
+// the script's node verbs and follows the cluster with a clusterWatch.
+
+// StartCluster starts the three-node cluster unless it already runs, and remembers
+// that it did, so that StopStarted stops it again. It says how long the start took.
+func (s *NativeStack) StartCluster(ctx context.Context) error {
+	if _, err := devstack.ClusterScript(ctx, s.Root, "status"); err == nil {
+		s.Logger.Info("three-node Kafka cluster already running, left as is")
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	started := time.Now()
+	if _, err := devstack.ClusterScript(ctx, s.Root, "start"); err != nil {
+		return err
+	}
+	s.clusterStarted = true
+	s.Logger.Info("three-node Kafka cluster started", slog.Duration("took", time.Since(started).Round(100*time.Millisecond)))
+	return nil
+}
+
+// stopCluster stops the cluster if StartCluster started it.
+func (s *NativeStack) stopCluster(ctx context.Context) error {
+	if !s.clusterStarted {
+		return nil
+	}
+	s.clusterStarted = false
+	_, err := devstack.ClusterScript(ctx, s.Root, "stop")
+	return err
+}
+
+// nodeVerb runs one of the script's node verbs (kill-node, stop-node, start-node).
+func (rn *Run) nodeVerb(ctx context.Context, verb string, node int32) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	_, err := devstack.ClusterScript(ctx, rn.Stack.Root, verb, strconv.Itoa(int(node)))
+	return err
+}
+
+// killBroker SIGKILLs a broker: a crash, with no controlled shutdown to move its
+// leaderships first, so its partitions have no leader until the controller fences it.
+func (rn *Run) killBroker(ctx context.Context, node int32) error {
+	a := rn.cluster.record(node, "SIGKILL")
+	rn.disrupted(fmt.Sprintf("SIGKILL broker %d", node), fmt.Sprintf("it led partitions %v; group coordinator: %t", a.Led, a.Coordinator))
+	return rn.nodeVerb(ctx, "kill-node", node)
+}
+
+// stopBroker stops a broker as an operator does before an upgrade: SIGTERM, a
+// controlled shutdown that hands its leaderships over first.
+func (rn *Run) stopBroker(ctx context.Context, node int32) error {
+	a := rn.cluster.record(node, "SIGTERM")
+	rn.disrupted(fmt.Sprintf("SIGTERM broker %d", node), fmt.Sprintf("it led partitions %v; group coordinator: %t", a.Led, a.Coordinator))
+	return rn.nodeVerb(ctx, "stop-node", node)
+}
+
+// startBroker starts a broker again and waits until it is back in the ISR of every
+// partition of the run's topic (or maxWait passed: the row that needs it says so). It
+// runs even when ctx has ended, so that no scenario leaves the cluster a broker short.
+func (rn *Run) startBroker(ctx context.Context, node int32, maxWait time.Duration) error {
+	ctx = context.WithoutCancel(ctx)
+	if err := rn.nodeVerb(ctx, "start-node", node); err != nil {
+		return err
+	}
+	rn.cluster.record(node, "started")
+	rn.disrupted(fmt.Sprintf("broker %d started", node), "")
+	deadline := time.Now().Add(maxWait)
+	for !rn.cluster.inSyncEverywhere(node) {
+		if time.Now().After(deadline) {
+			rn.disrupted(fmt.Sprintf("broker %d not back in sync", node), fmt.Sprintf("after %s", maxWait))
+			return nil
+		}
+		if err := waitUntil(ctx, time.Now().Add(clusterPollInterval)); err != nil {
+			return err
+		}
+	}
+	rn.cluster.record(node, "in sync")
+	rn.disrupted(fmt.Sprintf("broker %d back in sync", node), "in the ISR of every partition of the topic")
+	return nil
+}
+
+// downFor keeps a killed or stopped broker down for d, or until ctx ends, then starts
+// it again: a broker is never left down, whatever happens to the run.
+func (rn *Run) downFor(ctx context.Context, node int32, d time.Duration) error {
+	_ = waitUntil(ctx, time.Now().Add(d))
+	return rn.startBroker(ctx, node, inSyncWait)
+}
+
+// inSyncWait bounds the wait for a restarted broker to catch up: it must fetch what
+// the others took while it was down, on a 2-core machine shared with everything else.
+const inSyncWait = 90 * time.Second
