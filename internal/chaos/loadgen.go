@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dscourse/payments-outbox/internal/event"
 )
 
 // LoadConfig describes the load: the same scenario as loadtest/k6/payments.js.
@@ -31,6 +34,11 @@ type LoadConfig struct {
 	// Bursts, with a Span, sends the payments in this many bursts of parallel
 	// requests, evenly over the span, instead of one by one. Default 0: one by one.
 	Bursts int
+	// LongUserIDEvery, when set, gives every LongUserIDEvery-th payment (n = k*every-1)
+	// the longest user id the API accepts, 64 characters that do not compress: the
+	// largest valid payment there is, and so the largest event (see the poison
+	// scenario). Default 0: every user id is short.
+	LongUserIDEvery int
 	// RequestTimeout bounds one HTTP attempt. Default 10 s.
 	RequestTimeout time.Duration
 	// MaxAttempts bounds the attempts per payment, the first included. Default 10.
@@ -166,7 +174,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 // attempts.
 func sendPayment(ctx context.Context, client *http.Client, cfg LoadConfig, n int) outcome {
 	body, _ := json.Marshal(map[string]any{
-		"user_id":  fmt.Sprintf("chaos-user-%d", n%20),
+		"user_id":  userID(cfg, n),
 		"amount":   1000 + n,
 		"currency": "EUR",
 	})
@@ -192,6 +200,22 @@ func sendPayment(ctx context.Context, client *http.Client, cfg LoadConfig, n int
 	}
 	return outcome{retries: cfg.MaxAttempts - 1, retryReasons: failed[:cfg.MaxAttempts-1], rejected: "out of attempts, last: " + failed[len(failed)-1]}
 }
+
+// userID is payment n's user: one of 20, so that the antifraud rules see repeat users,
+// or for every LongUserIDEvery-th payment a user of its own whose id has the most
+// characters validation allows (event.MaxUserIDLength), random after a readable
+// prefix so that the relay's compression cannot shrink it back.
+func userID(cfg LoadConfig, n int) string {
+	if cfg.LongUserIDEvery > 0 && (n+1)%cfg.LongUserIDEvery == 0 {
+		random := rand.Text() + rand.Text() // 2 × 26 base32 characters
+		return LongUserIDPrefix + random[:event.MaxUserIDLength-len(LongUserIDPrefix)]
+	}
+	return fmt.Sprintf("chaos-user-%d", n%20)
+}
+
+// LongUserIDPrefix starts every long user id (LoadConfig.LongUserIDEvery), so that the
+// verifier can find their payments in the database.
+const LongUserIDPrefix = "chaos-large-"
 
 // postPayment makes one attempt. It returns the payment id on a 201, or why not and
 // whether the same request may be sent again.

@@ -17,6 +17,12 @@ type Scenario struct {
 	Span time.Duration
 	// Bursts, with a Span, sends the load in this many bursts of parallel requests.
 	Bursts int
+	// Payments, when set, replaces Options.Payments: a scenario whose load must keep a
+	// steady rate for a given time (long-transaction) sends that many.
+	Payments int
+	// LongUserIDEvery gives every LongUserIDEvery-th payment the largest valid body
+	// (LoadConfig.LongUserIDEvery); 0 gives none.
+	LongUserIDEvery int
 	// LoadDelay is how long after the disruption starts the load is sent, so that the
 	// load meets a fault already in force.
 	LoadDelay time.Duration
@@ -30,6 +36,12 @@ type Scenario struct {
 	APIEnv               []string
 	ConsumerEnv          []string
 	ReferenceConsumerEnv []string
+	// Prepare, when set, runs before the services start and returns environment to add
+	// to our API's: for what only exists once the run does (a webhook's port, a token).
+	Prepare func() (apiEnv []string, err error)
+	// AfterLoad, when set, runs once the load has been sent and before the runner waits
+	// for the drain: for a step the drain depends on, such as replaying dead letters.
+	AfterLoad func(ctx context.Context, rn *Run) error
 	// Disrupt breaks things. It starts before the load and runs until ctx ends, which
 	// is after the verifier has seen the drain and the decisions; it must leave the
 	// services running when it returns (the runner checks).
@@ -92,6 +104,8 @@ func Scenarios(short bool) map[string]Scenario {
 	if short {
 		skew.Window = 12 * time.Second
 	}
+	// One payment in twenty is poison: 5 in a run of 100, 1 in the short run of 20.
+	poisoned := &poison{Every: 20, MaxRejections: 5, Wait: 2 * time.Minute}
 	hostile := &hostileRecords{Foreign: &ForeignRecords{}, For: 13 * time.Second, Every: 500 * time.Millisecond}
 	return map[string]Scenario{
 		"default": {
@@ -209,6 +223,19 @@ func Scenarios(short bool) map[string]Scenario {
 			Validity:  hostile.validity,
 			Foreign:   hostile.Foreign,
 		},
+		"poison": {
+			Name: "poison",
+			Description: "while a load paced over 20 s arrives, the topic's " + messageSizeLimitConfig + " is below the size of the largest valid payments' events (one in " + fmt.Sprint(poisoned.Every) +
+				" has a 64-character user id, the only field that can make a payment larger) and above every other's; those events must reach the DLQ after at most " + fmt.Sprint(poisoned.MaxRejections) +
+				" rejections, each with an alert at the harness's webhook, while every other event flows; then the limit is restored and the harness replays each dead letter through the admin endpoint, which must deliver it with its original event id",
+			Span:            20 * time.Second,
+			LongUserIDEvery: poisoned.Every,
+			LoadDelay:       time.Second, // the limit is down before the first payment
+			Prepare:         poisoned.prepare,
+			Disrupt:         poisoned.disrupt,
+			AfterLoad:       poisoned.afterLoad,
+			Validity:        poisoned.validity,
+		},
 		"clock-skew": {
 			Name: "clock-skew",
 			Description: "our relay stamps its records " + skew.Skew.String() + " ahead (fault-injection knob RELAY_FAULT_TIMESTAMP_SKEW, reference service only) and, for " + skew.Window.String() +
@@ -226,7 +253,7 @@ func Scenarios(short bool) map[string]Scenario {
 // run first and the dual-write run right after it, for the side-by-side table;
 // db-restart last, because it restarts the shared PostgreSQL server.
 func ScenarioNames() []string {
-	return []string{"default", "dual-write", "kafka-down", "relay-crash", "consumer-crash", "hostile-records", "clock-skew", "db-restart"}
+	return []string{"default", "dual-write", "kafka-down", "relay-crash", "consumer-crash", "hostile-records", "clock-skew", "poison", "db-restart"}
 }
 
 // IsScenario reports whether name is a scenario or "all".
