@@ -78,7 +78,7 @@ type LoadResult struct {
 	Rejected int // gave up: a 4xx, or retries exhausted
 	// Retries counts attempts beyond the first (503s, timeouts, connection errors).
 	Retries int
-	// RetryReasons counts why attempts were retried, e.g. "status 503" or "transport
+	// RetryReasons counts why attempts were retried, e.g. "status 503 with Retry-After" or "transport
 	// error": what the clients themselves saw of a disruption.
 	RetryReasons map[string]int
 	// PaymentIDs are the ids the API returned with its 201s.
@@ -244,6 +244,12 @@ func postPayment(ctx context.Context, client *http.Client, baseURL, key string, 
 			return "", false, "201 without a payment id"
 		}
 		return id, false, ""
+	case resp.StatusCode == http.StatusServiceUnavailable:
+		// The database is down or slow: the API must say when to come back.
+		if resp.Header.Get("Retry-After") == "" {
+			return "", true, "status 503 without Retry-After"
+		}
+		return "", true, "status 503 with Retry-After"
 	case resp.StatusCode >= 500, resp.StatusCode == http.StatusConflict, resp.StatusCode == http.StatusTooManyRequests:
 		// 503 while the database restarts; 409 while another request with the same
 		// key is in flight.

@@ -100,6 +100,9 @@ type Report struct {
 
 	// Evidence is what the harness itself saw of the faults (see evidence.go).
 	Evidence *Evidence `json:"evidence,omitempty"`
+	// LongTransaction is the long-transaction scenario's measurements: the relay's
+	// throughput and latency per phase, and the outbox table's samples.
+	LongTransaction *LongTransactionFigures `json:"long_transaction,omitempty"`
 
 	RunID            string    `json:"run_id"`
 	Topic            string    `json:"topic"`

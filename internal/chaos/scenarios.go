@@ -1,10 +1,13 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
 // A Scenario says what a chaos run breaks, when, and how to tell that it did.
@@ -36,6 +39,9 @@ type Scenario struct {
 	APIEnv               []string
 	ConsumerEnv          []string
 	ReferenceConsumerEnv []string
+	// APIThroughPostgresProxy sends our API's (and its relay's) database connections
+	// through the Toxiproxy proxy devstack.PostgresProxy, for Disrupt to break.
+	APIThroughPostgresProxy bool
 	// Prepare, when set, runs before the services start and returns environment to add
 	// to our API's: for what only exists once the run does (a webhook's port, a token).
 	Prepare func() (apiEnv []string, err error)
@@ -106,6 +112,13 @@ func Scenarios(short bool) map[string]Scenario {
 	}
 	// One payment in twenty is poison: 5 in a run of 100, 1 in the short run of 20.
 	poisoned := &poison{Every: 20, MaxRejections: 5, Wait: 2 * time.Minute}
+	// Spikes long enough that the API's 5 s transaction budget runs out in some
+	// (about five round trips of a second each), an outage of 20 s as the course asks.
+	pg := &pgFaults{Spikes: 3, SpikeLatency: time.Second, SpikeFor: 3 * time.Second, Cuts: 3, Outage: 20 * time.Second}
+	pgSpan := 50 * time.Second
+	if short {
+		pg.Spikes, pg.Cuts, pg.Outage, pgSpan = 1, 2, 10*time.Second, 30*time.Second
+	}
 	hostile := &hostileRecords{Foreign: &ForeignRecords{}, For: 13 * time.Second, Every: 500 * time.Millisecond}
 	return map[string]Scenario{
 		"default": {
@@ -236,6 +249,19 @@ func Scenarios(short bool) map[string]Scenario {
 			AfterLoad:       poisoned.afterLoad,
 			Validity:        poisoned.validity,
 		},
+		"pg-faults": {
+			Name: "pg-faults",
+			Description: "the API and its relay reach PostgreSQL through Toxiproxy (proxy " + devstack.PostgresProxy + ") and, while a load paced over " + pgSpan.String() + " arrives, get " + fmt.Sprint(pg.Spikes) + " latency spikes of +" + pg.SpikeLatency.String() +
+				" per answer, then " + fmt.Sprint(pg.Cuts) + " cuts of every connection at a moment the API holds a write transaction, then a " + pg.Outage.String() + " outage; " +
+				"the API must answer 503 with Retry-After and never a 201 for a payment it did not commit, the clients retry with the same Idempotency-Key, and nothing committed may be lost or committed twice",
+			Span:                    pgSpan,
+			LoadDelay:               -3 * time.Second, // the load starts first
+			APIThroughPostgresProxy: true,
+			Prepare:                 pg.prepare,
+			Disrupt:                 pg.disrupt,
+			Validity:                pg.validity,
+		},
+		"long-transaction": LongTransaction(short, 0),
 		"clock-skew": {
 			Name: "clock-skew",
 			Description: "our relay stamps its records " + skew.Skew.String() + " ahead (fault-injection knob RELAY_FAULT_TIMESTAMP_SKEW, reference service only) and, for " + skew.Window.String() +
@@ -249,11 +275,38 @@ func Scenarios(short bool) map[string]Scenario {
 	}
 }
 
+// DefaultLongTransactionHold is how long the long-transaction scenario holds its
+// snapshot unless told otherwise: several minutes would be closer to the forgotten
+// session of production, and -long-tx-hold gives them, but two keep make chaos-all
+// under half an hour and already show the dead tuples piling up (the report's figures).
+const DefaultLongTransactionHold = 2 * time.Minute
+
+// LongTransaction is the long-transaction scenario with the snapshot held for hold (0:
+// DefaultLongTransactionHold, or 20 s when short). Its load is its own, a steady rate
+// over the three phases, and replaces Options.Payments.
+func LongTransaction(short bool, hold time.Duration) Scenario {
+	lt := &longTransaction{Rate: 10, Before: 30 * time.Second, Hold: cmp.Or(hold, DefaultLongTransactionHold), After: 30 * time.Second}
+	if short {
+		lt = &longTransaction{Rate: 5, Before: 10 * time.Second, Hold: cmp.Or(hold, 20*time.Second), After: 10 * time.Second}
+	}
+	return Scenario{
+		Name: "long-transaction",
+		Description: fmt.Sprintf("payments at a steady %.0f/s for %s; %s into the load a session opens a REPEATABLE READ transaction, reads the outbox and stays idle in transaction for %s, so that no dead row version can be removed; "+
+			"the relay's throughput and 201-to-topic latency before, during and after, and the outbox table's dead tuples and size, are measured; the relay must keep up with the incoming rate in every phase",
+			lt.Rate, lt.span(), lt.Before, lt.Hold),
+		Span:      lt.span(),
+		Payments:  lt.payments(),
+		LoadDelay: -lt.Before,
+		Disrupt:   lt.disrupt,
+		Validity:  lt.validity,
+	}
+}
+
 // ScenarioNames lists the scenarios in the order `-scenario all` runs them: the outbox
 // run first and the dual-write run right after it, for the side-by-side table;
 // db-restart last, because it restarts the shared PostgreSQL server.
 func ScenarioNames() []string {
-	return []string{"default", "dual-write", "kafka-down", "relay-crash", "consumer-crash", "hostile-records", "clock-skew", "poison", "db-restart"}
+	return []string{"default", "dual-write", "kafka-down", "relay-crash", "consumer-crash", "hostile-records", "clock-skew", "poison", "pg-faults", "long-transaction", "db-restart"}
 }
 
 // IsScenario reports whether name is a scenario or "all".
