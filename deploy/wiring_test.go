@@ -85,7 +85,8 @@ func TestKafkaConfigMatchesNative(t *testing.T) {
 }
 
 // TestToxiproxyConfig: the proxy kafka_relay listens where the broker advertises its
-// PROXIED listener and forwards to the port that listener is bound on.
+// PROXIED listener and forwards to the port that listener is bound on; the proxy
+// postgres_api is the native stack's, in front of the postgres service.
 func TestToxiproxyConfig(t *testing.T) {
 	t.Parallel()
 	data, err := os.ReadFile("toxiproxy.json")
@@ -101,10 +102,17 @@ func TestToxiproxyConfig(t *testing.T) {
 	if err := json.Unmarshal(data, &proxies); err != nil {
 		t.Fatalf("toxiproxy.json is not an array of proxies: %v", err)
 	}
-	if len(proxies) != 1 {
-		t.Fatalf("toxiproxy.json has %d proxies, want 1", len(proxies))
+	if len(proxies) != 2 {
+		t.Fatalf("toxiproxy.json has %d proxies, want 2 (kafka_relay, postgres_api)", len(proxies))
 	}
-	proxy := proxies[0]
+	proxy, pg := proxies[0], proxies[1]
+	nativePG := shellVariable(t, "../scripts/stack/toxiproxy.sh", "PG_PROXY")
+	if pg.Name != nativePG || !pg.Enabled {
+		t.Errorf("second proxy = %q (enabled %t), want %q enabled as in the native stack", pg.Name, pg.Enabled, nativePG)
+	}
+	if pg.Upstream != "postgres:5432" || pg.Listen != "0.0.0.0:25432" {
+		t.Errorf("postgres_api %s -> %s, want 0.0.0.0:25432 -> postgres:5432 (the native stack's port)", pg.Listen, pg.Upstream)
+	}
 	nativeProxy := shellVariable(t, "../scripts/stack/toxiproxy.sh", "PROXY")
 	if proxy.Name != nativeProxy {
 		t.Errorf("proxy name = %q, want %q as in the native stack", proxy.Name, nativeProxy)
