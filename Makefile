@@ -100,7 +100,7 @@ bench: stack-up ## Measure throughput and latency; writes reports/bench.json
 CHAOS_FLAGS ?=
 
 .PHONY: chaos
-chaos: setup ## Run a chaos scenario (SCENARIO=default|kafka-down|relay-crash|consumer-crash|db-restart|dual-write; CHAOS_FLAGS=...)
+chaos: setup ## Run a chaos scenario (SCENARIO=default|dual-write|kafka-down|relay-crash|consumer-crash|hostile-records|clock-skew|poison|pg-faults|long-transaction|db-restart; CHAOS_FLAGS=...)
 	$(GO) run ./cmd/chaos -scenario $(SCENARIO) $(CHAOS_FLAGS)
 
 .PHONY: chaos-prepare
@@ -112,7 +112,7 @@ chaos-example: setup ## Check examples/python-outbox, a service written from doc
 	GO="$(GO)" bash examples/python-outbox/run.sh
 
 .PHONY: chaos-all
-chaos-all: setup ## Run every chaos scenario
+chaos-all: setup ## Run every chaos scenario (about half an hour; CHAOS_FLAGS="-long-tx-hold 10m" for a longer snapshot)
 	$(GO) run ./cmd/chaos -scenario all $(CHAOS_FLAGS)
 
 # MUTANTS_FLAGS passes flags to cmd/mutants, e.g. MUTANTS_FLAGS="-mutant 06,09 -short -all".
