@@ -260,6 +260,7 @@ func (f *pgFaults) validity(r *Report, _ *Run) []Check {
 	if r.Evidence != nil {
 		retries = r.Evidence.ClientRetries
 	}
+	refused := retries["status 503 with Retry-After"] + retries["status 503 without Retry-After"] + retries["transport error"]
 	outageEnd := f.outage.EndS
 	overlap := f.outage.EndS > 0 && r.Evidence != nil && f.outage.StartS < r.Evidence.LoadEndS
 	return []Check{
@@ -267,8 +268,8 @@ func (f *pgFaults) validity(r *Report, _ *Run) []Check {
 			fmt.Sprintf("%s in %d of %d spikes", slowest.Round(time.Millisecond), len(f.spikeRTT), f.Spikes), len(f.spikeRTT) == f.Spikes && slowest >= f.SpikeLatency*3/4),
 		check(Validity, "connections cut with a write transaction of the API open (pg_stat_activity)", fmt.Sprint(f.Cuts),
 			fmt.Sprintf("%d (open at each cut: %v)", cutsWithTx, f.cutOpen), cutsWithTx == f.Cuts),
-		check(Validity, "outage of "+f.Outage.String()+" during the load; clients answered 503 with Retry-After", "> 0",
-			fmt.Sprintf("%d (window %.1f s to %.1f s)", retries["status 503 with Retry-After"], f.outage.StartS, outageEnd), overlap && retries["status 503 with Retry-After"] > 0),
+		check(Validity, "outage of "+f.Outage.String()+" during the load; client attempts refused and retried (503, transport errors)", "> 0",
+			fmt.Sprintf("%d (window %.1f s to %.1f s)", refused, f.outage.StartS, outageEnd), overlap && refused > 0),
 		check(SLO, "503 without Retry-After", "0", retries["status 503 without Retry-After"], retries["status 503 without Retry-After"] == 0),
 		check(SLO, "201 for a payment not committed", "0", r.LostNotCommitted, r.LostNotCommitted == 0),
 	}
