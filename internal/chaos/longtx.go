@@ -53,6 +53,12 @@ type TableSample struct {
 	LiveTuple int64   `json:"n_live_tup"`
 	// TotalBytes is pg_total_relation_size: heap, indexes and TOAST.
 	TotalBytes int64 `json:"total_bytes"`
+	// PendingScanBuffers is how many buffers the first page of pending rows costs to
+	// find, by the pending index in seq order as the relay's claim looks (EXPLAIN
+	// ANALYZE of the harness's own query, not the relay's): the index entries of rows
+	// that left 'pending' during the hold cannot be removed, nor marked dead, while the
+	// snapshot might still see them, and every look steps over them; -1 if unread.
+	PendingScanBuffers int64 `json:"pending_scan_buffers"`
 }
 
 // PhaseFigures is the relay's work in one phase, by the payments accepted in it.
@@ -203,9 +209,28 @@ func (l *longTransaction) sample(ctx context.Context, rn *Run, stats *pgx.Conn, 
 	if err != nil {
 		return
 	}
+	s.PendingScanBuffers = pendingScanBuffers(ctx, stats)
 	l.mu.Lock()
 	l.samples = append(l.samples, s)
 	l.mu.Unlock()
+}
+
+// pendingScanBuffers explains, with ANALYZE, a look for the oldest pending rows and
+// returns the shared buffers it touched; -1 when it cannot be read.
+func pendingScanBuffers(ctx context.Context, stats *pgx.Conn) int64 {
+	var plan []struct {
+		Plan struct {
+			Hit  int64 `json:"Shared Hit Blocks"`
+			Read int64 `json:"Shared Read Blocks"`
+		} `json:"Plan"`
+	}
+	err := stats.QueryRow(ctx, `
+		EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)
+		SELECT id FROM outbox_events WHERE status = 'pending' ORDER BY seq LIMIT 100`).Scan(&plan)
+	if err != nil || len(plan) == 0 {
+		return -1
+	}
+	return plan[0].Plan.Hit + plan[0].Plan.Read
 }
 
 // figures splits the run into the three phases by the hold's window.
