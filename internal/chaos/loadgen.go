@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	mathrand "math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
@@ -34,11 +35,11 @@ type LoadConfig struct {
 	// Bursts, with a Span, sends the payments in this many bursts of parallel
 	// requests, evenly over the span, instead of one by one. Default 0: one by one.
 	Bursts int
-	// LongUserIDEvery, when set, gives every LongUserIDEvery-th payment (n = k*every-1)
-	// the longest user id the API accepts, 64 characters that do not compress: the
+	// LargestEvery, when set, makes every LargestEvery-th payment (n = k*every-1) the
 	// largest valid payment there is, and so the largest event (see the poison
-	// scenario). Default 0: every user id is short.
-	LongUserIDEvery int
+	// scenario): the longest user id the API accepts, 64 characters that do not
+	// compress, and an amount of 19 random digits. Default 0: none.
+	LargestEvery int
 	// RequestTimeout bounds one HTTP attempt. Default 10 s.
 	RequestTimeout time.Duration
 	// MaxAttempts bounds the attempts per payment, the first included. Default 10.
@@ -175,7 +176,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 func sendPayment(ctx context.Context, client *http.Client, cfg LoadConfig, n int) outcome {
 	body, _ := json.Marshal(map[string]any{
 		"user_id":  userID(cfg, n),
-		"amount":   1000 + n,
+		"amount":   amount(cfg, n),
 		"currency": "EUR",
 	})
 	key := fmt.Sprintf("%s-%d", cfg.RunID, n)
@@ -202,20 +203,34 @@ func sendPayment(ctx context.Context, client *http.Client, cfg LoadConfig, n int
 }
 
 // userID is payment n's user: one of 20, so that the antifraud rules see repeat users,
-// or for every LongUserIDEvery-th payment a user of its own whose id has the most
-// characters validation allows (event.MaxUserIDLength), random after a readable
-// prefix so that the relay's compression cannot shrink it back.
+// or for each largest payment (LoadConfig.LargestEvery) a user of its own whose id has
+// the most characters validation allows (event.MaxUserIDLength), random after a
+// readable prefix so that the relay's compression cannot shrink it back.
 func userID(cfg LoadConfig, n int) string {
-	if cfg.LongUserIDEvery > 0 && (n+1)%cfg.LongUserIDEvery == 0 {
+	if largest(cfg, n) {
 		random := rand.Text() + rand.Text() // 2 × 26 base32 characters
-		return LongUserIDPrefix + random[:event.MaxUserIDLength-len(LongUserIDPrefix)]
+		return LargestUserIDPrefix + random[:event.MaxUserIDLength-len(LargestUserIDPrefix)]
 	}
 	return fmt.Sprintf("chaos-user-%d", n%20)
 }
 
-// LongUserIDPrefix starts every long user id (LoadConfig.LongUserIDEvery), so that the
-// verifier can find their payments in the database.
-const LongUserIDPrefix = "chaos-large-"
+// amount is payment n's amount: 1000 + n, or for each largest payment 19 random digits,
+// the most an int64 holds.
+func amount(cfg LoadConfig, n int) int64 {
+	if largest(cfg, n) {
+		const least = 1_000_000_000_000_000_000 // the smallest 19-digit number
+		return least + mathrand.Int64N(math.MaxInt64-least)
+	}
+	return int64(1000 + n)
+}
+
+func largest(cfg LoadConfig, n int) bool {
+	return cfg.LargestEvery > 0 && (n+1)%cfg.LargestEvery == 0
+}
+
+// LargestUserIDPrefix starts the user id of every largest payment
+// (LoadConfig.LargestEvery), so that the verifier can find them in the database.
+const LargestUserIDPrefix = "chaos-large-"
 
 // postPayment makes one attempt. It returns the payment id on a 201, or why not and
 // whether the same request may be sent again.

@@ -23,9 +23,9 @@ type Scenario struct {
 	// Payments, when set, replaces Options.Payments: a scenario whose load must keep a
 	// steady rate for a given time (long-transaction) sends that many.
 	Payments int
-	// LongUserIDEvery gives every LongUserIDEvery-th payment the largest valid body
-	// (LoadConfig.LongUserIDEvery); 0 gives none.
-	LongUserIDEvery int
+	// LargestEvery makes every LargestEvery-th payment the largest valid one
+	// (LoadConfig.LargestEvery); 0 makes none.
+	LargestEvery int
 	// LoadDelay is how long after the disruption starts the load is sent, so that the
 	// load meets a fault already in force.
 	LoadDelay time.Duration
@@ -239,15 +239,15 @@ func Scenarios(short bool) map[string]Scenario {
 		"poison": {
 			Name: "poison",
 			Description: "while a load paced over 20 s arrives, the topic's " + messageSizeLimitConfig + " is below the size of the largest valid payments' events (one in " + fmt.Sprint(poisoned.Every) +
-				" has a 64-character user id, the only field that can make a payment larger) and above every other's; those events must reach the DLQ after at most " + fmt.Sprint(poisoned.MaxRejections) +
+				" has a 64-character user id and a 19-digit amount, the only fields that can make a payment larger) and above every other's; those events must reach the DLQ after at most " + fmt.Sprint(poisoned.MaxRejections) +
 				" rejections, each with an alert at the harness's webhook, while every other event flows; then the limit is restored and the harness replays each dead letter through the admin endpoint, which must deliver it with its original event id",
-			Span:            20 * time.Second,
-			LongUserIDEvery: poisoned.Every,
-			LoadDelay:       time.Second, // the limit is down before the first payment
-			Prepare:         poisoned.prepare,
-			Disrupt:         poisoned.disrupt,
-			AfterLoad:       poisoned.afterLoad,
-			Validity:        poisoned.validity,
+			Span:         20 * time.Second,
+			LargestEvery: poisoned.Every,
+			LoadDelay:    time.Second, // the limit is down before the first payment
+			Prepare:      poisoned.prepare,
+			Disrupt:      poisoned.disrupt,
+			AfterLoad:    poisoned.afterLoad,
+			Validity:     poisoned.validity,
 		},
 		"pg-faults": {
 			Name: "pg-faults",

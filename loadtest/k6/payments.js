@@ -7,8 +7,9 @@
 //
 // Environment (all optional): BASE_URL (http://api:8080), RUN_ID (prefix of the keys; give
 // each run its own), ITERATIONS, VUS, MAX_ATTEMPTS (10), READY_TIMEOUT_S (120),
-// RESULTS_DIR (/results), LONG_USER_ID_EVERY (0: none; the poison scenario's 20 gives every
-// 20th payment the longest valid user id, 64 characters). The run fails (exit code 99)
+// RESULTS_DIR (/results), LARGEST_EVERY (0: none; the poison scenario's 20 makes every 20th
+// payment the largest valid one: a 64-character user id and a 19-digit amount). The run
+// fails (exit code 99)
 // unless every payment was accepted and every 503 carried Retry-After.
 //
 // k6 is not run in CI; scripts/check-k6.sh checks this file's syntax and its use of the
@@ -25,8 +26,8 @@ const VUS = positiveInt('VUS', 20);
 const MAX_ATTEMPTS = positiveInt('MAX_ATTEMPTS', 10);
 const READY_TIMEOUT_S = positiveInt('READY_TIMEOUT_S', 120);
 const RESULTS_DIR = __ENV.RESULTS_DIR || '/results';
-const LONG_USER_ID_EVERY = __ENV.LONG_USER_ID_EVERY ? positiveInt('LONG_USER_ID_EVERY', 0) : 0;
-const LONG_USER_ID_PREFIX = 'chaos-large-';
+const LARGEST_EVERY = __ENV.LARGEST_EVERY ? positiveInt('LARGEST_EVERY', 0) : 0;
+const LARGEST_USER_ID_PREFIX = 'chaos-large-';
 
 // Backoff between attempts of one payment: 250 ms doubling up to 4 s, as the Go generator.
 const FIRST_BACKOFF_S = 0.25;
@@ -94,19 +95,41 @@ export function setup() {
 }
 
 /**
- * Payment n's user: one of 20, or for every LONG_USER_ID_EVERY-th payment a user of its own
- * with the longest id the API accepts, random after the prefix so that it does not compress.
+ * Whether payment n is one of the largest (LARGEST_EVERY).
+ * @param {number} n
+ * @returns {boolean}
+ */
+function largest(n) {
+  return LARGEST_EVERY > 0 && (n + 1) % LARGEST_EVERY === 0;
+}
+
+/**
+ * Payment n's user: one of 20, or for each largest payment a user of its own with the
+ * longest id the API accepts, random after the prefix so that it does not compress.
  * @param {number} n
  * @returns {string}
  */
 function userID(n) {
-  if (LONG_USER_ID_EVERY > 0 && (n + 1) % LONG_USER_ID_EVERY === 0) {
+  if (largest(n)) {
     const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
-    let id = LONG_USER_ID_PREFIX;
+    let id = LARGEST_USER_ID_PREFIX;
     while (id.length < 64) id += alphabet[Math.floor(Math.random() * alphabet.length)];
     return id;
   }
   return `chaos-user-${n % 20}`;
+}
+
+/**
+ * Payment n's amount as JSON digits: 1000 + n, or for each largest payment 19 random
+ * digits, the most an int64 holds.
+ * @param {number} n
+ * @returns {string}
+ */
+function amount(n) {
+  if (!largest(n)) return String(1000 + n);
+  let digits = '1';
+  while (digits.length < 19) digits += Math.floor(Math.random() * 10);
+  return digits;
 }
 
 /**
@@ -120,11 +143,9 @@ function countRetryAfter(res) {
 export default function () {
   const n = exec.scenario.iterationInTest;
   const key = `${RUN_ID}-${n}`;
-  const body = JSON.stringify({
-    user_id: userID(n),
-    amount: 1000 + n,
-    currency: 'EUR',
-  });
+  // Written by hand, not with JSON.stringify: a 19-digit amount is beyond what a
+  // JavaScript number holds exactly.
+  const body = `{"user_id":${JSON.stringify(userID(n))},"amount":${amount(n)},"currency":"EUR"}`;
   const params = {
     headers: { 'Content-Type': 'application/json', 'Idempotency-Key': key },
     tags: { name: 'POST /payments' },
