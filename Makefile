@@ -112,7 +112,7 @@ chaos-example: setup ## Check examples/python-outbox, a service written from doc
 	GO="$(GO)" bash examples/python-outbox/run.sh
 
 .PHONY: chaos-all
-chaos-all: setup ## Run every chaos scenario (about half an hour; CHAOS_FLAGS="-long-tx-hold 10m" for a longer snapshot)
+chaos-all: setup ## Run every chaos scenario (about a quarter of an hour; CHAOS_FLAGS="-long-tx-hold 10m" for a longer snapshot)
 	$(GO) run ./cmd/chaos -scenario all $(CHAOS_FLAGS)
 
 # MUTANTS_FLAGS passes flags to cmd/mutants, e.g. MUTANTS_FLAGS="-mutant 06,09 -short -all".

@@ -278,7 +278,7 @@ func Scenarios(short bool) map[string]Scenario {
 // DefaultLongTransactionHold is how long the long-transaction scenario holds its
 // snapshot unless told otherwise: several minutes would be closer to the forgotten
 // session of production, and -long-tx-hold gives them, but two keep make chaos-all
-// under half an hour and already show the dead tuples piling up (the report's figures).
+// near a quarter of an hour and already show the dead tuples piling up (the report's figures).
 const DefaultLongTransactionHold = 2 * time.Minute
 
 // LongTransaction is the long-transaction scenario with the snapshot held for hold (0:
