@@ -26,6 +26,9 @@ type Scenario struct {
 	// LargestEvery makes every LargestEvery-th payment the largest valid one
 	// (LoadConfig.LargestEvery); 0 makes none.
 	LargestEvery int
+	// MaxAttempts, when set, replaces the load's attempts per payment
+	// (LoadConfig.MaxAttempts, 10: about 24 s of backoff), for a fault that outlasts them.
+	MaxAttempts int
 	// LoadDelay is how long after the disruption starts the load is sent, so that the
 	// load meets a fault already in force.
 	LoadDelay time.Duration
@@ -257,9 +260,13 @@ func Scenarios(short bool) map[string]Scenario {
 			Span:                    pgSpan,
 			LoadDelay:               -3 * time.Second, // the load starts first
 			APIThroughPostgresProxy: true,
-			Prepare:                 pg.prepare,
-			Disrupt:                 pg.disrupt,
-			Validity:                pg.validity,
+			// A client that keeps retrying for about a minute, longer than the outage plus
+			// the slow answers around it: the default 10 attempts (about 24 s of backoff)
+			// ran out for one payment of a full run, with every answer a correct 503.
+			MaxAttempts: 20,
+			Prepare:     pg.prepare,
+			Disrupt:     pg.disrupt,
+			Validity:    pg.validity,
 		},
 		"long-transaction": LongTransaction(short, 0),
 		"clock-skew": {
