@@ -86,14 +86,23 @@ func TestKafkaConfigMatchesNative(t *testing.T) {
 }
 
 // TestToxiproxyConfig: the proxy kafka_relay listens where the broker advertises its
-// PROXIED listener and forwards to the port that listener is bound on.
+// PROXIED listener and forwards to the port that listener is bound on; the proxy
+// postgres_api is the native stack's, in front of the postgres service.
 func TestToxiproxyConfig(t *testing.T) {
 	t.Parallel()
 	proxies := toxiproxyProxies(t)
-	// kafka_relay, and one proxy per node of the compose profile "cluster"
-	// (TestComposeClusterMatchesNative checks those).
-	if len(proxies) != 1+devstack.ClusterNodes {
-		t.Fatalf("toxiproxy.json has %d proxies, want %d", len(proxies), 1+devstack.ClusterNodes)
+	// kafka_relay, postgres_api (pg-faults), and one proxy per node of the compose
+	// profile "cluster" (TestComposeClusterMatchesNative checks those).
+	if len(proxies) != 2+devstack.ClusterNodes {
+		t.Fatalf("toxiproxy.json has %d proxies, want %d", len(proxies), 2+devstack.ClusterNodes)
+	}
+	nativePG := shellVariable(t, "../scripts/stack/toxiproxy.sh", "PG_PROXY")
+	pg, ok := proxies[nativePG]
+	if !ok || !pg.Enabled {
+		t.Errorf("toxiproxy.json has no enabled proxy %q, the native stack's proxy in front of PostgreSQL", nativePG)
+	}
+	if pg.Upstream != "postgres:5432" || pg.Listen != "0.0.0.0:25432" {
+		t.Errorf("%s %s -> %s, want 0.0.0.0:25432 -> postgres:5432 (the native stack's port)", nativePG, pg.Listen, pg.Upstream)
 	}
 	nativeProxy := shellVariable(t, "../scripts/stack/toxiproxy.sh", "PROXY")
 	proxy, ok := proxies[nativeProxy]

@@ -76,6 +76,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	scenario := flags.String("scenario", "default", "scenario to run: "+strings.Join(chaos.ScenarioNames(), "|")+"|all")
 	payments := flags.Int("payments", 100, "payments to send")
 	short := flags.Bool("short", false, "shorter fault windows (what the CI test uses)")
+	longTxHold := flags.Duration("long-tx-hold", 0, fmt.Sprintf("long-transaction: how long the snapshot is held (default %s, 20s with -short); its load is its own, -payments does not change it", chaos.DefaultLongTransactionHold))
 	apiURL := flags.String("api-url", "", "check an already running implementation at this URL instead of building and starting ours")
 	paymentsDB := flags.String("payments-db", "", "with -api-url: URL of its payments database")
 	consumerDB := flags.String("consumer-db", "", "with -api-url: URL of its consumer's database (optional)")
@@ -160,6 +161,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		names = chaos.ScenarioNames()
 	}
 	scenarios := chaos.Scenarios(*short)
+	if *longTxHold > 0 {
+		scenarios["long-transaction"] = chaos.LongTransaction(*short, *longTxHold)
+	}
 	byMode := map[string]map[string]*chaos.Report{}
 	passed := true
 	for _, mode := range modes {

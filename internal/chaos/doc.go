@@ -14,7 +14,10 @@
 //     outside;
 //   - hostile.go, hostilerun.go and hostilecheck.go are another producer's malformed
 //     records and their check; clockskew.go makes the broker refuse the relay's
-//     timestamps for a while;
+//     timestamps for a while; poison.go lowers the topic's size limit below the largest
+//     valid events and replays their dead letters, with alertsink.go as the pager;
+//     pgfaults.go slows, cuts and stops the API's link to PostgreSQL through a Toxiproxy
+//     proxy of its own; longtx.go holds a snapshot open and measures the relay around it;
 //   - loadgen.go is the load generator (the Go twin of loadtest/k6/payments.js);
 //   - faults.go drives Toxiproxy on a deterministic schedule and records the windows;
 //   - verify.go is the black-box verifier: it needs only an API URL, the payments

@@ -33,6 +33,9 @@ type Evidence struct {
 	// drain, in seconds from the run's start (negative: before the run); nil when it
 	// could not be read.
 	PostgresStartS *float64 `json:"postgres_start_s,omitempty"`
+	// ClientRetries counts the load's retried attempts by what the client saw, e.g.
+	// "status 503 with Retry-After" or "transport error".
+	ClientRetries map[string]int `json:"client_retries,omitempty"`
 
 	acceptedS  map[string]float64 // payment id -> when the API answered 201
 	firstSeenS map[string]float64 // payment id -> when its event first reached the topic
@@ -55,7 +58,8 @@ func collectEvidence(ctx context.Context, rn *Run, report *Report, watch *TopicW
 	ev := &Evidence{
 		EventsSeen: seen.Events, InjectedCopies: seen.InjectedCopies, ServiceCopies: seen.ServiceCopies,
 		LoadStartS: load.Started.Sub(rn.origin).Seconds(), LoadEndS: load.Ended.Sub(rn.origin).Seconds(),
-		acceptedS: map[string]float64{}, firstSeenS: seen.FirstSeenS, partition: seen.Partition,
+		ClientRetries: load.RetryReasons,
+		acceptedS:     map[string]float64{}, firstSeenS: seen.FirstSeenS, partition: seen.Partition,
 	}
 	for i, id := range load.PaymentIDs {
 		ev.acceptedS[id] = load.AcceptedAt[i].Sub(rn.origin).Seconds()

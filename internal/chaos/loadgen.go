@@ -4,16 +4,20 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	mathrand "math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dscourse/payments-outbox/internal/event"
 )
 
 // LoadConfig describes the load: the same scenario as loadtest/k6/payments.js.
@@ -31,6 +35,11 @@ type LoadConfig struct {
 	// Bursts, with a Span, sends the payments in this many bursts of parallel
 	// requests, evenly over the span, instead of one by one. Default 0: one by one.
 	Bursts int
+	// LargestEvery, when set, makes every LargestEvery-th payment (n = k*every-1) the
+	// largest valid payment there is, and so the largest event (see the poison
+	// scenario): the longest user id the API accepts, 64 characters that do not
+	// compress, and an amount of 19 random digits. Default 0: none.
+	LargestEvery int
 	// RequestTimeout bounds one HTTP attempt. Default 10 s.
 	RequestTimeout time.Duration
 	// MaxAttempts bounds the attempts per payment, the first included. Default 10.
@@ -70,7 +79,7 @@ type LoadResult struct {
 	Rejected int // gave up: a 4xx, or retries exhausted
 	// Retries counts attempts beyond the first (503s, timeouts, connection errors).
 	Retries int
-	// RetryReasons counts why attempts were retried, e.g. "status 503" or "transport
+	// RetryReasons counts why attempts were retried, e.g. "status 503 with Retry-After" or "transport
 	// error": what the clients themselves saw of a disruption.
 	RetryReasons map[string]int
 	// PaymentIDs are the ids the API returned with its 201s.
@@ -166,8 +175,8 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 // attempts.
 func sendPayment(ctx context.Context, client *http.Client, cfg LoadConfig, n int) outcome {
 	body, _ := json.Marshal(map[string]any{
-		"user_id":  fmt.Sprintf("chaos-user-%d", n%20),
-		"amount":   1000 + n,
+		"user_id":  userID(cfg, n),
+		"amount":   amount(cfg, n),
 		"currency": "EUR",
 	})
 	key := fmt.Sprintf("%s-%d", cfg.RunID, n)
@@ -192,6 +201,36 @@ func sendPayment(ctx context.Context, client *http.Client, cfg LoadConfig, n int
 	}
 	return outcome{retries: cfg.MaxAttempts - 1, retryReasons: failed[:cfg.MaxAttempts-1], rejected: "out of attempts, last: " + failed[len(failed)-1]}
 }
+
+// userID is payment n's user: one of 20, so that the antifraud rules see repeat users,
+// or for each largest payment (LoadConfig.LargestEvery) a user of its own whose id has
+// the most characters validation allows (event.MaxUserIDLength), random after a
+// readable prefix so that the relay's compression cannot shrink it back.
+func userID(cfg LoadConfig, n int) string {
+	if largest(cfg, n) {
+		random := rand.Text() + rand.Text() // 2 × 26 base32 characters
+		return LargestUserIDPrefix + random[:event.MaxUserIDLength-len(LargestUserIDPrefix)]
+	}
+	return fmt.Sprintf("chaos-user-%d", n%20)
+}
+
+// amount is payment n's amount: 1000 + n, or for each largest payment 19 random digits,
+// the most an int64 holds.
+func amount(cfg LoadConfig, n int) int64 {
+	if largest(cfg, n) {
+		const least = 1_000_000_000_000_000_000 // the smallest 19-digit number
+		return least + mathrand.Int64N(math.MaxInt64-least)
+	}
+	return int64(1000 + n)
+}
+
+func largest(cfg LoadConfig, n int) bool {
+	return cfg.LargestEvery > 0 && (n+1)%cfg.LargestEvery == 0
+}
+
+// LargestUserIDPrefix starts the user id of every largest payment
+// (LoadConfig.LargestEvery), so that the verifier can find them in the database.
+const LargestUserIDPrefix = "chaos-large-"
 
 // postPayment makes one attempt. It returns the payment id on a 201, or why not and
 // whether the same request may be sent again.
@@ -220,6 +259,12 @@ func postPayment(ctx context.Context, client *http.Client, baseURL, key string, 
 			return "", false, "201 without a payment id"
 		}
 		return id, false, ""
+	case resp.StatusCode == http.StatusServiceUnavailable:
+		// The database is down or slow: the API must say when to come back.
+		if resp.Header.Get("Retry-After") == "" {
+			return "", true, "status 503 without Retry-After"
+		}
+		return "", true, "status 503 with Retry-After"
 	case resp.StatusCode >= 500, resp.StatusCode == http.StatusConflict, resp.StatusCode == http.StatusTooManyRequests:
 		// 503 while the database restarts; 409 while another request with the same
 		// key is in flight.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +26,10 @@ func TestRunLoadRetriesWithTheSameKey(t *testing.T) {
 		n := attempts[key]
 		mu.Unlock()
 		if n == 1 {
+			// Half of the 503s say when to come back, as the contract asks.
+			if strings.ContainsAny(key[len(key)-1:], "02468") {
+				w.Header().Set("Retry-After", "1")
+			}
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
@@ -40,7 +45,7 @@ func TestRunLoadRetriesWithTheSameKey(t *testing.T) {
 	if res.Sent != 10 || res.Accepted != 10 || res.Rejected != 0 || res.Retries != 10 {
 		t.Errorf("sent/accepted/rejected/retries: got %d/%d/%d/%d, want 10/10/0/10", res.Sent, res.Accepted, res.Rejected, res.Retries)
 	}
-	if diff := cmp.Diff(map[string]int{"status 503": 10}, res.RetryReasons); diff != "" {
+	if diff := cmp.Diff(map[string]int{"status 503 with Retry-After": 5, "status 503 without Retry-After": 5}, res.RetryReasons); diff != "" {
 		t.Errorf("retry reasons (-want +got):\n%s", diff)
 	}
 	if len(res.AcceptedAt) != len(res.PaymentIDs) {

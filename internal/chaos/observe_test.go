@@ -96,7 +96,7 @@ func TestObserveReadsIdentities(t *testing.T) {
 			var r Report
 			obs.Fill(&r)
 
-			wantSchema := Schema{OutboxEvents: true, OutboxDLQ: true, ConsumerDatabase: true, Decisions: true, DecisionEventIDs: true, UserTotals: true}
+			wantSchema := Schema{OutboxEvents: true, OutboxDLQ: true, DLQReplayedAt: true, ConsumerDatabase: true, Decisions: true, DecisionEventIDs: true, UserTotals: true}
 			if diff := cmp.Diff(wantSchema, r.Schema); diff != "" {
 				t.Errorf("schema (-want +got):\n%s", diff)
 			}
@@ -162,5 +162,27 @@ func TestObserveUndecidedIsLost(t *testing.T) {
 	obs.Fill(&r)
 	if r.Lost != 1 || r.LostNoDecision != 1 {
 		t.Errorf("lost %d, of which no decision %d; want 1 and 1 (notes %q)", r.Lost, r.LostNoDecision, r.Notes)
+	}
+}
+
+// A dead letter an operator replayed stays in outbox_dlq as history, with replayed_at
+// set, and no longer counts (the poison scenario's "dlq 0 after the replay").
+func TestObserveLeavesReplayedDeadLettersOut(t *testing.T) {
+	t.Parallel()
+	b := setupObserve(t)
+	b.decide(t, b.eventID)
+	_, err := b.payments.Exec(b.ctx, `
+		INSERT INTO outbox_dlq (event_id, event_type, aggregate_id, payload, attempts, last_error, replayed_at)
+		VALUES ($1, 'PaymentCreated', 'a', '{}', 5, 'MESSAGE_TOO_LARGE', now()),
+		       ($2, 'PaymentCreated', 'b', '{}', 5, 'MESSAGE_TOO_LARGE', NULL)`, uuid.New(), uuid.New())
+	if err != nil {
+		t.Fatalf("insert dead letters: %v", err)
+	}
+	obs, err := b.verifier.Observe(b.ctx)
+	if err != nil {
+		t.Fatalf("Observe: %v", err)
+	}
+	if obs.DLQ != 1 {
+		t.Errorf("DLQ = %d with one dead letter replayed and one not, want 1", obs.DLQ)
 	}
 }

@@ -109,6 +109,9 @@ type Report struct {
 	// Cluster is what the harness saw of the three-node cluster (clusterwatch.go);
 	// nil for the scenarios on the single broker.
 	Cluster *ClusterEvidence `json:"cluster,omitempty"`
+	// LongTransaction is the long-transaction scenario's measurements: the relay's
+	// throughput and latency per phase, and the outbox table's samples.
+	LongTransaction *LongTransactionFigures `json:"long_transaction,omitempty"`
 
 	RunID            string    `json:"run_id"`
 	Topic            string    `json:"topic"`

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -94,7 +95,17 @@ func (o Options) ReportDirectory() string { return o.withDefaults().ReportDir }
 // if it passed.
 func RunScenario(ctx context.Context, opts Options, stack *NativeStack, sc Scenario) (*Report, error) {
 	opts = opts.withDefaults()
+	if sc.Payments > 0 {
+		opts.Payments = sc.Payments
+	}
 	logger := opts.Logger.With(slog.String("scenario", sc.Name))
+	if sc.Prepare != nil {
+		env, err := sc.Prepare()
+		if err != nil {
+			return nil, fmt.Errorf("prepare scenario %s: %w", sc.Name, err)
+		}
+		sc.APIEnv = append(slices.Clip(sc.APIEnv), env...)
+	}
 	origin := time.Now()
 	report := newReport(sc, origin, opts.Payments)
 	if opts.Target == nil && opts.Commands == nil {
@@ -234,13 +245,19 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 		return LoadResult{}, Observed{}, err
 	}
 	rn.logger.Info("sending payments", slog.Int("payments", opts.Payments), slog.Duration("span", sc.Span), slog.Int("bursts", sc.Bursts))
-	load, err := RunLoad(ctx, LoadConfig{BaseURL: rn.API.BaseURL, RunID: report.RunID, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts})
+	load, err := RunLoad(ctx, LoadConfig{BaseURL: rn.API.BaseURL, RunID: report.RunID, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts, LargestEvery: sc.LargestEvery, MaxAttempts: sc.MaxAttempts})
 	closeLoadDone()
 	if err != nil {
 		return LoadResult{}, Observed{}, fmt.Errorf("run load: %w", err)
 	}
 	rn.loadEndS = load.Ended.Sub(rn.origin).Seconds()
 	rn.logger.Info("load done", slog.Int("accepted", load.Accepted), slog.Int("rejected", load.Rejected), slog.Int("retries", load.Retries))
+	if sc.AfterLoad != nil {
+		// A failed step is a note: the scenario's own rows say what it left undone.
+		if err := sc.AfterLoad(ctx, rn); err != nil {
+			report.Notes = append(report.Notes, "after the load: "+err.Error())
+		}
+	}
 
 	report.DrainSeconds, err = verifier.WaitDrain(ctx, load.Ended)
 	if err != nil {

@@ -18,6 +18,9 @@ type Schema struct {
 	// OutboxDLQ (MAY): outbox_dlq; without it dead letters are counted from
 	// outbox_events alone, and without both the dead-letter check is off.
 	OutboxDLQ bool `json:"outbox_dlq"`
+	// DLQReplayedAt (MAY): outbox_dlq.replayed_at; a row with it set is a dead letter
+	// an operator sent back, kept as history, and no longer counts.
+	DLQReplayedAt bool `json:"outbox_dlq_replayed_at"`
 	// ConsumerDatabase is whether a consumer database was given at all (optional for
 	// a black-box run; without it the consumer's checks are off).
 	ConsumerDatabase bool `json:"consumer_database"`
@@ -61,6 +64,7 @@ func (v *Verifier) schema(ctx context.Context) (Schema, error) {
 	lookups := []lookup{
 		{&s.OutboxEvents, v.payments, "outbox_events", "status"},
 		{&s.OutboxDLQ, v.payments, "outbox_dlq", ""},
+		{&s.DLQReplayedAt, v.payments, "outbox_dlq", "replayed_at"},
 	}
 	if v.consumer != nil {
 		lookups = append(lookups,

@@ -3,8 +3,11 @@ package chaos
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strings"
+
+	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
 // ServiceCommands are the command lines that start a student's API and consumer, so
@@ -83,7 +86,13 @@ func (e serviceEnv) consumer() []string {
 // a student's commands get the contract's variables and the tuning that the contract
 // lists as optional, never a knob only our services have.
 func (e serviceEnv) processes(binaries map[string]string, cmds *ServiceCommands, sc Scenario, logDir string) (api, consumer *Process) {
-	api = &Process{Name: "api", LogPath: filepath.Join(logDir, "api.log"), BaseURL: "http://" + e.APIAddr, Env: append(e.api(), relayEnv...)}
+	apiEnv := e
+	if sc.APIThroughPostgresProxy {
+		// The API and its relay reach the database through the proxy; nothing else of
+		// the run does, the verifier included.
+		apiEnv.PaymentsDB = throughProxy(e.PaymentsDB, devstack.ProxiedPostgres)
+	}
+	api = &Process{Name: "api", LogPath: filepath.Join(logDir, "api.log"), BaseURL: "http://" + e.APIAddr, Env: append(apiEnv.api(), relayEnv...)}
 	consumer = &Process{Name: "consumer", LogPath: filepath.Join(logDir, "consumer.log"), BaseURL: "http://" + e.ConsumerAddr, Env: append(e.consumer(), sc.ConsumerEnv...)}
 	if cmds != nil {
 		api.Argv, consumer.Argv = shellArgv(cmds.API), shellArgv(cmds.Consumer)
@@ -94,4 +103,14 @@ func (e serviceEnv) processes(binaries map[string]string, cmds *ServiceCommands,
 	api.Env = append(api.Env, sc.APIEnv...)
 	consumer.Env = append(consumer.Env, sc.ReferenceConsumerEnv...)
 	return api, consumer
+}
+
+// throughProxy is dbURL with its host and port replaced by proxy's.
+func throughProxy(dbURL, proxy string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return dbURL
+	}
+	u.Host = proxy
+	return u.String()
 }

@@ -277,15 +277,21 @@ func (v *Verifier) decisions(ctx context.Context, withEventIDs bool) (decisionRo
 // ('failed'), whichever is more. An implementation may keep either record or both (ours
 // marks the row 'failed' and copies it to outbox_dlq in one statement), so adding the two
 // would count one event twice. With neither table the count is 0 and the verdict shows
-// the dead-letter check as off.
+// the dead-letter check as off. A row of outbox_dlq with replayed_at set was sent back
+// for delivery by an operator (the poison scenario's replay) and is history, not a
+// dead letter.
 func (v *Verifier) dlq(ctx context.Context, schema Schema) (int, error) {
+	dlqQuery := `SELECT count(*) FROM outbox_dlq`
+	if schema.DLQReplayedAt {
+		dlqQuery += ` WHERE replayed_at IS NULL`
+	}
 	most := 0
 	for _, table := range []struct {
 		present bool
 		name    string
 		query   string
 	}{
-		{schema.OutboxDLQ, "outbox_dlq", `SELECT count(*) FROM outbox_dlq`},
+		{schema.OutboxDLQ, "outbox_dlq", dlqQuery},
 		{schema.OutboxEvents, "outbox_events", `SELECT count(*) FROM outbox_events WHERE status = 'failed'`},
 	} {
 		if !table.present {

@@ -35,6 +35,14 @@ const (
 	ToxiproxyAPI = "127.0.0.1:8474"
 	// RelayProxy is the name of the Toxiproxy proxy between the relay and Kafka.
 	RelayProxy = "kafka_relay"
+	// PostgresProxy is the name of the Toxiproxy proxy in front of PostgreSQL, at
+	// ProxiedPostgres; only the pg-faults chaos scenario sends a service through it.
+	PostgresProxy = "postgres_api"
+	// ProxiedPostgres is where PostgresProxy listens; it forwards to PostgreSQL's port
+	// of AdminURL.
+	ProxiedPostgres = "127.0.0.1:25432"
+	// PostgresUpstream is PostgreSQL's address, AdminURL's host and port.
+	PostgresUpstream = "127.0.0.1:55432"
 )
 
 // RunScript runs "scripts/stack/<name> <verb>" of the repository at root and returns

@@ -9,6 +9,8 @@ import (
 // monitor refreshes outbox_pending_count and the oldest pending age, and logs an
 // Error when the oldest pending event is older than OldestPendingAlert: during a
 // broker outage that age, not the DLQ, is what tells operators something is wrong.
+// The age is the database's to compute (store.pendingStats): this host's clock and the
+// API host's may disagree, and their skew would read as an outage or hide one.
 func (r *Relay) monitor(ctx context.Context) {
 	ticker := time.NewTicker(r.cfg.StatsInterval)
 	defer ticker.Stop()
@@ -20,17 +22,13 @@ func (r *Relay) monitor(ctx context.Context) {
 		case <-ticker.C:
 		}
 		queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
-		count, oldest, err := r.store.pendingStats(queryCtx)
+		count, age, err := r.store.pendingStats(queryCtx)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
 				r.logger.Warn("refresh outbox stats", slog.Any("err", err))
 			}
 			continue
-		}
-		age := time.Duration(0)
-		if !oldest.IsZero() {
-			age = time.Since(oldest)
 		}
 		r.metrics.pending.Set(float64(count))
 		r.metrics.oldestPendingAge.Set(age.Seconds())

@@ -167,21 +167,21 @@ func (s store) release(ctx context.Context, token uuid.UUID) error {
 	return nil
 }
 
-// pendingStats counts pending events and returns the creation time of the oldest one
-// (zero when none). Both come from the partial index on pending rows.
-func (s store) pendingStats(ctx context.Context) (count int64, oldest time.Time, err error) {
-	var oldestOrNull *time.Time
+// pendingStats counts pending events and returns the age of the oldest one (zero when
+// none). Both come from the partial index on pending rows, and the age from the
+// database's clock alone: now() - enqueued_at, never created_at, which is the API
+// host's clock (migrations/payments/00008_outbox_enqueued_at.sql).
+func (s store) pendingStats(ctx context.Context) (count int64, oldestAge time.Duration, err error) {
+	var ageSeconds float64
 	err = s.pool.QueryRow(ctx, `
 		SELECT count(*),
-		       (SELECT created_at FROM outbox_events WHERE status = 'pending' ORDER BY seq LIMIT 1)
-		FROM outbox_events WHERE status = 'pending'`).Scan(&count, &oldestOrNull)
+		       coalesce(extract(epoch FROM now() -
+		           (SELECT enqueued_at FROM outbox_events WHERE status = 'pending' ORDER BY seq LIMIT 1)), 0)
+		FROM outbox_events WHERE status = 'pending'`).Scan(&count, &ageSeconds)
 	if err != nil {
-		return 0, time.Time{}, fmt.Errorf("count pending outbox events: %w", err)
+		return 0, 0, fmt.Errorf("count pending outbox events: %w", err)
 	}
-	if oldestOrNull != nil {
-		oldest = *oldestOrNull
-	}
-	return count, oldest, nil
+	return count, time.Duration(ageSeconds * float64(time.Second)), nil
 }
 
 // deletePublished deletes at most limit rows published more than retention ago.

@@ -7,7 +7,10 @@
 //
 // Environment (all optional): BASE_URL (http://api:8080), RUN_ID (prefix of the keys; give
 // each run its own), ITERATIONS, VUS, MAX_ATTEMPTS (10), READY_TIMEOUT_S (120),
-// RESULTS_DIR (/results). The run fails (exit code 99) unless every payment was accepted.
+// RESULTS_DIR (/results), LARGEST_EVERY (0: none; the poison scenario's 20 makes every 20th
+// payment the largest valid one: a 64-character user id and a 19-digit amount). The run
+// fails (exit code 99)
+// unless every payment was accepted and every 503 carried Retry-After.
 //
 // k6 is not run in CI; scripts/check-k6.sh checks this file's syntax and its use of the
 // k6 API against @types/k6.
@@ -23,6 +26,8 @@ const VUS = positiveInt('VUS', 20);
 const MAX_ATTEMPTS = positiveInt('MAX_ATTEMPTS', 10);
 const READY_TIMEOUT_S = positiveInt('READY_TIMEOUT_S', 120);
 const RESULTS_DIR = __ENV.RESULTS_DIR || '/results';
+const LARGEST_EVERY = __ENV.LARGEST_EVERY ? positiveInt('LARGEST_EVERY', 0) : 0;
+const LARGEST_USER_ID_PREFIX = 'chaos-large-';
 
 // Backoff between attempts of one payment: 250 ms doubling up to 4 s, as the Go generator.
 const FIRST_BACKOFF_S = 0.25;
@@ -32,6 +37,7 @@ const accepted = new Counter('payments_accepted');
 const rejected = new Counter('payments_rejected');
 const retries = new Counter('payments_retries');
 const acceptLatency = new Trend('payment_accept_latency', true);
+const unavailableWithoutRetryAfter = new Counter('payments_503_without_retry_after');
 
 /** @type {import('k6/options').Options} */
 export const options = {
@@ -51,6 +57,7 @@ export const options = {
     checks: ['rate==1.0'],
     payments_accepted: [`count==${ITERATIONS}`],
     payments_rejected: ['count==0'],
+    payments_503_without_retry_after: ['count==0'],
   },
   // Retried 503s are expected while faults are injected; the thresholds above judge the
   // outcome of each payment, not each attempt.
@@ -87,14 +94,58 @@ export function setup() {
   }
 }
 
+/**
+ * Whether payment n is one of the largest (LARGEST_EVERY).
+ * @param {number} n
+ * @returns {boolean}
+ */
+function largest(n) {
+  return LARGEST_EVERY > 0 && (n + 1) % LARGEST_EVERY === 0;
+}
+
+/**
+ * Payment n's user: one of 20, or for each largest payment a user of its own with the
+ * longest id the API accepts, random after the prefix so that it does not compress.
+ * @param {number} n
+ * @returns {string}
+ */
+function userID(n) {
+  if (largest(n)) {
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+    let id = LARGEST_USER_ID_PREFIX;
+    while (id.length < 64) id += alphabet[Math.floor(Math.random() * alphabet.length)];
+    return id;
+  }
+  return `chaos-user-${n % 20}`;
+}
+
+/**
+ * Payment n's amount as JSON digits: 1000 + n, or for each largest payment 19 random
+ * digits, the most an int64 holds.
+ * @param {number} n
+ * @returns {string}
+ */
+function amount(n) {
+  if (!largest(n)) return String(1000 + n);
+  let digits = '1';
+  while (digits.length < 19) digits += Math.floor(Math.random() * 10);
+  return digits;
+}
+
+/**
+ * Counts a 503 that does not say when to come back.
+ * @param {import('k6/http').RefinedResponse<any>} res
+ */
+function countRetryAfter(res) {
+  if (res.status === 503 && !res.headers['Retry-After']) unavailableWithoutRetryAfter.add(1);
+}
+
 export default function () {
   const n = exec.scenario.iterationInTest;
   const key = `${RUN_ID}-${n}`;
-  const body = JSON.stringify({
-    user_id: `chaos-user-${n % 20}`,
-    amount: 1000 + n,
-    currency: 'EUR',
-  });
+  // Written by hand, not with JSON.stringify: a 19-digit amount is beyond what a
+  // JavaScript number holds exactly.
+  const body = `{"user_id":${JSON.stringify(userID(n))},"amount":${amount(n)},"currency":"EUR"}`;
   const params = {
     headers: { 'Content-Type': 'application/json', 'Idempotency-Key': key },
     tags: { name: 'POST /payments' },
@@ -108,10 +159,12 @@ export default function () {
   // Retry what may succeed later with the same key: the database restarting (503 and other
   // 5xx), another request with this key in flight (409), throttling (429), and transport
   // errors (status 0), where the outcome is unknown. Any other answer is final.
+  countRetryAfter(res);
   while (retryable(res.status) && attempt < MAX_ATTEMPTS) {
     sleep(backoff);
     backoff = Math.min(2 * backoff, MAX_BACKOFF_S);
     res = http.post(`${BASE_URL}/payments`, body, params);
+    countRetryAfter(res);
     attempt++;
     retries.add(1);
   }

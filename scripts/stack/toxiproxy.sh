@@ -11,6 +11,8 @@
 # API on 127.0.0.1:8474. Proxy kafka_relay listens on 127.0.0.1:29092 and forwards to
 # 127.0.0.1:19094, the broker's PROXIED listener, which advertises 127.0.0.1:29092: a client
 # that bootstraps at 29092 (the relay under chaos) keeps all its traffic behind the proxy.
+# Proxy postgres_api listens on 127.0.0.1:25432 and forwards to PostgreSQL (127.0.0.1:55432):
+# only the pg-faults chaos scenario points a service at it (its API and relay).
 # Toxics are added and removed through the API, e.g.
 #   curl -s -XPOST 127.0.0.1:8474/proxies/kafka_relay/toxics \
 #     -d '{"name":"blackhole","type":"timeout","stream":"upstream","attributes":{"timeout":0}}'
@@ -32,6 +34,7 @@ CONFIG="$RUN/toxiproxy.json"
 MODULE=github.com/Shopify/toxiproxy/v2
 API=http://127.0.0.1:8474
 PROXY=kafka_relay
+PG_PROXY=postgres_api
 READY_TIMEOUT=15
 STOP_TIMEOUT=20
 
@@ -53,7 +56,8 @@ api_up() {
 }
 
 proxy_exists() {
-	curl -fsS -o /dev/null --max-time 2 "$API/proxies/$PROXY" 2>/dev/null
+	curl -fsS -o /dev/null --max-time 2 "$API/proxies/$PROXY" 2>/dev/null &&
+		curl -fsS -o /dev/null --max-time 2 "$API/proxies/$PG_PROXY" 2>/dev/null
 }
 
 # ensure_bin builds the server at the version go.mod pins, stamped into the binary with -X so
@@ -74,6 +78,7 @@ ensure_bin() {
 print_proxy() {
 	echo "  API          $API"
 	echo "  $PROXY  127.0.0.1:29092 -> 127.0.0.1:19094 (Kafka PROXIED listener)"
+	echo "  $PG_PROXY 127.0.0.1:25432 -> 127.0.0.1:55432 (PostgreSQL; pg-faults scenario only)"
 }
 
 print_endpoints() {
@@ -87,7 +92,8 @@ print_endpoints() {
 write_config() {
 	cat >"$CONFIG" <<-EOF
 		[
-		  {"name": "$PROXY", "listen": "127.0.0.1:29092", "upstream": "127.0.0.1:19094", "enabled": true}
+		  {"name": "$PROXY", "listen": "127.0.0.1:29092", "upstream": "127.0.0.1:19094", "enabled": true},
+		  {"name": "$PG_PROXY", "listen": "127.0.0.1:25432", "upstream": "127.0.0.1:55432", "enabled": true}
 		]
 	EOF
 }
@@ -119,7 +125,7 @@ start() {
 	# The config file is read only at start-up; recreate the proxy if someone deleted it.
 	if ! proxy_exists; then
 		curl -fsS -o /dev/null --max-time 5 -XPOST "$API/populate" --data-binary "@$CONFIG" ||
-			die "could not create proxy $PROXY (is 127.0.0.1:29092 taken?)"
+			die "could not create proxies $PROXY and $PG_PROXY (is 127.0.0.1:29092 or 127.0.0.1:25432 taken?)"
 	fi
 	if [[ -n "$shared" ]]; then
 		print_shared 8474

@@ -1,0 +1,80 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// An alertSink is the local webhook the poison scenario gives our relay as
+// ALERT_WEBHOOK_URL: it stands for the pager, and keeps the dedup_key of every alert it
+// receives. The relay's alerts are PagerDuty-Events-v2-like, with the dead-lettered
+// event's id as dedup_key (internal/outbox/alert.go).
+type alertSink struct {
+	server *http.Server
+	url    string
+
+	mu sync.Mutex
+	// received counts the alerts per dedup_key; bad counts bodies without one.
+	received map[string]int
+	bad      int
+}
+
+// startAlertSink listens on a free loopback port until Close.
+func startAlertSink() (*alertSink, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen for alerts: %w", err)
+	}
+	s := &alertSink{url: "http://" + l.Addr().String() + "/alerts", received: map[string]int{}}
+	s.server = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := s.server.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.mu.Lock()
+			s.bad++
+			s.mu.Unlock()
+		}
+	}()
+	return s, nil
+}
+
+func (s *alertSink) serve(w http.ResponseWriter, r *http.Request) {
+	var alert struct {
+		DedupKey string `json:"dedup_key"`
+	}
+	err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&alert)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil || r.Method != http.MethodPost || alert.DedupKey == "" {
+		s.bad++
+		http.Error(w, "want a POST of a JSON alert with a dedup_key", http.StatusBadRequest)
+		return
+	}
+	s.received[alert.DedupKey]++
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// Received returns how many alerts each dedup_key got, and how many bodies were not
+// alerts at all.
+func (s *alertSink) Received() (map[string]int, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got := make(map[string]int, len(s.received))
+	for k, n := range s.received {
+		got[k] = n
+	}
+	return got, s.bad
+}
+
+// Close stops listening; calling it again does nothing.
+func (s *alertSink) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = s.server.Shutdown(ctx)
+}

@@ -1,0 +1,359 @@
+package chaos
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dscourse/payments-outbox/internal/event"
+)
+
+// messageSizeLimitConfig is the topic config that bounds a record batch: the broker
+// refuses a larger one with MESSAGE_TOO_LARGE, the rejection the relay dead-letters
+// after MaxRejections (docs/adr/0005).
+const messageSizeLimitConfig = "max.message.bytes"
+
+// A poison is the poison scenario. The API lets no field make a payment large: the
+// body is capped at 4 KiB, the amount is an int64, the currency three letters and the
+// user id at most 64 visible ASCII characters. So the largest valid event is the one
+// with the longest user id and a 19-digit amount, about 67 bytes more than the load's
+// others, and the honest way to make it poison is to bring the topic's limit down
+// between the two sizes rather than to invent a field the API does not have: every
+// Every-th payment of the load is such a payment (LoadConfig.LargestEvery), and the
+// limit is set from the warm-up record the relay wrote.
+//
+// The limit sits three quarters of the way up, not half way, because the relay's
+// snappy compression makes the other events' sizes noisy: in a run of 100 they ranged
+// from 7 bytes below the warm-up's batch to 35 above it (some records compress their
+// repeated payment id, some do not), and at half way with the user id alone (26 bytes
+// up) one of them was dead-lettered. The largest events' random characters do not
+// compress, so they stay about 67 bytes up. The warm-up is one sample of that noise,
+// so the margins on either side can shrink to about 8 bytes when it falls at an end of
+// the spread: a known weakness of measuring one record, to be replaced by a
+// calibration on several if runs show it.
+//
+// Those events must reach the DLQ after at most MaxRejections rejections, each with an
+// alert at the harness's webhook, while every other event flows. Then the harness
+// restores the limit and replays each dead letter through the API's admin endpoint,
+// and the run's usual SLOs judge the outcome: nothing lost, no dead letter left, and
+// every replayed event in the topic with the event id it was dead-lettered with.
+type poison struct {
+	// Every is the load's LongUserIDEvery: every Every-th payment is poison.
+	Every int
+	// MaxRejections is the relay's RELAY_MAX_REJECTIONS, pinned for the run.
+	MaxRejections int
+	// Wait bounds how long after the load the harness waits for the dead letters.
+	Wait time.Duration
+
+	sink  *alertSink
+	token string
+
+	mu sync.Mutex
+	// limit is the max.message.bytes the run set, warmUpBatch the size it was derived
+	// from; window is when it was in force.
+	limit, warmUpBatch int
+	window             Window
+	// before is the outbox as it stood just before the replay.
+	before poisonTally
+	// replayed counts the dead letters the admin endpoint took back; replayErrors
+	// keeps the first refusal.
+	replayed     int
+	replayErrors []string
+	// replayedWithOriginalID counts the poison payments whose event reached the topic
+	// with exactly the event id they were dead-lettered with, as read after the drain.
+	replayedWithOriginalID int
+}
+
+// poisonTally is the outbox after the load, before the replay.
+type poisonTally struct {
+	// Large counts the large payments committed, large lists their ids; DeadLettered
+	// counts those whose row is failed, with deadLettered mapping each one's payment id
+	// to its event id.
+	Large, DeadLettered int
+	large               []string
+	deadLettered        map[string]string
+	// MaxRejections and Rejections are the most, and the total, rejections on a
+	// dead-lettered row.
+	MaxRejections, Rejections int
+	// OthersFailed and OthersPending count the other events that were dead-lettered
+	// or not yet published: the ones that did not flow.
+	OthersFailed, OthersPending int
+	// DLQRows counts outbox_dlq.
+	DLQRows int
+}
+
+// prepare starts the webhook and mints the admin token, before the API starts.
+func (p *poison) prepare() ([]string, error) {
+	sink, err := startAlertSink()
+	if err != nil {
+		return nil, err
+	}
+	p.sink, p.token = sink, rand.Text()
+	return []string{
+		"ALERT_WEBHOOK_URL=" + sink.url,
+		"ADMIN_TOKEN=" + p.token,
+		"RELAY_MAX_REJECTIONS=" + strconv.Itoa(p.MaxRejections),
+	}, nil
+}
+
+// disrupt brings the limit down once the warm-up event is in the topic, and when the
+// run ends restores it (if the replay has not) and reads which event ids the poison
+// payments reached the topic with.
+func (p *poison) disrupt(ctx context.Context, rn *Run) error {
+	if p.sink != nil {
+		defer p.sink.Close()
+	}
+	sizes, err := recordBatchSizes(ctx, rn.brokers, rn.topic)
+	if err != nil {
+		return err
+	}
+	if len(sizes) == 0 {
+		return fmt.Errorf("measure the warm-up event: topic %s is empty", rn.topic)
+	}
+	warmUp := slices.Max(sizes)
+	// The largest payment is this many characters longer than the warm-up's, user
+	// "chaos-user-0" and amount 1000.
+	extra := event.MaxUserIDLength - len("chaos-user-0") + len("1000000000000000000") - len("1000")
+	limit := warmUp + extra*3/4
+	if err := setTopicConfig(ctx, rn, messageSizeLimitConfig, strconv.Itoa(limit)); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.limit, p.warmUpBatch = limit, warmUp
+	p.window = Window{Kind: "large_events_refused", StartS: time.Since(rn.origin).Seconds(), EndS: -1}
+	p.mu.Unlock()
+	rn.disrupted("topic refuses the largest valid events", fmt.Sprintf("%s=%d bytes: the warm-up event's batch is %d bytes, the largest payment's about %d more", messageSizeLimitConfig, limit, warmUp, extra))
+
+	<-ctx.Done()
+	after, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := p.restoreLimit(after, rn); err != nil {
+		return err
+	}
+	topic, err := ReadTopic(after, rn.brokers, rn.topic)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for paymentID, eventID := range p.before.deadLettered {
+		if ids := topic.PaymentEventIDs[paymentID]; len(ids) == 1 && ids[0] == eventID {
+			p.replayedWithOriginalID++
+		}
+	}
+	return nil
+}
+
+// restoreLimit removes the override, once.
+func (p *poison) restoreLimit(ctx context.Context, rn *Run) error {
+	p.mu.Lock()
+	done := p.window.EndS >= 0
+	p.mu.Unlock()
+	if done {
+		return nil
+	}
+	if err := setTopicConfig(ctx, rn, messageSizeLimitConfig, ""); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.window.EndS = time.Since(rn.origin).Seconds()
+	p.mu.Unlock()
+	rn.disrupted("topic takes large events again", messageSizeLimitConfig+" back to the broker's default")
+	return nil
+}
+
+// afterLoad waits until the large events are dead-lettered and the others published,
+// takes the tally, waits for the alerts, restores the limit and replays every dead
+// letter through the admin endpoint. The drain the runner then waits for is the
+// replayed events'.
+func (p *poison) afterLoad(ctx context.Context, rn *Run) error {
+	conn, err := pgx.Connect(ctx, rn.paymentsDB)
+	if err != nil {
+		return fmt.Errorf("connect to the payments database: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var tally poisonTally
+	deadline := time.Now().Add(p.Wait)
+	for {
+		tally, err = readPoisonTally(ctx, conn)
+		settled := err == nil && tally.Large > 0 && tally.DeadLettered == tally.Large && tally.OthersPending == 0
+		if settled || time.Now().After(deadline) {
+			break
+		}
+		if err := waitUntil(ctx, time.Now().Add(500*time.Millisecond)); err != nil {
+			return err
+		}
+	}
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.before = tally
+	p.mu.Unlock()
+	// The alerts of a batch go out after its statement commits, side by side.
+	alertsBy := time.Now().Add(10 * time.Second)
+	for !p.alerted(tally) && time.Now().Before(alertsBy) {
+		if err := waitUntil(ctx, time.Now().Add(200*time.Millisecond)); err != nil {
+			return err
+		}
+	}
+	if err := p.restoreLimit(ctx, rn); err != nil {
+		return err
+	}
+	for _, eventID := range tally.deadLettered {
+		if err := p.replay(ctx, rn.API.BaseURL, eventID); err != nil {
+			p.mu.Lock()
+			p.replayErrors = append(p.replayErrors, err.Error())
+			p.mu.Unlock()
+			continue
+		}
+		p.mu.Lock()
+		p.replayed++
+		p.mu.Unlock()
+	}
+	rn.disrupted("dead letters replayed through POST /admin/dlq/{event_id}/replay", fmt.Sprintf("%d of %d", p.replayed, tally.DeadLettered))
+	return nil
+}
+
+// alerted reports whether every dead letter of tally has its alert.
+func (p *poison) alerted(tally poisonTally) bool {
+	received, _ := p.sink.Received()
+	for _, eventID := range tally.deadLettered {
+		if received[eventID] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// readPoisonTally reads the outbox, telling the large payments' events from the others
+// by their user id (LargestUserIDPrefix).
+func readPoisonTally(ctx context.Context, conn *pgx.Conn) (poisonTally, error) {
+	t := poisonTally{deadLettered: map[string]string{}}
+	rows, err := conn.Query(ctx, `
+		SELECT p.id::text, o.id::text, o.status, o.rejections, starts_with(p.user_id, $1)
+		FROM outbox_events o JOIN payments p ON p.id::text = o.aggregate_id`, LargestUserIDPrefix)
+	if err != nil {
+		return t, fmt.Errorf("read the outbox: %w", err)
+	}
+	var paymentID, eventID, status string
+	var rejections int
+	var large bool
+	_, err = pgx.ForEachRow(rows, []any{&paymentID, &eventID, &status, &rejections, &large}, func() error {
+		switch {
+		case large:
+			t.Large++
+			t.large = append(t.large, paymentID)
+			if status == "failed" {
+				t.DeadLettered++
+				t.deadLettered[paymentID] = eventID
+				t.Rejections += rejections
+				t.MaxRejections = max(t.MaxRejections, rejections)
+			}
+		case status == "failed":
+			t.OthersFailed++
+		case status == "pending":
+			t.OthersPending++
+		}
+		return nil
+	})
+	if err != nil {
+		return t, fmt.Errorf("read the outbox: %w", err)
+	}
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM outbox_dlq`).Scan(&t.DLQRows); err != nil {
+		return t, fmt.Errorf("count outbox_dlq: %w", err)
+	}
+	return t, nil
+}
+
+// replay sends one dead letter back through the API's admin endpoint, as an operator
+// would once the cause is fixed.
+func (p *poison) replay(ctx context.Context, baseURL, eventID string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/admin/dlq/"+eventID+"/replay", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("replay %s: %w", eventID, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("replay %s: status %d", eventID, resp.StatusCode)
+	}
+	return nil
+}
+
+// validity: the limit bit and the pager heard of it; then the scenario's SLO rows, on
+// the outbox as it stood before the replay and on the topic after it.
+//
+// That the limit bit is the harness's own evidence, not the relay's bookkeeping: the
+// large events reached the topic only after the limit was restored (the topic watch).
+// A relay that took MESSAGE_TOO_LARGE for an outage is still held back, and fails the
+// dlq row; a limit that did not bite turns the poison rows off, so the run is INVALID
+// rather than a FAIL of the service.
+func (p *poison) validity(r *Report, _ *Run) []Check {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := p.before
+	held := 0
+	if r.Evidence != nil && p.window.EndS >= 0 {
+		for _, id := range t.large {
+			if first, ok := r.Evidence.firstSeenS[id]; ok && first > p.window.EndS {
+				held++
+			}
+		}
+	}
+	received, bad := p.sink.Received()
+	alerted := 0
+	for _, eventID := range t.deadLettered {
+		if received[eventID] > 0 {
+			alerted++
+		}
+	}
+	limit := fmt.Sprintf("%s=%d, warm-up batch %d bytes; %d rejections recorded", messageSizeLimitConfig, p.limit, p.warmUpBatch, t.Rejections)
+	replayGot := fmt.Sprintf("%d of %d dead letters replayed", p.replayed, t.DeadLettered)
+	if len(p.replayErrors) > 0 {
+		replayGot += "; first refusal: " + p.replayErrors[0]
+	}
+	checks := []Check{
+		check(Validity, "the size limit bit: large events in the topic only after it was restored (topic)", fmt.Sprint(t.Large),
+			fmt.Sprintf("%d (%s)", held, limit), t.Large > 0 && held == t.Large),
+		check(Validity, "alert received by the harness's webhook for each dead letter", fmt.Sprint(t.DeadLettered),
+			fmt.Sprintf("%d (%d alerts in all, %d bodies not alerts)", alerted, sumCounts(received), bad), t.DeadLettered > 0 && alerted == t.DeadLettered),
+	}
+	slos := []Check{
+		check(SLO, "dlq before the replay = the large events (poison)", fmt.Sprint(t.Large),
+			fmt.Sprintf("%d dead-lettered of %d large; outbox_dlq rows %d", t.DeadLettered, t.Large, t.DLQRows), t.Large > 0 && t.DeadLettered == t.Large && t.DLQRows == t.Large),
+		check(SLO, "rejections before a dead letter (most on one event)", "<= "+strconv.Itoa(p.MaxRejections),
+			t.MaxRejections, t.DeadLettered > 0 && t.MaxRejections <= p.MaxRejections),
+		check(SLO, "other events held up (dead-lettered or unpublished when the large ones were dead)", "0",
+			fmt.Sprintf("%d (dead-lettered %d, unpublished %d)", t.OthersFailed+t.OthersPending, t.OthersFailed, t.OthersPending), t.OthersFailed+t.OthersPending == 0),
+		check(SLO, "replayed events in the topic with their dead-lettered event ids", fmt.Sprint(t.DeadLettered),
+			fmt.Sprintf("%d (%s)", p.replayedWithOriginalID, replayGot), t.DeadLettered > 0 && p.replayedWithOriginalID == t.DeadLettered),
+	}
+	if held == 0 {
+		for i, c := range slos {
+			slos[i] = checkOff(c.Kind, c.Name, c.Want, "the limit never held a large event back: nothing to judge")
+		}
+	}
+	return append(checks, slos...)
+}
+
+func sumCounts(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
