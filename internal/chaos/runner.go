@@ -200,7 +200,8 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 		return LoadResult{}, Observed{}, err
 	}
 	rn.logger.Info("sending payments", slog.Int("payments", opts.Payments), slog.Duration("span", sc.Span), slog.Int("bursts", sc.Bursts))
-	load, err := RunLoad(ctx, LoadConfig{BaseURL: rn.API.BaseURL, RunID: report.RunID, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts})
+	// The dual-write handler takes creations only: its point is the lost creation.
+	load, err := RunLoad(ctx, LoadConfig{BaseURL: rn.API.BaseURL, RunID: report.RunID, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts, Lifecycle: !sc.DualWrite})
 	closeLoadDone()
 	if err != nil {
 		return LoadResult{}, Observed{}, fmt.Errorf("run load: %w", err)
@@ -262,6 +263,10 @@ func judge(report *Report, sc Scenario, rn *Run, load LoadResult, observed Obser
 	observed.Accepted = load.PaymentIDs
 	observed.Fill(report)
 	report.APIAccepted, report.APIRejected, report.APIRetries = load.Accepted, load.Rejected, load.Retries
+	report.Transitions = load.Transitions
+	for reason, n := range load.Transitions.FailReasons {
+		report.Notes = append(report.Notes, fmt.Sprintf("%d transition requests failed: %s", n, reason))
+	}
 	for reason, n := range load.RejectReasons {
 		report.Notes = append(report.Notes, fmt.Sprintf("%d payments rejected: %s", n, reason))
 	}
