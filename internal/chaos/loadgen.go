@@ -93,7 +93,7 @@ type LoadResult struct {
 	// when each event reached the topic.
 	Events  []CommittedEvent
 	Started time.Time
-	Ended     time.Time
+	Ended   time.Time
 }
 
 // Percentiles summarises the latencies.

@@ -21,7 +21,7 @@ type Observed struct {
 	// Lifecycles holds every payment's state and version; nil when the payments table
 	// has no lifecycle columns (Schema.PaymentLifecycle).
 	Lifecycles map[string]CommittedLifecycle
-	Topic     TopicContents
+	Topic      TopicContents
 	// ExpectedPartitions is the partition count the topic must have.
 	ExpectedPartitions int
 	// Schema says which of the tables docs/contract.md names were found.

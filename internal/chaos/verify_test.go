@@ -318,7 +318,7 @@ func TestBrokenOutcomesFailTheirRow(t *testing.T) {
 	}{
 		{name: "nothing broken"},
 		{
-			name:    "a payment with two event ids",
+			name: "a payment with two event ids",
 			breakIt: func(o *Observed) {
 				o.Topic.PaymentEventIDs["p1"] = []string{"e1", "e2"}
 				o.Topic.TransitionEventIDs["p1"][1] = []string{"e1", "e2"}
