@@ -86,7 +86,7 @@ func Scenarios(short bool) map[string]Scenario {
 	const copyEvery = 5
 	faultsBit := func(r *Report, _ *Run) []Check {
 		checks := append(faultChecks(r, DropAcks, DropRequests, ProxyDown), probeCheck(r))
-		return append(checks, injectedCheck(r))
+		return append(checks, injectedCheck(r), orderInFlightCheck(r))
 	}
 	skew := &clockSkew{Skew: 10 * time.Minute, Window: 30 * time.Second}
 	if short {
@@ -132,6 +132,7 @@ func Scenarios(short bool) map[string]Scenario {
 				return append(checks,
 					check(Validity, "outage began during the load", "true", overlap, overlap),
 					injectedCheck(r),
+					orderInFlightCheck(r),
 				)
 			},
 		},
@@ -150,6 +151,7 @@ func Scenarios(short bool) map[string]Scenario {
 				return []Check{
 					check(Validity, "API SIGKILLed and restarted by the harness", fmt.Sprintf(">= %d kills", relayKills.Kills), fmt.Sprintf("%d kills (%s)", c.APIKills, inFlight), c.APIKills >= relayKills.Kills),
 					check(Validity, "copies of one event id in the topic (kills during lost acks)", "> 0", r.DuplicatesDelivered, r.DuplicatesDelivered > 0),
+					orderInFlightCheck(r),
 				}
 			},
 		},
