@@ -82,6 +82,10 @@ type Report struct {
 	ConsumerOrderViolations    int `json:"consumer_order_violations"`
 	ConsumerTransitionsMissing int `json:"consumer_transitions_missing"`
 	ConsumerOwnViolations      int `json:"consumer_own_order_violations"`
+	// LifecycleLoad is whether the load sent the payments through their lifecycle: the
+	// service captured the warm-up payment, and the scenario is not the dual write
+	// (whose point is a lost creation, and whose handler takes creations only).
+	LifecycleLoad bool `json:"lifecycle_load"`
 	// Transitions is what the load generator's lifecycle requests saw.
 	Transitions TransitionStats `json:"transitions"`
 	// DecisionEventMismatch counts decisions whose event_id is not the X-Event-Id of
