@@ -174,7 +174,7 @@ func (o Observed) fillConsumerOrder(r *Report) {
 // transition) are the "one event id per transition" check's business.
 func outOfSequence(seqs []int) int {
 	for i := 1; i < len(seqs); i++ {
-		if false && seqs[i] < seqs[i-1] {
+		if seqs[i] < seqs[i-1] {
 			return i
 		}
 	}
