@@ -73,6 +73,7 @@ type lifecycleRun struct {
 	client    *http.Client
 	cfg       LoadConfig
 	paymentID string
+	n         int    // the payment's number in the load
 	key       string // the payment's Idempotency-Key, the prefix of its transitions'
 	stats     TransitionStats
 	events    []CommittedEvent
@@ -81,7 +82,7 @@ type lifecycleRun struct {
 
 // runLifecycle sends payment n's plan and returns what it saw and committed.
 func runLifecycle(ctx context.Context, client *http.Client, cfg LoadConfig, n int, paymentID string) (TransitionStats, []CommittedEvent) {
-	lr := &lifecycleRun{ctx: ctx, client: client, cfg: cfg, paymentID: paymentID, key: fmt.Sprintf("%s-%d", cfg.RunID, n)}
+	lr := &lifecycleRun{ctx: ctx, client: client, cfg: cfg, paymentID: paymentID, n: n, key: fmt.Sprintf("%s-%d", cfg.RunID, n)}
 	amount := int64(1000 + n) // as sendPayment sends it
 	switch n % 5 {
 	case 0:
@@ -102,6 +103,10 @@ func runLifecycle(ctx context.Context, client *http.Client, cfg LoadConfig, n in
 }
 
 type transitionRequest struct{ action, body, step string }
+
+// stepNumbers number the steps of a plan, so that with replicas each step starts on
+// another one, and the two requests of a race go to two replicas.
+var stepNumbers = map[string]int{"c": 1, "x": 2, "r1": 3, "r2": 4}
 
 // send makes one transition until it is answered for good and reports whether it
 // committed.
@@ -131,11 +136,14 @@ func (lr *lifecycleRun) race(requests [2]transitionRequest) {
 // retried (503, 429, a lost answer) with the same key, and returns the final status (0
 // when out of attempts).
 func (lr *lifecycleRun) sendRequest(r transitionRequest) int {
-	url := strings.TrimRight(lr.cfg.BaseURL, "/") + "/payments/" + lr.paymentID + "/" + r.action
+	path := "/payments/" + lr.paymentID + "/" + r.action
 	key := lr.key + "-" + r.step
 	backoff := lr.cfg.FirstBackoff
 	status, reason := 0, ""
 	for attempt := range lr.cfg.MaxAttempts {
+		// With replicas, each step and each retry go to the next one: a payment created
+		// on one replica is captured on another, as behind a load balancer.
+		url := strings.TrimRight(lr.cfg.url(lr.n+stepNumbers[r.step]+attempt), "/") + path
 		if attempt > 0 {
 			if waitUntil(lr.ctx, time.Now().Add(backoff)) != nil {
 				break

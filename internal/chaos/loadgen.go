@@ -20,6 +20,11 @@ import (
 type LoadConfig struct {
 	// BaseURL of the API, e.g. http://127.0.0.1:8080. Required.
 	BaseURL string
+	// Replicas are the base URLs of further API processes on the same database. With
+	// them, the load spreads like a round-robin load balancer: attempt a of payment n
+	// goes to the (n+a)-th URL of BaseURL and Replicas, so a retry reaches another
+	// replica, and the Idempotency-Key, kept in the shared database, makes that safe.
+	Replicas []string
 	// RunID prefixes every Idempotency-Key ("<run-id>-<n>"), so two runs never share a
 	// key. Required.
 	RunID string
@@ -43,6 +48,15 @@ type LoadConfig struct {
 	// Defaults 250 ms and 4 s.
 	FirstBackoff time.Duration
 	MaxBackoff   time.Duration
+}
+
+// url returns the base URL of request i (see Replicas).
+func (c LoadConfig) url(i int) string {
+	if len(c.Replicas) == 0 {
+		return c.BaseURL
+	}
+	all := append([]string{c.BaseURL}, c.Replicas...)
+	return all[i%len(all)]
 }
 
 func (c LoadConfig) withDefaults() LoadConfig {
@@ -206,7 +220,7 @@ func sendPayment(ctx context.Context, client *http.Client, cfg LoadConfig, n int
 			}
 			backoff = min(2*backoff, cfg.MaxBackoff)
 		}
-		id, eventID, retry, reason := postPayment(ctx, client, cfg.BaseURL, key, body)
+		id, eventID, retry, reason := postPayment(ctx, client, cfg.url(n+attempt), key, body)
 		if reason == "" {
 			return outcome{paymentID: id, eventID: eventID, acceptedAt: time.Now(), latency: time.Since(start), retries: attempt, retryReasons: failed}
 		}

@@ -215,7 +215,8 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 		return LoadResult{}, Observed{}, err
 	}
 	rn.logger.Info("sending payments", slog.Int("payments", opts.Payments), slog.Duration("span", sc.Span), slog.Int("bursts", sc.Bursts))
-	load, err := RunLoad(ctx, LoadConfig{BaseURL: rn.API.BaseURL, RunID: report.RunID, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts, Lifecycle: report.LifecycleLoad})
+	urls := rn.apiURLs()
+	load, err := RunLoad(ctx, LoadConfig{BaseURL: urls[0], Replicas: urls[1:], RunID: report.RunID, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts, Lifecycle: report.LifecycleLoad})
 	closeLoadDone()
 	if err != nil {
 		return LoadResult{}, Observed{}, fmt.Errorf("run load: %w", err)

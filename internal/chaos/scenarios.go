@@ -13,6 +13,9 @@ type Scenario struct {
 	Description string
 	// DualWrite runs the API in the teaching dual-write mode (DUAL_WRITE=true).
 	DualWrite bool
+	// Replicas runs this many API processes on one database, each with its relay, and
+	// spreads the load over them; 0 or 1 is one. Only our API (the harness starts them).
+	Replicas int
 	// Span paces the load over this long; 0 sends everything at once.
 	Span time.Duration
 	// Bursts, with a Span, sends the load in this many bursts of parallel requests.
@@ -91,6 +94,10 @@ func Scenarios(short bool) map[string]Scenario {
 	skew := &clockSkew{Skew: 10 * time.Minute, Window: 30 * time.Second}
 	if short {
 		skew.Window = 12 * time.Second
+	}
+	pause := replicaPause{Pauses: 2, Pause: 14 * time.Second, Alone: 3 * time.Second, Gap: [2]time.Duration{2 * time.Second, 4 * time.Second}}
+	if short {
+		pause.Pauses = 1
 	}
 	hostile := &hostileRecords{Foreign: &ForeignRecords{}, For: 13 * time.Second, Every: 500 * time.Millisecond}
 	return map[string]Scenario{
@@ -200,6 +207,18 @@ func Scenarios(short bool) map[string]Scenario {
 				return []Check{postgresRestartCheck(r), injectedCheck(r)}
 			},
 		},
+		"replica-pause": {
+			Name: "replica-pause",
+			Description: "two API processes (two relays) share one outbox, the load spread over both; with the broker's acks slowed by " + slowAcksLatency.String() +
+				", one replica is SIGSTOPped " + fmt.Sprint(pause.Pauses) + " times while rows are leased, for " + pause.Pause.String() + " (past RELAY_LEASE), while the other takes its rows over; then it resumes alone for " + pause.Alone.String() +
+				" with the other frozen: its late outcomes must change nothing (fencing), copies are allowed, and each payment's order must hold",
+			Replicas:  2,
+			Span:      40 * time.Second,
+			LoadDelay: -2 * time.Second, // the load starts first, so that rows are leased
+			CopyEvery: copyEvery,
+			Disrupt:   pause.disrupt,
+			Validity:  pause.validity,
+		},
 		"hostile-records": {
 			Name: "hostile-records",
 			Description: "while a load paced over 15 s arrives, the harness writes to the topic itself, as another producer, one record every " + hostile.Every.String() +
@@ -228,7 +247,7 @@ func Scenarios(short bool) map[string]Scenario {
 // run first and the dual-write run right after it, for the side-by-side table;
 // db-restart last, because it restarts the shared PostgreSQL server.
 func ScenarioNames() []string {
-	return []string{"default", "dual-write", "kafka-down", "relay-crash", "consumer-crash", "hostile-records", "clock-skew", "db-restart"}
+	return []string{"default", "dual-write", "kafka-down", "relay-crash", "consumer-crash", "replica-pause", "hostile-records", "clock-skew", "db-restart"}
 }
 
 // IsScenario reports whether name is a scenario or "all".
