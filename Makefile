@@ -100,7 +100,7 @@ bench: stack-up ## Measure throughput and latency; writes reports/bench.json
 CHAOS_FLAGS ?=
 
 .PHONY: chaos
-chaos: setup ## Run a chaos scenario (SCENARIO=default|kafka-down|relay-crash|consumer-crash|db-restart|dual-write; CHAOS_FLAGS=...)
+chaos: setup ## Run a chaos scenario (SCENARIO=default|kafka-down|relay-crash|consumer-crash|replica-pause|hostile-records|clock-skew|db-restart|dual-write; CHAOS_FLAGS=...)
 	$(GO) run ./cmd/chaos -scenario $(SCENARIO) $(CHAOS_FLAGS)
 
 .PHONY: chaos-prepare
