@@ -95,10 +95,10 @@ func Scenarios(short bool) map[string]Scenario {
 	if short {
 		skew.Window = 12 * time.Second
 	}
-	pause := replicaPause{Pauses: 2, Pause: 14 * time.Second, Alone: 3 * time.Second, Gap: [2]time.Duration{2 * time.Second, 4 * time.Second}}
-	if short {
-		pause.Pauses = 1
-	}
+	// A pause catches the paused relay between its send and its mark only when it, not
+	// the other replica, held the leased rows: about one pause in two, so three of them.
+	pause := replicaPause{Pauses: 3, Pause: 14 * time.Second, Alone: 3 * time.Second, Gap: [2]time.Duration{time.Second, 3 * time.Second}}
+	pauseSpan := 60 * time.Second
 	hostile := &hostileRecords{Foreign: &ForeignRecords{}, For: 13 * time.Second, Every: 500 * time.Millisecond}
 	return map[string]Scenario{
 		"default": {
@@ -213,7 +213,7 @@ func Scenarios(short bool) map[string]Scenario {
 				", one replica is SIGSTOPped " + fmt.Sprint(pause.Pauses) + " times while rows are leased, for " + pause.Pause.String() + " (past RELAY_LEASE), while the other takes its rows over; then it resumes alone for " + pause.Alone.String() +
 				" with the other frozen: its late outcomes must change nothing (fencing), copies are allowed, and each payment's order must hold",
 			Replicas:  2,
-			Span:      40 * time.Second,
+			Span:      pauseSpan,
 			LoadDelay: -2 * time.Second, // the load starts first, so that rows are leased
 			CopyEvery: copyEvery,
 			Disrupt:   pause.disrupt,
