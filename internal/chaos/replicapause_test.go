@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -32,23 +33,27 @@ func TestChangedRows(t *testing.T) {
 	}
 }
 
-// The fenced outcomes are summed from our relay's log lines, and only from those.
-func TestFencedOutcomes(t *testing.T) {
+// The late outcomes are the relay's outcome lines inside the windows, and only those.
+func TestLateOutcomes(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "api.log")
-	log := `{"level":"INFO","msg":"relay started"}
-{"level":"WARN","msg":"lease lost before marking; another worker owns the events","component":"outbox_relay","events":3}
-{"level":"WARN","msg":"publish failed","events":7}
-{"level":"WARN","msg":"lease lost before marking; another worker owns the events","component":"outbox_relay","events":2}
+	log := `{"time":"2026-12-01T12:00:00Z","level":"WARN","msg":"Kafka unavailable; relay backs off, events stay pending","component":"outbox_relay","events":9}
+{"time":"2026-12-01T12:00:11Z","level":"WARN","msg":"lease lost before marking; another worker owns the events","component":"outbox_relay","events":3}
+{"time":"2026-12-01T12:00:12Z","level":"WARN","msg":"Kafka unavailable; relay backs off, events stay pending","component":"outbox_relay","events":2}
+{"time":"2026-12-01T12:00:12Z","level":"INFO","msg":"relay started","component":"outbox_relay"}
+{"time":"2026-12-01T12:00:12Z","level":"WARN","msg":"write response","component":"payment","events":4}
+{"time":"2026-12-01T12:00:30Z","level":"WARN","msg":"lease lost before marking; another worker owns the events","component":"outbox_relay","events":5}
 `
 	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := fencedOutcomes(path); got != 5 {
-		t.Errorf("fencedOutcomes = %d, want 5", got)
+	start := time.Date(2026, 12, 1, 12, 0, 10, 0, time.UTC)
+	late, fenced := lateOutcomes(path, [][2]time.Time{{start, start.Add(4 * time.Second)}})
+	if late != 5 || fenced != 3 {
+		t.Errorf("lateOutcomes = %d late, %d fenced; want 5 and 3", late, fenced)
 	}
-	if got := fencedOutcomes(filepath.Join(t.TempDir(), "missing.log")); got != -1 {
-		t.Errorf("fencedOutcomes of a missing log = %d, want -1", got)
+	if late, _ := lateOutcomes(filepath.Join(t.TempDir(), "missing.log"), nil); late != -1 {
+		t.Errorf("lateOutcomes of a missing log = %d, want -1", late)
 	}
 }
 
