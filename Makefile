@@ -118,7 +118,7 @@ bench: stack-up ## Measure throughput and latency (and on the cluster, if up); w
 CHAOS_FLAGS ?=
 
 .PHONY: chaos
-chaos: setup ## Run a chaos scenario (SCENARIO=default|dual-write|kafka-down|relay-crash|consumer-crash|hostile-records|clock-skew|poison|pg-faults|long-transaction|broker-failover|partition-offline|rolling-restart|db-restart; RELAY_MODE=poll|cdc; CHAOS_FLAGS=...); writes reports/chaos-<scenario>.json and .html
+chaos: setup ## Run a chaos scenario (SCENARIO=default|dual-write|kafka-down|relay-crash|consumer-crash|replica-pause|hostile-records|clock-skew|poison|pg-faults|long-transaction|broker-failover|partition-offline|rolling-restart|db-restart; RELAY_MODE=poll|cdc; CHAOS_FLAGS=...); writes reports/chaos-<scenario>.json and .html
 	$(GO) run ./cmd/chaos -scenario $(SCENARIO) -relay-mode $(RELAY_MODE) $(CHAOS_FLAGS)
 
 .PHONY: chaos-prepare

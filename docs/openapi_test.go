@@ -36,6 +36,9 @@ func TestMain(m *testing.M) {
 var notExercised = []string{
 	"createPayment 500", "createPayment 503",
 	"getPayment 500", "getPayment 503",
+	"capturePayment 500", "capturePayment 503",
+	"refundPayment 500", "refundPayment 503",
+	"cancelPayment 500", "cancelPayment 503",
 	"readyz 503",
 	"listDeadLetters 404", "listDeadLetters 500",
 	"replayDeadLetter 500",
@@ -254,6 +257,50 @@ func TestAPIConformsToOpenAPI(t *testing.T) {
 		validRequest: true, wantStatus: http.StatusNotFound})
 	cf.do(call{name: "get malformed id", method: http.MethodGet, path: "/payments/not-a-uuid",
 		wantStatus: http.StatusBadRequest})
+
+	// The lifecycle: each transition's answers, on payments of their own.
+	newPayment := func(name string) string {
+		_, body := cf.do(call{name: name, method: http.MethodPost, path: "/payments",
+			headers: jsonHeaders(uuid.NewString()), body: payment, validRequest: true, wantStatus: http.StatusCreated})
+		var p struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(body, &p); err != nil || p.ID == "" {
+			t.Fatalf("%s: no payment id in %s (%v)", name, body, err)
+		}
+		return p.ID
+	}
+	captured, cancelled := newPayment("create to capture"), newPayment("create to cancel")
+	transitionKey := "openapi-t-" + uuid.NewString()
+	for _, c := range []call{
+		{name: "refund before capture", path: "/payments/" + captured + "/refund", validRequest: true, wantStatus: http.StatusConflict},
+		{name: "capture", path: "/payments/" + captured + "/capture", headers: map[string]string{"Idempotency-Key": transitionKey}, validRequest: true, wantStatus: http.StatusOK},
+		{name: "capture replay", path: "/payments/" + captured + "/capture", headers: map[string]string{"Idempotency-Key": transitionKey}, validRequest: true, wantStatus: http.StatusOK},
+		{name: "capture twice", path: "/payments/" + captured + "/capture", validRequest: true, wantStatus: http.StatusConflict},
+		{name: "capture with a field", path: "/payments/" + captured + "/capture", headers: map[string]string{"Content-Type": "application/json"}, body: `{"amount": 5}`, wantStatus: http.StatusBadRequest},
+		{name: "capture unknown", path: "/payments/" + uuid.NewString() + "/capture", validRequest: true, wantStatus: http.StatusNotFound},
+		{name: "capture oversized", path: "/payments/" + captured + "/capture", headers: map[string]string{"Content-Type": "application/json"}, body: "{}" + strings.Repeat(" ", 5000), wantStatus: http.StatusRequestEntityTooLarge},
+		{name: "capture not JSON", path: "/payments/" + captured + "/capture", headers: map[string]string{"Content-Type": "text/plain"}, body: "x", wantStatus: http.StatusUnsupportedMediaType},
+		{name: "refund part", path: "/payments/" + captured + "/refund", headers: jsonHeaders(transitionKey), body: `{"amount": 500}`, validRequest: true, wantStatus: http.StatusOK},
+		{name: "refund key, other amount", path: "/payments/" + captured + "/refund", headers: jsonHeaders(transitionKey), body: `{"amount": 600}`, validRequest: true, wantStatus: http.StatusUnprocessableEntity},
+		{name: "refund zero", path: "/payments/" + captured + "/refund", headers: map[string]string{"Content-Type": "application/json"}, body: `{"amount": 0}`, wantStatus: http.StatusBadRequest},
+		{name: "refund too much", path: "/payments/" + captured + "/refund", headers: map[string]string{"Content-Type": "application/json"}, body: `{"amount": 5000}`, validRequest: true, wantStatus: http.StatusConflict},
+		{name: "refund unknown", path: "/payments/" + uuid.NewString() + "/refund", validRequest: true, wantStatus: http.StatusNotFound},
+		{name: "refund oversized", path: "/payments/" + captured + "/refund", headers: map[string]string{"Content-Type": "application/json"}, body: "{}" + strings.Repeat(" ", 5000), wantStatus: http.StatusRequestEntityTooLarge},
+		{name: "refund not JSON", path: "/payments/" + captured + "/refund", headers: map[string]string{"Content-Type": "text/plain"}, body: "x", wantStatus: http.StatusUnsupportedMediaType},
+		{name: "refund the rest", path: "/payments/" + captured + "/refund", validRequest: true, wantStatus: http.StatusOK},
+		{name: "cancel", path: "/payments/" + cancelled + "/cancel", headers: map[string]string{"Idempotency-Key": transitionKey}, validRequest: true, wantStatus: http.StatusOK},
+		{name: "cancel key, other request", path: "/payments/" + cancelled + "/cancel", headers: map[string]string{"Idempotency-Key": transitionKey, "Content-Type": "application/json"}, body: "{}", validRequest: true, wantStatus: http.StatusOK},
+		{name: "cancel captured", path: "/payments/" + captured + "/cancel", validRequest: true, wantStatus: http.StatusConflict},
+		{name: "cancel malformed id", path: "/payments/nope/cancel", wantStatus: http.StatusBadRequest},
+		{name: "cancel unknown", path: "/payments/" + uuid.NewString() + "/cancel", validRequest: true, wantStatus: http.StatusNotFound},
+		{name: "cancel oversized", path: "/payments/" + cancelled + "/cancel", headers: map[string]string{"Content-Type": "application/json"}, body: "{}" + strings.Repeat(" ", 5000), wantStatus: http.StatusRequestEntityTooLarge},
+		{name: "cancel not JSON", path: "/payments/" + cancelled + "/cancel", headers: map[string]string{"Content-Type": "text/plain"}, body: "x", wantStatus: http.StatusUnsupportedMediaType},
+	} {
+		c.method = http.MethodPost
+		cf.do(c)
+	}
+	cf.do(call{name: "get refunded", method: http.MethodGet, path: "/payments/" + captured, validRequest: true, wantStatus: http.StatusOK})
 
 	for _, c := range []call{
 		{name: "malformed JSON", body: `{"user_id": "u-42",`, wantStatus: http.StatusBadRequest},

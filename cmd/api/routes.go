@@ -53,6 +53,10 @@ func newHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, reg *promet
 		r.Method(http.MethodPost, "/payments", payment.HandleCreate(paymentLogger, payments, relay.created))
 	}
 	r.Method(http.MethodGet, "/payments/{id}", payment.HandleGet(paymentLogger, payments))
+	// The lifecycle (docs/adr/0006): each transition and its event in one transaction.
+	for _, action := range []string{payment.ActionCapture, payment.ActionRefund, payment.ActionCancel} {
+		r.Method(http.MethodPost, "/payments/{id}/"+action, payment.HandleTransition(paymentLogger, payments, action, relay.created))
+	}
 
 	// Without a token the admin endpoints do not exist (404): an unprotected replay
 	// button is worse than none.

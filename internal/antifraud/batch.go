@@ -15,10 +15,11 @@ import (
 
 // A batchResult counts what one batch did, for metrics and logs.
 type batchResult struct {
-	processed  int             // events seen for the first time, each with a decision
+	processed  int             // events seen for the first time (each applied creation is decided)
 	duplicates int             // deliveries of events already processed, in earlier batches or this one
 	poison     []deadLetter    // records stored as dead letters
 	verdicts   map[Verdict]int // decisions by verdict
+	violations []violation     // first-time events refused by the order check (order.go)
 }
 
 // processBatch applies the records of one poll to the database in one transaction:
@@ -47,7 +48,7 @@ func (c *Consumer) processBatch(ctx context.Context, records []*kgo.Record) (bat
 		index[ev.id] = len(unique)
 		unique = append(unique, ev)
 		rows = append(rows, processedRow{
-			eventID: ev.id, paymentID: ev.payload.PaymentID,
+			eventID: ev.id, paymentID: ev.payload.PaymentID, eventType: ev.typ, sequence: ev.sequence,
 			partition: r.Partition, offset: r.Offset, deliveries: 1,
 		})
 	}
@@ -83,9 +84,14 @@ func (c *Consumer) processBatch(ctx context.Context, records []*kgo.Record) (bat
 	}
 	// Only events seen for the first time reach the effects: the decisions, whose primary
 	// key would absorb a redelivery anyway, and the running totals, which would count it
-	// again. This guard is what makes the totals exact.
-	if len(firstTime) > 0 {
-		decisions, err := c.decide(ctx, tx, firstTime)
+	// again. This guard is what makes the totals exact. Of those, only the events that
+	// follow their payment's last applied one are applied (order.go).
+	applied, err := c.applyInOrder(ctx, tx, firstTime, &res)
+	if err != nil {
+		return res, err
+	}
+	if created := creations(applied); len(created) > 0 {
+		decisions, err := c.decide(ctx, tx, created)
 		if err != nil {
 			return res, err
 		}
@@ -94,19 +100,20 @@ func (c *Consumer) processBatch(ctx context.Context, records []*kgo.Record) (bat
 			return res, err
 		}
 		if inserted != int64(len(decisions)) {
-			// Only possible if the producer sent two events with different ids for one
-			// payment: the first decision stands, and someone should look at the producer.
-			// The totals count both (their dedup key is the event id), and the chaos
-			// verifier reports the difference.
+			// The order check lets one creation per payment through, so this means a
+			// decision the database had before payment_progress existed.
 			c.logger.Warn("payment already had a decision, kept the first one",
 				slog.Int("decisions", len(decisions)), slog.Int64("inserted", inserted))
 		}
 		for _, d := range decisions {
 			res.verdicts[d.decision.Verdict]++
 		}
-		if err := addToTotals(ctx, tx, paymentsOf(firstTime)); err != nil {
+		if err := addToTotals(ctx, tx, paymentsOf(created)); err != nil {
 			return res, err
 		}
+	}
+	if err := subtractFromTotals(ctx, tx, applied); err != nil {
+		return res, err
 	}
 	if len(res.poison) > 0 {
 		if err := insertDeadLetters(ctx, tx, res.poison); err != nil {
@@ -125,6 +132,42 @@ func (c *Consumer) processBatch(ctx context.Context, records []*kgo.Record) (bat
 		}
 	}
 	return res, nil
+}
+
+// applyInOrder checks the first-time events against their payments' progress, records
+// the progress they make and the violations, and returns the events to apply.
+func (c *Consumer) applyInOrder(ctx context.Context, tx pgx.Tx, firstTime []paymentEvent, res *batchResult) ([]paymentEvent, error) {
+	if len(firstTime) == 0 {
+		return nil, nil
+	}
+	known, err := selectProgress(ctx, tx, firstTime)
+	if err != nil {
+		return nil, err
+	}
+	applied, violations, advanced := inOrder(known, firstTime)
+	if len(advanced) > 0 {
+		if err := saveProgress(ctx, tx, advanced); err != nil {
+			return nil, err
+		}
+	}
+	if len(violations) > 0 {
+		if err := insertViolations(ctx, tx, violations); err != nil {
+			return nil, err
+		}
+	}
+	res.violations = violations
+	return applied, nil
+}
+
+// creations returns the PaymentCreated events of events, in order.
+func creations(events []paymentEvent) []paymentEvent {
+	var created []paymentEvent
+	for _, ev := range events {
+		if ev.typ == event.TypePaymentCreated {
+			created = append(created, ev)
+		}
+	}
+	return created
 }
 
 // decide runs the rules on the events seen for the first time, in batch order. What is

@@ -253,6 +253,14 @@ func (c *Consumer) observe(res batchResult) {
 	for verdict, n := range res.verdicts {
 		c.metrics.decisions.WithLabelValues(string(verdict)).Add(float64(n))
 	}
+	for _, v := range res.violations {
+		c.metrics.orderViolations.WithLabelValues(v.reason).Inc()
+		c.logger.Error("event out of its payment's order, recorded in order_violations and not applied",
+			slog.String("reason", v.reason), slog.String("event_id", v.ev.id.String()),
+			slog.String("payment_id", v.ev.payload.PaymentID.String()), slog.String("event_type", v.ev.typ),
+			slog.Int("sequence", v.ev.sequence), slog.Int("last_sequence", v.before.sequence), slog.String("last_type", v.before.lastType),
+			slog.Int("partition", int(v.ev.record.Partition)), slog.Int64("offset", v.ev.record.Offset))
+	}
 	for _, l := range res.poison {
 		c.metrics.poison.WithLabelValues(l.reason).Inc()
 		c.logger.Warn("poison record stored as a dead letter and skipped",

@@ -204,7 +204,7 @@ func TestPoisonRecordDoesNotStallThePartition(t *testing.T) {
 		good(),
 		missingID,
 		withHeader(good(), event.HeaderID, "not-a-uuid"),
-		withHeader(good(), event.HeaderType, "PaymentRefunded"),
+		withHeader(good(), event.HeaderType, "PaymentAuthorized"),
 		badJSON,
 		good(),
 	)

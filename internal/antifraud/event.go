@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -50,12 +52,18 @@ type PoisonError struct {
 
 func (e *PoisonError) Error() string { return e.Reason + ": " + e.Detail }
 
-// A paymentEvent is a PaymentCreated record that passed every check.
+// A paymentEvent is a record of a payment's lifecycle that passed every check.
 type paymentEvent struct {
 	id         uuid.UUID
+	typ        string // one of event.Types
 	occurredAt time.Time
-	payload    event.PaymentCreated
-	record     *kgo.Record
+	// payload is the PaymentCreated of a creation. For a later event it holds the
+	// payment's fields the event repeats (payment_id, user_id, currency, and its own
+	// amount), created_at left zero: only creations are decided.
+	payload event.PaymentCreated
+	// sequence is the event's place in its payment's lifecycle: 1 for PaymentCreated.
+	sequence int
+	record   *kgo.Record
 }
 
 // decodeRecord checks a record against the event contract. A record that fails here fails
@@ -70,27 +78,69 @@ func decodeRecord(r *kgo.Record) (paymentEvent, *PoisonError) {
 	if headerErr != nil {
 		return paymentEvent{}, headerPoison(headerErr)
 	}
-	if envelope.Type != event.TypePaymentCreated {
-		return paymentEvent{}, &PoisonError{PoisonUnknownEventType, fmt.Sprintf("%s %q, want %q", event.HeaderType, envelope.Type, event.TypePaymentCreated)}
+	if !slices.Contains(event.Types, envelope.Type) {
+		return paymentEvent{}, &PoisonError{PoisonUnknownEventType, fmt.Sprintf("%s %q, want one of %s", event.HeaderType, envelope.Type, strings.Join(event.Types, ", "))}
 	}
-
 	// JSON is UTF-8 (RFC 8259), and encoding/json would silently replace invalid bytes
 	// with U+FFFD: two different user ids could then count as one user.
 	if !utf8.Valid(envelope.Payload) {
 		return paymentEvent{}, &PoisonError{PoisonInvalidPayload, "value is not UTF-8"}
 	}
+	ev := paymentEvent{id: envelope.ID, typ: envelope.Type, occurredAt: envelope.OccurredAt, record: r}
 	// Unknown fields are accepted: a producer may add fields to v1 without breaking us.
-	var p event.PaymentCreated
-	if err := json.Unmarshal(envelope.Payload, &p); err != nil {
+	var err error
+	if envelope.Type == event.TypePaymentCreated {
+		err = json.Unmarshal(envelope.Payload, &ev.payload)
+		ev.sequence = event.CreatedSequence
+	} else {
+		ev.payload, ev.sequence, err = decodeTransition(envelope.Type, envelope.Payload)
+	}
+	if err != nil {
 		return paymentEvent{}, &PoisonError{PoisonInvalidPayload, fmt.Sprintf("decode JSON: %v", err)}
 	}
-	if err := validPayment(p); err != nil {
+	if err := validPayment(ev); err != nil {
 		return paymentEvent{}, &PoisonError{PoisonInvalidPayload, err.Error()}
 	}
-	if key, err := uuid.ParseBytes(r.Key); err != nil || key != p.PaymentID {
-		return paymentEvent{}, &PoisonError{PoisonInvalidKey, fmt.Sprintf("key %q, want the payment id %s", truncate(r.Key, 64), p.PaymentID)}
+	if key, err := uuid.ParseBytes(r.Key); err != nil || key != ev.payload.PaymentID {
+		return paymentEvent{}, &PoisonError{PoisonInvalidKey, fmt.Sprintf("key %q, want the payment id %s", truncate(r.Key, 64), ev.payload.PaymentID)}
 	}
-	return paymentEvent{id: envelope.ID, occurredAt: envelope.OccurredAt, payload: p, record: r}, nil
+	return ev, nil
+}
+
+// decodeTransition decodes the payload of a PaymentCaptured, PaymentRefunded or
+// PaymentCancelled v1 into the payment fields it repeats, its own amount, and its
+// sequence. The event time checked is the payload's own (captured_at and so on).
+func decodeTransition(typ string, payload []byte) (event.PaymentCreated, int, error) {
+	var (
+		p        event.PaymentCreated
+		sequence int
+		at       time.Time
+		err      error
+	)
+	switch typ {
+	case event.TypePaymentCaptured:
+		var e event.PaymentCaptured
+		err = json.Unmarshal(payload, &e)
+		p, sequence, at = event.PaymentCreated{PaymentID: e.PaymentID, UserID: e.UserID, Amount: e.Amount, Currency: e.Currency}, e.Sequence, e.CapturedAt
+	case event.TypePaymentRefunded:
+		var e event.PaymentRefunded
+		err = json.Unmarshal(payload, &e)
+		p, sequence, at = event.PaymentCreated{PaymentID: e.PaymentID, UserID: e.UserID, Amount: e.Amount, Currency: e.Currency}, e.Sequence, e.RefundedAt
+	case event.TypePaymentCancelled:
+		var e event.PaymentCancelled
+		err = json.Unmarshal(payload, &e)
+		p, sequence, at = event.PaymentCreated{PaymentID: e.PaymentID, UserID: e.UserID, Amount: e.Amount, Currency: e.Currency}, e.Sequence, e.CancelledAt
+	}
+	if err != nil {
+		return p, 0, err
+	}
+	if at.IsZero() {
+		return p, 0, fmt.Errorf("%s without its time", typ)
+	}
+	if sequence <= event.CreatedSequence {
+		return p, 0, fmt.Errorf("%s with sequence %d, want > %d (the PaymentCreated is %d)", typ, sequence, event.CreatedSequence, event.CreatedSequence)
+	}
+	return p, sequence, nil
 }
 
 // headerPoison names the poison reason of an envelope that event.FromRecord refused. A
@@ -110,8 +160,9 @@ func headerPoison(err *event.HeaderError) *PoisonError {
 	return &PoisonError{reason, err.Error()}
 }
 
-// validPayment checks what the rules and the decisions table rely on.
-func validPayment(p event.PaymentCreated) error {
+// validPayment checks what the rules, the totals and the decisions table rely on.
+func validPayment(ev paymentEvent) error {
+	p := ev.payload
 	var errs []error
 	if p.PaymentID == uuid.Nil {
 		errs = append(errs, errors.New("payment_id is missing"))
@@ -125,7 +176,7 @@ func validPayment(p event.PaymentCreated) error {
 	if !validCurrency(p.Currency) {
 		errs = append(errs, fmt.Errorf("currency %q, want a 3-letter ISO 4217 code in upper case", truncate([]byte(p.Currency), 16)))
 	}
-	if p.CreatedAt.IsZero() {
+	if ev.typ == event.TypePaymentCreated && p.CreatedAt.IsZero() {
 		errs = append(errs, errors.New("created_at is missing"))
 	}
 	return errors.Join(errs...)

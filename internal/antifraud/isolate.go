@@ -93,6 +93,7 @@ func (r *batchResult) add(o batchResult) {
 	r.processed += o.processed
 	r.duplicates += o.duplicates
 	r.poison = append(r.poison, o.poison...)
+	r.violations = append(r.violations, o.violations...)
 	for verdict, n := range o.verdicts {
 		r.verdicts[verdict] += n
 	}

@@ -13,9 +13,12 @@ type Metrics struct {
 	processed  prometheus.Counter
 	duplicates prometheus.Counter
 	poison     *prometheus.CounterVec
-	decisions  *prometheus.CounterVec
-	processing prometheus.Histogram
-	lag        *prometheus.GaugeVec
+	// orderViolations has a series per reason from the start, so that an alert on it
+	// has a zero to compare with.
+	orderViolations *prometheus.CounterVec
+	decisions       *prometheus.CounterVec
+	processing      prometheus.Histogram
+	lag             *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them with reg. It fails if reg already
@@ -24,7 +27,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		processed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "antifraud_processed_total",
-			Help: "Events processed for the first time: each produced one decision.",
+			Help: "Events processed for the first time; each applied PaymentCreated produced one decision.",
 		}),
 		duplicates: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "antifraud_duplicates_total",
@@ -33,6 +36,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		poison: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "antifraud_poison_total",
 			Help: "Records that can never be processed, stored in consumer_dead_letters and skipped, by reason.",
+		}, []string{"reason"}),
+		orderViolations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "antifraud_order_violations_total",
+			Help: "Events that did not follow their payment's last applied event, stored in order_violations and not applied, by reason. Must stay 0.",
 		}, []string{"reason"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "antifraud_decisions_total",
@@ -48,10 +55,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Records behind the partition's high watermark after the last processed batch, by partition.",
 		}, []string{"partition"}),
 	}
-	for _, c := range []prometheus.Collector{m.processed, m.duplicates, m.poison, m.decisions, m.processing, m.lag} {
+	for _, c := range []prometheus.Collector{m.processed, m.duplicates, m.poison, m.orderViolations, m.decisions, m.processing, m.lag} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register antifraud metrics: %w", err)
 		}
+	}
+	for _, reason := range orderReasons {
+		m.orderViolations.WithLabelValues(reason)
 	}
 	return m, nil
 }

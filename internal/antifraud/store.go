@@ -22,6 +22,8 @@ import (
 type processedRow struct {
 	eventID    uuid.UUID
 	paymentID  uuid.UUID
+	eventType  string
+	sequence   int
 	partition  int32
 	offset     int64
 	deliveries int // copies of the event in this batch, at least 1
@@ -30,23 +32,26 @@ type processedRow struct {
 // insertProcessed inserts the dedup rows of events seen for the first time and returns
 // their ids. An event whose row exists already is left out: it is a redelivery.
 // Concurrent consumers inserting the same id are serialised by the primary key: the
-// second waits for the first to commit and then inserts nothing.
+// second waits for the first to commit and then inserts nothing. Rows go in in the
+// batch's order, which processed_order records for the chaos verifier.
 func insertProcessed(ctx context.Context, tx pgx.Tx, topic string, rows []processedRow) (map[uuid.UUID]bool, error) {
 	n := len(rows)
 	ids, payments := make([]uuid.UUID, n), make([]uuid.UUID, n)
+	types, sequences := make([]string, n), make([]int32, n)
 	partitions, offsets, deliveries := make([]int32, n), make([]int64, n), make([]int32, n)
 	for i, r := range rows {
-		ids[i], payments[i] = r.eventID, r.paymentID
+		ids[i], payments[i], types[i], sequences[i] = r.eventID, r.paymentID, r.eventType, int32(r.sequence)
 		partitions[i], offsets[i], deliveries[i] = r.partition, r.offset, int32(r.deliveries)
 	}
 	dbRows, err := tx.Query(ctx, `
-		INSERT INTO processed_events (event_id, payment_id, topic, partition, "offset", deliveries)
-		SELECT e.event_id, e.payment_id, $1, e.partition, e.offset, e.deliveries
-		FROM unnest($2::uuid[], $3::uuid[], $4::int[], $5::bigint[], $6::int[])
-		     AS e(event_id, payment_id, partition, "offset", deliveries)
+		INSERT INTO processed_events (event_id, payment_id, event_type, sequence, topic, partition, "offset", deliveries)
+		SELECT e.event_id, e.payment_id, e.event_type, e.sequence, $1, e.partition, e.offset, e.deliveries
+		FROM unnest($2::uuid[], $3::uuid[], $4::text[], $5::int[], $6::int[], $7::bigint[], $8::int[])
+		     WITH ORDINALITY AS e(event_id, payment_id, event_type, sequence, partition, "offset", deliveries, i)
+		ORDER BY e.i
 		ON CONFLICT (event_id) DO NOTHING
 		RETURNING event_id`,
-		topic, ids, payments, partitions, offsets, deliveries)
+		topic, ids, payments, types, sequences, partitions, offsets, deliveries)
 	if err != nil {
 		return nil, fmt.Errorf("insert processed events: %w", err)
 	}

@@ -9,14 +9,18 @@ import (
 )
 
 // An apiWatch looks at the API from outside, through its payments database only, for
-// the moment a kill tests the write path: a payment committed while its outbox row is
-// not. A service that writes both in one transaction never shows that moment, so a
+// the moment a kill tests the write path: a payment (or one of its transitions)
+// committed while its outbox row is not. A service that writes both in one transaction never shows that moment, so a
 // kill there changes nothing; one that writes them in two transactions loses the
 // event for good. The outbox table is a MAY of the contract: without outbox_events
 // there is nothing to compare, and the kills stay at random points only.
 type apiWatch struct {
 	rn *Run
 	db *pgx.Conn
+	// committedEvents counts the events the payments table says were committed: with
+	// the lifecycle columns, the sum of the payments' versions (one event per
+	// transition, the creation included); without, one per payment.
+	committedEvents string
 }
 
 // newAPIWatch connects to the payments database. It returns nil, and no error, when
@@ -35,7 +39,17 @@ func newAPIWatch(ctx context.Context, rn *Run) (*apiWatch, error) {
 		db.Close(ctx)
 		return nil, nil
 	}
-	return &apiWatch{rn: rn, db: db}, nil
+	w := &apiWatch{rn: rn, db: db, committedEvents: `SELECT count(*) FROM payments`}
+	var hasVersion bool
+	err = db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('payments') AND attname = 'version' AND NOT attisdropped)`).Scan(&hasVersion)
+	if err != nil {
+		db.Close(ctx)
+		return nil, fmt.Errorf("look up payments.version: %w", err)
+	}
+	if hasVersion {
+		w.committedEvents = `SELECT coalesce(sum(version), 0) FROM payments`
+	}
+	return w, nil
 }
 
 // Close releases the connection.
@@ -64,9 +78,12 @@ func (w *apiWatch) probeFor(ctx context.Context, d time.Duration) (caught bool, 
 	return false, nil
 }
 
-// probe freezes the API and compares, in one snapshot, the committed payments with the
-// outbox rows. Every payment has exactly one event row when both are written in one
-// transaction, so more payments than rows is a payment whose event is not written yet.
+// probe freezes the API and compares, in one snapshot, the committed events the payments
+// table accounts for with the outbox rows. Each transition of a payment (its creation
+// included) writes exactly one event row when both are written in one transaction, so
+// more transitions than rows is a transition whose event is not written yet. Rows are
+// never fewer for another reason during a run: cleanup removes only rows published
+// longer ago than the run lasts.
 // A caught API stays frozen; any other is thawed before probe returns.
 func (w *apiWatch) probe(ctx context.Context) (caught bool, err error) {
 	if err := w.rn.API.Freeze(); err != nil {
@@ -81,10 +98,10 @@ func (w *apiWatch) probe(ctx context.Context) (caught bool, err error) {
 	}()
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	var payments, events int
-	err = w.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM payments), (SELECT count(*) FROM outbox_events)`).Scan(&payments, &events)
+	var committed, events int
+	err = w.db.QueryRow(ctx, `SELECT (`+w.committedEvents+`), (SELECT count(*) FROM outbox_events)`).Scan(&committed, &events)
 	if err != nil {
-		return false, fmt.Errorf("count payments and outbox rows: %w", err)
+		return false, fmt.Errorf("count committed transitions and outbox rows: %w", err)
 	}
-	return payments > events, nil
+	return committed > events, nil
 }

@@ -21,7 +21,12 @@ func sloChecks(r *Report, dualWrite bool) []Check {
 		lost,
 		check(SLO, "phantom (event or decision, no payment)", "0", r.Phantom, r.Phantom == 0),
 		duplicateEffects,
-		check(SLO, "one event id per payment (payments with >1 X-Event-Id)", "0", r.PaymentsWithSeveralEventIDs, r.PaymentsWithSeveralEventIDs == 0),
+		check(SLO, "one event id per transition (payments with >1 X-Event-Id for one sequence)", "0", r.PaymentsWithSeveralEventIDs, r.PaymentsWithSeveralEventIDs == 0),
+		check(SLO, "order_violations (payments whose events, first occurrences in offset order, are out of sequence)", "0",
+			fmt.Sprintf("%d (of %d payments with several events)", r.OrderViolations, r.MultiEventPayments), r.OrderViolations == 0),
+		transitionsCheck(r),
+		consumerOrderCheck(r),
+		racesCheck(r),
 		decisionEventCheck(r),
 		check(SLO, "api accepted every payment", fmt.Sprint(r.PaymentsSent), r.APIAccepted, r.APIAccepted == r.PaymentsSent),
 		check(SLO, "committed == accepted + warm-up (idempotency)", fmt.Sprint(r.APIAccepted+r.WarmupPayments), r.PaymentsCommitted, r.PaymentsCommitted == r.APIAccepted+r.WarmupPayments),
@@ -30,6 +35,48 @@ func sloChecks(r *Report, dualWrite bool) []Check {
 		checks = append(checks, dlqCheck(r), drainCheck(r))
 	}
 	return checks
+}
+
+// transitionsCheck compares the committed transitions with the topic: each has its
+// event, and no event is of a transition that was not committed. Off without the
+// payments' lifecycle columns, the only record of what was committed.
+func transitionsCheck(r *Report) Check {
+	const name, want = "transitions: committed without event + event without committed transition", "0"
+	if !r.Schema.PaymentLifecycle {
+		return checkOff(SLO, name, want, "no payments.status, version and refunded_amount")
+	}
+	got := fmt.Sprintf("%d (lost %d, phantom %d)", r.TransitionsLost+r.TransitionsPhantom, r.TransitionsLost, r.TransitionsPhantom)
+	return check(SLO, name, want, got, r.TransitionsLost+r.TransitionsPhantom == 0)
+}
+
+// consumerOrderCheck checks the consumer's applied order the way order_violations checks
+// the topic's: each payment's events taken 1, 2, 3 ..., and all of its committed ones.
+func consumerOrderCheck(r *Report) Check {
+	const name, want = "consumer applied order (payments out of sequence + decided payments missing transitions)", "0"
+	switch {
+	case !r.Schema.ConsumerDatabase:
+		return checkOff(SLO, name, want, "no consumer database given")
+	case !r.Schema.ConsumerOrder:
+		return checkOff(SLO, name, want, "no processed_events.sequence and processed_order")
+	}
+	bad := r.ConsumerOrderViolations + r.ConsumerTransitionsMissing
+	got := fmt.Sprintf("%d (out of sequence %d, missing %d)", bad, r.ConsumerOrderViolations, r.ConsumerTransitionsMissing)
+	if r.ConsumerOwnViolations >= 0 {
+		got += fmt.Sprintf("; its own order_violations: %d", r.ConsumerOwnViolations)
+	}
+	return check(SLO, name, want, got, bad == 0 && r.ConsumerOwnViolations <= 0)
+}
+
+// racesCheck is the API's side of concurrent transitions: of two racing on one payment,
+// exactly one wins and the other gets 409. Off when the load sent no races.
+func racesCheck(r *Report) Check {
+	const name = "concurrent transitions: exactly one winner and one 409 per race"
+	t := r.Transitions
+	if t.Races == 0 {
+		return checkOff(SLO, name, "every race", "the load sent no races")
+	}
+	return check(SLO, name, fmt.Sprint(t.Races), fmt.Sprintf("%d (transitions: %d committed, %d conflicts, %d failed)", t.RacesOneWinner, t.Committed, t.Conflicts, t.Failed),
+		t.RacesOneWinner == t.Races)
 }
 
 // decisionEventCheck is off when the decisions' event ids cannot be read; with a
@@ -85,7 +132,7 @@ func contractChecks(r *Report) []Check {
 	return []Check{
 		check(Contract, "record key is the payment id", "0", r.BadKeys, r.BadKeys == 0),
 		check(Contract, "record headers (X-Event-Id, X-Event-Type, X-Event-Occurred-At)", "0", r.BadHeaders, r.BadHeaders == 0),
-		check(Contract, "record payload is PaymentCreated v1 with every field", "0", r.BadPayloads, r.BadPayloads == 0),
+		check(Contract, "record payload is the v1 of its type with every field", "0", r.BadPayloads, r.BadPayloads == 0),
 		check(Contract, "payload matches the committed payment (user, amount, currency)", "0", r.PayloadMismatches, r.PayloadMismatches == 0),
 		check(Contract, "topic partitions", fmt.Sprint(r.ExpectedPartitions), r.TopicPartitions, r.TopicPartitions == r.ExpectedPartitions),
 		consumerTables,

@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dscourse/payments-outbox/internal/event"
 )
 
 // A consumerWatch looks at a consumer from outside, through the names of the contract
@@ -24,7 +26,7 @@ type consumerWatch struct {
 	// starts are the topic's start offsets per partition, read once.
 	starts map[int32]int64
 	// hasProcessed says whether the consumer keeps a processed_events table (a MAY of
-	// the contract), which probe then compares with its decisions.
+	// the contract), which probe compares with its committed offsets and decisions.
 	hasProcessed bool
 }
 
@@ -136,16 +138,27 @@ func (w *consumerWatch) untilWorthKilling(ctx context.Context, cfg consumerCrash
 }
 
 // probe freezes the consumer and tells whether it stands between two of its commits,
-// where a kill tests the order of its writes: its decisions and its group's committed
-// offsets disagree (decisions ahead: between the database commit and the offset commit,
-// where a correct consumer gets its batch redelivered; offsets ahead: a consumer that
-// commits offsets first, which a kill there makes lose the batch), or its dedup rows
-// and its decisions disagree (a consumer that commits them in two transactions). The
-// dedup table is a MAY of the contract: without a processed_events table only the
-// first test runs. Records are counted with their copies, so a copy may make a catch
-// of a harmless instant; a kill there is as legitimate as any other. A caught consumer
-// stays frozen; any other is thawed before probe returns.
+// where a kill tests the order of its writes. A payment now has several events, so the
+// decisions (one per payment) no longer count the records; the dedup rows do, and they
+// say where each event was read (processed_events.partition and offset):
+//
+//   - its dedup rows reach beyond its group's committed offset on some partition: it is
+//     between its database commit and its offset commit, where a correct consumer gets
+//     its batch redelivered;
+//   - its committed offset is beyond its last dedup row: a consumer that commits offsets
+//     first, which a kill there makes lose the batch (a trailing copy or poison record,
+//     which adds no dedup row, makes this a harmless instant now and then: a kill there
+//     is as legitimate as any other);
+//   - it has dedup rows of payments it has no decision for: a consumer that commits them
+//     in two transactions.
+//
+// The dedup table is a MAY of the contract: without processed_events the kills stay at
+// random points only. A caught consumer stays frozen; any other is thawed before probe
+// returns.
 func (w *consumerWatch) probe(ctx context.Context) (caught bool, err error) {
+	if !w.hasProcessed {
+		return false, nil
+	}
 	if err := w.rn.Consumer.Freeze(); err != nil {
 		return false, err
 	}
@@ -156,37 +169,62 @@ func (w *consumerWatch) probe(ctx context.Context) (caught bool, err error) {
 			}
 		}
 	}()
-	committed, err := w.committedRecords(ctx)
+	committed, err := w.committedOffsets(ctx)
 	if err != nil {
 		return false, err
 	}
-	n, processed, err := w.decisionsAndProcessed(ctx)
+	processed, undecided, err := w.processedThrough(ctx)
 	if err != nil {
 		return false, err
 	}
-	return int64(n) != committed || (processed >= 0 && processed != n), nil
+	if undecided > 0 {
+		return true, nil
+	}
+	for p, next := range processed {
+		if next != committed[p] {
+			return true, nil
+		}
+	}
+	for p, at := range committed {
+		if _, ok := processed[p]; !ok && at > w.starts[p] {
+			return true, nil // offsets committed on a partition with no dedup row
+		}
+	}
+	return false, nil
 }
 
-// decisionsAndProcessed counts the consumer's decisions and, in the same snapshot, its
-// dedup rows (processed_events), or -1 for the latter when it keeps no such table.
-func (w *consumerWatch) decisionsAndProcessed(ctx context.Context) (decisions, processed int, err error) {
-	if !w.hasProcessed {
-		n, err := w.decisions(ctx)
-		return n, -1, err
-	}
+// processedThrough returns, per partition, the offset after the last dedup row, and, in
+// the same snapshot, how many payments have dedup rows but no decision.
+func (w *consumerWatch) processedThrough(ctx context.Context) (next map[int32]int64, undecided int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	err = w.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM decisions), (SELECT count(*) FROM processed_events)`).Scan(&decisions, &processed)
+	tx, err := w.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return 0, 0, fmt.Errorf("count decisions and processed events: %w", err)
+		return nil, 0, fmt.Errorf("read the consumer's dedup rows: %w", err)
 	}
-	return decisions, processed, nil
+	defer tx.Rollback(ctx) // read only
+	rows, err := tx.Query(ctx, `SELECT partition, max("offset") + 1 FROM processed_events GROUP BY partition`)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read the consumer's dedup rows: %w", err)
+	}
+	next = map[int32]int64{}
+	var p int32
+	var n int64
+	if _, err := pgx.ForEachRow(rows, []any{&p, &n}, func() error { next[p] = n; return nil }); err != nil {
+		return nil, 0, fmt.Errorf("read the consumer's dedup rows: %w", err)
+	}
+	err = tx.QueryRow(ctx, `
+		SELECT count(DISTINCT e.payment_id) FROM processed_events e
+		WHERE NOT EXISTS (SELECT 1 FROM decisions d WHERE d.payment_id = e.payment_id)`).Scan(&undecided)
+	if err != nil {
+		return nil, 0, fmt.Errorf("count payments without a decision: %w", err)
+	}
+	return next, undecided, nil
 }
 
-// committedRecords counts the records before the group's committed offsets. It is
-// one round trip to the broker, so that a probe keeps the consumer frozen briefly:
-// the start offsets, which only retention moves, were read when the watch began.
-func (w *consumerWatch) committedRecords(ctx context.Context) (int64, error) {
+// committedOffsets reads the group's committed offset per partition of the run's topic.
+// It is one round trip to the broker, so that a probe keeps the consumer frozen briefly.
+func (w *consumerWatch) committedOffsets(ctx context.Context) (map[int32]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	committed, err := w.adm.FetchOffsets(ctx, w.rn.group)
@@ -194,15 +232,15 @@ func (w *consumerWatch) committedRecords(ctx context.Context) (int64, error) {
 		err = committed.Error()
 	}
 	if err != nil {
-		return 0, fmt.Errorf("fetch offsets of group %s: %w", w.rn.group, err)
+		return nil, fmt.Errorf("fetch offsets of group %s: %w", w.rn.group, err)
 	}
-	var n int64
+	out := map[int32]int64{}
 	committed.Each(func(c kadm.OffsetResponse) {
-		if start, ok := w.starts[c.Partition]; ok && c.Topic == w.rn.topic && c.At > start {
-			n += c.At - start
+		if c.Topic == w.rn.topic {
+			out[c.Partition] = c.At
 		}
 	})
-	return n, nil
+	return out, nil
 }
 
 // decisions counts the consumer's decisions.
@@ -223,6 +261,9 @@ type consumerSnapshot struct {
 	// offset (start where it has committed nothing) and the end offset.
 	start, from, to map[int32]int64
 	decided         map[string]bool
+	// processed holds the event ids of the consumer's dedup rows; nil without
+	// processed_events.
+	processed map[string]bool
 }
 
 // lag counts the records of the topic beyond the group's committed offsets.
@@ -284,6 +325,20 @@ func (w *consumerWatch) snapshot(ctx context.Context) (consumerSnapshot, error) 
 	for _, id := range ids {
 		snap.decided[id] = true
 	}
+	if !w.hasProcessed {
+		return snap, nil
+	}
+	rows, err = w.db.Query(ctx, `SELECT event_id::text FROM processed_events`)
+	if err != nil {
+		return snap, fmt.Errorf("read processed events: %w", err)
+	}
+	if ids, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		return snap, fmt.Errorf("read processed events: %w", err)
+	}
+	snap.processed = make(map[string]bool, len(ids))
+	for _, id := range ids {
+		snap.processed[id] = true
+	}
 	return snap, nil
 }
 
@@ -334,10 +389,11 @@ func groupOffsets(ctx context.Context, adm *kadm.Client, topic, group string) (c
 	return snap, nil
 }
 
-// redelivered counts the records a restart hands the consumer again although their
-// payment was already decided: records past the committed offsets, up to the end the
-// topic had at the death, whose payment_id is in the decisions. Each is a death
-// between a database commit and an offset commit, seen from outside.
+// redelivered counts the records a restart hands the consumer again although it had
+// already processed them: records past the committed offsets, up to the end the topic
+// had at the death, whose X-Event-Id is in its dedup rows (without processed_events: a
+// PaymentCreated whose payment is in the decisions). Each is a death between a
+// database commit and an offset commit, seen from outside.
 func (w *consumerWatch) redelivered(ctx context.Context, snap consumerSnapshot) (int, error) {
 	offsets := map[int32]kgo.Offset{}
 	remaining := map[int32]int64{}
@@ -380,10 +436,7 @@ func (w *consumerWatch) redelivered(ctx context.Context, snap consumerSnapshot) 
 			if !ok || r.Offset >= end {
 				return
 			}
-			var payload struct {
-				PaymentID string `json:"payment_id"`
-			}
-			if json.Unmarshal(r.Value, &payload) == nil && snap.decided[payload.PaymentID] {
+			if snap.processedBefore(r) {
 				n++
 			}
 			if r.Offset+1 >= end {
@@ -392,4 +445,18 @@ func (w *consumerWatch) redelivered(ctx context.Context, snap consumerSnapshot) 
 		})
 	}
 	return n, nil
+}
+
+// processedBefore reports whether the dead consumer had processed r's event.
+func (s consumerSnapshot) processedBefore(r *kgo.Record) bool {
+	if s.processed != nil {
+		return s.processed[headerValue(r, event.HeaderID)]
+	}
+	if headerValue(r, event.HeaderType) != event.TypePaymentCreated {
+		return false
+	}
+	var payload struct {
+		PaymentID string `json:"payment_id"`
+	}
+	return json.Unmarshal(r.Value, &payload) == nil && s.decided[payload.PaymentID]
 }

@@ -38,8 +38,9 @@ type TopicWatch struct {
 	stop func() TopicSeen
 
 	// Owned by the goroutine until done is closed.
-	firstSeenS map[string]float64 // payment id -> seconds from origin to its event's first record
-	partition  map[string]int32   // payment id -> the partition of its event's first record
+	firstSeenS map[string]float64 // payment id -> seconds from origin to its first event's first record
+	eventSeenS map[string]float64 // event id -> seconds from origin to its first record
+	partition  map[string]int32   // payment id -> the partition of its events (one key, one partition)
 	records    map[string]int     // event id -> records seen, the injected copies included
 	injected   map[string]int     // event id -> copies the harness injected
 	injectErr  error              // the first failed injection, if any
@@ -91,7 +92,7 @@ func StartTopicWatch(ctx context.Context, cfg WatchConfig) (*TopicWatch, error) 
 		consumer: consumer, producer: producer, every: cfg.CopyEvery, origin: cfg.Origin,
 		logger:     cfg.Logger.With(slog.String("component", "topic_watch")),
 		done:       make(chan struct{}),
-		firstSeenS: map[string]float64{}, partition: map[string]int32{}, records: map[string]int{}, injected: map[string]int{},
+		firstSeenS: map[string]float64{}, eventSeenS: map[string]float64{}, partition: map[string]int32{}, records: map[string]int{}, injected: map[string]int{},
 	}
 	w.stop = sync.OnceValue(func() TopicSeen {
 		cancel()
@@ -135,9 +136,15 @@ func (w *TopicWatch) see(ctx context.Context, r *kgo.Record) {
 	var payload struct {
 		PaymentID string `json:"payment_id"`
 	}
+	now := time.Since(w.origin).Seconds()
+	w.eventSeenS[eventID] = now
+	// A payment's first event is the one a fault window holds back first: the held-back
+	// evidence is about it, not about the later events of the payment.
 	if json.Unmarshal(r.Value, &payload) == nil && payload.PaymentID != "" {
-		w.firstSeenS[payload.PaymentID] = time.Since(w.origin).Seconds()
-		w.partition[payload.PaymentID] = r.Partition
+		if _, seen := w.firstSeenS[payload.PaymentID]; !seen {
+			w.firstSeenS[payload.PaymentID] = now
+			w.partition[payload.PaymentID] = r.Partition
+		}
 	}
 	if w.every <= 0 || (len(w.records)-1)%w.every != 0 {
 		return
@@ -170,10 +177,13 @@ func (w *TopicWatch) inject(ctx context.Context, r *kgo.Record) error {
 // TopicSeen is what a TopicWatch saw.
 type TopicSeen struct {
 	// FirstSeenS maps a payment id to the seconds from the run's start to the first
-	// record of its event.
+	// record of its first event.
 	FirstSeenS map[string]float64
 	// Partition maps a payment id to the partition of that first record.
 	Partition map[string]int32
+	// EventSeenS maps an event id to the seconds from the run's start to its first
+	// record.
+	EventSeenS map[string]float64
 	// Events counts distinct event ids.
 	Events int
 	// InjectedCopies counts the copies the harness published (and the broker
@@ -192,7 +202,7 @@ func (w *TopicWatch) Stop() TopicSeen { return w.stop() }
 
 // seen sums up the watch; call it only after the goroutine is done.
 func (w *TopicWatch) seen() TopicSeen {
-	seen := TopicSeen{FirstSeenS: w.firstSeenS, Partition: w.partition, Events: len(w.records), InjectErr: w.injectErr}
+	seen := TopicSeen{FirstSeenS: w.firstSeenS, EventSeenS: w.eventSeenS, Partition: w.partition, Events: len(w.records), InjectErr: w.injectErr}
 	for id, n := range w.records {
 		seen.InjectedCopies += w.injected[id]
 		// A copy injected after the watch's last poll was never read back, so this is a

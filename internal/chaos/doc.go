@@ -18,12 +18,17 @@
 //     valid events and replays their dead letters, with alertsink.go as the pager;
 //     pgfaults.go slows, cuts and stops the API's link to PostgreSQL through a Toxiproxy
 //     proxy of its own; longtx.go holds a snapshot open and measures the relay around it;
-//   - loadgen.go is the load generator (the Go twin of loadtest/k6/payments.js);
+//   - loadgen.go is the load generator (the Go twin of loadtest/k6/payments.js), and
+//     lifecycleload.go takes each payment on through its lifecycle (capture, refunds,
+//     cancel, and races of two transitions);
 //   - faults.go drives Toxiproxy on a deterministic schedule and records the windows;
 //   - verify.go is the black-box verifier: it needs only an API URL, the payments
 //     database, the Kafka topic and, optionally, the consumer's database, so it can
-//     check any implementation that keeps docs/contract.md; schema.go, topic.go and
-//     totals.go read what it reads, and observed.go turns it into counts;
+//     check any implementation that keeps docs/contract.md; schema.go, topic.go,
+//     payloads.go and totals.go read what it reads, observed.go turns it into counts,
+//     and order.go checks each payment's events against their sequence, in the topic
+//     and in the consumer;
+//   - replicapause.go runs two API replicas on one outbox and pauses one past its lease;
 //   - copies.go follows the topic live and injects copies of real records, so the
 //     consumer's dedup is exercised whatever the relay does; evidence.go turns what
 //     the harness saw for itself into the validity rows;

@@ -37,9 +37,17 @@ type Evidence struct {
 	// "status 503 with Retry-After" or "transport error".
 	ClientRetries map[string]int `json:"client_retries,omitempty"`
 
+	// EventsInFlight counts the payments of which the API committed an event while an
+	// earlier event of the same payment was not in the topic yet: the relay then held
+	// several events of one payment, the moment its order check is for.
+	// EventsInFlightInFaults counts those whose later event was committed while a fault
+	// window was open.
+	EventsInFlight         int `json:"payments_with_events_in_flight"`
+	EventsInFlightInFaults int `json:"payments_with_events_in_flight_during_faults"`
+
 	acceptedS  map[string]float64 // payment id -> when the API answered 201
-	firstSeenS map[string]float64 // payment id -> when its event first reached the topic
-	partition  map[string]int32   // payment id -> the partition its event reached
+	firstSeenS map[string]float64 // payment id -> when its first event first reached the topic
+	partition  map[string]int32   // payment id -> the partition its events reached
 }
 
 // healthyPublishS is how long after its 201 a payment's event may take to reach the
@@ -64,6 +72,7 @@ func collectEvidence(ctx context.Context, rn *Run, report *Report, watch *TopicW
 	for i, id := range load.PaymentIDs {
 		ev.acceptedS[id] = load.AcceptedAt[i].Sub(rn.origin).Seconds()
 	}
+	ev.EventsInFlight, ev.EventsInFlightInFaults = eventsInFlight(load.Events, seen.EventSeenS, rn.origin, rn.Faults.Windows())
 	if started, err := postgresStartedAt(ctx, rn.paymentsDB); err == nil {
 		s := started.Sub(rn.origin).Seconds()
 		ev.PostgresStartS = &s

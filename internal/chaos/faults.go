@@ -40,6 +40,10 @@ const (
 	// ProxyDown disables the proxy: open connections are closed and new dials are
 	// refused, as if the broker were gone.
 	ProxyDown FaultKind = "proxy_down"
+	// SlowAcks delays broker-to-client bytes by slowAcksLatency (a latency toxic
+	// downstream): every produce waits that long for its acknowledgement, so a relay is
+	// caught between its send and its mark far more often (replica-pause).
+	SlowAcks FaultKind = "slow_acks"
 )
 
 // A Window is a span of time during which one fault was applied.
@@ -99,6 +103,10 @@ func (f *Faults) Reset() error {
 	return nil
 }
 
+// slowAcksLatency is the delay of SlowAcks: well below the relay's 3 s publish timeout
+// (relayEnv), so that the acknowledgements still come, only late.
+const slowAcksLatency = 1500 * time.Millisecond
+
 // toxicName names the toxic of a kind, so Clear can find it again.
 func toxicName(kind FaultKind) string { return "chaos_" + string(kind) }
 
@@ -115,6 +123,8 @@ func (f *Faults) Inject(kind FaultKind) error {
 		// server applies a toxic when a random float in [0, 1) is below it, so 0
 		// means never (ToxicStub.Run, https://github.com/Shopify/toxiproxy).
 		_, err = f.proxy.AddToxic(toxicName(kind), "timeout", stream, 1, toxiproxy.Attributes{"timeout": 0})
+	case SlowAcks:
+		_, err = f.proxy.AddToxic(toxicName(kind), "latency", "downstream", 1, toxiproxy.Attributes{"latency": slowAcksLatency.Milliseconds()})
 	case ProxyDown:
 		err = f.proxy.Disable()
 	default:
@@ -136,7 +146,7 @@ func (f *Faults) Inject(kind FaultKind) error {
 func (f *Faults) Clear(kind FaultKind) error {
 	var err error
 	switch kind {
-	case DropRequests, DropAcks:
+	case DropRequests, DropAcks, SlowAcks:
 		err = f.proxy.RemoveToxic(toxicName(kind))
 	case ProxyDown:
 		err = f.proxy.Enable()

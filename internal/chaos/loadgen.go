@@ -24,6 +24,11 @@ import (
 type LoadConfig struct {
 	// BaseURL of the API, e.g. http://127.0.0.1:8080. Required.
 	BaseURL string
+	// Replicas are the base URLs of further API processes on the same database. With
+	// them, the load spreads like a round-robin load balancer: attempt a of payment n
+	// goes to the (n+a)-th URL of BaseURL and Replicas, so a retry reaches another
+	// replica, and the Idempotency-Key, kept in the shared database, makes that safe.
+	Replicas []string
 	// RunID prefixes every Idempotency-Key ("<run-id>-<n>"), so two runs never share a
 	// key. Required.
 	RunID string
@@ -44,10 +49,23 @@ type LoadConfig struct {
 	RequestTimeout time.Duration
 	// MaxAttempts bounds the attempts per payment, the first included. Default 10.
 	MaxAttempts int
+	// Lifecycle sends each accepted payment on through its transitions (capture, refund,
+	// cancel, and races of two; lifecycleload.go) right after its 201. Default false:
+	// creations only, as a service without the lifecycle endpoints can take.
+	Lifecycle bool
 	// FirstBackoff is the wait before the first retry; it doubles up to MaxBackoff.
 	// Defaults 250 ms and 4 s.
 	FirstBackoff time.Duration
 	MaxBackoff   time.Duration
+}
+
+// url returns the base URL of request i (see Replicas).
+func (c LoadConfig) url(i int) string {
+	if len(c.Replicas) == 0 {
+		return c.BaseURL
+	}
+	all := append([]string{c.BaseURL}, c.Replicas...)
+	return all[i%len(all)]
 }
 
 func (c LoadConfig) withDefaults() LoadConfig {
@@ -91,8 +109,14 @@ type LoadResult struct {
 	RejectReasons map[string]int
 	// Latencies of each accepted payment, from the first attempt to the 201.
 	Latencies []time.Duration
-	Started   time.Time
-	Ended     time.Time
+	// Transitions is what the lifecycle requests saw (LoadConfig.Lifecycle).
+	Transitions TransitionStats
+	// Events are the events the API answered as committed, creations (sequence 1) and
+	// transitions, with when the answer came: what the order evidence compares with
+	// when each event reached the topic.
+	Events  []CommittedEvent
+	Started time.Time
+	Ended   time.Time
 }
 
 // Percentiles summarises the latencies.
@@ -118,6 +142,10 @@ type outcome struct {
 	// retryReasons lists why each retried attempt failed.
 	retryReasons []string
 	rejected     string // empty when accepted
+	// eventID is the PaymentCreated's id from the 201, if the body had one.
+	eventID     string
+	transitions TransitionStats
+	events      []CommittedEvent
 }
 
 // RunLoad sends the payments and waits for every one of them to end: accepted,
@@ -148,7 +176,13 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 			}
 		}
 		res.Sent++
-		wg.Go(func() { outcomes[n] = sendPayment(ctx, client, cfg, n) })
+		wg.Go(func() {
+			o := sendPayment(ctx, client, cfg, n)
+			if o.rejected == "" && cfg.Lifecycle {
+				o.transitions, o.events = runLifecycle(ctx, client, cfg, n, o.paymentID)
+			}
+			outcomes[n] = o
+		})
 	}
 	wg.Wait()
 	res.Ended = time.Now()
@@ -164,6 +198,11 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 			continue
 		}
 		res.Accepted++
+		res.Transitions.add(o.transitions)
+		if o.eventID != "" {
+			res.Events = append(res.Events, CommittedEvent{PaymentID: o.paymentID, EventID: o.eventID, Sequence: 1, At: o.acceptedAt})
+		}
+		res.Events = append(res.Events, o.events...)
 		res.PaymentIDs = append(res.PaymentIDs, o.paymentID)
 		res.AcceptedAt = append(res.AcceptedAt, o.acceptedAt)
 		res.Latencies = append(res.Latencies, o.latency)
@@ -190,9 +229,9 @@ func sendPayment(ctx context.Context, client *http.Client, cfg LoadConfig, n int
 			}
 			backoff = min(2*backoff, cfg.MaxBackoff)
 		}
-		id, retry, reason := postPayment(ctx, client, cfg.BaseURL, key, body)
+		id, eventID, retry, reason := postPayment(ctx, client, cfg.url(n+attempt), key, body)
 		if reason == "" {
-			return outcome{paymentID: id, acceptedAt: time.Now(), latency: time.Since(start), retries: attempt, retryReasons: failed}
+			return outcome{paymentID: id, eventID: eventID, acceptedAt: time.Now(), latency: time.Since(start), retries: attempt, retryReasons: failed}
 		}
 		if !retry {
 			return outcome{retries: attempt, retryReasons: failed, rejected: reason}
@@ -232,12 +271,12 @@ func largest(cfg LoadConfig, n int) bool {
 // (LoadConfig.LargestEvery), so that the verifier can find them in the database.
 const LargestUserIDPrefix = "chaos-large-"
 
-// postPayment makes one attempt. It returns the payment id on a 201, or why not and
-// whether the same request may be sent again.
-func postPayment(ctx context.Context, client *http.Client, baseURL, key string, body []byte) (id string, retry bool, reason string) {
+// postPayment makes one attempt. It returns the payment id (and its event's id, if the
+// body has one) on a 201, or why not and whether the same request may be sent again.
+func postPayment(ctx context.Context, client *http.Client, baseURL, key string, body []byte) (id, eventID string, retry bool, reason string) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(baseURL, "/")+"/payments", bytes.NewReader(body))
 	if err != nil {
-		return "", false, "build request: " + err.Error()
+		return "", "", false, "build request: " + err.Error()
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
@@ -245,32 +284,36 @@ func postPayment(ctx context.Context, client *http.Client, baseURL, key string, 
 	if err != nil {
 		// Connection refused, reset, or timed out: the outcome is unknown, and the
 		// Idempotency-Key makes sending it again safe.
-		return "", true, "transport error"
+		return "", "", true, "transport error"
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return "", true, "read response"
+		return "", "", true, "read response"
 	}
 	switch {
 	case resp.StatusCode == http.StatusCreated:
 		id := paymentID(b)
 		if id == "" {
-			return "", false, "201 without a payment id"
+			return "", "", false, "201 without a payment id"
 		}
-		return id, false, ""
+		var created struct {
+			EventID string `json:"event_id"`
+		}
+		_ = json.Unmarshal(b, &created) // optional: the contract fixes the status only
+		return id, created.EventID, false, ""
 	case resp.StatusCode == http.StatusServiceUnavailable:
 		// The database is down or slow: the API must say when to come back.
 		if resp.Header.Get("Retry-After") == "" {
-			return "", true, "status 503 without Retry-After"
+			return "", "", true, "status 503 without Retry-After"
 		}
-		return "", true, "status 503 with Retry-After"
+		return "", "", true, "status 503 with Retry-After"
 	case resp.StatusCode >= 500, resp.StatusCode == http.StatusConflict, resp.StatusCode == http.StatusTooManyRequests:
 		// 503 while the database restarts; 409 while another request with the same
 		// key is in flight.
-		return "", true, fmt.Sprintf("status %d", resp.StatusCode)
+		return "", "", true, fmt.Sprintf("status %d", resp.StatusCode)
 	default:
-		return "", false, fmt.Sprintf("status %d", resp.StatusCode)
+		return "", "", false, fmt.Sprintf("status %d", resp.StatusCode)
 	}
 }
 

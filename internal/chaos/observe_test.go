@@ -96,7 +96,7 @@ func TestObserveReadsIdentities(t *testing.T) {
 			var r Report
 			obs.Fill(&r)
 
-			wantSchema := Schema{OutboxEvents: true, OutboxDLQ: true, DLQReplayedAt: true, ConsumerDatabase: true, Decisions: true, DecisionEventIDs: true, UserTotals: true}
+			wantSchema := Schema{OutboxEvents: true, OutboxDLQ: true, DLQReplayedAt: true, ConsumerDatabase: true, Decisions: true, DecisionEventIDs: true, UserTotals: true, PaymentLifecycle: true, ConsumerOrder: true, OrderViolations: true}
 			if diff := cmp.Diff(wantSchema, r.Schema); diff != "" {
 				t.Errorf("schema (-want +got):\n%s", diff)
 			}
@@ -134,7 +134,7 @@ func TestObserveReportsMissingTables(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Observe: %v", err)
 	}
-	want := Schema{OutboxEvents: true, ConsumerDatabase: true, Decisions: true}
+	want := Schema{OutboxEvents: true, PaymentLifecycle: true, ConsumerDatabase: true, Decisions: true, ConsumerOrder: true, OrderViolations: true}
 	if diff := cmp.Diff(want, obs.Schema); diff != "" {
 		t.Errorf("schema (-want +got):\n%s", diff)
 	}

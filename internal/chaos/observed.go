@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/dscourse/payments-outbox/internal/event"
 )
 
 // Observed is what the verifier found after the drain. Fill turns it into the report's
@@ -16,7 +18,10 @@ type Observed struct {
 	Accepted []string
 	// Committed holds every row of the payments table by id.
 	Committed map[string]PaymentFields
-	Topic     TopicContents
+	// Lifecycles holds every payment's state and version; nil when the payments table
+	// has no lifecycle columns (Schema.PaymentLifecycle).
+	Lifecycles map[string]CommittedLifecycle
+	Topic      TopicContents
 	// ExpectedPartitions is the partition count the topic must have.
 	ExpectedPartitions int
 	// Schema says which of the tables docs/contract.md names were found.
@@ -30,6 +35,12 @@ type Observed struct {
 	DLQ            int
 	// ConsumerDuplicates from the consumer's dedup table, -1 if it keeps no count.
 	ConsumerDuplicates int
+	// ConsumerOrder is, per payment, the sequences of the events the consumer took, in
+	// the order it took them; nil when it does not record them (Schema.ConsumerOrder).
+	ConsumerOrder map[string][]int
+	// ConsumerOwnViolations is the row count of the consumer's order_violations, -1
+	// without the table.
+	ConsumerOwnViolations int
 	// ExpectedTotals are the running totals of the committed payments that have a
 	// decision, per user and currency; ConsumerTotals are the consumer's user_totals rows
 	// (see totals.go). Both nil when the check is off.
@@ -58,6 +69,7 @@ func (o Observed) Fill(r *Report) {
 	o.fillIdentities(r)
 	o.fillRecordContract(r)
 	o.fillTotals(r)
+	o.fillOrder(r)
 }
 
 // fillLost counts what the service lost and what it made up. A payment is lost when it
@@ -111,26 +123,30 @@ func (o Observed) fillLost(r *Report) {
 	r.Phantom = len(phantom)
 }
 
-// fillIdentities checks that each payment has one event id and that its decision names
-// it. Counts alone cannot see either: a relay that mints a new id for every retry, and a
-// consumer that records the wrong event, both leave one record per id and one decision
-// per payment.
+// fillIdentities checks that each transition has one event id and that each decision
+// names its payment's PaymentCreated. Counts alone cannot see either: a relay that mints a
+// new id for every retry, and a consumer that records the wrong event, both leave one
+// record per id and one decision per payment.
 func (o Observed) fillIdentities(r *Report) {
 	r.PaymentsWithSeveralEventIDs = 0
-	for _, id := range slices.Sorted(maps.Keys(o.Topic.PaymentEventIDs)) {
-		ids := o.Topic.PaymentEventIDs[id]
-		if len(ids) < 2 {
-			continue
-		}
-		r.PaymentsWithSeveralEventIDs++
-		if r.PaymentsWithSeveralEventIDs == 1 {
-			r.Notes = append(r.Notes, fmt.Sprintf("one event id per payment: payment %s has %d event ids in the topic: %s", id, len(ids), strings.Join(ids, ", ")))
+	for _, id := range slices.Sorted(maps.Keys(o.Topic.TransitionEventIDs)) {
+		bySequence := o.Topic.TransitionEventIDs[id]
+		for _, seq := range slices.Sorted(maps.Keys(bySequence)) {
+			ids := bySequence[seq]
+			if len(ids) < 2 {
+				continue
+			}
+			r.PaymentsWithSeveralEventIDs++
+			if r.PaymentsWithSeveralEventIDs == 1 {
+				r.Notes = append(r.Notes, fmt.Sprintf("one event id per transition: payment %s has %d event ids for sequence %d in the topic: %s", id, len(ids), seq, strings.Join(ids, ", ")))
+			}
+			break
 		}
 	}
 
 	r.DecisionEventMismatch = 0
 	for _, id := range slices.Sorted(maps.Keys(o.DecisionEvents)) {
-		inTopic := o.Topic.PaymentEventIDs[id]
+		inTopic := o.Topic.TransitionEventIDs[id][event.CreatedSequence]
 		// A payment without an event in the topic is already lost or a phantom.
 		if len(inTopic) == 0 || slices.Contains(inTopic, o.DecisionEvents[id]) {
 			continue

@@ -66,9 +66,31 @@ type Report struct {
 	// from the totals of their committed, decided payments: an event applied twice (or not
 	// at all) by a consumer whose dedup failed. 0 when the consumer keeps no user_totals.
 	TotalsMismatchedUsers int `json:"totals_mismatched_users"`
-	// PaymentsWithSeveralEventIDs counts payments with more than one distinct
-	// X-Event-Id in the topic: events a consumer cannot recognise as copies.
+	// PaymentsWithSeveralEventIDs counts payments with a transition that has more than
+	// one distinct X-Event-Id in the topic: events a consumer cannot recognise as copies.
 	PaymentsWithSeveralEventIDs int `json:"payments_with_several_event_ids"`
+	// OrderViolations counts payments whose events, by first occurrence in partition
+	// offset order, do not follow their sequence (order.go). The SLO is 0.
+	OrderViolations int `json:"order_violations"`
+	// MultiEventPayments counts payments with more than one event in the topic.
+	MultiEventPayments int `json:"multi_event_payments"`
+	// TransitionsLost counts committed transitions (payments.version) without an event
+	// in the topic; TransitionsPhantom events of transitions that were never committed.
+	TransitionsLost    int `json:"transitions_lost"`
+	TransitionsPhantom int `json:"transitions_phantom"`
+	// ConsumerOrderViolations counts payments whose events the consumer took out of
+	// their sequence; ConsumerTransitionsMissing decided payments of which it took fewer
+	// events than were committed; ConsumerOwnViolations is its own order_violations
+	// count (-1 without the table).
+	ConsumerOrderViolations    int `json:"consumer_order_violations"`
+	ConsumerTransitionsMissing int `json:"consumer_transitions_missing"`
+	ConsumerOwnViolations      int `json:"consumer_own_order_violations"`
+	// LifecycleLoad is whether the load sent the payments through their lifecycle: the
+	// service captured the warm-up payment, and the scenario is not the dual write
+	// (whose point is a lost creation, and whose handler takes creations only).
+	LifecycleLoad bool `json:"lifecycle_load"`
+	// Transitions is what the load generator's lifecycle requests saw.
+	Transitions TransitionStats `json:"transitions"`
 	// DecisionEventMismatch counts decisions whose event_id is not the X-Event-Id of
 	// their payment's event in the topic.
 	DecisionEventMismatch int `json:"decision_event_mismatch"`

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +29,9 @@ type Run struct {
 	Faults   *Faults
 	API      *Process
 	Consumer *Process
+	// Replica is a second API process on the same database, with a relay of its own;
+	// nil unless the scenario asks for two (Scenario.Replicas).
+	Replica *Process
 
 	logger     *slog.Logger
 	origin     time.Time
@@ -52,6 +56,23 @@ type Run struct {
 	bankedFailures int
 	dualWrite      bool
 	crashes        Crashes
+	// lateChanged lists the outbox rows a paused replica's late outcomes changed
+	// (replica-pause).
+	lateChanged []string
+}
+
+// recordLateChanges notes rows a paused replica changed after it resumed.
+func (rn *Run) recordLateChanges(ids []string) {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	rn.lateChanged = append(rn.lateChanged, ids...)
+}
+
+// lateChanges returns the rows recorded by recordLateChanges.
+func (rn *Run) lateChanges() []string {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	return slices.Clone(rn.lateChanged)
 }
 
 // startServices creates the run's fresh databases and topic and starts the consumer
@@ -102,15 +123,22 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *Repor
 		PaymentsDB: paymentsURL, ConsumerDB: consumerURL, Topic: report.Topic, Group: "antifraud-" + report.RunID,
 		APIAddr: apiAddr, ConsumerAddr: consumerAddr, RelayBrokers: relayBrokers, ConsumerBrokers: brokers,
 	}
+	if sc.Replicas > 1 {
+		if env.ReplicaAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+	}
 	rn := &Run{paymentsDB: paymentsURL, consumerDB: consumerURL, brokers: brokers, logDir: logDir, topic: report.Topic, group: env.Group}
 	rn.API, rn.Consumer = env.processes(opts.Binaries, opts.Commands, sc, logDir)
-	if err := rn.Consumer.Start(); err != nil {
-		return rn, err
+	if env.ReplicaAddr != "" {
+		rn.Replica = env.replica(rn.API, logDir)
 	}
-	if err := rn.API.Start(); err != nil {
-		return rn, err
+	for _, p := range rn.processes() {
+		if err := p.Start(); err != nil {
+			return rn, err
+		}
 	}
-	for _, p := range []*Process{rn.API, rn.Consumer} {
+	for _, p := range rn.processes() {
 		if err := p.WaitHealthy(ctx); err != nil {
 			return rn, err
 		}
@@ -143,6 +171,9 @@ func targetRun(opts Options, sc Scenario, report *Report) (*Run, error) {
 func checkRunnable(opts Options, sc Scenario) error {
 	if opts.Commands != nil && sc.DualWrite {
 		return fmt.Errorf("scenario %s not runnable with -api-cmd: it shows the reference API's teaching mode (DUAL_WRITE=true), not a property of another service", sc.Name)
+	}
+	if sc.Replicas > 1 && (opts.Commands != nil || opts.Target != nil) {
+		return fmt.Errorf("scenario %s not runnable against another service: it runs two processes of our API on one database", sc.Name)
 	}
 	return nil
 }
@@ -321,13 +352,35 @@ func (rn *Run) Crashes() Crashes {
 	return rn.crashes
 }
 
+// processes lists the run's processes in start order: the consumer, the API and its
+// replica if there is one.
+func (rn *Run) processes() []*Process {
+	ps := []*Process{rn.Consumer, rn.API}
+	if rn.Replica != nil {
+		ps = append(ps, rn.Replica)
+	}
+	return ps
+}
+
+// apiURLs are the base URLs of the API processes, where the load spreads its requests.
+func (rn *Run) apiURLs() []string {
+	urls := []string{rn.API.BaseURL}
+	if rn.Replica != nil {
+		urls = append(urls, rn.Replica.BaseURL)
+	}
+	return urls
+}
+
 // stopServices stops the API first (it stops taking payments, then its relay), then
 // the consumer. Safe to call twice.
 func (rn *Run) stopServices(logger *slog.Logger) {
 	if rn.cluster != nil {
 		rn.cluster.stop()
 	}
-	for _, p := range []*Process{rn.API, rn.Consumer} {
+	for _, p := range []*Process{rn.API, rn.Replica, rn.Consumer} {
+		if p == nil {
+			continue
+		}
 		if err := p.Stop(15 * time.Second); err != nil && !errors.Is(err, os.ErrProcessDone) {
 			logger.Warn("stop service", slog.String("service", p.Name), slog.Any("err", err))
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -204,10 +205,24 @@ func setUp(ctx context.Context, opts Options, stack *NativeStack, sc Scenario, r
 // that has never fetched metadata cannot even learn where to send records while acks
 // are being dropped, so without this the first lost-acks window writes nothing and
 // produces no duplicates: the run would be invalid for a reason that teaches nothing.
+//
+// It also captures the warm-up payment, to learn whether the service has the lifecycle
+// endpoints (a MAY of docs/contract.md): with them the load sends every payment through
+// its lifecycle, without them creations only, and the lifecycle rows are off.
 func warmUp(ctx context.Context, rn *Run, verifier *Verifier, report *Report) error {
 	warm, err := RunLoad(ctx, LoadConfig{BaseURL: rn.API.BaseURL, RunID: report.RunID + "-warmup", Payments: 1})
 	if err != nil || warm.Accepted != 1 {
 		return fmt.Errorf("warm-up payment not accepted (%v): %w", warm.RejectReasons, err)
+	}
+	if !rn.dualWrite {
+		client := &http.Client{Timeout: 10 * time.Second}
+		defer client.CloseIdleConnections()
+		url := strings.TrimRight(rn.API.BaseURL, "/") + "/payments/" + warm.PaymentIDs[0] + "/capture"
+		status, _, reason := postTransition(ctx, client, url, report.RunID+"-warmup-capture", "")
+		report.LifecycleLoad = status == http.StatusOK
+		if !report.LifecycleLoad {
+			report.Notes = append(report.Notes, fmt.Sprintf("the warm-up capture got %s: the load sends creations only, and the lifecycle rows are off", reason))
+		}
 	}
 	if _, err := verifier.WaitDrain(ctx, time.Now()); err != nil {
 		return fmt.Errorf("warm-up event not published: %w", err)
@@ -245,7 +260,9 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 		return LoadResult{}, Observed{}, err
 	}
 	rn.logger.Info("sending payments", slog.Int("payments", opts.Payments), slog.Duration("span", sc.Span), slog.Int("bursts", sc.Bursts))
-	load, err := RunLoad(ctx, LoadConfig{BaseURL: rn.API.BaseURL, RunID: report.RunID, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts, LargestEvery: sc.LargestEvery, MaxAttempts: sc.MaxAttempts})
+	urls := rn.apiURLs()
+	load, err := RunLoad(ctx, LoadConfig{BaseURL: urls[0], Replicas: urls[1:], RunID: report.RunID, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts,
+		LargestEvery: sc.LargestEvery, MaxAttempts: sc.MaxAttempts, Lifecycle: report.LifecycleLoad})
 	closeLoadDone()
 	if err != nil {
 		return LoadResult{}, Observed{}, fmt.Errorf("run load: %w", err)
@@ -316,6 +333,10 @@ func judge(report *Report, sc Scenario, rn *Run, load LoadResult, observed Obser
 	observed.Accepted = load.PaymentIDs
 	observed.Fill(report)
 	report.APIAccepted, report.APIRejected, report.APIRetries = load.Accepted, load.Rejected, load.Retries
+	report.Transitions = load.Transitions
+	for reason, n := range load.Transitions.FailReasons {
+		report.Notes = append(report.Notes, fmt.Sprintf("%d transition requests failed: %s", n, reason))
+	}
 	for reason, n := range load.RejectReasons {
 		report.Notes = append(report.Notes, fmt.Sprintf("%d payments rejected: %s", n, reason))
 	}

@@ -20,6 +20,9 @@ type Scenario struct {
 	// Cluster runs the scenario on the three-node cluster (cluster.go) instead of the
 	// single broker: its topic has three replicas and min.insync.replicas=2.
 	Cluster bool
+	// Replicas runs this many API processes on one database, each with its relay, and
+	// spreads the load over them; 0 or 1 is one. Only our API (the harness starts them).
+	Replicas int
 	// Span paces the load over this long; 0 sends everything at once.
 	Span time.Duration
 	// Bursts, with a Span, sends the load in this many bursts of parallel requests.
@@ -111,7 +114,7 @@ func Scenarios(short bool) map[string]Scenario {
 	const copyEvery = 5
 	faultsBit := func(r *Report, _ *Run) []Check {
 		checks := append(faultChecks(r, DropAcks, DropRequests, ProxyDown), probeCheck(r))
-		return append(checks, injectedCheck(r))
+		return append(checks, injectedCheck(r), orderInFlightCheck(r))
 	}
 	skew := &clockSkew{Skew: 10 * time.Minute, Window: 30 * time.Second}
 	if short {
@@ -126,6 +129,10 @@ func Scenarios(short bool) map[string]Scenario {
 	if short {
 		pg.Spikes, pg.Cuts, pg.Outage, pgSpan = 1, 2, 10*time.Second, 30*time.Second
 	}
+	// A pause catches the paused relay between its send and its mark only when it, not
+	// the other replica, held the leased rows: about one pause in two, so three of them.
+	pause := replicaPause{Pauses: 3, Pause: 14 * time.Second, Alone: 3 * time.Second, Gap: [2]time.Duration{time.Second, 3 * time.Second}}
+	pauseSpan := 60 * time.Second
 	hostile := &hostileRecords{Foreign: &ForeignRecords{}, For: 13 * time.Second, Every: 500 * time.Millisecond}
 	// The cluster scenarios (cluster.go). A broker takes 5 to 30 s to start on the
 	// shared 2-core machine, so their loads are paced over long enough for every kill
@@ -181,6 +188,7 @@ func Scenarios(short bool) map[string]Scenario {
 				return append(checks,
 					check(Validity, "outage began during the load", "true", overlap, overlap),
 					injectedCheck(r),
+					orderInFlightCheck(r),
 				)
 			},
 		},
@@ -199,6 +207,7 @@ func Scenarios(short bool) map[string]Scenario {
 				return []Check{
 					check(Validity, "API SIGKILLed and restarted by the harness", fmt.Sprintf(">= %d kills", relayKills.Kills), fmt.Sprintf("%d kills (%s)", c.APIKills, inFlight), c.APIKills >= relayKills.Kills),
 					check(Validity, "copies of one event id in the topic (kills during lost acks)", "> 0", r.DuplicatesDelivered, r.DuplicatesDelivered > 0),
+					orderInFlightCheck(r),
 				}
 			},
 		},
@@ -246,6 +255,18 @@ func Scenarios(short bool) map[string]Scenario {
 			Validity: func(r *Report, _ *Run) []Check {
 				return []Check{postgresRestartCheck(r), injectedCheck(r)}
 			},
+		},
+		"replica-pause": {
+			Name: "replica-pause",
+			Description: "two API processes (two relays) share one outbox, the load spread over both; with the broker's acks slowed by " + slowAcksLatency.String() +
+				", one replica is SIGSTOPped " + fmt.Sprint(pause.Pauses) + " times while rows are leased, for " + pause.Pause.String() + " (past RELAY_LEASE), while the other takes its rows over; then it resumes alone for " + pause.Alone.String() +
+				" with the other frozen: its late outcomes must change nothing (fencing), copies are allowed, and each payment's order must hold",
+			Replicas:  2,
+			Span:      pauseSpan,
+			LoadDelay: -2 * time.Second, // the load starts first, so that rows are leased
+			CopyEvery: copyEvery,
+			Disrupt:   pause.disrupt,
+			Validity:  pause.validity,
 		},
 		"hostile-records": {
 			Name: "hostile-records",
@@ -365,7 +386,7 @@ func LongTransaction(short bool, hold time.Duration) Scenario {
 // the cluster scenarios together, on the three-node cluster; db-restart last, because
 // it restarts the shared PostgreSQL server.
 func ScenarioNames() []string {
-	return []string{"default", "dual-write", "kafka-down", "relay-crash", "consumer-crash", "hostile-records", "clock-skew",
+	return []string{"default", "dual-write", "kafka-down", "relay-crash", "consumer-crash", "replica-pause", "hostile-records", "clock-skew",
 		"poison", "pg-faults", "long-transaction", "broker-failover", "partition-offline", "rolling-restart", "db-restart"}
 }
 

@@ -21,6 +21,12 @@ type Schema struct {
 	// DLQReplayedAt (MAY): outbox_dlq.replayed_at; a row with it set is a dead letter
 	// an operator sent back, kept as history, and no longer counts.
 	DLQReplayedAt bool `json:"outbox_dlq_replayed_at"`
+	// PaymentLifecycle (MAY): payments.status, payments.version and
+	// payments.refunded_amount, the payment's state, transition count and refunds
+	// (docs/adr/0006). Without them the verifier cannot know which
+	// transitions were committed: the order of the topic is still checked, "every
+	// committed transition has its event" is off.
+	PaymentLifecycle bool `json:"payments_lifecycle"`
 	// ConsumerDatabase is whether a consumer database was given at all (optional for
 	// a black-box run; without it the consumer's checks are off).
 	ConsumerDatabase bool `json:"consumer_database"`
@@ -32,6 +38,13 @@ type Schema struct {
 	// UserTotals (MUST with a consumer database): user_totals, the running totals
 	// that a redelivery without dedup would change.
 	UserTotals bool `json:"user_totals"`
+	// ConsumerOrder (MAY): processed_events.sequence and processed_order, which event of
+	// its payment each dedup row is and in which order the consumer took it; without
+	// them the consumer's applied order is not checked.
+	ConsumerOrder bool `json:"consumer_order"`
+	// OrderViolations (MAY): the consumer's own order_violations table, shown beside the
+	// verifier's count.
+	OrderViolations bool `json:"order_violations"`
 }
 
 // MissingConsumerTables names the consumer tables and columns the contract requires
@@ -65,17 +78,36 @@ func (v *Verifier) schema(ctx context.Context) (Schema, error) {
 		{&s.OutboxEvents, v.payments, "outbox_events", "status"},
 		{&s.OutboxDLQ, v.payments, "outbox_dlq", ""},
 		{&s.DLQReplayedAt, v.payments, "outbox_dlq", "replayed_at"},
+		{&s.PaymentLifecycle, v.payments, "payments", "version"},
 	}
 	if v.consumer != nil {
 		lookups = append(lookups,
 			lookup{&s.Decisions, v.consumer, "decisions", "payment_id"},
 			lookup{&s.DecisionEventIDs, v.consumer, "decisions", "event_id"},
 			lookup{&s.UserTotals, v.consumer, "user_totals", ""},
+			lookup{&s.ConsumerOrder, v.consumer, "processed_events", "processed_order"},
+			lookup{&s.OrderViolations, v.consumer, "order_violations", ""},
 		)
 	}
 	for _, l := range lookups {
 		var err error
 		if *l.found, err = hasColumn(ctx, l.db, l.table, l.column); err != nil {
+			return s, err
+		}
+	}
+	// version alone does not say the state nor the refunds: all three columns, or none.
+	for _, column := range []string{"status", "refunded_amount"} {
+		if !s.PaymentLifecycle {
+			break
+		}
+		var err error
+		if s.PaymentLifecycle, err = hasColumn(ctx, v.payments, "payments", column); err != nil {
+			return s, err
+		}
+	}
+	if s.ConsumerOrder {
+		var err error
+		if s.ConsumerOrder, err = hasColumn(ctx, v.consumer, "processed_events", "sequence"); err != nil {
 			return s, err
 		}
 	}

@@ -56,6 +56,9 @@ type serviceEnv struct {
 	// consumer's, on DIRECT.
 	RelayBrokers    []string
 	ConsumerBrokers []string
+	// ReplicaAddr, when set, is the address of a second API process on the same
+	// database (Scenario.Replicas).
+	ReplicaAddr string
 }
 
 // api is the API's environment. Its relay bootstraps through Toxiproxy, where the
@@ -113,4 +116,17 @@ func throughProxy(dbURL, proxy string) string {
 	}
 	u.Host = proxy
 	return u.String()
+}
+
+// replica returns a second process of api, on the same database and topic, listening
+// on e.ReplicaAddr: two relays share one outbox, as two replicas behind a load balancer.
+func (e serviceEnv) replica(api *Process, logDir string) *Process {
+	env := make([]string, 0, len(api.Env))
+	for _, kv := range api.Env {
+		if !strings.HasPrefix(kv, "HTTP_ADDR=") {
+			env = append(env, kv)
+		}
+	}
+	return &Process{Name: "api-2", LogPath: filepath.Join(logDir, "api-2.log"), BaseURL: "http://" + e.ReplicaAddr,
+		Argv: api.Argv, Env: append(env, "HTTP_ADDR="+e.ReplicaAddr)}
 }

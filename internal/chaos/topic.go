@@ -2,13 +2,11 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -30,15 +28,23 @@ type TopicContents struct {
 	// or the record key when the payload has none.
 	PaymentEvents map[string]int
 	// PaymentEventIDs lists the distinct X-Event-Ids of each payment id, in the order
-	// they were read. One payment has one event: a second id is a relay that minted a new
-	// one for a retry, which no consumer can deduplicate.
+	// they were read.
 	PaymentEventIDs map[string][]string
-	// PaymentPayloads lists the distinct payment fields the decoded payloads of each
-	// payment id carried, for comparison with the committed payment.
+	// TransitionEventIDs lists the distinct X-Event-Ids of each transition, by payment id
+	// and sequence (1 for PaymentCreated). One transition has one event: a second id is a
+	// relay that minted a new one for a retry, which no consumer can deduplicate.
+	TransitionEventIDs map[string]map[int][]string
+	// PaymentOrder lists each payment's events by first occurrence: every distinct event
+	// id once, where its first copy is in partition offset order (all of a payment's
+	// events share a partition when their key is right). The lifecycle order is checked
+	// on it (order.go).
+	PaymentOrder map[string][]TopicEvent
+	// PaymentPayloads lists the distinct payment fields the decoded PaymentCreated
+	// payloads of each payment id carried, for comparison with the committed payment.
 	PaymentPayloads map[string][]PaymentFields
 	// BadKey, BadHeaders and BadPayload are the records that break one rule each of the
 	// record contract: the key is the payment id; the three headers are present and
-	// readable; the value is a PaymentCreated v1 with every field.
+	// readable; the value is the v1 payload of its type, with every field.
 	BadKey, BadHeaders, BadPayload Violations
 }
 
@@ -70,12 +76,24 @@ func (f PaymentFields) String() string {
 	return fmt.Sprintf("user %q, amount %d, currency %q", f.UserID, f.Amount, f.Currency)
 }
 
+// A TopicEvent is one event of a payment as the topic first shows it.
+type TopicEvent struct {
+	EventID  string
+	Type     string
+	Sequence int
+	// Where its first copy is.
+	Partition int32
+	Offset    int64
+}
+
 func newTopicContents() TopicContents {
 	return TopicContents{
-		EventCopies:     map[string]int{},
-		PaymentEvents:   map[string]int{},
-		PaymentEventIDs: map[string][]string{},
-		PaymentPayloads: map[string][]PaymentFields{},
+		EventCopies:        map[string]int{},
+		PaymentEvents:      map[string]int{},
+		PaymentEventIDs:    map[string][]string{},
+		TransitionEventIDs: map[string]map[int][]string{},
+		PaymentOrder:       map[string][]TopicEvent{},
+		PaymentPayloads:    map[string][]PaymentFields{},
 	}
 }
 
@@ -184,19 +202,24 @@ func (c *TopicContents) add(r *kgo.Record) {
 	switch {
 	case headerErr != nil:
 		c.BadHeaders.add(where, headerErr.Error())
-	case env.Type != event.TypePaymentCreated:
-		c.BadHeaders.add(where, fmt.Sprintf("%s %q, want %q", event.HeaderType, env.Type, event.TypePaymentCreated))
+	case !slices.Contains(event.Types, env.Type):
+		c.BadHeaders.add(where, fmt.Sprintf("%s %q, want one of %s", event.HeaderType, env.Type, strings.Join(event.Types, ", ")))
 	}
 
-	payload, problem := decodePaymentCreated(r.Value)
+	// A record whose type header is unreadable is read as the PaymentCreated it most
+	// likely is, so that its payload is still checked.
+	typ := event.HeaderValues(r)[event.HeaderType]
+	if !slices.Contains(event.Types, typ) {
+		typ = event.TypePaymentCreated
+	}
+	payload, problem := decodePayload(typ, r.Value)
 	paymentID := string(r.Key)
 	if problem != "" {
 		c.BadPayload.add(where, problem)
 	} else {
-		paymentID = payload.PaymentID.String()
-		fields := PaymentFields{UserID: payload.UserID, Amount: payload.Amount, Currency: payload.Currency}
-		if !slices.Contains(c.PaymentPayloads[paymentID], fields) {
-			c.PaymentPayloads[paymentID] = append(c.PaymentPayloads[paymentID], fields)
+		paymentID = payload.PaymentID
+		if typ == event.TypePaymentCreated && !slices.Contains(c.PaymentPayloads[paymentID], payload.Fields) {
+			c.PaymentPayloads[paymentID] = append(c.PaymentPayloads[paymentID], payload.Fields)
 		}
 		// The key decides the partition: a key other than the payment id scatters one
 		// payment's events over partitions, and their order is lost.
@@ -215,51 +238,20 @@ func (c *TopicContents) add(r *kgo.Record) {
 		return
 	}
 	c.EventCopies[eventID]++
-	if !slices.Contains(c.PaymentEventIDs[paymentID], eventID) {
-		c.PaymentEventIDs[paymentID] = append(c.PaymentEventIDs[paymentID], eventID)
+	if slices.Contains(c.PaymentEventIDs[paymentID], eventID) {
+		return // a copy: only the first occurrence counts for the order
 	}
-}
-
-// paymentCreatedFields are the fields of PaymentCreated v1, all required
-// (internal/event/testdata/payment_created_v1.json).
-var paymentCreatedFields = []string{"payment_id", "user_id", "amount", "currency", "created_at"}
-
-// decodePaymentCreated decodes a record value as PaymentCreated v1 and says what is
-// wrong with it, if anything: not JSON, a field missing or of the wrong type, or a value
-// the API would never have accepted. Unknown fields are allowed, as v1 consumers must
-// ignore them.
-func decodePaymentCreated(value []byte) (event.PaymentCreated, string) {
-	// JSON text is UTF-8 (RFC 8259), and encoding/json would decode invalid bytes
-	// silently as U+FFFD.
-	if !utf8.Valid(value) {
-		return event.PaymentCreated{}, "value is not UTF-8"
+	c.PaymentEventIDs[paymentID] = append(c.PaymentEventIDs[paymentID], eventID)
+	if problem != "" {
+		return // no readable sequence
 	}
-	var present map[string]json.RawMessage
-	if err := json.Unmarshal(value, &present); err != nil {
-		return event.PaymentCreated{}, fmt.Sprintf("value is not a JSON object: %v", err)
+	if c.TransitionEventIDs[paymentID] == nil {
+		c.TransitionEventIDs[paymentID] = map[int][]string{}
 	}
-	var missing []string
-	for _, field := range paymentCreatedFields {
-		if v, ok := present[field]; !ok || string(v) == "null" {
-			missing = append(missing, field)
-		}
-	}
-	if len(missing) > 0 {
-		return event.PaymentCreated{}, "payload without " + strings.Join(missing, ", ")
-	}
-	var p event.PaymentCreated
-	if err := json.Unmarshal(value, &p); err != nil {
-		return event.PaymentCreated{}, fmt.Sprintf("payload is not a PaymentCreated v1: %v", err)
-	}
-	switch {
-	case p.UserID == "":
-		return p, "payload with an empty user_id"
-	case p.Amount <= 0:
-		return p, fmt.Sprintf("payload with amount %d, want a positive amount in minor units", p.Amount)
-	case len(p.Currency) != 3:
-		return p, fmt.Sprintf("payload with currency %q, want an ISO 4217 code", p.Currency)
-	}
-	return p, ""
+	c.TransitionEventIDs[paymentID][payload.Sequence] = append(c.TransitionEventIDs[paymentID][payload.Sequence], eventID)
+	c.PaymentOrder[paymentID] = append(c.PaymentOrder[paymentID], TopicEvent{
+		EventID: eventID, Type: typ, Sequence: payload.Sequence, Partition: r.Partition, Offset: r.Offset,
+	})
 }
 
 // Unique counts distinct event ids.

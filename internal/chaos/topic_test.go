@@ -57,7 +57,7 @@ func TestTopicContentsChecksTheRecordContract(t *testing.T) {
 		{
 			name:        "another event type",
 			modify:      func(r *kgo.Record) { r.Headers[1].Value = []byte("payment.created") },
-			wantHeaders: 1, wantExample: `X-Event-Type "payment.created", want "PaymentCreated"`,
+			wantHeaders: 1, wantExample: `X-Event-Type "payment.created", want one of PaymentCreated`,
 		},
 		{
 			name:        "occurred at not RFC 3339",

@@ -35,11 +35,12 @@ type RunningTotal struct {
 func (t RunningTotal) isZero() bool { return t.Payments == 0 && (t.Amount == "0" || t.Amount == "") }
 
 // totals reads the consumer's user_totals and computes what they should be: the totals of
-// the committed payments that have a decision. Payments without one are already counted
+// the committed payments that have a decision; with the lifecycle (lifecycle true), a
+// cancelled payment counts for nothing and a refunded one for what was not refunded. Payments without one are already counted
 // as lost, and would otherwise be reported a second time here. The decisions and the
 // totals are read in one snapshot, so that a consumer still at work cannot make them
 // disagree. The caller has checked that the table exists (Schema.UserTotals).
-func (v *Verifier) totals(ctx context.Context, committed map[string]PaymentFields) (want, got map[UserCurrency]RunningTotal, err error) {
+func (v *Verifier) totals(ctx context.Context, committed map[string]PaymentFields, lifecycle bool) (want, got map[UserCurrency]RunningTotal, err error) {
 	tx, err := v.consumer.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, nil, fmt.Errorf("read the consumer's totals: %w", err)
@@ -68,10 +69,18 @@ func (v *Verifier) totals(ctx context.Context, committed map[string]PaymentField
 		return nil, nil, fmt.Errorf("read the consumer's user_totals: %w", err)
 	}
 
-	rows, err = v.payments.Query(ctx, `
+	query := `
 		SELECT user_id, currency::text, count(*), trim_scale(sum(amount))::text
 		FROM payments WHERE id = ANY($1::text[]::uuid[])
-		GROUP BY 1, 2`, decided)
+		GROUP BY 1, 2`
+	if lifecycle {
+		query = `
+		SELECT user_id, currency::text, count(*) FILTER (WHERE status <> 'cancelled'),
+		       trim_scale(coalesce(sum(amount - refunded_amount) FILTER (WHERE status <> 'cancelled'), 0))::text
+		FROM payments WHERE id = ANY($1::text[]::uuid[])
+		GROUP BY 1, 2`
+	}
+	rows, err = v.payments.Query(ctx, query, decided)
 	if err != nil {
 		return nil, nil, fmt.Errorf("compute the totals of the committed payments: %w", err)
 	}

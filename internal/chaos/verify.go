@@ -150,13 +150,18 @@ func (v *Verifier) unpublishedPayments(ctx context.Context) (int, error) {
 // and the verdict shows the check it turns off (or fails, for a table the contract
 // requires).
 func (v *Verifier) Observe(ctx context.Context) (Observed, error) {
-	obs := Observed{ConsumerDuplicates: -1, ExpectedPartitions: v.cfg.Partitions}
+	obs := Observed{ConsumerDuplicates: -1, ConsumerOwnViolations: -1, ExpectedPartitions: v.cfg.Partitions}
 	var err error
 	if obs.Schema, err = v.schema(ctx); err != nil {
 		return obs, err
 	}
 	if obs.Committed, err = v.committedPayments(ctx); err != nil {
 		return obs, err
+	}
+	if obs.Schema.PaymentLifecycle {
+		if obs.Lifecycles, err = v.committedLifecycles(ctx); err != nil {
+			return obs, err
+		}
 	}
 	readCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	obs.Topic, err = ReadTopicExcept(readCtx, v.cfg.Brokers, v.cfg.Topic, v.cfg.Foreign)
@@ -182,8 +187,13 @@ func (v *Verifier) Observe(ctx context.Context) (Observed, error) {
 	if obs.ConsumerDuplicates = v.consumerDuplicates(ctx); obs.ConsumerDuplicates < 0 {
 		obs.Notes = append(obs.Notes, "consumer_duplicates_seen off: processed_events keeps no delivery count (a MAY of the contract)")
 	}
+	if obs.Schema.ConsumerOrder {
+		if obs.ConsumerOrder, obs.ConsumerOwnViolations, err = v.consumerOrder(ctx, obs.Schema); err != nil {
+			return obs, err
+		}
+	}
 	if obs.Schema.UserTotals {
-		obs.ExpectedTotals, obs.ConsumerTotals, err = v.totals(ctx, obs.Committed)
+		obs.ExpectedTotals, obs.ConsumerTotals, err = v.totals(ctx, obs.Committed, obs.Schema.PaymentLifecycle)
 	}
 	return obs, err
 }

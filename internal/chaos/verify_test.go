@@ -230,7 +230,7 @@ func TestFillIdentities(t *testing.T) {
 			eventIDs:       map[string][]string{"p1": {"e1", "e1b"}, "p2": {"e2"}},
 			decisionEvents: map[string]string{"p1": "e1", "p2": "e2"},
 			wantSeveralIDs: 1,
-			wantNote:       "one event id per payment: payment p1 has 2 event ids in the topic: e1, e1b",
+			wantNote:       "one event id per transition: payment p1 has 2 event ids for sequence 1 in the topic: e1, e1b",
 		},
 		{
 			name:           "a decision made from another event",
@@ -250,6 +250,9 @@ func TestFillIdentities(t *testing.T) {
 			t.Parallel()
 			obs := Observed{Committed: committed("p1", "p2"), Topic: newTopicContents(), DecisionEvents: tt.decisionEvents}
 			obs.Topic.PaymentEventIDs = tt.eventIDs
+			for id, ids := range tt.eventIDs {
+				obs.Topic.TransitionEventIDs[id] = map[int][]string{1: ids}
+			}
 			var r Report
 			obs.Fill(&r)
 			if r.PaymentsWithSeveralEventIDs != tt.wantSeveralIDs || r.DecisionEventMismatch != tt.wantWrong {
@@ -303,6 +306,7 @@ func TestBrokenOutcomesFailTheirRow(t *testing.T) {
 		obs.Topic.EventCopies = map[string]int{"e1": 1}
 		obs.Topic.PaymentEvents = map[string]int{"p1": 1}
 		obs.Topic.PaymentEventIDs = map[string][]string{"p1": {"e1"}}
+		obs.Topic.TransitionEventIDs = map[string]map[int][]string{"p1": {1: {"e1"}}}
 		obs.Topic.PaymentPayloads = map[string][]PaymentFields{"p1": {obs.Committed["p1"]}}
 		return obs
 	}
@@ -314,9 +318,13 @@ func TestBrokenOutcomesFailTheirRow(t *testing.T) {
 	}{
 		{name: "nothing broken"},
 		{
-			name:    "a payment with two event ids",
-			breakIt: func(o *Observed) { o.Topic.PaymentEventIDs["p1"] = []string{"e1", "e2"}; o.Topic.EventCopies["e2"] = 1 },
-			wantRow: "one event id per payment (payments with >1 X-Event-Id)",
+			name: "a payment with two event ids",
+			breakIt: func(o *Observed) {
+				o.Topic.PaymentEventIDs["p1"] = []string{"e1", "e2"}
+				o.Topic.TransitionEventIDs["p1"][1] = []string{"e1", "e2"}
+				o.Topic.EventCopies["e2"] = 1
+			},
+			wantRow: "one event id per transition (payments with >1 X-Event-Id for one sequence)",
 		},
 		{
 			name:    "a decision whose event_id differs",
@@ -336,7 +344,7 @@ func TestBrokenOutcomesFailTheirRow(t *testing.T) {
 		{
 			name:    "a payload without a field",
 			breakIt: func(o *Observed) { o.Topic.BadPayload.add("partition 0 offset 0", "payload without amount") },
-			wantRow: "record payload is PaymentCreated v1 with every field",
+			wantRow: "record payload is the v1 of its type with every field",
 		},
 		{
 			name: "a payload with another amount than the payment's",

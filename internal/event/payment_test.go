@@ -38,6 +38,44 @@ var goldenEvents = []struct {
 		},
 		decodeInto: func() any { return new(event.PaymentCreated) },
 	},
+	{
+		file: "../../docs/examples/payment_captured_v1.json",
+		event: event.PaymentCaptured{
+			PaymentID:  uuid.MustParse("01937a2e-5c8b-7d41-9a3e-6f0b2c4d8e10"),
+			Sequence:   2,
+			UserID:     "u-42",
+			Amount:     1999,
+			Currency:   "EUR",
+			CapturedAt: time.Date(2026, 11, 30, 9, 20, 3, 500000000, time.UTC),
+		},
+		decodeInto: func() any { return new(event.PaymentCaptured) },
+	},
+	{
+		file: "../../docs/examples/payment_refunded_v1.json",
+		event: event.PaymentRefunded{
+			PaymentID:     uuid.MustParse("01937a2e-5c8b-7d41-9a3e-6f0b2c4d8e10"),
+			Sequence:      3,
+			RefundID:      uuid.MustParse("01937a31-0a7e-7c12-8f4d-2b6e9a1c3d57"),
+			UserID:        "u-42",
+			Amount:        500,
+			Currency:      "EUR",
+			RefundedTotal: 500,
+			RefundedAt:    time.Date(2026, 12, 1, 14, 2, 11, 42000000, time.UTC),
+		},
+		decodeInto: func() any { return new(event.PaymentRefunded) },
+	},
+	{
+		file: "../../docs/examples/payment_cancelled_v1.json",
+		event: event.PaymentCancelled{
+			PaymentID:   uuid.MustParse("01937a2f-1d2e-7a8b-9c0d-4e5f6a7b8c9d"),
+			Sequence:    2,
+			UserID:      "u-7",
+			Amount:      4200,
+			Currency:    "EUR",
+			CancelledAt: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC),
+		},
+		decodeInto: func() any { return new(event.PaymentCancelled) },
+	},
 }
 
 // The payload of each event version is a contract with every consumer. If this test

@@ -32,7 +32,7 @@ func TestCreateWritesPaymentAndEventInOneTransaction(t *testing.T) {
 	if loc := rec.Header().Get("Location"); loc != "/payments/"+got.ID {
 		t.Errorf("Location = %q, want /payments/%s", loc, got.ID)
 	}
-	want := paymentResponse{ID: got.ID, UserID: "u-42", Amount: 1999, Currency: "EUR", CreatedAt: got.CreatedAt, EventID: got.EventID}
+	want := paymentResponse{ID: got.ID, UserID: "u-42", Amount: 1999, Currency: "EUR", CreatedAt: got.CreatedAt, EventID: got.EventID, Status: "created", Version: 1}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("response (-want +got):\n%s", diff)
 	}
@@ -44,8 +44,8 @@ func TestCreateWritesPaymentAndEventInOneTransaction(t *testing.T) {
 	// payment id, with the v1 payload.
 	ctx := context.Background()
 	var stored paymentResponse
-	err := b.pool.QueryRow(ctx, `SELECT id::text, user_id, amount, currency, created_at FROM payments`).
-		Scan(&stored.ID, &stored.UserID, &stored.Amount, &stored.Currency, &stored.CreatedAt)
+	err := b.pool.QueryRow(ctx, `SELECT id::text, user_id, amount, currency, created_at, status, version, refunded_amount FROM payments`).
+		Scan(&stored.ID, &stored.UserID, &stored.Amount, &stored.Currency, &stored.CreatedAt, &stored.Status, &stored.Version, &stored.RefundedAmount)
 	if err != nil {
 		t.Fatalf("select payment: %v", err)
 	}

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/google/uuid"
 )
 
 // maxBodyBytes bounds a request body. A payment is under 200 bytes; 4 KiB leaves room
@@ -61,6 +63,65 @@ func DecodeCreateRequest(w http.ResponseWriter, r *http.Request) (CreateRequest,
 		return CreateRequest{}, err
 	}
 	return req, nil
+}
+
+// refundBody is the optional JSON body of POST /payments/{id}/refund.
+type refundBody struct {
+	Amount json.RawMessage `json:"amount"`
+}
+
+// DecodeTransitionRequest reads the body of a transition of payment id. Capture and
+// cancel take no body (an empty one or {}); a refund takes {"amount": n} with n > 0 in
+// minor units, or no amount (or no body) to refund whatever is left. Every failure is an
+// *Error naming the field, before anything is written.
+func DecodeTransitionRequest(w http.ResponseWriter, r *http.Request, id uuid.UUID, action string) (TransitionRequest, error) {
+	req := TransitionRequest{PaymentID: id, Action: action}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		return req, decodeError(err)
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return req, nil
+	}
+	if err := requireJSON(r.Header.Get("Content-Type")); err != nil {
+		return req, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var body refundBody
+	if action == ActionRefund {
+		err = dec.Decode(&body)
+	} else {
+		err = dec.Decode(&struct{}{})
+	}
+	if err != nil {
+		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			field, _ := strconv.Unquote(name)
+			return req, Errorf(Invalid, field, "unknown field %s; %s takes %s", name, action, transitionFields(action))
+		}
+		return req, decodeError(err)
+	}
+	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
+		return req, Errorf(Invalid, "", "the body must hold exactly one JSON object, found data after it")
+	}
+	if action != ActionRefund || len(body.Amount) == 0 || string(bytes.TrimSpace(body.Amount)) == "null" {
+		return req, nil
+	}
+	if req.RefundAmount, err = parseAmount(body.Amount); err != nil {
+		return req, err
+	}
+	if req.RefundAmount <= 0 {
+		return req, Errorf(Invalid, "amount", "amount must be a positive integer in minor units, got %d; leave it out to refund all that is left", req.RefundAmount)
+	}
+	return req, nil
+}
+
+// transitionFields says what the body of action may hold, for error messages.
+func transitionFields(action string) string {
+	if action == ActionRefund {
+		return `no field but an optional "amount"`
+	}
+	return "no body (or {})"
 }
 
 func requireJSON(contentType string) error {

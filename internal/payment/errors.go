@@ -15,6 +15,10 @@ const (
 	// Unprocessable: well-formed, but conflicts with what was already done, e.g. an
 	// Idempotency-Key reused with a different body.
 	Unprocessable = "unprocessable"
+	// Conflict: the request is valid, but the payment's state forbids it now (capture
+	// twice, refund before capture, more refunded than captured), or another transition
+	// of the payment won the race. The message names the state found.
+	Conflict = "conflict"
 	// TooLarge: the body is larger than the API accepts.
 	TooLarge = "too_large"
 	// UnsupportedMediaType: the body is not declared as JSON.
@@ -67,6 +71,8 @@ func StatusCode(code string) int {
 		return http.StatusNotFound
 	case Unprocessable:
 		return http.StatusUnprocessableEntity
+	case Conflict:
+		return http.StatusConflict
 	case TooLarge:
 		return http.StatusRequestEntityTooLarge
 	case UnsupportedMediaType:

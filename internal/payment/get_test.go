@@ -27,7 +27,7 @@ func TestGetShowsTheDeliveryStateOfTheEvent(t *testing.T) {
 		{
 			name: "pending",
 			wantEvent: func(id string) *eventResponse {
-				return &eventResponse{ID: id, Status: "pending"}
+				return &eventResponse{ID: id, Type: "PaymentCreated", Sequence: 1, Status: "pending"}
 			},
 		},
 		{
@@ -36,7 +36,7 @@ func TestGetShowsTheDeliveryStateOfTheEvent(t *testing.T) {
 			args:   []any{publishedAt, "i/o timeout"},
 			wantEvent: func(id string) *eventResponse {
 				lastErr := "i/o timeout"
-				return &eventResponse{ID: id, Status: "published", Attempts: 1, PublishedAt: &publishedAt, LastError: &lastErr}
+				return &eventResponse{ID: id, Type: "PaymentCreated", Sequence: 1, Status: "published", Attempts: 1, PublishedAt: &publishedAt, LastError: &lastErr}
 			},
 		},
 		{
@@ -44,7 +44,7 @@ func TestGetShowsTheDeliveryStateOfTheEvent(t *testing.T) {
 			update: `UPDATE outbox_events SET status = 'failed', attempts = 5, last_error = $2 WHERE aggregate_id = $1`,
 			args:   []any{lastError},
 			wantEvent: func(id string) *eventResponse {
-				return &eventResponse{ID: id, Status: "failed", Attempts: 5, LastError: &lastError}
+				return &eventResponse{ID: id, Type: "PaymentCreated", Sequence: 1, Status: "failed", Attempts: 5, LastError: &lastError}
 			},
 		},
 		{
@@ -74,6 +74,9 @@ func TestGetShowsTheDeliveryStateOfTheEvent(t *testing.T) {
 			want := created
 			want.EventID = "" // GET nests the event instead
 			want.Event = tt.wantEvent(created.EventID)
+			if want.Event != nil {
+				want.Events = []eventResponse{*want.Event}
+			}
 			if diff := cmp.Diff(want, decode[paymentResponse](t, rec)); diff != "" {
 				t.Errorf("GET (-want +got):\n%s", diff)
 			}

@@ -42,9 +42,12 @@ func setupWithPool(t *testing.T, pool *pgxpool.Pool) *bundle {
 	r := chi.NewRouter()
 	logger := slog.New(slog.NewJSONHandler(b.logs, nil))
 	store := payment.NewStore(pool)
-	// The two routes as cmd/api/routes.go mounts them.
+	// The routes as cmd/api/routes.go mounts them.
 	r.Method(http.MethodPost, "/payments", payment.HandleCreate(logger, store, func() { b.notified.Add(1) }))
 	r.Method(http.MethodGet, "/payments/{id}", payment.HandleGet(logger, store))
+	for _, action := range []string{payment.ActionCapture, payment.ActionRefund, payment.ActionCancel} {
+		r.Method(http.MethodPost, "/payments/{id}/"+action, payment.HandleTransition(logger, store, action, func() { b.notified.Add(1) }))
+	}
 	b.handler = r
 	return b
 }
@@ -97,10 +100,18 @@ type paymentResponse struct {
 	CreatedAt time.Time      `json:"created_at"`
 	EventID   string         `json:"event_id"`
 	Event     *eventResponse `json:"event"`
+
+	Status         string          `json:"status"`
+	Version        int             `json:"version"`
+	RefundedAmount int64           `json:"refunded_amount"`
+	UpdatedAt      *time.Time      `json:"updated_at"`
+	Events         []eventResponse `json:"events"`
 }
 
 type eventResponse struct {
 	ID          string     `json:"id"`
+	Type        string     `json:"type"`
+	Sequence    int        `json:"sequence"`
 	Status      string     `json:"status"`
 	Attempts    int        `json:"attempts"`
 	PublishedAt *time.Time `json:"published_at"`

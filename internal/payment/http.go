@@ -13,18 +13,27 @@ import (
 
 // paymentJSON is a payment on the wire.
 type paymentJSON struct {
-	ID        uuid.UUID  `json:"id"`
-	UserID    string     `json:"user_id"`
-	Amount    int64      `json:"amount"`
-	Currency  string     `json:"currency"`
-	CreatedAt time.Time  `json:"created_at"`
-	EventID   *uuid.UUID `json:"event_id,omitempty"`
-	Event     *eventJSON `json:"event,omitempty"`
+	ID             uuid.UUID  `json:"id"`
+	UserID         string     `json:"user_id"`
+	Amount         int64      `json:"amount"`
+	Currency       string     `json:"currency"`
+	CreatedAt      time.Time  `json:"created_at"`
+	Status         string     `json:"status"`
+	Version        int        `json:"version"`
+	RefundedAmount int64      `json:"refunded_amount"`
+	UpdatedAt      *time.Time `json:"updated_at,omitempty"`
+	// EventID is the event of the request just answered (creation or transition).
+	EventID *uuid.UUID `json:"event_id,omitempty"`
+	// Event is the PaymentCreated event's delivery state, Events every event's; GET only.
+	Event  *eventJSON  `json:"event,omitempty"`
+	Events []eventJSON `json:"events,omitempty"`
 }
 
-// eventJSON is the delivery state of a payment's event, in GET /payments/{id}.
+// eventJSON is the delivery state of one of a payment's events, in GET /payments/{id}.
 type eventJSON struct {
 	ID          uuid.UUID  `json:"id"`
+	Type        string     `json:"type"`
+	Sequence    int        `json:"sequence"`
 	Status      string     `json:"status"`
 	Attempts    int        `json:"attempts"`
 	PublishedAt *time.Time `json:"published_at"`
@@ -32,7 +41,17 @@ type eventJSON struct {
 }
 
 func toJSON(p Payment) paymentJSON {
-	return paymentJSON{ID: p.ID, UserID: p.UserID, Amount: p.Amount, Currency: p.Currency, CreatedAt: p.CreatedAt}
+	return paymentJSON{
+		ID: p.ID, UserID: p.UserID, Amount: p.Amount, Currency: p.Currency, CreatedAt: p.CreatedAt,
+		Status: p.Status, Version: p.Version, RefundedAmount: p.RefundedAmount, UpdatedAt: p.UpdatedAt,
+	}
+}
+
+func toEventJSON(e EventDelivery) eventJSON {
+	return eventJSON{
+		ID: e.ID, Type: e.Type, Sequence: e.Sequence, Status: e.Status, Attempts: e.Attempts,
+		PublishedAt: e.PublishedAt, LastError: e.LastError,
+	}
 }
 
 // retryAfterSeconds is what a 503 asks clients to wait: about the time a PostgreSQL
@@ -85,18 +104,57 @@ func HandleGet(logger *slog.Logger, store *Store) http.Handler {
 			WriteError(w, r, logger, Errorf(Invalid, "id", "payment id must be a UUID, got %q", r.PathValue("id")))
 			return
 		}
-		p, event, err := store.Get(r.Context(), id)
+		p, events, err := store.Get(r.Context(), id)
 		if err != nil {
 			WriteError(w, r, logger, err)
 			return
 		}
 		body := toJSON(p)
-		if event != nil {
-			body.Event = &eventJSON{
-				ID: event.ID, Status: event.Status, Attempts: event.Attempts,
-				PublishedAt: event.PublishedAt, LastError: event.LastError,
-			}
+		for _, e := range events {
+			body.Events = append(body.Events, toEventJSON(e))
 		}
+		if created := CreatedEvent(events); created != nil {
+			e := toEventJSON(*created)
+			body.Event = &e
+		}
+		Encode(w, r, logger, http.StatusOK, body)
+	})
+}
+
+// HandleTransition serves POST /payments/{id}/capture, /refund and /cancel (action is
+// ActionCapture, ActionRefund or ActionCancel): it updates the payment and inserts the
+// transition's event in one transaction (Store.Transition) and answers 200 with the
+// payment after it, or replays for a repeated Idempotency-Key. notify is as for
+// HandleCreate.
+func HandleTransition(logger *slog.Logger, store *Store, action string, notify func()) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, err := uuid.Parse(r.PathValue("id"))
+		if err != nil {
+			WriteError(w, r, logger, Errorf(Invalid, "id", "payment id must be a UUID, got %q", r.PathValue("id")))
+			return
+		}
+		key, err := idempotencyKey(r)
+		if err != nil {
+			WriteError(w, r, logger, err)
+			return
+		}
+		req, err := DecodeTransitionRequest(w, r, id, action)
+		if err != nil {
+			WriteError(w, r, logger, err)
+			return
+		}
+		done, err := store.Transition(r.Context(), req, key)
+		if err != nil {
+			WriteError(w, r, logger, err)
+			return
+		}
+		if done.Replayed {
+			w.Header().Set("Idempotent-Replayed", "true")
+		} else if notify != nil {
+			notify()
+		}
+		body := toJSON(done.Payment)
+		body.EventID = &done.EventID
 		Encode(w, r, logger, http.StatusOK, body)
 	})
 }

@@ -59,13 +59,27 @@ type Payment struct {
 	Amount    int64
 	Currency  string
 	CreatedAt time.Time
+	// Status is one of the State* constants.
+	Status string
+	// Version numbers the payment's transitions: 1 after creation, +1 per capture,
+	// refund or cancellation. The event of a transition carries it as its sequence.
+	Version int
+	// RefundedAmount is the sum of the payment's refunds, never above Amount.
+	RefundedAmount int64
+	// UpdatedAt is when the last transition after creation happened; nil before it.
+	UpdatedAt *time.Time
 }
 
-// An EventDelivery is the delivery state of a payment's PaymentCreated event in the
-// outbox: what GET /payments/{id} reports about it. The event itself is in package event.
+// An EventDelivery is the delivery state of one of a payment's events in the outbox:
+// what GET /payments/{id} reports about it. The event itself is in package event.
 type EventDelivery struct {
 	// ID is the event id, sent to Kafka as the X-Event-Id header.
 	ID uuid.UUID
+	// Type is the event type, e.g. PaymentCaptured.
+	Type string
+	// Sequence is the payment's transition number the event announces (1 for
+	// PaymentCreated).
+	Sequence int
 	// Status is pending, published or failed (moved to the dead-letter queue).
 	Status string
 	// Attempts counts the failed publish attempts so far.
@@ -104,5 +118,7 @@ func NewPayment(req CreateRequest, now time.Time) (Payment, error) {
 		// PostgreSQL keeps microseconds: truncating here makes the value we answer with
 		// and put in the event equal to the one a later GET reads back.
 		CreatedAt: now.UTC().Truncate(time.Microsecond),
+		Status:    StateCreated,
+		Version:   event.CreatedSequence,
 	}, nil
 }

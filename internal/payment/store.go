@@ -152,64 +152,78 @@ func (s *Store) replay(ctx context.Context, idempotencyKey string, hash []byte) 
 		return Created{}, Errorf(Unprocessable, "Idempotency-Key",
 			"this Idempotency-Key was already used with a different request; use a new key for a new payment")
 	}
-	p, event, err := s.Get(ctx, paymentID)
+	p, events, err := s.Get(ctx, paymentID)
 	if err != nil {
 		return Created{}, err
 	}
 	c := Created{Payment: p, Replayed: true}
-	if event != nil {
-		c.EventID = event.ID
+	if created := CreatedEvent(events); created != nil {
+		c.EventID = created.ID
 	}
 	return c, nil
 }
 
-// Get returns a payment and the delivery state of its PaymentCreated event. The event
-// is nil if its outbox row no longer exists (published rows are cleaned up after a
-// while). An unknown id is NotFound.
-func (s *Store) Get(ctx context.Context, id uuid.UUID) (Payment, *EventDelivery, error) {
+// paymentColumns are the columns of a Payment, in scanPayment's order.
+const paymentColumns = `id, user_id, amount, currency, created_at, status, version, refunded_amount, updated_at`
+
+// scanPayment reads paymentColumns into a Payment, times in UTC.
+func scanPayment(row pgx.Row) (Payment, error) {
+	var p Payment
+	err := row.Scan(&p.ID, &p.UserID, &p.Amount, &p.Currency, &p.CreatedAt, &p.Status, &p.Version, &p.RefundedAmount, &p.UpdatedAt)
+	p.CreatedAt = p.CreatedAt.UTC()
+	if p.UpdatedAt != nil {
+		utc := p.UpdatedAt.UTC()
+		p.UpdatedAt = &utc
+	}
+	return p, err
+}
+
+// Get returns a payment and the delivery state of its events, oldest first. An event
+// whose published outbox row was cleaned up is no longer listed. An unknown id is
+// NotFound.
+func (s *Store) Get(ctx context.Context, id uuid.UUID) (Payment, []EventDelivery, error) {
 	ctx, cancel := context.WithTimeout(ctx, transactionTimeout)
 	defer cancel()
-	var (
-		p Payment
-		e struct {
-			ID          *uuid.UUID
-			Status      *string
-			Attempts    *int
-			PublishedAt *time.Time
-			LastError   *string
-		}
-	)
-	err := s.pool.QueryRow(ctx, `
-		SELECT p.id, p.user_id, p.amount, p.currency, p.created_at,
-		       e.id, e.status, e.attempts, e.published_at, e.last_error
-		FROM payments p
-		LEFT JOIN LATERAL (
-			SELECT id, status, attempts, published_at, last_error
-			FROM outbox_events
-			WHERE aggregate_id = $2 AND event_type = $3
-			ORDER BY seq
-			LIMIT 1
-		) e ON true
-		WHERE p.id = $1`,
-		id, id.String(), event.TypePaymentCreated,
-	).Scan(&p.ID, &p.UserID, &p.Amount, &p.Currency, &p.CreatedAt,
-		&e.ID, &e.Status, &e.Attempts, &e.PublishedAt, &e.LastError)
+	p, err := scanPayment(s.pool.QueryRow(ctx, `SELECT `+paymentColumns+` FROM payments WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Payment{}, nil, Errorf(NotFound, "id", "no payment with id %s", id)
 	}
 	if err != nil {
 		return Payment{}, nil, translate(fmt.Errorf("select payment %s: %w", id, err))
 	}
-	p.CreatedAt = p.CreatedAt.UTC()
-	if e.ID == nil {
-		return p, nil, nil
+	// The payment and its events are read in two statements, not one snapshot: an event
+	// committed in between shows with the payment's older version, which a client sees
+	// as "one more event than the version says" and nothing worse. The sequence is the
+	// payload's; PaymentCreated v1 has none and is 1.
+	rows, _ := s.pool.Query(ctx, `
+		SELECT id, event_type, coalesce((payload->>'sequence')::int, $2), status, attempts, published_at, last_error
+		FROM outbox_events
+		WHERE aggregate_id = $1
+		ORDER BY seq`,
+		id.String(), event.CreatedSequence) // error via CollectRows
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (EventDelivery, error) {
+		var e EventDelivery
+		err := row.Scan(&e.ID, &e.Type, &e.Sequence, &e.Status, &e.Attempts, &e.PublishedAt, &e.LastError)
+		if e.PublishedAt != nil {
+			utc := e.PublishedAt.UTC()
+			e.PublishedAt = &utc
+		}
+		return e, err
+	})
+	if err != nil {
+		return Payment{}, nil, translate(fmt.Errorf("select events of payment %s: %w", id, err))
 	}
-	delivery := &EventDelivery{ID: *e.ID, Status: *e.Status, Attempts: *e.Attempts, PublishedAt: e.PublishedAt, LastError: e.LastError}
-	if delivery.PublishedAt != nil {
-		utc := delivery.PublishedAt.UTC()
-		delivery.PublishedAt = &utc
+	return p, events, nil
+}
+
+// CreatedEvent returns the PaymentCreated event among events, or nil.
+func CreatedEvent(events []EventDelivery) *EventDelivery {
+	for i := range events {
+		if events[i].Type == event.TypePaymentCreated {
+			return &events[i]
+		}
 	}
-	return p, delivery, nil
+	return nil
 }
 
 // requestHash fingerprints a request for the Idempotency-Key check. It hashes the

@@ -1,16 +1,21 @@
 // payments.js: the chaos scenario's load, for k6 in the compose stack. It does what the Go
 // load generator of the native stack does (internal/chaos/loadgen.go): ITERATIONS payments
 // (100) sent in parallel by VUS virtual users (20), each with its own Idempotency-Key, each
-// retried with the same key until the API accepts it.
+// retried with the same key until the API accepts it; then each payment goes on through
+// one of the five lifecycle plans of internal/chaos/lifecycleload.go (n % 5: capture and
+// two refunds; capture; cancel; capture and cancel at once; capture then two refunds of
+// 60% at once), so that the relay holds several events of one payment while the faults
+// run. In a race exactly one request must get 200 and the other 409.
 //
 //   docker compose -f deploy/docker-compose.yml --profile load run --rm k6
 //
 // Environment (all optional): BASE_URL (http://api:8080), RUN_ID (prefix of the keys; give
 // each run its own), ITERATIONS, VUS, MAX_ATTEMPTS (10), READY_TIMEOUT_S (120),
 // RESULTS_DIR (/results), LARGEST_EVERY (0: none; the poison scenario's 20 makes every 20th
-// payment the largest valid one: a 64-character user id and a 19-digit amount). The run
-// fails (exit code 99)
-// unless every payment was accepted and every 503 carried Retry-After.
+// payment the largest valid one: a 64-character user id and a 19-digit amount),
+// LIFECYCLE (1; 0 sends creations only). The run fails (exit code 99) unless every
+// payment was accepted, every 503 carried Retry-After and every race had exactly one
+// winner.
 //
 // k6 is not run in CI; scripts/check-k6.sh checks this file's syntax and its use of the
 // k6 API against @types/k6.
@@ -28,6 +33,7 @@ const READY_TIMEOUT_S = positiveInt('READY_TIMEOUT_S', 120);
 const RESULTS_DIR = __ENV.RESULTS_DIR || '/results';
 const LARGEST_EVERY = __ENV.LARGEST_EVERY ? positiveInt('LARGEST_EVERY', 0) : 0;
 const LARGEST_USER_ID_PREFIX = 'chaos-large-';
+const LIFECYCLE = (__ENV.LIFECYCLE || '1') !== '0';
 
 // Backoff between attempts of one payment: 250 ms doubling up to 4 s, as the Go generator.
 const FIRST_BACKOFF_S = 0.25;
@@ -38,6 +44,10 @@ const rejected = new Counter('payments_rejected');
 const retries = new Counter('payments_retries');
 const acceptLatency = new Trend('payment_accept_latency', true);
 const unavailableWithoutRetryAfter = new Counter('payments_503_without_retry_after');
+const transitionsCommitted = new Counter('transitions_committed');
+const transitionsFailed = new Counter('transitions_failed');
+const races = new Counter('races');
+const racesWithoutOneWinner = new Counter('races_without_one_winner');
 
 /** @type {import('k6/options').Options} */
 export const options = {
@@ -58,6 +68,8 @@ export const options = {
     payments_accepted: [`count==${ITERATIONS}`],
     payments_rejected: ['count==0'],
     payments_503_without_retry_after: ['count==0'],
+    transitions_failed: ['count==0'],
+    races_without_one_winner: ['count==0'],
   },
   // Retried 503s are expected while faults are injected; the thresholds above judge the
   // outcome of each payment, not each attempt.
@@ -176,9 +188,114 @@ export default function () {
   if (ok) {
     accepted.add(1);
     acceptLatency.add(Date.now() - started);
+    if (LIFECYCLE) lifecycle(n, key, String(res.json('id')));
   } else {
     rejected.add(1);
     console.warn(`payment ${key} not accepted after ${attempt} attempts: status ${res.status} ${res.body}`);
+  }
+}
+
+/**
+ * Sends payment n on through its lifecycle plan, as internal/chaos/lifecycleload.go does.
+ * @param {number} n
+ * @param {string} key the payment's Idempotency-Key, the prefix of its transitions'
+ * @param {string} id the payment id
+ */
+function lifecycle(n, key, id) {
+  const amount = 1000 + n;
+  const refund60 = JSON.stringify({ amount: Math.floor((amount * 6) / 10) });
+  switch (n % 5) {
+    case 0:
+      if (transition(id, 'capture', '', `${key}-c`) === 200 && transition(id, 'refund', '{"amount": 300}', `${key}-r1`) === 200) {
+        transition(id, 'refund', '', `${key}-r2`);
+      }
+      break;
+    case 1:
+      transition(id, 'capture', '', `${key}-c`);
+      break;
+    case 2:
+      transition(id, 'cancel', '', `${key}-x`);
+      break;
+    case 3:
+      race(id, [['capture', '', `${key}-c`], ['cancel', '', `${key}-x`]]);
+      break;
+    default:
+      if (transition(id, 'capture', '', `${key}-c`) === 200) {
+        race(id, [['refund', refund60, `${key}-r1`], ['refund', refund60, `${key}-r2`]]);
+      }
+  }
+}
+
+/**
+ * Builds the request of one transition.
+ * @param {string} id
+ * @param {string} action capture, refund or cancel
+ * @param {string} body empty for none
+ * @param {string} key
+ */
+function transitionRequest(id, action, body, key) {
+  /** @type {Record<string, string>} */
+  const headers = { 'Idempotency-Key': key };
+  if (body !== '') headers['Content-Type'] = 'application/json';
+  return {
+    method: 'POST',
+    url: `${BASE_URL}/payments/${id}/${action}`,
+    body: body === '' ? null : body,
+    params: { headers, tags: { name: `POST /payments/{id}/${action}` }, timeout: '10s', responseCallback: http.expectedStatuses(200, 409) },
+  };
+}
+
+/**
+ * Sends one transition, retried with its key like a creation, and returns its final status.
+ * @param {string} id
+ * @param {string} action
+ * @param {string} body
+ * @param {string} key
+ * @returns {number}
+ */
+function transition(id, action, body, key) {
+  const req = transitionRequest(id, action, body, key);
+  let backoff = FIRST_BACKOFF_S;
+  let res = http.post(req.url, req.body, req.params);
+  for (let attempt = 1; (res.status === 0 || res.status >= 500 || res.status === 429) && attempt < MAX_ATTEMPTS; attempt++) {
+    sleep(backoff);
+    backoff = Math.min(2 * backoff, MAX_BACKOFF_S);
+    res = http.post(req.url, req.body, req.params);
+  }
+  count(action, res.status);
+  return res.status;
+}
+
+/**
+ * Sends two transitions at once (http.batch); exactly one must win and the other get 409.
+ * A lost answer is not retried here: the race is judged by what the API answered.
+ * @param {string} id
+ * @param {[string, string, string][]} pair action, body, key of each
+ */
+function race(id, pair) {
+  const reqs = pair.map(([action, body, key]) => transitionRequest(id, action, body, key));
+  const responses = http.batch(reqs.map((r) => ({ method: 'POST', url: r.url, body: r.body, params: r.params })));
+  const statuses = responses.map((r) => r.status);
+  responses.forEach((r, i) => count(pair[i][0], r.status));
+  races.add(1);
+  const won = statuses.filter((s) => s === 200).length;
+  const lost = statuses.filter((s) => s === 409).length;
+  if (won !== 1 || lost !== 1) {
+    racesWithoutOneWinner.add(1);
+    console.warn(`race on payment ${id}: statuses ${statuses.join(', ')}, want one 200 and one 409`);
+  }
+}
+
+/**
+ * @param {string} action
+ * @param {number} status
+ */
+function count(action, status) {
+  if (status === 200) {
+    transitionsCommitted.add(1);
+  } else if (status !== 409) {
+    transitionsFailed.add(1);
+    console.warn(`${action}: status ${status}`);
   }
 }
 
@@ -202,7 +319,9 @@ export function handleSummary(data) {
     .map(([name]) => name);
   const lines = [
     `run ${RUN_ID}: ${count('payments_accepted')} of ${ITERATIONS} payments accepted, ` +
-      `${count('payments_rejected')} rejected, ${count('payments_retries')} retries`,
+      `${count('payments_rejected')} rejected, ${count('payments_retries')} retries; ` +
+      `${count('transitions_committed')} transitions committed, ${count('transitions_failed')} failed, ` +
+      `${count('races_without_one_winner')} of ${count('races')} races without exactly one winner`,
     failedThresholds.length === 0 ? 'thresholds: all passed' : `thresholds FAILED: ${failedThresholds.join(', ')}`,
     '',
   ];

@@ -1,0 +1,214 @@
+package antifraud
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dscourse/payments-outbox/internal/event"
+)
+
+// The events of one payment must be applied in their sequence (docs/adr/0006): a refund
+// applied before its capture, or a cancellation before the creation it cancels, would
+// leave the user's totals wrong for good. The relay keeps each payment's order, and the
+// record key keeps a payment on one partition, so an event that does not follow the last
+// one applied must never arrive. If one does, it is not applied and not retried (it would
+// stall its partition, and its predecessor may never come): it is kept in
+// order_violations, counted in antifraud_order_violations_total and logged at Error
+// level, for someone to look at the producer.
+
+// Order violation reasons: the values of order_violations.reason and of the reason label
+// of antifraud_order_violations_total.
+const (
+	// OrderMissingPredecessor: the event's sequence is beyond the next one, so an event
+	// in between has not been applied (not delivered yet, or lost).
+	OrderMissingPredecessor = "missing_predecessor"
+	// OrderOutOfOrder: the sequence is at or below the last one applied, under a new
+	// event id: a later event overtook this one, or the producer wrote one transition
+	// twice.
+	OrderOutOfOrder = "out_of_order"
+	// OrderInvalidTransition: the next sequence, but a transition the payment's state
+	// does not allow (a refund after a cancellation).
+	OrderInvalidTransition = "invalid_transition"
+)
+
+// orderReasons is every reason there is, for tests that the label set stays fixed.
+var orderReasons = []string{OrderMissingPredecessor, OrderOutOfOrder, OrderInvalidTransition}
+
+// allowedAfter lists, per event type, the type of the last applied event it may follow;
+// "" is a payment the consumer has not seen yet.
+var allowedAfter = map[string][]string{
+	event.TypePaymentCreated:   {""},
+	event.TypePaymentCaptured:  {event.TypePaymentCreated},
+	event.TypePaymentCancelled: {event.TypePaymentCreated},
+	event.TypePaymentRefunded:  {event.TypePaymentCaptured, event.TypePaymentRefunded},
+}
+
+// progress is how far the consumer has applied a payment: a row of payment_progress. The
+// zero value is a payment it has not seen.
+type progress struct {
+	sequence int
+	lastType string
+	eventID  uuid.UUID
+}
+
+// orderViolation returns why ev cannot follow p, or "" when it is the payment's next event.
+func orderViolation(p progress, ev paymentEvent) string {
+	switch next := p.sequence + 1; {
+	case ev.sequence > next:
+		return OrderMissingPredecessor
+	case ev.sequence < next:
+		return OrderOutOfOrder
+	case !slices.Contains(allowedAfter[ev.typ], p.lastType):
+		return OrderInvalidTransition
+	}
+	return ""
+}
+
+// A violation is an event refused by the order check, with what the consumer knew.
+type violation struct {
+	ev     paymentEvent
+	before progress
+	reason string
+}
+
+// inOrder splits events, in batch order, into those that follow their payment's progress
+// (known from the database, then advanced by the batch's own events) and the violations.
+// It returns the progress of every payment it advanced. Pure, for table tests.
+func inOrder(known map[uuid.UUID]progress, events []paymentEvent) (applied []paymentEvent, violations []violation, advanced map[uuid.UUID]progress) {
+	advanced = map[uuid.UUID]progress{}
+	for _, ev := range events {
+		id := ev.payload.PaymentID
+		p, ok := advanced[id]
+		if !ok {
+			p = known[id]
+		}
+		if reason := orderViolation(p, ev); reason != "" {
+			violations = append(violations, violation{ev: ev, before: p, reason: reason})
+			continue
+		}
+		applied = append(applied, ev)
+		advanced[id] = progress{sequence: ev.sequence, lastType: ev.typ, eventID: ev.id}
+	}
+	return applied, violations, advanced
+}
+
+// selectProgress reads and locks the progress rows of the events' payments, so that a
+// consumer taking over a partition in a rebalance waits for the one still at work.
+func selectProgress(ctx context.Context, tx pgx.Tx, events []paymentEvent) (map[uuid.UUID]progress, error) {
+	ids := make([]uuid.UUID, len(events))
+	for i, ev := range events {
+		ids[i] = ev.payload.PaymentID
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT payment_id, last_sequence, state, last_event_id FROM payment_progress
+		WHERE payment_id = ANY($1) ORDER BY payment_id FOR UPDATE`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("select payment progress: %w", err)
+	}
+	known := map[uuid.UUID]progress{}
+	var id uuid.UUID
+	var p progress
+	_, err = pgx.ForEachRow(rows, []any{&id, &p.sequence, &p.lastType, &p.eventID}, func() error {
+		known[id] = p
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("select payment progress: %w", err)
+	}
+	return known, nil
+}
+
+// saveProgress writes the progress of each payment the batch advanced: one row each.
+func saveProgress(ctx context.Context, tx pgx.Tx, advanced map[uuid.UUID]progress) error {
+	var ids, events []uuid.UUID
+	var sequences []int32
+	var states []string
+	for id, p := range advanced {
+		ids, events = append(ids, id), append(events, p.eventID)
+		sequences, states = append(sequences, int32(p.sequence)), append(states, p.lastType)
+	}
+	_, err := tx.Exec(ctx, `
+		INSERT INTO payment_progress (payment_id, last_sequence, state, last_event_id)
+		SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::uuid[])
+		ON CONFLICT (payment_id) DO UPDATE
+		SET last_sequence = excluded.last_sequence, state = excluded.state,
+		    last_event_id = excluded.last_event_id, updated_at = now()`,
+		ids, sequences, states, events)
+	if err != nil {
+		return fmt.Errorf("save payment progress: %w", err)
+	}
+	return nil
+}
+
+// insertViolations keeps the refused events; a redelivered one is kept once.
+func insertViolations(ctx context.Context, tx pgx.Tx, violations []violation) error {
+	n := len(violations)
+	ids, payments := make([]uuid.UUID, n), make([]uuid.UUID, n)
+	types, lastStates, reasons, topics := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	sequences, lastSequences, partitions := make([]int32, n), make([]int32, n), make([]int32, n)
+	offsets := make([]int64, n)
+	for i, v := range violations {
+		ids[i], payments[i], types[i] = v.ev.id, v.ev.payload.PaymentID, v.ev.typ
+		sequences[i], lastSequences[i], lastStates[i], reasons[i] = int32(v.ev.sequence), int32(v.before.sequence), v.before.lastType, v.reason
+		topics[i], partitions[i], offsets[i] = v.ev.record.Topic, v.ev.record.Partition, v.ev.record.Offset
+	}
+	_, err := tx.Exec(ctx, `
+		INSERT INTO order_violations (event_id, payment_id, event_type, sequence, last_sequence, last_state, reason, topic, partition, "offset")
+		SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::int[], $5::int[], $6::text[], $7::text[], $8::text[], $9::int[], $10::bigint[])
+		ON CONFLICT (event_id) DO NOTHING`,
+		ids, payments, types, sequences, lastSequences, lastStates, reasons, topics, partitions, offsets)
+	if err != nil {
+		return fmt.Errorf("insert order violations: %w", err)
+	}
+	return nil
+}
+
+// subtractFromTotals applies what refunds and cancellations take off their users'
+// running totals: a refund its amount, a cancellation the whole payment. Like addToTotals
+// it is not idempotent, and takes only events applied for the first time, grouped in SQL
+// so that one statement updates each row once. The row exists: the order check let the
+// event through only after its payment's creation, which addToTotals counted. An UPDATE
+// rather than addToTotals' upsert, because an upsert checks the row it would insert, and a
+// negative total breaks the CHECK before the conflict is seen. Two consumers updating the
+// same users in another order may deadlock: PostgreSQL then fails one batch, which handle
+// retries like any transient error. A total that would go below zero breaks the table's
+// CHECK, and isolate.go dead-letters the event that did it.
+func subtractFromTotals(ctx context.Context, tx pgx.Tx, events []paymentEvent) error {
+	var users, currencies []string
+	var counts, amounts []int64
+	for _, ev := range events {
+		var count int64
+		switch ev.typ {
+		case event.TypePaymentCancelled:
+			count = 1
+		case event.TypePaymentRefunded:
+		default:
+			continue // creations are added by addToTotals; a capture changes no total
+		}
+		users, currencies = append(users, ev.payload.UserID), append(currencies, ev.payload.Currency)
+		counts, amounts = append(counts, count), append(amounts, ev.payload.Amount)
+	}
+	if len(users) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `
+		UPDATE user_totals t
+		SET payment_count = t.payment_count - d.count,
+		    amount_total  = t.amount_total - d.amount,
+		    updated_at    = now()
+		FROM (
+			SELECT p.user_id, p.currency, sum(p.count) AS count, sum(p.amount) AS amount
+			FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS p(user_id, currency, count, amount)
+			GROUP BY p.user_id, p.currency
+		) d
+		WHERE t.user_id = d.user_id AND t.currency = d.currency`,
+		users, currencies, counts, amounts)
+	if err != nil {
+		return fmt.Errorf("subtract from user totals: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,253 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// replica-pause: two API processes share one outbox, and the harness SIGSTOPs one of
+// them (rn.API) in the middle of publishing, for longer than the lease, while the other
+// (rn.Replica) takes its rows over; then SIGCONTs it. The paused relay wakes up with
+// acknowledgements for rows it no longer owns: its late outcomes must change nothing
+// (the lease token fences them, docs/adr/0002), copies in the topic are allowed, and the
+// order of each payment must hold.
+//
+// To see a late outcome change something from outside, the harness freezes the other
+// replica too, just before the paused one resumes, and compares the outbox rows the paused
+// one must not touch (published ones, and those the other replica holds a live lease on)
+// before and after the paused one has run alone for a while. Acks are slowed down
+// (SlowAcks) for the whole disruption, so that a relay spends most of a batch between its
+// send and its mark: a pause at a random instant with rows leased then mostly catches it
+// there.
+
+// replicaPause says when and how long to pause.
+type replicaPause struct {
+	// Pauses is how many times rn.API is paused.
+	Pauses int
+	// Pause is how long each lasts: longer than the lease (RELAY_LEASE, relayEnv), so the
+	// other replica takes the rows over.
+	Pause time.Duration
+	// Alone is how long the paused replica runs alone after it resumes, the other frozen:
+	// long enough to record its late outcomes, shorter than a lease.
+	Alone time.Duration
+	// Gap is the random range of the wait before each pause.
+	Gap [2]time.Duration
+}
+
+// pauseReplica runs the disruption until ctx ends.
+func (rp replicaPause) disrupt(ctx context.Context, rn *Run) error {
+	if rn.Replica == nil {
+		return fmt.Errorf("replica-pause needs two API processes (Scenario.Replicas)")
+	}
+	if err := rn.Faults.Inject(SlowAcks); err != nil {
+		return err
+	}
+	defer rn.Faults.Clear(SlowAcks) //nolint:errcheck // Reset clears every toxic after the run anyway
+	for i := 0; i < rp.Pauses; i++ {
+		if err := waitUntil(ctx, time.Now().Add(between(rp.Gap))); err != nil {
+			return nil
+		}
+		if err := rp.pauseOnce(ctx, rn); err != nil {
+			return err
+		}
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// pauseOnce waits for leased rows, freezes rn.API past the lease, then lets it resume
+// alone and records what its late outcomes changed.
+func (rp replicaPause) pauseOnce(ctx context.Context, rn *Run) error {
+	// Some relay holds rows: with the acks slowed down, it is between send and mark.
+	for deadline := time.Now().Add(10 * time.Second); rn.leasedRows(ctx) <= 0 && time.Now().Before(deadline); {
+		if err := waitUntil(ctx, time.Now().Add(5*time.Millisecond)); err != nil {
+			return nil
+		}
+	}
+	leased := rn.leasedRows(ctx)
+	if err := rn.API.Freeze(); err != nil {
+		return err
+	}
+	rn.disrupted("replica paused (SIGSTOP)", fmt.Sprintf("%s, %d outbox rows leased", rn.API.Name, leased))
+	if err := waitUntil(ctx, time.Now().Add(rp.Pause)); err != nil {
+		return rn.API.Thaw()
+	}
+	// The other replica has taken the rows over by now. Freeze it, keep what the paused
+	// one must not touch, and let the paused one run alone.
+	if err := rn.Replica.Freeze(); err != nil {
+		return err
+	}
+	before, err := untouchableRows(ctx, rn.paymentsDB)
+	if err != nil {
+		return err
+	}
+	if err := rn.API.Thaw(); err != nil {
+		return err
+	}
+	rn.disrupted(resumedAlone, rn.API.Name)
+	waitErr := waitUntil(ctx, time.Now().Add(rp.Alone))
+	if err := rn.API.Freeze(); err != nil {
+		return err
+	}
+	after, err := untouchableRows(context.WithoutCancel(ctx), rn.paymentsDB)
+	if err == nil {
+		rn.recordLateChanges(changedRows(before, after))
+	}
+	if thawErr := rn.API.Thaw(); thawErr != nil {
+		return thawErr
+	}
+	if thawErr := rn.Replica.Thaw(); thawErr != nil {
+		return thawErr
+	}
+	rn.disrupted("both replicas running", "")
+	if waitErr != nil {
+		return nil
+	}
+	return err
+}
+
+// An outboxRowState is what a late outcome would change in a row.
+type outboxRowState struct {
+	Status      string
+	LeaseToken  string
+	PublishedAt string
+}
+
+// untouchableRows reads the outbox rows that a relay without a live lease must leave
+// alone: the published ones, and the pending ones under a live lease (the other
+// replica's: it is frozen while this is read, and its leases outlive the comparison).
+func untouchableRows(ctx context.Context, dbURL string) (map[string]outboxRowState, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("read outbox rows: %w", err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `
+		SELECT id::text, status, coalesce(lease_token::text, ''), coalesce(published_at::text, '')
+		FROM outbox_events
+		WHERE status = 'published' OR (lease_expires_at > now() + interval '5 seconds')`)
+	if err != nil {
+		return nil, fmt.Errorf("read outbox rows: %w", err)
+	}
+	out := map[string]outboxRowState{}
+	var id string
+	var s outboxRowState
+	_, err = pgx.ForEachRow(rows, []any{&id, &s.Status, &s.LeaseToken, &s.PublishedAt}, func() error {
+		out[id] = s
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read outbox rows: %w", err)
+	}
+	return out, nil
+}
+
+// changedRows lists the rows of before whose state differs in after (or that are gone).
+func changedRows(before, after map[string]outboxRowState) []string {
+	var changed []string
+	for _, id := range slices.Sorted(maps.Keys(before)) {
+		if got, ok := after[id]; !ok || got != before[id] {
+			changed = append(changed, id)
+		}
+	}
+	return changed
+}
+
+// lateOutcomes counts, in our API's log, the events of the relay's outcome lines (its
+// Warn lines with an "events" count: a mark that found its lease lost, or failures such
+// as the deadline its batch woke up past) written while it ran alone after a pause (the
+// windows, wall-clock). Those are the late outcomes of batches it claimed before the
+// pause, all about rows another worker owned by then; whether they changed anything is
+// the SLO row's business. fenced is the part our relay itself reported as fenced ("lease
+// lost before marking"). Both are -1 when the log cannot be read.
+func lateOutcomes(logPath string, windows [][2]time.Time) (late, fenced int) {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return -1, -1
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var entry struct {
+			Time      time.Time `json:"time"`
+			Level     string    `json:"level"`
+			Msg       string    `json:"msg"`
+			Component string    `json:"component"`
+			Events    int       `json:"events"`
+		}
+		if json.Unmarshal(sc.Bytes(), &entry) != nil || entry.Component != "outbox_relay" || entry.Level != "WARN" || entry.Events == 0 {
+			continue
+		}
+		for _, w := range windows {
+			if !entry.Time.Before(w[0]) && !entry.Time.After(w[1]) {
+				late += entry.Events
+				if strings.Contains(entry.Msg, fencedLog) {
+					fenced += entry.Events
+				}
+				break
+			}
+		}
+	}
+	return late, fenced
+}
+
+// fencedLog is the message of internal/outbox's Relay.markPublished for a fenced mark.
+const fencedLog = "lease lost before marking"
+
+// aloneWindows returns the wall-clock windows in which the paused replica ran alone.
+func (rp replicaPause) aloneWindows(r *Report, rn *Run) [][2]time.Time {
+	var windows [][2]time.Time
+	for _, d := range r.Disruptions {
+		if d.What == resumedAlone {
+			at := rn.origin.Add(time.Duration(d.AtSeconds * float64(time.Second)))
+			// The freeze that ends the window comes a little after Alone.
+			windows = append(windows, [2]time.Time{at, at.Add(rp.Alone + time.Second)})
+		}
+	}
+	return windows
+}
+
+// resumedAlone is the disruption that starts a paused replica's time alone.
+const resumedAlone = "replica resumed (SIGCONT), the other frozen"
+
+// validity is the scenario's own rows: the pauses happened with rows leased, the paused
+// replica's late outcomes were fenced (its own log), and changed nothing (the harness's
+// comparison, an SLO row).
+func (rp replicaPause) validity(r *Report, rn *Run) []Check {
+	pauses, withLeases := 0, 0
+	for _, d := range r.Disruptions {
+		if d.What == "replica paused (SIGSTOP)" {
+			pauses++
+			if !strings.Contains(d.Detail, ", 0 outbox rows leased") {
+				withLeases++
+			}
+		}
+	}
+	late, fenced := lateOutcomes(rn.API.LogPath, rp.aloneWindows(r, rn))
+	changes := rn.lateChanges()
+	changed := fmt.Sprintf("%d rows changed", len(changes))
+	if len(changes) > 0 {
+		changed += ", first " + changes[0]
+	}
+	return []Check{
+		check(Validity, "replica paused past the lease with outbox rows leased (SIGSTOP)", fmt.Sprintf("%d pauses", rp.Pauses),
+			fmt.Sprintf("%d pauses, %d with rows leased", pauses, withLeases), pauses >= rp.Pauses && withLeases > 0),
+		check(Validity, "late outcomes of the paused replica, for rows it no longer owned (its log, while alone)", "> 0",
+			fmt.Sprintf("%d events (%d marks its relay reported fenced: %s)", late, fenced, fencedLog), late > 0),
+		check(Validity, "the service's own copies in the topic (the other replica published the paused one's rows again)", "> 0", r.Evidence.ServiceCopies, r.Evidence.ServiceCopies > 0),
+		orderInFlightCheck(r),
+		check(SLO, "late outcomes of the paused replica changed nothing (published rows, the other replica's leases)", "0", changed, len(changes) == 0),
+	}
+}
