@@ -237,7 +237,7 @@ func (r *Relay) runOnce(ctx context.Context, p producers) (int, error) {
 	if err := r.markPublished(recordCtx, token, published); err != nil {
 		return len(events), err
 	}
-	if err := r.recordFailures(recordCtx, token, failures); err != nil {
+	if err := r.recordFailures(recordCtx, token, len(published), failures); err != nil {
 		return len(events), err
 	}
 	r.metrics.batchDuration.Observe(time.Since(start).Seconds())

@@ -60,7 +60,7 @@ const claimSQL = `
 				WHERE earlier.aggregate_id = e.aggregate_id
 				  AND earlier.status <> 'published'
 				  AND earlier.seq < e.seq)
-			ORDER BY e.seq
+			ORDER BY e.next_attempt_at, e.seq
 			LIMIT $3
 			FOR UPDATE SKIP LOCKED)
 		RETURNING id, seq, event_type, aggregate_id, payload, created_at, attempts, rejections`
@@ -78,7 +78,9 @@ const deletePublishedSQL = `
 // A row is publishable when it is pending, its backoff has passed, nobody holds a live
 // lease on it, and no earlier event of its aggregate is unfinished: that last rule
 // keeps per-aggregate order with any number of workers, and makes a 'failed' event
-// hold back the rest of its aggregate until it is replayed. SKIP LOCKED lets
+// hold back the rest of its aggregate until it is replayed. The claim takes rows in
+// the order they became due, so a row that failed and backed off waits behind the
+// rows committed meanwhile instead of holding the head (failure.go). SKIP LOCKED lets
 // concurrent claims pass each other instead of queueing on the same rows.
 func (s store) claim(ctx context.Context, token uuid.UUID, lease time.Duration, limit int) ([]claimedEvent, error) {
 	rows, _ := s.pool.Query(ctx, claimSQL, token, lease.Seconds(), limit) // error via CollectRows
@@ -170,9 +172,7 @@ func (s store) release(ctx context.Context, token uuid.UUID) error {
 func (s store) pendingStats(ctx context.Context) (count int64, oldest time.Time, err error) {
 	var oldestOrNull *time.Time
 	err = s.pool.QueryRow(ctx, `
-		SELECT count(*),
-		       (SELECT created_at FROM outbox_events WHERE status = 'pending' ORDER BY seq LIMIT 1)
-		FROM outbox_events WHERE status = 'pending'`).Scan(&count, &oldestOrNull)
+		SELECT count(*), min(created_at) FROM outbox_events WHERE status = 'pending'`).Scan(&count, &oldestOrNull)
 	if err != nil {
 		return 0, time.Time{}, fmt.Errorf("count pending outbox events: %w", err)
 	}
