@@ -25,6 +25,7 @@ func printRepetition(w io.Writer, rep int, f relayFigures, relayCfg outbox.Relay
 	drain("drain, floor", f.floor)
 	drain("drain, same-schema minimal", f.sameSchema)
 	latency(fmt.Sprintf("latency at %d/s, our relay", rate), f.relayLatency)
+	f.relayLatency.wokenBy.print(w)
 	latency(fmt.Sprintf("latency at %d/s, floor", rate), f.floorLatency)
 }
 
@@ -82,6 +83,14 @@ func relayReport(all []relayFigures, cfg relayBenchConfig, relayCfg outbox.Relay
 		{"relay_commits_per_event", round4, func(f relayFigures) float64 { return f.relay.cost.commits }},
 		{"floor_commits_per_event", round4, func(f relayFigures) float64 { return f.floor.cost.commits }},
 		{"minimal_relay_commits_per_event", round4, func(f relayFigures) float64 { return f.sameSchema.cost.commits }},
+
+		// What woke our relay's workers at the latency measurement's rate, and how long
+		// after the commit the claim came (relay_wakeup.go).
+		{"relay_latency_woken_by_busy_share", hundredths, func(f relayFigures) float64 { return f.relayLatency.wokenBy["busy"].share }},
+		{"relay_latency_woken_by_nudge_share", hundredths, func(f relayFigures) float64 { return f.relayLatency.wokenBy["nudge"].share }},
+		{"relay_latency_woken_by_notify_share", hundredths, func(f relayFigures) float64 { return f.relayLatency.wokenBy["notify"].share }},
+		{"relay_latency_woken_by_poll_share", hundredths, func(f relayFigures) float64 { return f.relayLatency.wokenBy["poll"].share }},
+		{"relay_latency_commit_to_claim_mean_ms", tenths, func(f relayFigures) float64 { return f.relayLatency.wokenBy.meanWaitMs() }},
 
 		// Neighbours on a shared machine lower every figure (less so the ratios).
 		{"relay_bench_load_avg_1m", hundredths, func(f relayFigures) float64 { return f.loadAvg }},
