@@ -13,8 +13,8 @@ import (
 // printRepetition prints one repetition's figures as they are measured.
 func printRepetition(w io.Writer, rep int, f relayFigures, relayCfg outbox.RelayConfig, rate int) {
 	drain := func(name string, d drainResult) {
-		fmt.Fprintf(w, "  %-28s %8.0f events/s  %6.0f WAL bytes, %.2f WAL records, %.4f WAL flushes, %.4f commits per event\n",
-			name, d.eventsPerSecond, d.cost.walBytes, d.cost.walRecords, d.cost.walSyncs, d.cost.commits)
+		fmt.Fprintf(w, "  %-28s %8.0f events/s  %6.0f WAL bytes, %.2f WAL records, %.3f full-page images, %.4f WAL flushes, %.4f commits per event\n",
+			name, d.eventsPerSecond, d.cost.walBytes, d.cost.walRecords, d.cost.walFPI, d.cost.walSyncs, d.cost.commits)
 	}
 	latency := func(name string, l latencyResult) {
 		fmt.Fprintf(w, "  %-28s p50 %6.1f ms, p99 %6.1f ms, max %6.1f ms (%d events, achieved %.0f/s)\n",
@@ -78,6 +78,10 @@ func relayReport(all []relayFigures, cfg relayBenchConfig, relayCfg outbox.Relay
 		{"minimal_relay_wal_bytes_per_event", tenths, func(f relayFigures) float64 { return f.sameSchema.cost.walBytes }},
 		{"relay_wal_records_per_event", hundredths, func(f relayFigures) float64 { return f.relay.cost.walRecords }},
 		{"floor_wal_records_per_event", hundredths, func(f relayFigures) float64 { return f.floor.cost.walRecords }},
+		{"minimal_relay_wal_records_per_event", hundredths, func(f relayFigures) float64 { return f.sameSchema.cost.walRecords }},
+		{"relay_wal_fpi_per_event", round4, func(f relayFigures) float64 { return f.relay.cost.walFPI }},
+		{"floor_wal_fpi_per_event", round4, func(f relayFigures) float64 { return f.floor.cost.walFPI }},
+		{"minimal_relay_wal_fpi_per_event", round4, func(f relayFigures) float64 { return f.sameSchema.cost.walFPI }},
 		{"relay_wal_flushes_per_event", round4, func(f relayFigures) float64 { return f.relay.cost.walSyncs }},
 		{"floor_wal_flushes_per_event", round4, func(f relayFigures) float64 { return f.floor.cost.walSyncs }},
 		{"relay_commits_per_event", round4, func(f relayFigures) float64 { return f.relay.cost.commits }},

@@ -18,9 +18,9 @@ import (
 type wakeFigures map[string]wakeFigure
 
 type wakeFigure struct {
-	claims      float64
-	events      float64
-	meanWaitMs  float64 // mean time from creation (just before the commit) to claim
+	claims     float64
+	events     float64
+	meanWaitMs float64 // mean time from creation (just before the commit) to claim
 	// share and claimsShare are of all claimed events and of all claims that found
 	// events; since fills them in.
 	share, claimsShare float64
