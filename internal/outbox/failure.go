@@ -60,10 +60,10 @@ import (
 // worker publishes rows this one is still working on.
 //
 // A batch in which the broker acknowledged a record, or no event hit a transport
-// failure, ends the pause: the broker answered, even if only to refuse a record. Each Relay (each API replica) keeps its
-// own pause; the rows say nothing about it. A batch abandoned at shutdown takes none
-// of this path: its failures are the relay's own cancellation, and runOnce releases
-// its leases instead.
+// failure, ends the pause: the broker answered, even if only to refuse a record or
+// for some partitions. Each Relay (each API replica) keeps its own pause; the rows say
+// nothing about it. A batch abandoned at shutdown takes none of this path: its
+// failures are the relay's own cancellation, and runOnce releases its leases instead.
 //
 // The steps, in the order a batch takes them: publish (publish.go) hands each failed
 // record to isolate, then to failureOf; runOnce (relay.go) hands the batch's
