@@ -100,7 +100,7 @@ bench: stack-up ## Measure throughput and latency; writes reports/bench.json
 CHAOS_FLAGS ?=
 
 .PHONY: chaos
-chaos: setup ## Run a chaos scenario (SCENARIO=default|kafka-down|relay-crash|consumer-crash|db-restart|dual-write; CHAOS_FLAGS=...)
+chaos: setup ## Run a chaos scenario (SCENARIO=default|kafka-down|...|dual-write; CHAOS_FLAGS=...); writes reports/chaos-<scenario>.json and .html
 	$(GO) run ./cmd/chaos -scenario $(SCENARIO) $(CHAOS_FLAGS)
 
 .PHONY: chaos-prepare
@@ -112,8 +112,18 @@ chaos-example: setup ## Check examples/python-outbox, a service written from doc
 	GO="$(GO)" bash examples/python-outbox/run.sh
 
 .PHONY: chaos-all
-chaos-all: setup ## Run every chaos scenario
+chaos-all: setup ## Run every chaos scenario; writes reports/index.html, the scenarios side by side
 	$(GO) run ./cmd/chaos -scenario all $(CHAOS_FLAGS)
+
+.PHONY: chaos-html
+chaos-html: ## Rebuild reports/chaos-*.html and reports/index.html from the JSON reports (no run)
+	$(GO) run ./cmd/chaos html
+
+.PHONY: chaos-screenshots
+# The README's pictures: the recorded runs of internal/chaos/timeline/testdata, opened in
+# headless Chromium by the same test make test runs.
+chaos-screenshots: setup ## Save PNG screenshots of the timeline pages into docs/images
+	$(GO) test -count=1 -run TestChromiumRendersTheReports ./internal/chaos/timeline -screenshots $(CURDIR)/docs/images
 
 # MUTANTS_FLAGS passes flags to cmd/mutants, e.g. MUTANTS_FLAGS="-mutant 06,09 -short -all".
 MUTANTS_FLAGS ?=

@@ -62,7 +62,7 @@ func TestComposeServices(t *testing.T) {
 
 	got := p.ServiceNames()
 	slices.Sort(got)
-	want := []string{"api", "consumer", "grafana", "k6", "kafka", "kafka-init", "postgres", "prometheus", "toxiproxy"}
+	want := []string{"api", "consumer", "grafana", "jaeger", "k6", "kafka", "kafka-init", "postgres", "prometheus", "toxiproxy"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("services (-want +got):\n%s", diff)
 	}

@@ -244,6 +244,13 @@ func TestComposeEnvIsReadByTheBinaries(t *testing.T) {
 		if err != nil || len(sources) == 0 {
 			t.Fatalf("%s: no Go sources in cmd/%s (%v)", name, binary, err)
 		}
+		// Both binaries hand their getenv to internal/tracing, which reads the OTEL_*
+		// variables that decide whether tracing is on.
+		tracing, err := filepath.Glob(filepath.Join("..", "internal", "tracing", "*.go"))
+		if err != nil || len(tracing) == 0 {
+			t.Fatalf("no Go sources in internal/tracing (%v)", err)
+		}
+		sources = append(sources, tracing...)
 		var code strings.Builder
 		for _, path := range sources {
 			if strings.HasSuffix(path, "_test.go") {

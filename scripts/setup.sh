@@ -2,7 +2,8 @@
 # setup.sh: installs the system packages that make test, make chaos and make bench need and
 # that are missing: PostgreSQL 15, Java 17 and Maven (the native Kafka), promtool (alert
 # rules), Node.js and npm (the k6 and Mermaid checks), curl and ss (the stack scripts), and
-# Python 3 with venv (scripts/check-openapi.sh installs schemathesis into a venv).
+# Python 3 with venv (scripts/check-openapi.sh installs schemathesis into a venv), and
+# Chromium (the test of the chaos timeline report opens it headless and takes a screenshot).
 #
 # Idempotent and fast when everything is present: each package is probed by a command or
 # a path first, and apt-get runs only for what is missing (apt-get update once, first).
@@ -48,6 +49,7 @@ need_pkg python3 python3 python3-venv
 if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
 	need_pkg /nonexistent-python3-venv python3-venv
 fi
+need_pkg chromium chromium
 
 if [[ -n "$apt_updated" ]]; then
 	say "go $(go version | awk '{print $3}'), java $(java -version 2>&1 | head -1 | awk '{print $3}'), node $(node -v)"

@@ -11,16 +11,18 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dscourse/payments-outbox/internal/dualwrite"
 	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/payment"
+	"github.com/dscourse/payments-outbox/internal/tracing"
 )
 
 // newHandler is the whole HTTP surface of the service, on one screen: every endpoint
 // the API serves is listed here and nowhere else. relayStopped is closed once the
 // relay is no longer running. dualWrite is nil unless cfg.DualWrite.
-func newHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, reg *prometheus.Registry,
+func newHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, reg *prometheus.Registry, tp trace.TracerProvider,
 	relay *outbox.Relay, relayStopped <-chan struct{}, dualWrite *dualwrite.Handler) (http.Handler, error) {
 	metrics, err := newHTTPMetrics(reg)
 	if err != nil {
@@ -28,6 +30,8 @@ func newHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, reg *promet
 	}
 	r := chi.NewRouter()
 	r.Use(metrics.instrument)
+	// A span per request (off unless OTEL_* asks): the first of a payment's trace.
+	r.Use(tracing.Middleware(tp, chiRoute))
 	// Unknown paths get the same JSON error shape as every other failure.
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		payment.WriteError(w, r, logger, payment.Errorf(payment.NotFound, "", "no such endpoint: %s %s", r.Method, r.URL.Path))
@@ -38,7 +42,7 @@ func newHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, reg *promet
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 
 	paymentLogger := logger.With(slog.String("component", "payment"))
-	payments := payment.NewStore(pool)
+	payments := payment.NewTracedStore(pool, tp)
 	if cfg.DualWrite {
 		// TEACHING ONLY: commits the payment without an outbox row and publishes from
 		// the request, the one path to Kafka outside the outbox (docs/anti-pattern.md).
@@ -97,4 +101,13 @@ func handleReadyz(logger *slog.Logger, pool *pgxpool.Pool, relayStopped <-chan s
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ready"}` + "\n"))
 	}
+}
+
+// chiRoute is the pattern chi matched for r, e.g. /payments/{id}: the name of the
+// request's span, which must not carry the ids.
+func chiRoute(r *http.Request) string {
+	if rc := chi.RouteContext(r.Context()); rc != nil {
+		return rc.RoutePattern()
+	}
+	return ""
 }

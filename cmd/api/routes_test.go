@@ -158,7 +158,7 @@ func newTestHandlerWithRelay(t *testing.T, cfg config, pool *pgxpool.Pool, reg *
 	if err != nil {
 		t.Fatalf("new relay: %v", err)
 	}
-	h, err := newHandler(cfg, logger, pool, reg, relay, relayStopped, nil)
+	h, err := newHandler(cfg, logger, pool, reg, nil, relay, relayStopped, nil)
 	if err != nil {
 		t.Fatalf("newHandler: %v", err)
 	}

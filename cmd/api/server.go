@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dscourse/payments-outbox/internal/dualwrite"
 	"github.com/dscourse/payments-outbox/internal/outbox"
@@ -47,7 +48,7 @@ const (
 // only by whoever reads its probe; an exit with the cause on stderr is what a
 // supervisor (systemd, Kubernetes) restarts, counts and reports as a crash loop.
 // Until the listener closes, /readyz answers 503 so that no new traffic is sent.
-func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
+func serve(ctx context.Context, cfg config, logger *slog.Logger, tp trace.TracerProvider) error {
 	pool, err := openPool(ctx, cfg)
 	if err != nil {
 		return err
@@ -62,6 +63,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	cfg.Relay.TracerProvider = tp
 	relay, err := outbox.NewRelay(pool, cfg.Relay, logger, metrics)
 	if err != nil {
 		return fmt.Errorf("new relay: %w", err)
@@ -81,7 +83,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		defer dualWrite.Close()
 	}
 	relayStopped := make(chan struct{}) // closed when relay.Run returns; /readyz reads it
-	handler, err := newHandler(cfg, logger, pool, reg, relay, relayStopped, dualWrite)
+	handler, err := newHandler(cfg, logger, pool, reg, tp, relay, relayStopped, dualWrite)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,12 @@
 //     Toxiproxy proxy kafka_relay): nothing is built or started, and only default and
 //     kafka-down run; the crash scenarios are reported as not runnable.
 //
+// Next to each JSON report it writes reports/chaos-<scenario>.html, the run's verdict
+// above its timeline, and for -scenario all reports/index.html, the scenarios side by
+// side (package timeline). html rebuilds those pages from the JSON reports:
+//
+//	go run ./cmd/chaos html [-dir reports]
+//
 // For a run of the second kind, prepare makes the empty databases and the fresh topic
 // and prints their names:
 //
@@ -62,6 +68,9 @@ var errFailed = errors.New("at least one scenario did not pass (see the verdict 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(args) > 0 && args[0] == "prepare" {
 		return prepare(ctx, args[1:], stdout)
+	}
+	if len(args) > 0 && args[0] == "html" {
+		return rebuildPages(args[1:], stdout)
 	}
 	flags := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	scenario := flags.String("scenario", "default", "scenario to run: "+strings.Join(chaos.ScenarioNames(), "|")+"|all")
@@ -155,9 +164,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		reports[name] = report
 		passed = passed && report.Pass
+		if err := writePage(opts.ReportDirectory(), report, stdout); err != nil {
+			return err
+		}
 	}
 	if reports["default"] != nil && reports["dual-write"] != nil {
 		chaos.PrintComparison(stdout, reports["default"], reports["dual-write"])
+	}
+	if *scenario == "all" {
+		if err := writeIndex(opts.ReportDirectory(), names, reports, stdout); err != nil {
+			return err
+		}
 	}
 	if !passed {
 		return errFailed

@@ -14,7 +14,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
+	"github.com/dscourse/payments-outbox/internal/tracing"
 	"github.com/dscourse/payments-outbox/migrations"
 )
 
@@ -45,5 +47,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	return serve(ctx, cfg, logger)
+	// Off unless the standard OTEL_* variables ask for an OTLP exporter.
+	tp, stopTracing, err := tracing.NewProvider(ctx, "antifraud-consumer", getenv)
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	defer func() {
+		// After serve: the spans of the shutdown are flushed too.
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(stopCtx); err != nil {
+			logger.Warn("flush traces", slog.Any("err", err))
+		}
+	}()
+	return serve(ctx, cfg, logger, tp)
 }

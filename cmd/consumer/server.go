@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dscourse/payments-outbox/internal/antifraud"
 	"github.com/dscourse/payments-outbox/migrations"
@@ -32,7 +33,7 @@ const (
 // order: the consumer finishes its batch, commits its offsets and leaves the group; then
 // the HTTP server stops (so /metrics shows the last batch until the end); the pool closes
 // last, because the consumer uses it.
-func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
+func serve(ctx context.Context, cfg config, logger *slog.Logger, tp trace.TracerProvider) error {
 	pool, err := openPool(ctx, cfg)
 	if err != nil {
 		return err
@@ -59,6 +60,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		MaxPollRecords: cfg.MaxPollRecords,
 		Rules:          cfg.Rules,
 		ClientOpts:     []kgo.Opt{kgo.SessionTimeout(cfg.KafkaSessionTimeout)},
+		TracerProvider: tp,
 		AfterDBCommit:  crashHook(cfg.CrashAfterDBCommitProb, logger),
 	}, logger, metrics)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -26,6 +27,7 @@ type batchResult struct {
 // it returns an error, nothing was written and the records must be processed again.
 func (c *Consumer) processBatch(ctx context.Context, records []*kgo.Record) (batchResult, error) {
 	res := batchResult{verdicts: map[Verdict]int{}}
+	started := time.Now() // the decisions' spans cover the batch (trace.go)
 
 	// Decode outside the transaction, and fold copies of one event within the batch into
 	// one row: a statement must not insert the same key twice.
@@ -115,6 +117,7 @@ func (c *Consumer) processBatch(ctx context.Context, records []*kgo.Record) (bat
 		return res, fmt.Errorf("commit batch: %w", err)
 	}
 
+	c.traceDecisions(ctx, started, records, fresh)
 	for _, ev := range unique {
 		if !fresh[ev.id] {
 			c.logger.Debug("duplicate event absorbed", slog.String("event_id", ev.id.String()),

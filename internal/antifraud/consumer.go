@@ -33,8 +33,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dscourse/payments-outbox/internal/event"
+	"github.com/dscourse/payments-outbox/internal/tracing"
 )
 
 // Config configures a Consumer. The zero value of a field means its default.
@@ -60,6 +62,10 @@ type Config struct {
 	// kgo.FetchMaxWait in tests. They must not change the group or commit settings.
 	ClientOpts []kgo.Opt
 
+	// TracerProvider traces each decision, as a child of the publish whose traceparent
+	// header the record carries (trace.go). Default: none, no span.
+	TracerProvider trace.TracerProvider
+
 	// AfterDBCommit is a FAULT-INJECTION hook for tests and the chaos consumer-crash
 	// scenario; leave it nil in production. It is called after a batch's transaction
 	// committed and before its offsets are committed. If it returns an error, Run stops at
@@ -70,6 +76,7 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
+	c.TracerProvider = tracing.OrNone(c.TracerProvider)
 	c.Topic = cmp.Or(c.Topic, event.DefaultTopic)
 	c.Group = cmp.Or(c.Group, "antifraud")
 	c.MaxPollRecords = cmp.Or(c.MaxPollRecords, 1000)

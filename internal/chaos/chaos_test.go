@@ -58,4 +58,10 @@ func TestShortDefaultScenario(t *testing.T) {
 	if report.APIAccepted != 20 {
 		t.Errorf("api_accepted: got %d, want 20", report.APIAccepted)
 	}
+	// The timeline the HTML report draws ends on the counts the verdict judged.
+	if tl := report.Timeline; tl == nil || len(tl.Samples) < 10 {
+		t.Errorf("timeline: %+v, want a sample every 300 ms of the run", tl)
+	} else if last := tl.Samples[len(tl.Samples)-1]; last.PaymentsCommitted != report.PaymentsCommitted || last.Decisions != report.Decisions {
+		t.Errorf("last sample: %d payments, %d decisions; the report judged %d and %d", last.PaymentsCommitted, last.Decisions, report.PaymentsCommitted, report.Decisions)
+	}
 }

@@ -24,6 +24,9 @@
 //   - copies.go follows the topic live and injects copies of real records, so the
 //     consumer's dedup is exercised whatever the relay does; evidence.go turns what
 //     the harness saw for itself into the validity rows;
+//   - sampler.go samples the run every few hundred milliseconds from the same outside
+//     sources, into the timeline of series.go that the JSON report keeps and the HTML
+//     report of package timeline draws; the verdict never reads it;
 //   - scenarios.go says what each scenario breaks and when a run counts as valid;
 //   - runner.go puts them together, checks.go holds the SLO and contract rows, and
 //     report.go decides the verdict, prints it and writes JSON.

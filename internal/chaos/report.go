@@ -100,6 +100,9 @@ type Report struct {
 
 	// Evidence is what the harness itself saw of the faults (see evidence.go).
 	Evidence *Evidence `json:"evidence,omitempty"`
+	// Timeline is what the harness sampled during the run, for the charts of the
+	// HTML report (see series.go).
+	Timeline *Timeline `json:"timeline,omitempty"`
 
 	RunID            string    `json:"run_id"`
 	Topic            string    `json:"topic"`

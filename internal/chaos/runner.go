@@ -74,6 +74,9 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// ReportDirectory is where the runs write their reports: ReportDir or its default.
+func (o Options) ReportDirectory() string { return o.withDefaults().ReportDir }
+
 // RunScenario runs one scenario on the native stack and returns its report, which it
 // has also printed to opts.Out and written to <ReportDir>/chaos-<name>.json. The error
 // is for a harness failure (a server that would not start); a failed SLO is a report
@@ -188,6 +191,13 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 		return LoadResult{}, Observed{}, err
 	}
 	defer watch.Stop()
+	sampler, err := startSampler(ctx, rn)
+	if err != nil {
+		return LoadResult{}, Observed{}, err
+	}
+	// The timeline ends when this returns: after the observation and the end of the
+	// disruption, so its last samples show the run settled.
+	defer func() { report.Timeline = sampler.Stop() }()
 	// Closed when the load has been sent; set before the disruption starts, so that
 	// its goroutine can read it (Run.loading).
 	loadDone := make(chan struct{})

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dscourse/payments-outbox/internal/tracing"
 )
 
 // RelayConfig configures a Relay. Zero fields take the documented defaults, so a
@@ -79,6 +82,10 @@ type RelayConfig struct {
 	// Default 10s.
 	ShutdownTimeout time.Duration
 
+	// TracerProvider traces each publish of an event whose writer traced it, as a
+	// child of the writer's span (trace.go). Default: none, no span.
+	TracerProvider trace.TracerProvider
+
 	// FaultTimestampSkew is FAULT INJECTION, for the clock-skew chaos scenario only and
 	// never for production (RELAY_FAULT_TIMESTAMP_SKEW; default 0, off): every record's
 	// timestamp is moved this far from now, as a relay host whose clock runs ahead would
@@ -89,6 +96,7 @@ type RelayConfig struct {
 }
 
 func (c RelayConfig) withDefaults() RelayConfig {
+	c.TracerProvider = tracing.OrNone(c.TracerProvider)
 	c.Workers = cmp.Or(c.Workers, 4)
 	c.BatchSize = cmp.Or(c.BatchSize, 1000)
 	c.Lease = cmp.Or(c.Lease, 30*time.Second)

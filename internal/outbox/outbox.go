@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/dscourse/payments-outbox/internal/tracing"
 )
 
 // A Message is one event to publish.
@@ -42,11 +44,18 @@ type Execer interface {
 // next_attempt_at is left to its default, the database's now(): the claim compares it
 // with the database's clock, and msg.OccurredAt is the API host's, so an API host
 // running ahead would hold its events back by its skew.
+//
+// The traceparent of the span in ctx, if any, is stored with the row, so that the
+// relay's publish continues the writer's trace (trace.go).
 func Insert(ctx context.Context, tx Execer, msg Message) error {
+	var traceparent *string // NULL when ctx carries no trace
+	if tp := tracing.Traceparent(ctx); tp != "" {
+		traceparent = &tp
+	}
 	_, err := tx.Exec(ctx, `
-		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at)
-		VALUES ($1, $2, $3, $4, $5)`,
-		msg.ID, msg.Type, msg.AggregateID, msg.Payload, msg.OccurredAt)
+		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at, traceparent)
+		VALUES ($1, $2, $3, $4, $5, $6)`,
+		msg.ID, msg.Type, msg.AggregateID, msg.Payload, msg.OccurredAt, traceparent)
 	if err != nil {
 		return fmt.Errorf("insert outbox event %s: %w", msg.ID, err)
 	}

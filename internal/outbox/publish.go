@@ -23,6 +23,7 @@ func (r *Relay) publish(ctx context.Context, p producers, events []claimedEvent)
 		records[i] = r.kafkaRecord(e)
 		byRecord[records[i]] = e
 	}
+	spans := r.startPublishSpans(events, records)
 	results := r.produce(ctx, p.shared, records...)
 
 	var published []uuid.UUID
@@ -31,6 +32,7 @@ func (r *Relay) publish(ctx context.Context, p producers, events []claimedEvent)
 		e := byRecord[res.Record]
 		// A rejection on the shared client is judged again on its own first.
 		err := r.isolate(ctx, p.alone, e, res.Err)
+		spans.end(res.Record, err)
 		switch {
 		case errors.Is(err, errNotJudged):
 			continue

@@ -33,6 +33,8 @@ type claimedEvent struct {
 	CreatedAt   time.Time
 	Attempts    int
 	Rejections  int
+	// Traceparent is the writer's W3C trace context, "" when it traced nothing.
+	Traceparent string
 }
 
 // DeadLetter is an event that the broker rejected too often, as the DLQ keeps it.
@@ -68,7 +70,7 @@ const claimSQL = `
 			ORDER BY e.next_attempt_at, e.seq
 			LIMIT $3
 			FOR UPDATE SKIP LOCKED)
-		RETURNING id, seq, event_type, aggregate_id, payload, created_at, attempts, rejections`
+		RETURNING id, seq, event_type, aggregate_id, payload, created_at, attempts, rejections, coalesce(traceparent, '')`
 
 // deletePublishedSQL deletes at most $2 rows published more than $1 seconds ago; see
 // deletePublished. Its plan must read the partial index on published_at (plan_test.go).
@@ -94,7 +96,7 @@ func (s store) claim(ctx context.Context, token uuid.UUID, lease time.Duration, 
 		var err error
 		events, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimedEvent, error) {
 			var e claimedEvent
-			err := row.Scan(&e.ID, &e.Seq, &e.Type, &e.AggregateID, &e.Payload, &e.CreatedAt, &e.Attempts, &e.Rejections)
+			err := row.Scan(&e.ID, &e.Seq, &e.Type, &e.AggregateID, &e.Payload, &e.CreatedAt, &e.Attempts, &e.Rejections, &e.Traceparent)
 			return e, err
 		})
 		return err

@@ -12,9 +12,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/tracing"
 )
 
 // transactionTimeout bounds each call to the database, so a stalled database turns
@@ -25,13 +28,20 @@ const transactionTimeout = 5 * time.Second
 // can act on (not found, reused Idempotency-Key, database unavailable); driver errors
 // are translated here and nowhere else.
 type Store struct {
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	tracer trace.Tracer
 }
 
-// NewStore returns a Store on pool. The pool's database must have the payments
-// migrations applied.
+// NewStore returns a Store on pool that traces nothing. The pool's database must have
+// the payments migrations applied.
 func NewStore(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool}
+	return NewTracedStore(pool, nil)
+}
+
+// NewTracedStore is NewStore with a span for each Create transaction, from tp (nil:
+// none).
+func NewTracedStore(pool *pgxpool.Pool, tp trace.TracerProvider) *Store {
+	return &Store{pool: pool, tracer: tracing.OrNone(tp).Tracer("github.com/dscourse/payments-outbox/internal/payment")}
 }
 
 // Create writes a payment and its PaymentCreated outbox event in one transaction:
@@ -42,7 +52,18 @@ func NewStore(pool *pgxpool.Pool) *Store {
 // true) and writes nothing; the same key with a different request is Unprocessable.
 // Concurrent requests with one key create exactly one payment: the loser's INSERT of
 // the key waits for the winner's transaction and then finds its row.
-func (s *Store) Create(ctx context.Context, req CreateRequest, idempotencyKey string) (Created, error) {
+//
+// The transaction has a span of its own, whose traceparent outbox.Insert stores with
+// the event: the relay's publish continues the trace from here.
+func (s *Store) Create(ctx context.Context, req CreateRequest, idempotencyKey string) (created Created, err error) {
+	ctx, span := s.tracer.Start(ctx, "payment create transaction")
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "payment not created")
+		}
+		span.End()
+	}()
 	ctx, cancel := context.WithTimeout(ctx, transactionTimeout)
 	defer cancel()
 	p, err := NewPayment(req, time.Now())

@@ -1,0 +1,157 @@
+package timeline
+
+import (
+	"image/color"
+	"strings"
+
+	"github.com/dscourse/payments-outbox/internal/chaos"
+)
+
+// rateWindow is the trailing window of the per-second rates, in seconds (see
+// chaos.Timeline.PerSecond).
+const rateWindow = 1.0
+
+// A chart is one panel of the timeline: one quantity, or two of the same unit, over
+// the run's time. ID is its anchor in the page (#chart-<ID>), which the verdict rows
+// link to.
+type chart struct {
+	ID    string
+	Title string
+	// Reading tells a student what to look for in it.
+	Reading string
+	YLabel  string
+	Lines   []line
+}
+
+// A line is one series of a chart.
+type line struct {
+	Name   string
+	Points []chaos.Point
+	Color  color.Color
+}
+
+// The colours of the lines; the faults have their own (faultColors), lighter, since
+// they are areas behind the lines.
+var (
+	blue   = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
+	green  = color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}
+	red    = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
+	purple = color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}
+	black  = color.RGBA{A: 0xff}
+)
+
+// The chart ids: the anchors the verdict rows link to.
+const (
+	chartPayments   = "payments"
+	chartPending    = "pending"
+	chartPublishes  = "publishes"
+	chartTopic      = "topic"
+	chartDecisions  = "decisions"
+	chartUndecided  = "undecided"
+	chartDuplicates = "duplicates"
+	chartLost       = "lost"
+)
+
+// charts lists the panels of a run, top to bottom in the order of the story: payments
+// come in, wait in the outbox, are published, land in the topic, are decided, and
+// the copies are absorbed; the dual write adds what it lost.
+func charts(r *chaos.Report) []chart {
+	tl := r.Timeline
+	if tl == nil {
+		tl = &chaos.Timeline{}
+	}
+	cs := []chart{
+		{
+			ID: chartPayments, Title: "Payments accepted per second", YLabel: "payments/s",
+			Reading: "The load: the API commits each payment (and, with the outbox, its event row) before it answers 201, so Kafka's faults do not stop it.",
+			Lines:   []line{{Name: "accepted", Color: blue, Points: tl.PerSecond(func(s chaos.Sample) int { return s.PaymentsCommitted }, rateWindow)}},
+		},
+		{
+			ID: chartPending, Title: "Outbox: events waiting for the relay", YLabel: "rows",
+			Reading: "The backlog grows while Kafka is unreachable and drains when it comes back: the events wait in PostgreSQL, none is lost. The dual write keeps no such backlog, so what it fails to publish is gone.",
+			Lines:   []line{{Name: "pending", Color: purple, Points: tl.Level(func(s chaos.Sample) int { return s.OutboxPending })}},
+		},
+		{
+			ID: chartPublishes, Title: "Publish attempts per second", YLabel: "attempts/s",
+			Reading: "Failures happen only inside the fault windows; each failed event is tried again, and the successes catch up after the window.",
+			Lines: []line{
+				{Name: "succeeded", Color: green, Points: tl.PerSecond(func(s chaos.Sample) int { return s.Published }, rateWindow)},
+				{Name: "failed", Color: red, Points: tl.PerSecond(func(s chaos.Sample) int { return s.PublishFailures }, rateWindow)},
+			},
+		},
+		{
+			ID: chartTopic, Title: "Records written to the topic per second", YLabel: "records/s",
+			Reading: "Requests dropped or proxy down: nothing arrives until the window ends, then the backlog arrives at once. Acks lost: records arrive although the relay sees failures, so some come twice.",
+			Lines:   []line{{Name: "records", Color: blue, Points: tl.PerSecond(func(s chaos.Sample) int { return s.TopicRecords }, rateWindow)}},
+		},
+		{
+			ID: chartDecisions, Title: "Consumer decisions per second", YLabel: "decisions/s",
+			Reading: "Every payment gets exactly one decision: the consumer follows the topic, whatever the relay went through.",
+			Lines:   []line{{Name: "decisions", Color: green, Points: tl.PerSecond(func(s chaos.Sample) int { return s.Decisions }, rateWindow)}},
+		},
+		undecidedChart(r),
+		{
+			ID: chartDuplicates, Title: "Duplicates absorbed by the consumer (total)", YLabel: "deliveries",
+			Reading: "Copies of events already decided (from the relay's retries and the harness's own) are recognised by their X-Event-Id and change nothing.",
+			Lines:   []line{{Name: "absorbed", Color: purple, Points: tl.Level(func(s chaos.Sample) int { return s.DuplicatesAbsorbed })}},
+		},
+	}
+	if isDualWrite(r) {
+		cs = append(cs, chart{
+			ID: chartLost, Title: "Publishes the dual write gave up on (total)", YLabel: "events",
+			Reading: "The dual write never tries again: each failed publish is an event lost as it happens, unless the broker wrote it before the fault dropped its answer (acks lost). The verdict counts the real losses at the end, from the topic; \"not decided yet\" above shows them too.",
+			Lines:   []line{{Name: "given up", Color: red, Points: tl.Level(func(s chaos.Sample) int { return s.DualWriteGivenUp })}},
+		})
+	}
+	return cs
+}
+
+// chartOf names the chart that shows what a verdict row checks. The rows are matched
+// by words of their names (chaos.Check.Name), the first rule that matches wins, so
+// that a row added later links somewhere sensible without a change here.
+func chartOf(c chaos.Check) string {
+	name := strings.ToLower(c.Name)
+	rules := []struct {
+		words []string
+		chart string
+	}{
+		// A lost payment is one never decided: the chart that shows it, for the outbox
+		// and the dual write alike, is the one of payments not decided yet.
+		{[]string{"lost"}, chartUndecided},
+		{[]string{"drain", "pending"}, chartPending},
+		{[]string{"duplicate", "copies", "redelivered", "one event id"}, chartDuplicates},
+		{[]string{"accepted", "committed"}, chartPayments},
+		{[]string{"sigkill", "restarted", "outage"}, chartPublishes},
+		{[]string{"phantom", "dlq", "decision", "hostile"}, chartDecisions},
+	}
+	for _, rule := range rules {
+		for _, w := range rule.words {
+			if strings.Contains(name, w) {
+				return rule.chart
+			}
+		}
+	}
+	// The fault rows (held back, written during, the proxy applied each fault) and
+	// the contract's record rows are about what reached the topic.
+	return chartTopic
+}
+
+// undecidedChart is the one chart every scenario shares, and the shortest statement of
+// the course's claim: payments committed that the consumer has not decided yet. The
+// outbox's line rises in a fault and comes back to zero; the dual write's stays up, by
+// as many events as it lost.
+func undecidedChart(r *chaos.Report) chart {
+	var pts []chaos.Point
+	if r.Timeline != nil {
+		for _, s := range r.Timeline.Samples {
+			if s.PaymentsCommitted >= 0 && s.Decisions >= 0 {
+				pts = append(pts, chaos.Point{T: s.AtS, V: float64(s.PaymentsCommitted - s.Decisions)})
+			}
+		}
+	}
+	return chart{
+		ID: chartUndecided, Title: "Payments committed, not decided yet", YLabel: "payments",
+		Reading: "Rises while Kafka fails. With the outbox it comes back to zero once the relay drains; with the dual write it stays up by the events it lost.",
+		Lines:   []line{{Name: "undecided", Color: red, Points: pts}},
+	}
+}

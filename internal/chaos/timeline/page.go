@@ -1,0 +1,150 @@
+// Package timeline writes the HTML reports of the chaos harness: for each run,
+// reports/chaos-<scenario>.html, its verdict table above its charts on one time axis;
+// for a run of every scenario, reports/index.html, the scenarios side by side and the
+// outbox against the dual write on the same axes.
+//
+// Every page is one self-contained file that opens from disk: the charts are SVG
+// drawn by gonum.org/v1/plot and inlined, the style is inline, and nothing is fetched
+// (no script, no font, no CDN). A page is built from a chaos.Report alone, so it can be
+// rebuilt from a JSON report at any time (go run ./cmd/chaos html).
+package timeline
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"image/color"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/dscourse/payments-outbox/internal/chaos"
+)
+
+// The size of one chart of a run's page: wide enough for a second to be a few
+// pixels, short enough for the whole story to fit two screens.
+const (
+	chartWidth  = 22 * vg.Centimeter
+	chartHeight = 6 * vg.Centimeter
+)
+
+// PagePath is where the page of a scenario's run goes in dir.
+func PagePath(dir, scenario string) string {
+	return filepath.Join(dir, "chaos-"+scenario+".html")
+}
+
+// WritePage writes the page of one run to PagePath(dir, r.Scenario) and returns the
+// path.
+func WritePage(dir string, r *chaos.Report) (string, error) {
+	html, err := Page(r)
+	if err != nil {
+		return "", err
+	}
+	path := PagePath(dir, r.Scenario)
+	return path, writeFile(path, html)
+}
+
+// Page renders the page of one run.
+func Page(r *chaos.Report) ([]byte, error) {
+	r = fromDisruption(r)
+	cs := charts(r)
+	plots := make([]*plot.Plot, len(cs))
+	for i, c := range cs {
+		p, err := newPlot(c, r, axes{EndS: endOf(r)})
+		if err != nil {
+			return nil, fmt.Errorf("chart %s: %w", c.ID, err)
+		}
+		plots[i] = p
+	}
+	svgs, err := renderColumn(plots, chartWidth, chartHeight)
+	if err != nil {
+		return nil, err
+	}
+	data := pageData{Report: r, Advice: r.Advice(), Legend: legend(r)}
+	for i, c := range cs {
+		data.Charts = append(data.Charts, chartData{chart: c, SVG: svgs[i]})
+	}
+	for _, c := range r.Checks {
+		data.Rows = append(data.Rows, rowData{Check: c, Chart: chartOf(c)})
+	}
+	if r.Timeline == nil {
+		data.Notes = append(data.Notes, "this report has no timeline: it was written by a harness that did not sample the run, so the charts are empty")
+	}
+	return execute(pageTemplate, data)
+}
+
+// isDualWrite tells the dual-write run by its timeline, the only one that counts
+// losses as they happen.
+func isDualWrite(r *chaos.Report) bool {
+	return r.Timeline != nil && slices.ContainsFunc(r.Timeline.Samples, func(s chaos.Sample) bool { return s.DualWriteGivenUp >= 0 })
+}
+
+type pageData struct {
+	Report *chaos.Report
+	Advice string
+	Legend []legendEntry
+	Rows   []rowData
+	Charts []chartData
+	Notes  []string
+}
+
+type rowData struct {
+	chaos.Check
+	Chart string
+}
+
+type chartData struct {
+	chart
+	SVG template.HTML
+}
+
+// A legendEntry explains one colour of the shaded windows.
+type legendEntry struct {
+	Kind, Meaning string
+	CSS           template.CSS
+}
+
+// faultMeanings say in a few words what each kind of window does to the relay.
+var faultMeanings = map[chaos.FaultKind]string{
+	chaos.DropAcks:     "acks lost: the broker writes, its answers are dropped",
+	chaos.DropRequests: "requests dropped: nothing reaches the broker",
+	chaos.ProxyDown:    "proxy down: connections refused",
+}
+
+func legend(reports ...*chaos.Report) []legendEntry {
+	var entries []legendEntry
+	for _, kind := range kindsOf(reports...) {
+		meaning, ok := faultMeanings[kind]
+		if !ok {
+			meaning = string(kind)
+		}
+		entries = append(entries, legendEntry{Kind: string(kind), Meaning: meaning, CSS: cssColor(faultColor(kind))})
+	}
+	return entries
+}
+
+// cssColor writes a colour for a style attribute, alpha included.
+func cssColor(c color.NRGBA) template.CSS {
+	return template.CSS(fmt.Sprintf("rgba(%d,%d,%d,%.2f)", c.R, c.G, c.B, float64(c.A)/255))
+}
+
+func execute(t *template.Template, data any) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := t.Execute(&buf, data); err != nil {
+		return nil, fmt.Errorf("render page: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func writeFile(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("create report directory: %w", err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
