@@ -56,7 +56,8 @@ type config struct {
 	//	RELAY_PUBLISH_TIMEOUT    bound of one publish attempt
 	//	RELAY_POLL_INTERVAL      fallback poll
 	//	RELAY_MAX_REJECTIONS     broker rejections before the DLQ
-	//	RELAY_OUTAGE_BACKOFF_MAX cap of the relay's pause during a broker outage
+	//	RELAY_OUTAGE_BACKOFF_MAX cap of a failed event's backoff and of the relay's
+	//	                         pause during a broker outage
 	//	RELAY_SHUTDOWN_TIMEOUT   grace for the batch in flight at stop
 	//	RELAY_ALERT_ROUTING_KEY  routing_key of the alert webhook body
 	//	RELAY_FAULT_TIMESTAMP_SKEW  FAULT INJECTION, chaos only: record timestamps

@@ -14,21 +14,25 @@ import (
 
 // pgCost is what the database did, in total or per event.
 //
-// walBytes comes from pg_current_wal_lsn(), exact at once; walRecords and walSyncs
-// from pg_stat_wal. All three are for the whole server: on a quiet machine that is the
+// walBytes comes from pg_current_wal_lsn(), exact at once; walRecords, walFPI and
+// walSyncs from pg_stat_wal. walFPI counts full-page images: the first change to a
+// page after a checkpoint writes the whole 8 kB page, so a checkpoint that starts just
+// before a drain adds up to 8 kB per page touched to walBytes, which says more about
+// the checkpoint's timing than about the relay (docs/bench.md). All three are for the whole server: on a quiet machine that is the
 // benchmark alone, on a busy one the neighbours' WAL is counted too. commits is
 // pg_stat_database.xact_commit of the benchmark's database only, read-only transactions
 // included; walSyncs is the WAL flushes (fsyncs) that commits waited for.
 type pgCost struct {
-	walBytes, walRecords, walSyncs, commits float64
+	walBytes, walRecords, walFPI, walSyncs, commits float64
 }
 
 func (c pgCost) minus(o pgCost) pgCost {
-	return pgCost{c.walBytes - o.walBytes, c.walRecords - o.walRecords, c.walSyncs - o.walSyncs, c.commits - o.commits}
+	return pgCost{c.walBytes - o.walBytes, c.walRecords - o.walRecords, c.walFPI - o.walFPI,
+		c.walSyncs - o.walSyncs, c.commits - o.commits}
 }
 
 func (c pgCost) per(events float64) pgCost {
-	return pgCost{c.walBytes / events, c.walRecords / events, c.walSyncs / events, c.commits / events}
+	return pgCost{c.walBytes / events, c.walRecords / events, c.walFPI / events, c.walSyncs / events, c.commits / events}
 }
 
 // quiesceTimeout bounds the wait for a database's clients to disconnect.
@@ -43,9 +47,10 @@ func readPGCounters(ctx context.Context, admin *pgxpool.Pool, dbName string) (pg
 	}
 	var c pgCost
 	err := admin.QueryRow(ctx, `
-		SELECT (pg_current_wal_lsn() - '0/0')::float8, w.wal_records::float8, w.wal_sync::float8, d.xact_commit::float8
+		SELECT (pg_current_wal_lsn() - '0/0')::float8, w.wal_records::float8, w.wal_fpi::float8, w.wal_sync::float8,
+		       d.xact_commit::float8
 		FROM pg_stat_wal w, pg_stat_database d
-		WHERE d.datname = $1`, dbName).Scan(&c.walBytes, &c.walRecords, &c.walSyncs, &c.commits)
+		WHERE d.datname = $1`, dbName).Scan(&c.walBytes, &c.walRecords, &c.walFPI, &c.walSyncs, &c.commits)
 	if err != nil {
 		return pgCost{}, fmt.Errorf("read WAL and commit statistics: %w", err)
 	}

@@ -28,6 +28,9 @@ type latencyResult struct {
 	p50, p99, max float64 // milliseconds
 	events        int
 	achievedRate  float64 // events committed per second
+	// wokenBy is what woke the relay's workers during the measurement (warm-up
+	// excluded); nil for a relay without wake-ups.
+	wokenBy wakeFigures
 }
 
 // latencySetup is what a latency measurement runs on.
@@ -85,6 +88,12 @@ func measureLatency(ctx context.Context, relay relayUnderTest, s latencySetup) (
 	if err := warmUp(ctx, genPool, relay, r, consumer); err != nil {
 		return latencyResult{}, err
 	}
+	var beforeLoad wakeFigures
+	if r.wakeups != nil {
+		if beforeLoad, err = r.wakeups(); err != nil {
+			return latencyResult{}, err
+		}
+	}
 
 	total := int(s.duration.Seconds() * float64(s.rate))
 	gen := startGenerator(ctx, genPool, relay, r.wake, s.rate, total)
@@ -107,13 +116,21 @@ func measureLatency(ctx context.Context, relay relayUnderTest, s latencySetup) (
 		return latencyResult{}, fmt.Errorf("received %d of %d events", len(latencies), total)
 	}
 	slices.Sort(latencies)
-	return latencyResult{
+	result := latencyResult{
 		p50:          percentile(latencies, 0.50),
 		p99:          percentile(latencies, 0.99),
 		max:          latencies[len(latencies)-1],
 		events:       len(latencies),
 		achievedRate: float64(total) / gen.lastCommit.Sub(gen.start).Seconds(),
-	}, nil
+	}
+	if r.wakeups != nil {
+		after, err := r.wakeups()
+		if err != nil {
+			return latencyResult{}, err
+		}
+		result.wokenBy = after.since(beforeLoad)
+	}
+	return result, nil
 }
 
 // warmUpTimeout bounds the wait for the warm-up event. A started CDC relay's first

@@ -135,9 +135,11 @@ func (s sameSchemaRelay) start(ctx context.Context, pool *pgxpool.Pool, topic st
 func sameSchemaBatch(ctx context.Context, pool *pgxpool.Pool, client *kgo.Client, topic string) (int, error) {
 	n := 0
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		// Ordered as the table's partial index of pending rows is, so that the loop
+		// reads the backlog through it, as our relay's claim does.
 		rows, _ := tx.Query(ctx, `
 			SELECT id, aggregate_id, event_type, payload, created_at FROM outbox_events
-			WHERE status = 'pending' ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED`, minimalRelayBatchSize)
+			WHERE status = 'pending' ORDER BY next_attempt_at, seq LIMIT $1 FOR UPDATE SKIP LOCKED`, minimalRelayBatchSize)
 		var ids []uuid.UUID
 		var records []*kgo.Record
 		var e event.Envelope

@@ -13,8 +13,8 @@ import (
 // printRepetition prints one repetition's figures as they are measured.
 func printRepetition(w io.Writer, rep int, f relayFigures, relayCfg outbox.RelayConfig, rate int) {
 	drain := func(name string, d drainResult) {
-		fmt.Fprintf(w, "  %-28s %8.0f events/s  %6.0f WAL bytes, %.2f WAL records, %.4f WAL flushes, %.4f commits per event\n",
-			name, d.eventsPerSecond, d.cost.walBytes, d.cost.walRecords, d.cost.walSyncs, d.cost.commits)
+		fmt.Fprintf(w, "  %-28s %8.0f events/s  %6.0f WAL bytes, %.2f WAL records, %.3f full-page images, %.4f WAL flushes, %.4f commits per event\n",
+			name, d.eventsPerSecond, d.cost.walBytes, d.cost.walRecords, d.cost.walFPI, d.cost.walSyncs, d.cost.commits)
 	}
 	latency := func(name string, l latencyResult) {
 		fmt.Fprintf(w, "  %-28s p50 %6.1f ms, p99 %6.1f ms, max %6.1f ms (%d events, achieved %.0f/s)\n",
@@ -25,6 +25,7 @@ func printRepetition(w io.Writer, rep int, f relayFigures, relayCfg outbox.Relay
 	drain("drain, floor", f.floor)
 	drain("drain, same-schema minimal", f.sameSchema)
 	latency(fmt.Sprintf("latency at %d/s, our relay", rate), f.relayLatency)
+	f.relayLatency.wokenBy.print(w)
 	latency(fmt.Sprintf("latency at %d/s, floor", rate), f.floorLatency)
 	if f.cluster != nil {
 		drain("drain, our relay, cluster", f.cluster.drain)
@@ -81,11 +82,23 @@ func relayReport(all []relayFigures, cfg relayBenchConfig, relayCfg outbox.Relay
 		{"minimal_relay_wal_bytes_per_event", tenths, func(f relayFigures) float64 { return f.sameSchema.cost.walBytes }},
 		{"relay_wal_records_per_event", hundredths, func(f relayFigures) float64 { return f.relay.cost.walRecords }},
 		{"floor_wal_records_per_event", hundredths, func(f relayFigures) float64 { return f.floor.cost.walRecords }},
+		{"minimal_relay_wal_records_per_event", hundredths, func(f relayFigures) float64 { return f.sameSchema.cost.walRecords }},
+		{"relay_wal_fpi_per_event", round4, func(f relayFigures) float64 { return f.relay.cost.walFPI }},
+		{"floor_wal_fpi_per_event", round4, func(f relayFigures) float64 { return f.floor.cost.walFPI }},
+		{"minimal_relay_wal_fpi_per_event", round4, func(f relayFigures) float64 { return f.sameSchema.cost.walFPI }},
 		{"relay_wal_flushes_per_event", round4, func(f relayFigures) float64 { return f.relay.cost.walSyncs }},
 		{"floor_wal_flushes_per_event", round4, func(f relayFigures) float64 { return f.floor.cost.walSyncs }},
 		{"relay_commits_per_event", round4, func(f relayFigures) float64 { return f.relay.cost.commits }},
 		{"floor_commits_per_event", round4, func(f relayFigures) float64 { return f.floor.cost.commits }},
 		{"minimal_relay_commits_per_event", round4, func(f relayFigures) float64 { return f.sameSchema.cost.commits }},
+
+		// What woke our relay's workers at the latency measurement's rate, and how long
+		// after the commit the claim came (relay_wakeup.go).
+		{"relay_latency_woken_by_busy_share", hundredths, func(f relayFigures) float64 { return f.relayLatency.wokenBy["busy"].share }},
+		{"relay_latency_woken_by_nudge_share", hundredths, func(f relayFigures) float64 { return f.relayLatency.wokenBy["nudge"].share }},
+		{"relay_latency_woken_by_notify_share", hundredths, func(f relayFigures) float64 { return f.relayLatency.wokenBy["notify"].share }},
+		{"relay_latency_woken_by_poll_share", hundredths, func(f relayFigures) float64 { return f.relayLatency.wokenBy["poll"].share }},
+		{"relay_latency_commit_to_claim_mean_ms", tenths, func(f relayFigures) float64 { return f.relayLatency.wokenBy.meanWaitMs() }},
 
 		// Neighbours on a shared machine lower every figure (less so the ratios).
 		{"relay_bench_load_avg_1m", hundredths, func(f relayFigures) float64 { return f.loadAvg }},

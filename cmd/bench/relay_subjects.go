@@ -36,10 +36,13 @@ type relayUnderTest interface {
 type running struct {
 	// wake tells the relay that an event was just committed. The minimal relays ignore
 	// it: they poll.
-	wake   func()
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the relay has returned; err is set by then
-	err    error
+	wake func()
+	// wakeups reads what woke the relay's workers so far; nil for the minimal relays,
+	// which have one loop and no wake-up.
+	wakeups func() (wakeFigures, error)
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the relay has returned; err is set by then
+	err     error
 }
 
 // goRun runs fn until stop, in a goroutine owned by the returned running.
@@ -102,7 +105,8 @@ type ourRelay struct {
 func (o ourRelay) start(ctx context.Context, pool *pgxpool.Pool, topic string) (*running, error) {
 	cfg := o.cfg
 	cfg.Topic = topic
-	metrics, err := outbox.NewMetrics(prometheus.NewRegistry())
+	reg := prometheus.NewRegistry()
+	metrics, err := outbox.NewMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +114,9 @@ func (o ourRelay) start(ctx context.Context, pool *pgxpool.Pool, topic string) (
 	if err != nil {
 		return nil, err
 	}
-	return goRun(ctx, relay.Notify, relay.Run), nil
+	r := goRun(ctx, relay.Notify, relay.Run)
+	r.wakeups = func() (wakeFigures, error) { return gatherWakeups(reg) }
+	return r, nil
 }
 
 // backlogPayloadSQL builds, for row p of a backlog, the payload of a PaymentCreated

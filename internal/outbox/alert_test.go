@@ -57,7 +57,7 @@ func TestEachDeadLetterAlertHasItsOwnTimeout(t *testing.T) {
 	// As runOnce records a batch: one QueryTimeout for everything.
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.QueryTimeout)
 	defer cancel()
-	if err := r.recordFailures(ctx, token, failures); err != nil {
+	if err := r.recordFailures(ctx, token, 0, failures); err != nil {
 		t.Fatalf("recordFailures: %v", err)
 	}
 

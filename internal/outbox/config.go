@@ -54,9 +54,11 @@ type RelayConfig struct {
 	// Broker outages never count. Default 5.
 	MaxRejections int
 
-	// OutageBackoffBase and OutageBackoffMax shape the pause of the whole relay after
-	// a transport failure (broker down, timeout): doubled per consecutive failure,
-	// capped, with jitter. Defaults 100ms and 10s.
+	// OutageBackoffBase and OutageBackoffMax shape the backoff after a transport
+	// failure (broker down, timeout, a partition unavailable): each failed event's own,
+	// doubled per attempt, and the pause of the whole relay after a batch that got no
+	// acknowledgement, doubled per consecutive such batch; both capped, with jitter
+	// (failure.go). Defaults 100ms and 10s.
 	OutageBackoffBase time.Duration
 	OutageBackoffMax  time.Duration
 

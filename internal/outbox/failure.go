@@ -34,12 +34,22 @@ import (
 //     refused because the host's clock is off, a corrupt CRC). The broker, the host or
 //     the configuration is at fault, and every event would fail alike. The row counts
 //     one more attempt and keeps the error, but its rejections do not change, so an
-//     outage of any length dead-letters nothing. The row stays 'pending' with no
-//     backoff of its own (next_attempt_at = now()); instead the whole Relay pauses:
-//     none of its workers claims until the outage backoff has passed, and each further
-//     transport failure doubles the pause, up to OutageBackoffMax. Per-event backoff
-//     would be wrong here: retrying each event on its own schedule would only hammer a
-//     broker that is down for all.
+//     outage of any length dead-letters nothing. The row stays 'pending' and waits out
+//     a backoff of its own on its attempts (OutageBackoffBase doubled per attempt, up
+//     to OutageBackoffMax), which also sends it to the back of the queue: the claim
+//     takes events in the order they became due (next_attempt_at, then seq), not in
+//     commit order. That is what keeps one unavailable partition from stopping the
+//     others (issue 10): in commit order, its failed events would come straight back
+//     to the head, fill every claim, fail every batch, and the healthy partitions
+//     would publish nothing. Their aggregates' later events still wait for them (the
+//     claim's order rule does not depend on the claim's order). A batch in which the
+//     broker acknowledged nothing means, as far as this relay can tell, a broker down
+//     for all: then the whole Relay pauses too, none of its workers claims until the
+//     outage backoff has passed, and each such batch doubles the pause, up to
+//     OutageBackoffMax, so that an outage is not hammered by every worker. While one
+//     partition is down, a batch that holds only its events pauses the relay in this
+//     way until the next batch gets an acknowledgement: healthy partitions keep
+//     flowing, with that much more latency.
 //
 // Before a rejection counts, the record is sent again on its own (isolate): the broker
 // judges batches, not records, so a rejection shared with other records says only that
@@ -49,11 +59,11 @@ import (
 // batch outlives its lease, however many of its records need a resend, and no other
 // worker publishes rows this one is still working on.
 //
-// A batch in which no event hit a transport failure ends the pause: the broker
-// answered, even if only to refuse a record. Each Relay (each API replica) keeps its
-// own pause; the rows say nothing about it. A batch abandoned at shutdown takes none
-// of this path: its failures are the relay's own cancellation, and runOnce releases
-// its leases instead.
+// A batch in which the broker acknowledged a record, or no event hit a transport
+// failure, ends the pause: the broker answered, even if only to refuse a record or
+// for some partitions. Each Relay (each API replica) keeps its own pause; the rows say
+// nothing about it. A batch abandoned at shutdown takes none of this path: its
+// failures are the relay's own cancellation, and runOnce releases its leases instead.
 //
 // The steps, in the order a batch takes them: publish (publish.go) hands each failed
 // record to isolate, then to failureOf; runOnce (relay.go) hands the batch's
@@ -123,24 +133,28 @@ func (r *Relay) isolate(ctx context.Context, alone producer, e claimedEvent, err
 	return err
 }
 
-// failureOf classifies the failed publish of e. A rejection is retried per event with
-// exponential backoff on its own rejection count; a transport failure is retried as
-// soon as the relay's outage pause ends, because the event is not at fault.
+// failureOf classifies the failed publish of e. A rejection is retried with
+// exponential backoff on the event's rejection count; a transport failure with the
+// outage backoff on its attempts, so that it leaves the head of the queue to events of
+// healthy partitions (see the top of this file).
 func (r *Relay) failureOf(e claimedEvent, err error) failure {
 	f := failure{ID: e.ID, Err: err.Error()}
 	if isRejection(err) {
 		f.Rejected = true
 		f.RetryIn = backoff(r.cfg.RetryBase, r.cfg.RetryMax, e.Rejections)
+		return f
 	}
+	f.RetryIn = backoff(r.cfg.OutageBackoffBase, r.cfg.OutageBackoffMax, e.Attempts)
 	return f
 }
 
-// recordFailures is the failure path of one batch after its publish: it counts and
-// logs the failures, pauses the relay on a transport failure or ends the pause
-// otherwise, stores every failure on its row, and alerts on each event this
+// recordFailures is the failure path of one batch after its publish, of which acked
+// events were acknowledged: it counts and logs the failures, pauses the relay when the
+// broker acknowledged nothing and a transport failure says it is down, or ends the
+// pause otherwise, stores every failure on its row, and alerts on each event this
 // dead-lettered. runOnce calls it for every batch, failures or not, because a batch
 // that reached the broker is what ends an outage pause.
-func (r *Relay) recordFailures(ctx context.Context, token uuid.UUID, failures []failure) error {
+func (r *Relay) recordFailures(ctx context.Context, token uuid.UUID, acked int, failures []failure) error {
 	var transport []failure
 	for _, f := range failures {
 		if f.Rejected {
@@ -153,12 +167,18 @@ func (r *Relay) recordFailures(ctx context.Context, token uuid.UUID, failures []
 	r.metrics.publishFailures.WithLabelValues(reasonTransport).Add(float64(len(transport)))
 	r.metrics.publishFailures.WithLabelValues(reasonRejected).Add(float64(len(failures) - len(transport)))
 
-	if len(transport) > 0 {
+	switch {
+	case len(transport) == 0 || acked > 0:
+		// The broker answered, even if only to refuse a record or for some partitions.
+		r.outage.succeeded()
+		if len(transport) > 0 {
+			r.logger.Warn("Kafka unavailable for some partitions; their events back off, the others flow",
+				slog.Int("events", len(transport)), slog.Int("acked", acked), slog.String("err", transport[0].Err))
+		}
+	default:
 		pause := r.outage.failed()
 		r.logger.Warn("Kafka unavailable; relay backs off, events stay pending",
 			slog.Int("events", len(transport)), slog.Duration("pause", pause), slog.String("err", transport[0].Err))
-	} else {
-		r.outage.succeeded() // the broker answered, even if only to refuse a record
 	}
 	if len(failures) == 0 {
 		return nil

@@ -18,7 +18,8 @@ import (
 // failure classified as a rejection would dead-letter a whole backlog during an outage.
 func TestFailureOfTellsRejectionsFromTransportFailures(t *testing.T) {
 	t.Parallel()
-	r := &Relay{cfg: RelayConfig{RetryBase: time.Second, RetryMax: time.Minute}}
+	r := &Relay{cfg: RelayConfig{RetryBase: time.Second, RetryMax: time.Minute,
+		OutageBackoffBase: 100 * time.Millisecond, OutageBackoffMax: 10 * time.Second}}
 	tests := []struct {
 		name         string
 		err          error
@@ -42,7 +43,7 @@ func TestFailureOfTellsRejectionsFromTransportFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := claimedEvent{ID: uuid.New(), Rejections: 2}
+			e := claimedEvent{ID: uuid.New(), Attempts: 3, Rejections: 2}
 			f := r.failureOf(e, tt.err)
 			if f.ID != e.ID || f.Err != tt.err.Error() {
 				t.Errorf("failureOf = {ID: %s, Err: %q}, want {ID: %s, Err: %q}", f.ID, f.Err, e.ID, tt.err.Error())
@@ -50,13 +51,14 @@ func TestFailureOfTellsRejectionsFromTransportFailures(t *testing.T) {
 			if f.Rejected != tt.wantRejected {
 				t.Errorf("failureOf(%v).Rejected = %t, want %t", tt.err, f.Rejected, tt.wantRejected)
 			}
-			// A rejection waits out its own backoff (1 s doubled twice, jittered); a
-			// transport failure waits for nothing but the relay's outage pause.
+			// A rejection waits out its backoff on its rejections (1 s doubled twice,
+			// jittered); a transport failure the outage backoff on its attempts (100 ms
+			// doubled three times), which takes it off the head of the queue (issue 10).
 			if tt.wantRejected && (f.RetryIn < 2*time.Second || f.RetryIn > 4*time.Second) {
 				t.Errorf("failureOf(%v).RetryIn = %s, want within [2s, 4s]", tt.err, f.RetryIn)
 			}
-			if !tt.wantRejected && f.RetryIn != 0 {
-				t.Errorf("failureOf(%v).RetryIn = %s, want 0", tt.err, f.RetryIn)
+			if !tt.wantRejected && (f.RetryIn < 400*time.Millisecond || f.RetryIn > 800*time.Millisecond) {
+				t.Errorf("failureOf(%v).RetryIn = %s, want within [400ms, 800ms]", tt.err, f.RetryIn)
 			}
 		})
 	}
@@ -119,8 +121,13 @@ func TestRelayPausesAndDeadLettersNothingWhenEveryTimestampIsRefused(t *testing.
 	skewedHost := &fakeProducer{reject: func(*kgo.Record) error { return kerr.InvalidTimestamp }}
 
 	for range 3 {
-		if _, err := r.runOnce(context.Background(), producers{shared: skewedHost, alone: skewedHost}); err != nil {
+		if _, err := r.runOnce(context.Background(), producers{shared: skewedHost, alone: skewedHost}, wokenByPoll); err != nil {
 			t.Fatalf("runOnce: %v", err)
+		}
+		// As if each event's own outage backoff had passed, so that the next round
+		// claims them all again.
+		if _, err := b.pool.Exec(context.Background(), `UPDATE outbox_events SET next_attempt_at = now()`); err != nil {
+			t.Fatal(err)
 		}
 	}
 
@@ -154,7 +161,7 @@ func TestRelayDeadLettersOneOversizedRecordAmongGoodOnes(t *testing.T) {
 	poison := msgs[2].ID.String()
 	broker := &fakeProducer{reject: rejectIDs(kerr.MessageTooLarge, poison)}
 
-	if _, err := r.runOnce(context.Background(), producers{shared: broker, alone: broker}); err != nil {
+	if _, err := r.runOnce(context.Background(), producers{shared: broker, alone: broker}, wokenByPoll); err != nil {
 		t.Fatalf("runOnce: %v", err)
 	}
 

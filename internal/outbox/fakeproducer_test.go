@@ -18,6 +18,10 @@ type fakeProducer struct {
 	delay time.Duration
 	// reject returns the broker's verdict on one record: nil accepts it.
 	reject func(*kgo.Record) error
+	// partitionDown, when set, fails the records it returns an error for and only
+	// those, as a broker fails the records of one unavailable partition while the
+	// other partitions of the same call are written.
+	partitionDown func(*kgo.Record) error
 
 	mu          sync.Mutex
 	acked       map[string]int // event id → how often the record was acknowledged
@@ -58,9 +62,14 @@ func (p *fakeProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.P
 	results := make(kgo.ProduceResults, len(rs))
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	partitionDown := p.partitionDown
 	for i, r := range rs {
-		results[i] = kgo.ProduceResult{Record: r, Err: verdict}
-		if verdict == nil {
+		err := verdict
+		if err == nil && partitionDown != nil {
+			err = partitionDown(r)
+		}
+		results[i] = kgo.ProduceResult{Record: r, Err: err}
+		if err == nil {
 			if p.acked == nil {
 				p.acked = map[string]int{}
 			}
@@ -68,6 +77,13 @@ func (p *fakeProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.P
 		}
 	}
 	return results
+}
+
+// setPartitionDown replaces partitionDown while the producer is in use.
+func (p *fakeProducer) setPartitionDown(fn func(*kgo.Record) error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.partitionDown = fn
 }
 
 // ackCount returns how often the record of event id was acknowledged.

@@ -44,9 +44,10 @@ type Relay struct {
 	// isolating holds the one record the relay is sending on its own, if any: a slot
 	// that a worker takes before using producers.alone (isolate).
 	isolating chan struct{}
-	// wake carries nudges to idle workers. One slot is enough: a nudge means "look
-	// again", and a worker that looks sees every row committed so far.
-	wake chan struct{}
+	// wake carries nudges to idle workers, each saying where it came from. One slot
+	// is enough: a nudge means "look again", and a worker that looks sees every row
+	// committed so far.
+	wake chan wakeSource
 }
 
 // NewRelay returns a relay over the outbox in pool. It starts nothing; call Run.
@@ -64,15 +65,18 @@ func NewRelay(pool *pgxpool.Pool, cfg RelayConfig, logger *slog.Logger, metrics 
 		alerter:   newAlerter(cfg, logger),
 		outage:    &outageBackoff{base: cfg.OutageBackoffBase, max: cfg.OutageBackoffMax},
 		isolating: make(chan struct{}, 1),
-		wake:      make(chan struct{}, 1),
+		wake:      make(chan wakeSource, 1),
 	}, nil
 }
 
 // Notify tells the relay that new events were committed, so an idle worker publishes
 // them now instead of at its next poll. It never blocks and is safe from any goroutine.
-func (r *Relay) Notify() {
+func (r *Relay) Notify() { r.nudge(wokenByNudge) }
+
+// nudge wakes an idle worker, if none is woken already, and says why.
+func (r *Relay) nudge(source wakeSource) {
 	select {
-	case r.wake <- struct{}{}:
+	case r.wake <- source:
 	default: // a nudge is already pending; one is as good as many
 	}
 }
@@ -182,29 +186,32 @@ func (r *Relay) clientOpts() []kgo.Opt {
 func (r *Relay) work(ctx, workCtx context.Context, p producers) {
 	poll := time.NewTicker(r.cfg.PollInterval)
 	defer poll.Stop()
+	woken := wokenByPoll // the first claim looks for what is there, as a poll does
 	for {
 		if !sleep(ctx, r.outage.remaining()) {
 			return
 		}
-		claimed, err := r.runOnce(workCtx, p)
+		claimed, err := r.runOnce(workCtx, p, woken)
 		if err != nil && !errors.Is(err, context.Canceled) {
 			r.logger.Error("relay batch", slog.Any("err", err))
 		}
 		if claimed > 0 && err == nil {
+			woken = wokenByBusy
 			continue // more may be ready: successors of what we just published
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-r.wake:
+		case woken = <-r.wake:
 		case <-poll.C:
+			woken = wokenByPoll
 		}
 	}
 }
 
 // runOnce claims one batch, publishes it and records the outcome. It returns how many
-// events it claimed.
-func (r *Relay) runOnce(ctx context.Context, p producers) (int, error) {
+// events it claimed. woken says what made the worker claim, for the metrics.
+func (r *Relay) runOnce(ctx context.Context, p producers, woken wakeSource) (int, error) {
 	token := uuid.New()
 	// The lease starts when the claim statement runs, so a clock read before it is a
 	// safe lower bound of the lease's start.
@@ -213,8 +220,9 @@ func (r *Relay) runOnce(ctx context.Context, p producers) (int, error) {
 	if err != nil || len(events) == 0 {
 		return 0, err
 	}
+	r.metrics.observeClaim(woken, events)
 	if len(events) == r.cfg.BatchSize {
-		r.Notify() // a full batch: there is probably more, let an idle worker take it
+		r.nudge(wokenByFullBatch) // there is probably more: let an idle worker take it
 	}
 	start := time.Now()
 	// The publish, resends on their own included, ends one QueryTimeout before the
@@ -237,7 +245,7 @@ func (r *Relay) runOnce(ctx context.Context, p producers) (int, error) {
 	if err := r.markPublished(recordCtx, token, published); err != nil {
 		return len(events), err
 	}
-	if err := r.recordFailures(recordCtx, token, failures); err != nil {
+	if err := r.recordFailures(recordCtx, token, len(published), failures); err != nil {
 		return len(events), err
 	}
 	r.metrics.batchDuration.Observe(time.Since(start).Seconds())

@@ -11,8 +11,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// The relay's SQL, in one place. Every statement runs on its own (autocommit), so no
-// transaction or row lock is ever held while the relay waits on Kafka.
+// The relay's SQL, in one place. Every statement runs on its own (autocommit, or a
+// transaction of that one statement), so no transaction or row lock is ever held while
+// the relay waits on Kafka.
+//
+// The relay's bookkeeping (claim, mark, release) commits without waiting for the WAL
+// flush (withoutFlushWait): a crash of PostgreSQL can undo its last few commits, and
+// undoing them can only make the relay publish again, never lose an event (ADR 0002).
 //
 // Queries that return rows ignore Query's error and check CollectRows' instead: pgx
 // hands back rows that carry a failed Query's error, and CollectRows returns it
@@ -62,7 +67,7 @@ const claimSQL = `
 				WHERE earlier.aggregate_id = e.aggregate_id
 				  AND earlier.status <> 'published'
 				  AND earlier.seq < e.seq)
-			ORDER BY e.seq
+			ORDER BY e.next_attempt_at, e.seq
 			LIMIT $3
 			FOR UPDATE SKIP LOCKED)
 		RETURNING id, seq, event_type, aggregate_id, payload, created_at, attempts, rejections, coalesce(traceparent, '')`
@@ -80,14 +85,21 @@ const deletePublishedSQL = `
 // A row is publishable when it is pending, its backoff has passed, nobody holds a live
 // lease on it, and no earlier event of its aggregate is unfinished: that last rule
 // keeps per-aggregate order with any number of workers, and makes a 'failed' event
-// hold back the rest of its aggregate until it is replayed. SKIP LOCKED lets
+// hold back the rest of its aggregate until it is replayed. The claim takes rows in
+// the order they became due, so a row that failed and backed off waits behind the
+// rows committed meanwhile instead of holding the head (failure.go). SKIP LOCKED lets
 // concurrent claims pass each other instead of queueing on the same rows.
 func (s store) claim(ctx context.Context, token uuid.UUID, lease time.Duration, limit int) ([]claimedEvent, error) {
-	rows, _ := s.pool.Query(ctx, claimSQL, token, lease.Seconds(), limit) // error via CollectRows
-	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimedEvent, error) {
-		var e claimedEvent
-		err := row.Scan(&e.ID, &e.Seq, &e.Type, &e.AggregateID, &e.Payload, &e.CreatedAt, &e.Attempts, &e.Rejections, &e.Traceparent)
-		return e, err
+	var events []claimedEvent
+	err := s.withoutFlushWait(ctx, func(tx pgx.Tx) error {
+		rows, _ := tx.Query(ctx, claimSQL, token, lease.Seconds(), limit) // error via CollectRows
+		var err error
+		events, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimedEvent, error) {
+			var e claimedEvent
+			err := row.Scan(&e.ID, &e.Seq, &e.Type, &e.AggregateID, &e.Payload, &e.CreatedAt, &e.Attempts, &e.Rejections, &e.Traceparent)
+			return e, err
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox events: %w", err)
@@ -99,20 +111,26 @@ func (s store) claim(ctx context.Context, token uuid.UUID, lease time.Duration, 
 // if the lease expired and another worker claimed the rows, this changes nothing and
 // the newer owner's outcome stands. It returns how many rows it marked.
 func (s store) markPublished(ctx context.Context, token uuid.UUID, ids []uuid.UUID) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `
-		UPDATE outbox_events
-		SET status = 'published', published_at = now(), last_error = NULL,
-		    lease_token = NULL, lease_expires_at = NULL
-		WHERE id = ANY($2) AND lease_token = $1`,
-		token, ids)
+	var marked int64
+	err := s.withoutFlushWait(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
+			UPDATE outbox_events
+			SET status = 'published', published_at = now(), last_error = NULL,
+			    lease_token = NULL, lease_expires_at = NULL
+			WHERE id = ANY($2) AND lease_token = $1`,
+			token, ids)
+		marked = tag.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("mark outbox events published: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return marked, nil
 }
 
 // recordFailures records failed publishes, fenced by the lease token like
-// markPublished. Every failure counts an attempt and sets last_error; only a rejection
+// markPublished. It waits for the WAL flush: a dead letter raises an alert, and the
+// operator's inbox must not lose an entry that someone was told about. Every failure counts an attempt and sets last_error; only a rejection
 // counts towards the DLQ, and the one that reaches maxRejections marks the event
 // 'failed' and copies it to outbox_dlq in the same statement (why: failure.go). It
 // returns the events it dead-lettered, for the alert.
@@ -158,9 +176,12 @@ func (s store) recordFailures(ctx context.Context, token uuid.UUID, failures []f
 // release gives up the leases of token without recording an outcome, so another
 // worker can claim the rows at once instead of after the lease expires.
 func (s store) release(ctx context.Context, token uuid.UUID) error {
-	_, err := s.pool.Exec(ctx, `
-		UPDATE outbox_events SET lease_token = NULL, lease_expires_at = NULL
-		WHERE lease_token = $1 AND status = 'pending'`, token)
+	err := s.withoutFlushWait(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `
+			UPDATE outbox_events SET lease_token = NULL, lease_expires_at = NULL
+			WHERE lease_token = $1 AND status = 'pending'`, token)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("release outbox leases: %w", err)
 	}
@@ -168,15 +189,14 @@ func (s store) release(ctx context.Context, token uuid.UUID) error {
 }
 
 // pendingStats counts pending events and returns the age of the oldest one (zero when
-// none). Both come from the partial index on pending rows, and the age from the
+// none). Both come from the partial index on pending rows (an index-only scan: the index
+// carries enqueued_at), and the age from the
 // database's clock alone: now() - enqueued_at, never created_at, which is the API
 // host's clock (migrations/payments/00008_outbox_enqueued_at.sql).
 func (s store) pendingStats(ctx context.Context) (count int64, oldestAge time.Duration, err error) {
 	var ageSeconds float64
 	err = s.pool.QueryRow(ctx, `
-		SELECT count(*),
-		       coalesce(extract(epoch FROM now() -
-		           (SELECT enqueued_at FROM outbox_events WHERE status = 'pending' ORDER BY seq LIMIT 1)), 0)
+		SELECT count(*), coalesce(extract(epoch FROM now() - min(enqueued_at)), 0)
 		FROM outbox_events WHERE status = 'pending'`).Scan(&count, &ageSeconds)
 	if err != nil {
 		return 0, 0, fmt.Errorf("count pending outbox events: %w", err)
@@ -231,6 +251,28 @@ func (s store) replay(ctx context.Context, eventID uuid.UUID) error {
 		return fmt.Errorf("replay event %s: %w", eventID, err)
 	}
 	return nil
+}
+
+// withoutFlushWait runs fn in a transaction that commits without waiting for its WAL
+// to reach the disk (synchronous_commit = off, for this transaction only; the SET
+// travels with the BEGIN, in one round trip). The commit is visible to everyone at
+// once, as any other; only its durability waits for the WAL writer, at most about
+// three wal_writer_delay (600 ms by default).
+//
+// Only the relay's bookkeeping may use it. Why a crash that undoes such a commit can
+// only cause a republish, never a loss (ADR 0002): the WAL is replayed in order, so a
+// crash undoes only the newest commits, never one that an fsync already covered, and
+// every ordinary commit (the API's insert of an event) flushes all the WAL before it.
+// What is undone, then, is the relay's own progress since some moment: rows go back to
+// the state they had then, which the relay had already been in and handles: a row
+// whose mark is undone is pending under a lease, and is published again when the
+// lease ends; a row whose claim is undone is pending, and another worker may publish
+// it while its first owner still does, whose late mark the token then fences. Kafka
+// gets duplicates, which consumers absorb by X-Event-Id; per-aggregate order holds by
+// first occurrence, because the successor of an undone mark had not been claimed in
+// the state the crash went back to.
+func (s store) withoutFlushWait(ctx context.Context, fn func(pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off"}, fn)
 }
 
 func scanDeadLetter(row pgx.CollectableRow) (DeadLetter, error) {

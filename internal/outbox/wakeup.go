@@ -7,6 +7,29 @@ import (
 	"time"
 )
 
+// A wakeSource says what made a worker claim: the value of the woken_by label of
+// outbox_claims_total and outbox_commit_to_claim_seconds. Together they show which
+// path really wakes the relay, and how long after the commit (docs/bench.md).
+type wakeSource string
+
+const (
+	// wokenByNudge: Notify, called by this process after its own commit.
+	wokenByNudge wakeSource = "nudge"
+	// wokenByNotify: a Postgres NOTIFY, from a commit of any process (or the
+	// listener's start).
+	wokenByNotify wakeSource = "notify"
+	// wokenByPoll: the worker's PollInterval ticker (or its start).
+	wokenByPoll wakeSource = "poll"
+	// wokenByBusy: the worker's previous claim found events, so it claimed again at
+	// once.
+	wokenByBusy wakeSource = "busy"
+	// wokenByFullBatch: another worker claimed a full batch, so more was probably
+	// waiting.
+	wokenByFullBatch wakeSource = "full_batch"
+)
+
+var wakeSources = []wakeSource{wokenByNudge, wokenByNotify, wokenByPoll, wokenByBusy, wokenByFullBatch}
+
 // notifyChannel is the channel the outbox_events_notify trigger signals on every
 // committed insert (migrations/payments/00003_outbox_relay.sql).
 const notifyChannel = "outbox_events"
@@ -66,7 +89,7 @@ func (r *Relay) listenOnce(ctx context.Context) (listened bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("listen on %s: %w", notifyChannel, err)
 	}
-	r.Notify() // rows may have committed while we were not listening
+	r.nudge(wokenByNotify) // rows may have committed while we were not listening
 	for {
 		waitCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 		_, err := pgConn.WaitForNotification(waitCtx)
@@ -74,7 +97,7 @@ func (r *Relay) listenOnce(ctx context.Context) (listened bool, err error) {
 		cancel()
 		switch {
 		case err == nil:
-			r.Notify()
+			r.nudge(wokenByNotify)
 		case silent:
 			// A timed-out read leaves a pgx connection usable: ask it to prove the
 			// link is alive.

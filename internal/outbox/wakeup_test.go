@@ -10,6 +10,7 @@ import (
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/dscourse/payments-outbox/internal/testenv"
 )
@@ -125,4 +126,40 @@ func startListener(t *testing.T, r *Relay) {
 		cancel()
 		<-done
 	})
+}
+
+// The wake-up metrics say which path woke the worker that claimed an event, so that
+// docs/bench.md can tell what wakes the relay at 1,000 events/s. With polling an hour
+// apart and no nudge from this process, only the NOTIFY of the commit can have woken
+// it, and Notify is counted as a nudge.
+func TestClaimsAreCountedByWhatWokeTheWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.PollInterval = time.Hour
+	r, err := NewRelay(b.poolNamed(t, "outbox_wakeup_test", ""), b.cfg, b.logger, b.metrics)
+	if err != nil {
+		t.Fatalf("NewRelay: %v", err)
+	}
+	startRelay(t, r)
+	b.waitForListener(t, 0, 5*time.Second)
+
+	// The workers' first claims, at their start, count as polls: let them pass.
+	b.insert(t, newMessage(t, "warm-up", 0))
+	b.waitAllPublished(t, 1, 15*time.Second)
+	claims := func(source wakeSource) float64 {
+		return testutil.ToFloat64(b.metrics.claims.WithLabelValues(string(source)))
+	}
+	notified, polled := claims(wokenByNotify), claims(wokenByPoll)
+
+	b.insert(t, newMessage(t, "by-notify", 0))
+	b.waitAllPublished(t, 2, 15*time.Second)
+	if got := claims(wokenByNotify) - notified; got != 1 {
+		t.Errorf("claims woken by NOTIFY: %v, want 1", got)
+	}
+	if got := claims(wokenByPoll) - polled; got != 0 {
+		t.Errorf("claims woken by a poll: %v, want 0 (polls are an hour apart)", got)
+	}
+	if got := claims(wokenByNudge); got != 0 {
+		t.Errorf("claims woken by a nudge: %v, want 0 (nothing called Notify)", got)
+	}
 }

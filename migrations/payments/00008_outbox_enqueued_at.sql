@@ -9,5 +9,14 @@
 -- before it get the migration's time.
 ALTER TABLE outbox_events ADD COLUMN enqueued_at timestamptz NOT NULL DEFAULT now();
 
+-- The pending index carries enqueued_at instead of created_at (00004), so that the
+-- count and the oldest age stay an index-only scan of the pending rows.
+DROP INDEX outbox_events_pending_idx;
+CREATE INDEX outbox_events_pending_idx ON outbox_events (next_attempt_at, seq) INCLUDE (enqueued_at)
+    WHERE status = 'pending';
+
 -- +goose Down
+DROP INDEX outbox_events_pending_idx;
+CREATE INDEX outbox_events_pending_idx ON outbox_events (next_attempt_at, seq) INCLUDE (created_at)
+    WHERE status = 'pending';
 ALTER TABLE outbox_events DROP COLUMN enqueued_at;
