@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -36,6 +37,9 @@ type TopicWatch struct {
 	done     chan struct{}
 	// stop ends the watch once; Stop returns its result every time.
 	stop func() TopicSeen
+	// read counts the records the watch has read so far, copies included; the only
+	// field safe to read while the watch runs (RecordsRead).
+	read atomic.Int64
 
 	// Owned by the goroutine until done is closed.
 	firstSeenS map[string]float64 // payment id -> seconds from origin to its first event's first record
@@ -118,7 +122,10 @@ func (w *TopicWatch) run(ctx context.Context) {
 		fetches.EachError(func(topic string, partition int32, err error) {
 			w.logger.Warn("fetch", slog.String("topic", topic), slog.Int("partition", int(partition)), slog.Any("err", err))
 		})
-		fetches.EachRecord(func(r *kgo.Record) { w.see(ctx, r) })
+		fetches.EachRecord(func(r *kgo.Record) {
+			w.see(ctx, r)
+			w.read.Add(1)
+		})
 	}
 }
 
@@ -199,6 +206,10 @@ type TopicSeen struct {
 
 // Stop ends the watch, waits for it and returns what it saw. Safe to call twice.
 func (w *TopicWatch) Stop() TopicSeen { return w.stop() }
+
+// RecordsRead is how many records the watch has read so far, its injected copies
+// included once read back. Safe while the watch runs.
+func (w *TopicWatch) RecordsRead() int64 { return w.read.Load() }
 
 // seen sums up the watch; call it only after the goroutine is done.
 func (w *TopicWatch) seen() TopicSeen {
