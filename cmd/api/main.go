@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/dscourse/payments-outbox/internal/tracing"
 	"github.com/dscourse/payments-outbox/migrations"
@@ -52,13 +51,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return fmt.Errorf("tracing: %w", err)
 	}
-	defer func() {
-		// After serve: the spans of the shutdown are flushed too.
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := stopTracing(stopCtx); err != nil {
-			logger.Warn("flush traces", slog.Any("err", err))
-		}
-	}()
+	defer tracing.Shutdown(ctx, stopTracing, logger)
 	return serve(ctx, cfg, logger, tp)
 }

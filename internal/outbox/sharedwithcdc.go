@@ -1,7 +1,10 @@
 package outbox
 
 import (
+	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // What the change-data-capture relay (package outbox/cdc) shares with the polling relay.
@@ -13,6 +16,13 @@ import (
 // its own, so that sending the same bytes again cannot succeed: the only errors that
 // count towards the DLQ (failure.go says which codes, and why not the others).
 func IsRejection(err error) bool { return isRejection(err) }
+
+// PendingStats counts the pending events and returns the age of the oldest one, on the
+// database's clock alone (store.pendingStats): the CDC relay marks rows published too,
+// so its monitor reads the same figures the same way.
+func PendingStats(ctx context.Context, pool *pgxpool.Pool) (count int64, oldestAge time.Duration, err error) {
+	return store{pool: pool}.pendingStats(ctx)
+}
 
 // ObservePending sets outbox_pending_count and outbox_oldest_pending_age_seconds.
 func (m *Metrics) ObservePending(count int64, oldestAge time.Duration) {

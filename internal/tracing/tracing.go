@@ -13,7 +13,9 @@ package tracing
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -67,6 +69,21 @@ func NewProvider(ctx context.Context, service string, getenv func(string) string
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
 	return tp, tp.Shutdown, nil
+}
+
+// flushTimeout bounds the flush of the spans still buffered when a service stops.
+const flushTimeout = 5 * time.Second
+
+// Shutdown flushes and stops a provider with the stop function NewProvider returned,
+// within flushTimeout even when ctx is already cancelled (a service stopping on a
+// signal), and logs what it could not send: a service calls it last, after serve, so
+// that the spans of its shutdown are flushed too.
+func Shutdown(ctx context.Context, stop func(context.Context) error, logger *slog.Logger) {
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+	defer cancel()
+	if err := stop(stopCtx); err != nil {
+		logger.Warn("flush traces", slog.Any("err", err))
+	}
 }
 
 // OrNone returns tp, or a no-op provider when tp is nil: the default of every config

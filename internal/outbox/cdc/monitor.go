@@ -4,11 +4,13 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/dscourse/payments-outbox/internal/outbox"
 )
 
-// monitor refreshes the outbox's pending count and oldest pending age (the same gauges
-// as in polling mode: the relay marks rows published, so the table still says what is
-// pending) and the WAL the slot retains.
+// monitor refreshes the outbox's pending count and oldest pending age (the same gauges,
+// read by the same query as in polling mode, outbox.PendingStats: the relay marks rows
+// published, so the table still says what is pending) and the WAL the slot retains.
 func (r *Relay) monitor(ctx context.Context) {
 	ticker := time.NewTicker(r.cfg.StatsInterval)
 	defer ticker.Stop()
@@ -19,7 +21,11 @@ func (r *Relay) monitor(ctx context.Context) {
 		case <-ticker.C:
 		}
 		queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
-		st, err := r.store.stats(queryCtx, r.cfg.Slot)
+		pending, age, err := outbox.PendingStats(queryCtx, r.store.pool)
+		var retained int64
+		if err == nil {
+			retained, err = r.store.walRetained(queryCtx, r.cfg.Slot)
+		}
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -27,11 +33,7 @@ func (r *Relay) monitor(ctx context.Context) {
 			}
 			continue
 		}
-		age := time.Duration(0)
-		if !st.oldestPending.IsZero() {
-			age = time.Since(st.oldestPending)
-		}
-		r.metrics.outbox.ObservePending(st.pending, age)
-		r.metrics.walRetained.Set(float64(st.walRetained))
+		r.metrics.outbox.ObservePending(pending, age)
+		r.metrics.walRetained.Set(float64(retained))
 	}
 }

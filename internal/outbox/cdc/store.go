@@ -3,7 +3,6 @@ package cdc
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -169,29 +168,16 @@ func (s store) forgetCatchUp(ctx context.Context, slot string) error {
 	return nil
 }
 
-// slotStats is what the monitor exports about the outbox and the slot.
-type slotStats struct {
-	pending       int64
-	oldestPending time.Time // zero when none
-	// walRetained is how much WAL the slot keeps the server from recycling (from its
-	// restart_lsn to the current WAL position); -1 when the slot does not exist.
-	walRetained int64
-}
-
-func (s store) stats(ctx context.Context, slot string) (slotStats, error) {
-	var st slotStats
-	var oldest *time.Time
+// walRetained is how much WAL the slot keeps the server from recycling, from its
+// restart_lsn to the current WAL position; -1 when the slot does not exist.
+func (s store) walRetained(ctx context.Context, slot string) (int64, error) {
+	var retained int64
 	err := s.pool.QueryRow(ctx, `
-		SELECT (SELECT count(*) FROM outbox_events WHERE status = 'pending'),
-		       (SELECT created_at FROM outbox_events WHERE status = 'pending' ORDER BY seq LIMIT 1),
-		       coalesce((SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint
+		SELECT coalesce((SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint
 		                 FROM pg_replication_slots WHERE slot_name = $1), -1)`,
-		slot).Scan(&st.pending, &oldest, &st.walRetained)
+		slot).Scan(&retained)
 	if err != nil {
-		return slotStats{}, fmt.Errorf("read outbox and slot stats: %w", err)
+		return 0, fmt.Errorf("read the WAL slot %s retains: %w", slot, err)
 	}
-	if oldest != nil {
-		st.oldestPending = *oldest
-	}
-	return st, nil
+	return retained, nil
 }
