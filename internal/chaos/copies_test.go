@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"testing"
@@ -101,21 +100,5 @@ func TestTopicWatchInjectsExactCopies(t *testing.T) {
 // test after 30 s.
 func readRecords(t *testing.T, brokers []string, topic string, n int) []*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	var got []*kgo.Record
-	for len(got) < n {
-		fetches := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %s: %d of %d records after 30 s", topic, len(got), n)
-		}
-		got = append(got, fetches.Records()...)
-	}
-	return got
+	return testenv.ConsumeFromStart(t, brokers, topic, n, 30*time.Second)
 }

@@ -148,26 +148,7 @@ func (b *testBundle) insert(t *testing.T, msgs ...Message) {
 // deadline passes, and returns what it read.
 func (b *testBundle) consume(t *testing.T, want int, timeout time.Duration) []*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...), kgo.ConsumeTopics(b.topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatalf("new consumer: %v", err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var records []*kgo.Record
-	for len(records) < want {
-		fetches := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("consumed %d records of topic %s in %s, want %d", len(records), b.topic, timeout, want)
-		}
-		if err := fetches.Err(); err != nil {
-			t.Fatalf("consume: %v", err)
-		}
-		records = append(records, fetches.Records()...)
-	}
-	return records
+	return testenv.ConsumeFromStart(t, b.brokers, b.topic, want, timeout)
 }
 
 // kafkaAdmin returns an admin client of the test broker, closed when the test ends.

@@ -155,3 +155,30 @@ func (p *KafkaProxy) ClientOpts() []kgo.Opt {
 		}),
 	}
 }
+
+// ConsumeFromStart reads topic from its start until it holds at least want records,
+// and fails the test if they are not there within timeout. It returns every record
+// read, copies included, in the order the fetches brought them.
+func ConsumeFromStart(tb testing.TB, brokers []string, topic string, want int, timeout time.Duration) []*kgo.Record {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		tb.Fatalf("new consumer: %v", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var records []*kgo.Record
+	for len(records) < want {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			tb.Fatalf("consumed %d records of topic %s in %s, want %d", len(records), topic, timeout, want)
+		}
+		if err := fetches.Err(); err != nil {
+			tb.Fatalf("consume %s: %v", topic, err)
+		}
+		records = append(records, fetches.Records()...)
+	}
+	return records
+}
