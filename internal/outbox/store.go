@@ -83,10 +83,11 @@ const claimSQL = `
 		FOR UPDATE SKIP LOCKED`
 
 // markPublishedSQL moves the events $1, which the broker acknowledged, from the outbox
-// to its history, in one statement; see markPublished.
+// to its history, in one statement; see markPublished. Only pending rows move: a row
+// that is failed stays in the outbox (the CDC relay marks rows it does not lock).
 const markPublishedSQL = `
 		WITH moved AS (
-			DELETE FROM outbox_events WHERE id = ANY($1)
+			DELETE FROM outbox_events WHERE id = ANY($1) AND status = 'pending'
 			RETURNING id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at
 		)
 		INSERT INTO outbox_published (id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at)
@@ -143,7 +144,16 @@ func (s store) claim(ctx context.Context, lease time.Duration, limit int) (pgx.T
 // markPublished moves the events ids, which the broker acknowledged, to
 // outbox_published, in the batch's transaction tx. It returns how many it moved.
 func (s store) markPublished(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) (int64, error) {
-	tag, err := tx.Exec(ctx, markPublishedSQL, ids)
+	return markPublished(ctx, tx, ids)
+}
+
+// execer is what markPublished needs: a transaction, a connection or a pool.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func markPublished(ctx context.Context, q execer, ids []uuid.UUID) (int64, error) {
+	tag, err := q.Exec(ctx, markPublishedSQL, ids)
 	if err != nil {
 		return 0, fmt.Errorf("mark outbox events published: %w", err)
 	}

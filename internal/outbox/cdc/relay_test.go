@@ -39,7 +39,7 @@ func TestPublishesBacklogThenStream(t *testing.T) {
 		var aggregate, typ, payload string
 		var createdAt time.Time
 		err := b.pool.QueryRow(context.Background(), `
-			SELECT aggregate_id, event_type, payload::text, created_at FROM outbox_events WHERE id = $1`,
+			SELECT aggregate_id, event_type, payload::text, created_at FROM outbox_published WHERE id = $1`,
 			env.ID).Scan(&aggregate, &typ, &payload, &createdAt)
 		if err != nil {
 			t.Fatalf("row of record %s: %v", env.ID, err)
