@@ -416,10 +416,19 @@ func deadLetter(t *testing.T, databaseURL, paymentID string) {
 		t.Fatalf("connect to the API's database: %v", err)
 	}
 	defer conn.Close(ctx)
+	// The relay may have published the event already: then it is back from
+	// outbox_published first, as if it had never been.
+	if _, err := conn.Exec(ctx, `
+		WITH back AS (DELETE FROM outbox_published WHERE aggregate_id = $1 RETURNING *)
+		INSERT INTO outbox_events (id, seq, event_type, aggregate_id, payload, created_at)
+		OVERRIDING SYSTEM VALUE
+		SELECT id, seq, event_type, aggregate_id, payload, created_at FROM back`, paymentID); err != nil {
+		t.Fatalf("take the event of payment %s back from outbox_published: %v", paymentID, err)
+	}
 	tag, err := conn.Exec(ctx, `
 		WITH failed AS (
 			UPDATE outbox_events
-			SET status = 'failed', published_at = NULL, attempts = 5,
+			SET status = 'failed', attempts = 5,
 			    last_error = 'MESSAGE_TOO_LARGE: the request included a message larger than the max message size the server will accept'
 			WHERE aggregate_id = $1
 			RETURNING id, event_type, aggregate_id, payload, attempts, last_error

@@ -175,7 +175,11 @@ func (l *longTransaction) vacuum(ctx context.Context, stats *pgx.Conn, heldAt ti
 	}
 	// published_at is on the database's clock and heldAt on the harness's: the hold's
 	// start is taken as the database's now() minus the hold's age.
-	err = stats.QueryRow(ctx, `SELECT count(*) FROM outbox_events WHERE published_at > now() - make_interval(secs => $1)`,
+	table, err := publishedEventsTable(ctx, stats)
+	if err != nil {
+		return
+	}
+	err = stats.QueryRow(ctx, `SELECT count(*) FROM `+table+` WHERE published_at > now() - make_interval(secs => $1)`,
 		time.Since(heldAt).Seconds()).Scan(&published)
 	if err != nil {
 		return

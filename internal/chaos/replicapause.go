@@ -117,14 +117,19 @@ func (rp replicaPause) pauseOnce(ctx context.Context, rn *Run) error {
 
 // An outboxRowState is what a late outcome would change in a row.
 type outboxRowState struct {
-	Status      string
-	LeaseToken  string
-	PublishedAt string
+	Status string
+	// Owner is the lease token of a leased row, "held" for a row locked by a batch's
+	// transaction, "" for a published one.
+	Owner string
+	// Detail is published_at for a published row, attempts for a held one.
+	Detail string
 }
 
 // untouchableRows reads the outbox rows that a relay without a live lease must leave
-// alone: the published ones, and the pending ones under a live lease (the other
-// replica's: it is frozen while this is read, and its leases outlive the comparison).
+// alone: the published ones, and the pending ones the other replica holds (it is
+// frozen while this is read). A relay that leases rows in columns holds those under a
+// lease that outlives the comparison; ours holds the rows its batch's transaction
+// locked (heldOutboxRows).
 func untouchableRows(ctx context.Context, dbURL string) (map[string]outboxRowState, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -133,19 +138,32 @@ func untouchableRows(ctx context.Context, dbURL string) (map[string]outboxRowSta
 		return nil, fmt.Errorf("read outbox rows: %w", err)
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `
-		SELECT id::text, status, coalesce(lease_token::text, ''), coalesce(published_at::text, '')
-		FROM outbox_events
-		WHERE status = 'published' OR (lease_expires_at > now() + interval '5 seconds')`)
+	leaseColumn, err := hasColumn(ctx, conn, "outbox_events", "lease_expires_at")
 	if err != nil {
 		return nil, fmt.Errorf("read outbox rows: %w", err)
 	}
+	query := `
+		SELECT id::text, status, coalesce(lease_token::text, ''), coalesce(published_at::text, '')
+		FROM outbox_events
+		WHERE status = 'published' OR (lease_expires_at > now() + interval '5 seconds')`
+	if !leaseColumn {
+		query = `
+			SELECT id::text, 'published', '', published_at::text FROM outbox_published
+			UNION ALL
+			SELECT id::text, status, 'held', attempts::text FROM outbox_events
+			WHERE status = 'pending' AND id NOT IN (
+				SELECT id FROM outbox_events WHERE status = 'pending' FOR KEY SHARE SKIP LOCKED)`
+	}
 	out := map[string]outboxRowState{}
-	var id string
-	var s outboxRowState
-	_, err = pgx.ForEachRow(rows, []any{&id, &s.Status, &s.LeaseToken, &s.PublishedAt}, func() error {
-		out[id] = s
-		return nil
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		rows, _ := tx.Query(ctx, query)
+		var id string
+		var s outboxRowState
+		_, err := pgx.ForEachRow(rows, []any{&id, &s.Status, &s.Owner, &s.Detail}, func() error {
+			out[id] = s
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read outbox rows: %w", err)
@@ -154,10 +172,17 @@ func untouchableRows(ctx context.Context, dbURL string) (map[string]outboxRowSta
 }
 
 // changedRows lists the rows of before whose state differs in after (or that are gone).
+// A row held by a batch's transaction before and no longer held after, unchanged or
+// not, is left out: the database may have ended the frozen replica's transaction
+// (its lease) during the comparison, and then the row was free to take.
 func changedRows(before, after map[string]outboxRowState) []string {
 	var changed []string
 	for _, id := range slices.Sorted(maps.Keys(before)) {
-		if got, ok := after[id]; !ok || got != before[id] {
+		got, ok := after[id]
+		if before[id].Owner == "held" && (!ok || got.Owner != "held") {
+			continue
+		}
+		if !ok || got != before[id] {
 			changed = append(changed, id)
 		}
 	}
@@ -203,8 +228,9 @@ func lateOutcomes(logPath string, windows [][2]time.Time) (late, fenced int) {
 	return late, fenced
 }
 
-// fencedLog is the message of internal/outbox's Relay.markPublished for a fenced mark.
-const fencedLog = "lease lost before marking"
+// fencedLog begins the message of internal/outbox's Relay.record for a batch whose
+// transaction the database ended after the lease: its late outcome was fenced.
+const fencedLog = "lease expired before the batch was recorded"
 
 // aloneWindows returns the wall-clock windows in which the paused replica ran alone.
 func (rp replicaPause) aloneWindows(r *Report, rn *Run) [][2]time.Time {

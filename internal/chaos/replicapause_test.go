@@ -10,22 +10,28 @@ import (
 )
 
 // A row the paused replica must not touch counts as changed when any of its columns
-// differs afterwards, or when it is gone; rows that appear later are not its business.
+// differs afterwards, or when it is gone; rows that appear later are not its business,
+// and neither is a row that a batch's transaction no longer holds afterwards (the
+// database ended the frozen replica's transaction: the row was free to take).
 func TestChangedRows(t *testing.T) {
 	t.Parallel()
 	before := map[string]outboxRowState{
-		"published": {Status: "published", PublishedAt: "12:00:01"},
-		"leased":    {Status: "pending", LeaseToken: "t-other"},
-		"same":      {Status: "published", PublishedAt: "12:00:02"},
-		"gone":      {Status: "published", PublishedAt: "12:00:03"},
+		"published": {Status: "published", Detail: "12:00:01"},
+		"leased":    {Status: "pending", Owner: "t-other"},
+		"held":      {Status: "pending", Owner: "held", Detail: "0"},
+		"released":  {Status: "pending", Owner: "held", Detail: "0"},
+		"same":      {Status: "published", Detail: "12:00:02"},
+		"gone":      {Status: "published", Detail: "12:00:03"},
 	}
 	after := map[string]outboxRowState{
-		"published": {Status: "published", PublishedAt: "12:00:09"}, // marked again, late
-		"leased":    {Status: "published", PublishedAt: "12:00:09"}, // the other's lease overwritten
-		"same":      {Status: "published", PublishedAt: "12:00:02"},
-		"new":       {Status: "pending", LeaseToken: "t-mine"},
+		"published": {Status: "published", Detail: "12:00:09"},       // marked again, late
+		"leased":    {Status: "published", Detail: "12:00:09"},       // the other's lease overwritten
+		"held":      {Status: "pending", Owner: "held", Detail: "1"}, // a failure counted under another's lock
+		"released":  {Status: "published", Detail: "12:00:09"},       // taken after the database ended the lock
+		"same":      {Status: "published", Detail: "12:00:02"},
+		"new":       {Status: "pending", Owner: "t-mine"},
 	}
-	if diff := cmp.Diff([]string{"gone", "leased", "published"}, changedRows(before, after)); diff != "" {
+	if diff := cmp.Diff([]string{"gone", "held", "leased", "published"}, changedRows(before, after)); diff != "" {
 		t.Errorf("changed rows (-want +got):\n%s", diff)
 	}
 	if got := changedRows(before, before); len(got) != 0 {
@@ -38,11 +44,11 @@ func TestLateOutcomes(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "api.log")
 	log := `{"time":"2026-12-01T12:00:00Z","level":"WARN","msg":"Kafka unavailable; relay backs off, events stay pending","component":"outbox_relay","events":9}
-{"time":"2026-12-01T12:00:11Z","level":"WARN","msg":"lease lost before marking; another worker owns the events","component":"outbox_relay","events":3}
+{"time":"2026-12-01T12:00:11Z","level":"WARN","msg":"lease expired before the batch was recorded; its events will be published again","component":"outbox_relay","events":3}
 {"time":"2026-12-01T12:00:12Z","level":"WARN","msg":"Kafka unavailable; relay backs off, events stay pending","component":"outbox_relay","events":2}
 {"time":"2026-12-01T12:00:12Z","level":"INFO","msg":"relay started","component":"outbox_relay"}
 {"time":"2026-12-01T12:00:12Z","level":"WARN","msg":"write response","component":"payment","events":4}
-{"time":"2026-12-01T12:00:30Z","level":"WARN","msg":"lease lost before marking; another worker owns the events","component":"outbox_relay","events":5}
+{"time":"2026-12-01T12:00:30Z","level":"WARN","msg":"lease expired before the batch was recorded; its events will be published again","component":"outbox_relay","events":5}
 `
 	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
 		t.Fatal(err)

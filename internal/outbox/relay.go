@@ -279,7 +279,7 @@ func (r *Relay) record(ctx context.Context, tx pgx.Tx, published []uuid.UUID, fa
 			// prevents this, so it means this worker was stopped (paused, starved).
 			r.metrics.leasesExpired.Inc()
 			r.logger.Warn("lease expired before the batch was recorded; its events will be published again",
-				slog.Int("acknowledged", len(published)), slog.Int("failed", len(failures)))
+				slog.Int("events", len(published)+len(failures)), slog.Int("acknowledged", len(published)))
 		}
 		return nil, err
 	}

@@ -30,8 +30,9 @@ func PendingStats(ctx context.Context, pool *pgxpool.Pool) (count int64, oldestA
 // /payments/{id}, the cleaner and operators' queries read one layout in both modes. A
 // row that is not pending (failed, or moved already by an earlier publish) stays as it
 // is. It returns how many events it moved.
-func MarkPublished(ctx context.Context, pool *pgxpool.Pool, ids []uuid.UUID) (int64, error) {
-	return markPublished(ctx, pool, ids)
+// q is a pool, a connection or a transaction.
+func MarkPublished(ctx context.Context, q Execer, ids []uuid.UUID) (int64, error) {
+	return markPublished(ctx, q, ids)
 }
 
 // ObservePending sets outbox_pending_count and outbox_oldest_pending_age_seconds.

@@ -88,10 +88,10 @@ const claimSQL = `
 const markPublishedSQL = `
 		WITH moved AS (
 			DELETE FROM outbox_events WHERE id = ANY($1) AND status = 'pending'
-			RETURNING id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at
+			RETURNING id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at, traceparent
 		)
-		INSERT INTO outbox_published (id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at)
-		SELECT id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at FROM moved`
+		INSERT INTO outbox_published (id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at, traceparent)
+		SELECT id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at, traceparent FROM moved`
 
 // deletePublishedSQL deletes at most $2 rows published more than $1 seconds ago; see
 // deletePublished. Its plan must read the partial index on published_at (plan_test.go).
@@ -147,12 +147,7 @@ func (s store) markPublished(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) (i
 	return markPublished(ctx, tx, ids)
 }
 
-// execer is what markPublished needs: a transaction, a connection or a pool.
-type execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
-func markPublished(ctx context.Context, q execer, ids []uuid.UUID) (int64, error) {
+func markPublished(ctx context.Context, q Execer, ids []uuid.UUID) (int64, error) {
 	tag, err := q.Exec(ctx, markPublishedSQL, ids)
 	if err != nil {
 		return 0, fmt.Errorf("mark outbox events published: %w", err)

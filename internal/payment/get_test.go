@@ -31,7 +31,7 @@ func TestGetShowsTheDeliveryStateOfTheEvent(t *testing.T) {
 			},
 		},
 		{
-			name:   "published",
+			name: "published",
 			// As the relay marks an event: moved to outbox_published.
 			update: `WITH moved AS (DELETE FROM outbox_events WHERE aggregate_id = $1 RETURNING *)
 				INSERT INTO outbox_published (id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at, published_at)

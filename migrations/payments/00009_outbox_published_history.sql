@@ -27,6 +27,8 @@ CREATE TABLE outbox_published (
     attempts     integer     NOT NULL,
     rejections   integer     NOT NULL,
     created_at   timestamptz NOT NULL,
+    -- The writer's trace context (00006), so that an operator finds an event's trace.
+    traceparent  text,
     published_at timestamptz NOT NULL DEFAULT now()
 );
 
@@ -38,8 +40,8 @@ CREATE INDEX outbox_published_aggregate_idx ON outbox_published (aggregate_id);
 CREATE INDEX outbox_published_published_at_idx ON outbox_published USING brin (published_at)
     WITH (autosummarize = on);
 
-INSERT INTO outbox_published (id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at, published_at)
-SELECT id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at, published_at
+INSERT INTO outbox_published (id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at, traceparent, published_at)
+SELECT id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at, traceparent, published_at
 FROM outbox_events WHERE status = 'published';
 DELETE FROM outbox_events WHERE status = 'published';
 
@@ -67,8 +69,8 @@ ALTER TABLE outbox_events
     ADD COLUMN lease_token uuid,
     ADD COLUMN lease_expires_at timestamptz,
     ADD CHECK ((status = 'published') = (published_at IS NOT NULL));
-INSERT INTO outbox_events (id, event_type, aggregate_id, payload, status, attempts, rejections, created_at, published_at)
-SELECT id, event_type, aggregate_id, payload, 'published', attempts, rejections, created_at, published_at
+INSERT INTO outbox_events (id, event_type, aggregate_id, payload, status, attempts, rejections, created_at, traceparent, published_at)
+SELECT id, event_type, aggregate_id, payload, 'published', attempts, rejections, created_at, traceparent, published_at
 FROM outbox_published;
 CREATE INDEX outbox_events_published_at_idx ON outbox_events USING brin (published_at)
     WITH (autosummarize = on) WHERE status = 'published';
