@@ -188,6 +188,7 @@ func TestRelayLeaseFencesLateOutcomes(t *testing.T) {
 	if err != nil || len(got) != 1 {
 		t.Fatalf("first claim: %d events, %v; want 1", len(got), err)
 	}
+	t.Cleanup(func() { rollback(stale) }) // gives the connection back, whatever happens below
 	var fresh pgx.Tx
 	testenv.WaitFor(t, 10*time.Second, func() (bool, string) {
 		tx, got, err := r.store.claim(ctx, 30*time.Second, 10)
