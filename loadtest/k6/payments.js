@@ -231,7 +231,7 @@ function lifecycle(n, key, id) {
   const amount = 1000 + n;
   const refund60 = JSON.stringify({ amount: Math.floor((amount * 6) / 10) });
   /** @type {(action: string, body: string, step: string) => Step} */
-  const step = (action, body, name) => ({ n, id, action, body, key: `${key}-${name}`, first: n + STEP_NUMBERS[name] });
+  const step = (action, body, name) => ({ id, action, body, key: `${key}-${name}`, first: n + STEP_NUMBERS[name] });
   switch (n % 5) {
     case 0:
       if (transition(step('capture', '', 'c')) === 200 && transition(step('refund', '{"amount": 300}', 'r1')) === 200) {
@@ -257,7 +257,6 @@ function lifecycle(n, key, id) {
 /**
  * One transition of a plan.
  * @typedef {object} Step
- * @property {number} n the payment's number in the load
  * @property {string} id the payment id
  * @property {string} action capture, refund or cancel
  * @property {string} body empty for none
