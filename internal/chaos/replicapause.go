@@ -98,7 +98,7 @@ func (rp replicaPause) pauseOnce(ctx context.Context, rn *Run) error {
 	if err := rn.API.Freeze(); err != nil {
 		return err
 	}
-	after, err := untouchableRows(context.WithoutCancel(ctx), rn.paymentsDB)
+	after, err := rowStates(context.WithoutCancel(ctx), rn.paymentsDB, before)
 	if err == nil {
 		rn.recordLateChanges(changedRows(before, after))
 	}
@@ -122,10 +122,36 @@ type outboxRowState struct {
 	PublishedAt string
 }
 
+// untouchableLeaseMargin is how long a lease must still run, at the first read, to count
+// as the other replica's live lease: longer than the paused replica's time alone, so the
+// lease outlives the comparison.
+const untouchableLeaseMargin = 5 * time.Second
+
 // untouchableRows reads the outbox rows that a relay without a live lease must leave
 // alone: the published ones, and the pending ones under a live lease (the other
 // replica's: it is frozen while this is read, and its leases outlive the comparison).
 func untouchableRows(ctx context.Context, dbURL string) (map[string]outboxRowState, error) {
+	return readRowStates(ctx, dbURL, `
+		SELECT id::text, status, coalesce(lease_token::text, ''), coalesce(published_at::text, '')
+		FROM outbox_events
+		WHERE status = 'published' OR lease_expires_at > now() + make_interval(secs => $1)`,
+		untouchableLeaseMargin.Seconds())
+}
+
+// rowStates reads the rows of before again, by id: the second read of the comparison.
+// Not the first read's query again, whose "live lease" depends on the time of the read:
+// a lease that had 6 s left at the first read has 3 s left at the second, and its
+// untouched row would look gone.
+func rowStates(ctx context.Context, dbURL string, before map[string]outboxRowState) (map[string]outboxRowState, error) {
+	return readRowStates(ctx, dbURL, `
+		SELECT id::text, status, coalesce(lease_token::text, ''), coalesce(published_at::text, '')
+		FROM outbox_events WHERE id = ANY($1::uuid[])`,
+		slices.Collect(maps.Keys(before)))
+}
+
+// readRowStates runs query, which selects id, status, lease token and published_at, on
+// a connection of its own.
+func readRowStates(ctx context.Context, dbURL, query string, args ...any) (map[string]outboxRowState, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dbURL)
@@ -133,10 +159,7 @@ func untouchableRows(ctx context.Context, dbURL string) (map[string]outboxRowSta
 		return nil, fmt.Errorf("read outbox rows: %w", err)
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `
-		SELECT id::text, status, coalesce(lease_token::text, ''), coalesce(published_at::text, '')
-		FROM outbox_events
-		WHERE status = 'published' OR (lease_expires_at > now() + interval '5 seconds')`)
+	rows, err := conn.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read outbox rows: %w", err)
 	}

@@ -7,6 +7,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dscourse/payments-outbox/internal/testenv"
+	"github.com/dscourse/payments-outbox/migrations"
 )
 
 // A row the paused replica must not touch counts as changed when any of its columns
@@ -70,5 +74,56 @@ func TestLoadSpreadsOverReplicas(t *testing.T) {
 	}
 	if one := (LoadConfig{BaseURL: "a"}); one.url(3) != "a" {
 		t.Errorf("url without replicas = %q, want a", one.url(3))
+	}
+}
+
+// The second read compares the rows of the first, whatever the time: a row under the
+// other replica's lease that is untouched must not count as changed because its lease,
+// live for more than the margin at the first read, has less than the margin left at
+// the second (it did, and replica-pause FAILED on the correct relay: 42 rows).
+func TestUntouchedRowsStayUnchangedWhileTheirLeaseRunsDown(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.NewDatabase(t, migrations.Payments)
+	conn, err := pgx.Connect(t.Context(), dbURL)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(t.Context()) })
+	// One row of the other replica, 1 s beyond the margin; one published row.
+	_, err = conn.Exec(t.Context(), `
+		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, lease_token, lease_expires_at)
+		VALUES (gen_random_uuid(), 'PaymentCreated', 'p1', '{}', gen_random_uuid(), now() + $1 * interval '1 second');
+		`, (untouchableLeaseMargin + time.Second).Seconds())
+	if err != nil {
+		t.Fatalf("insert leased row: %v", err)
+	}
+	_, err = conn.Exec(t.Context(), `
+		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, status, published_at)
+		VALUES (gen_random_uuid(), 'PaymentCreated', 'p2', '{}', 'published', now())`)
+	if err != nil {
+		t.Fatalf("insert published row: %v", err)
+	}
+	before, err := untouchableRows(t.Context(), dbURL)
+	if err != nil || len(before) != 2 {
+		t.Fatalf("untouchableRows = %v, %v; want both rows", before, err)
+	}
+	time.Sleep(1500 * time.Millisecond) // the lease now has less than the margin left
+	after, err := rowStates(t.Context(), dbURL, before)
+	if err != nil {
+		t.Fatalf("rowStates: %v", err)
+	}
+	if changed := changedRows(before, after); len(changed) != 0 {
+		t.Errorf("changed rows = %v, want none: nothing touched them", changed)
+	}
+	// And a touched one is seen: the other's lease overwritten.
+	if _, err := conn.Exec(t.Context(), `UPDATE outbox_events SET lease_token = gen_random_uuid() WHERE aggregate_id = 'p1'`); err != nil {
+		t.Fatalf("overwrite lease: %v", err)
+	}
+	after, err = rowStates(t.Context(), dbURL, before)
+	if err != nil {
+		t.Fatalf("rowStates: %v", err)
+	}
+	if changed := changedRows(before, after); len(changed) != 1 {
+		t.Errorf("changed rows = %v, want the row whose lease was overwritten", changed)
 	}
 }
