@@ -62,7 +62,7 @@ func TestComposeServices(t *testing.T) {
 
 	got := p.ServiceNames()
 	slices.Sort(got)
-	want := []string{"api", "consumer", "grafana", "jaeger", "k6", "kafka", "kafka-1", "kafka-2", "kafka-3", "kafka-cluster-init", "kafka-init", "postgres", "prometheus", "toxiproxy"}
+	want := []string{"api", "api-2", "consumer", "grafana", "jaeger", "k6", "kafka", "kafka-1", "kafka-2", "kafka-3", "kafka-cluster-init", "kafka-init", "postgres", "prometheus", "toxiproxy"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("services (-want +got):\n%s", diff)
 	}
@@ -170,10 +170,21 @@ func TestComposeDependencies(t *testing.T) {
 			"toxiproxy":  types.ServiceConditionHealthy,
 			"kafka-init": types.ServiceConditionCompletedSuccessfully,
 		},
+		// api-2 also waits for api, which builds the image both run.
+		"api-2": {
+			"postgres":   types.ServiceConditionHealthy,
+			"toxiproxy":  types.ServiceConditionHealthy,
+			"kafka-init": types.ServiceConditionCompletedSuccessfully,
+			"api":        types.ServiceConditionStarted,
+		},
 		"consumer": {
 			"postgres":   types.ServiceConditionHealthy,
 			"kafka-init": types.ServiceConditionCompletedSuccessfully,
 			"api":        types.ServiceConditionStarted,
+		},
+		"k6": {
+			"api":   types.ServiceConditionStarted,
+			"api-2": types.ServiceConditionStarted,
 		},
 		"grafana": {"prometheus": types.ServiceConditionStarted},
 	}
@@ -227,6 +238,7 @@ func TestComposeHostPortsMatchNative(t *testing.T) {
 		"kafka":     "19092",
 		"toxiproxy": "8474",
 		"api":       "8080",
+		"api-2":     "8082", // HTTP_ADDR=127.0.0.1:8082 make run-api
 		"consumer":  "8081",
 	}
 	for name, port := range want {
@@ -244,7 +256,7 @@ func TestComposeHostPortsMatchNative(t *testing.T) {
 			t.Errorf("%s does not publish host port %s", name, port)
 		}
 	}
-	for name, port := range map[string]string{"api": "8080", "consumer": "8081"} {
+	for name, port := range map[string]string{"api": "8080", "api-2": "8082", "consumer": "8081"} {
 		_, got, err := net.SplitHostPort(env(t, service(t, p, name), "HTTP_ADDR"))
 		if err != nil || got != port {
 			t.Errorf("%s HTTP_ADDR port = %q (%v), want %s", name, got, err, port)

@@ -145,7 +145,7 @@ func TestComposeEnvMatchesContract(t *testing.T) {
 	t.Parallel()
 	p := loadProject(t)
 	documented := contractEnvVars(t)
-	for svc, binary := range map[string]string{"api": "cmd/api", "consumer": "cmd/consumer"} {
+	for svc, binary := range map[string]string{"api": "cmd/api", "api-2": "cmd/api", "consumer": "cmd/consumer"} {
 		names := documented[binary]
 		if len(names) == 0 {
 			t.Fatalf("docs/contract.md documents no variables for %s", binary)
@@ -175,7 +175,7 @@ func TestPrometheusScrapesTheServices(t *testing.T) {
 		t.Fatalf("read prometheus.yml: %v", err)
 	}
 	p := loadProject(t)
-	for _, name := range []string{"api", "consumer"} {
+	for _, name := range []string{"api", "api-2", "consumer"} {
 		_, port, err := net.SplitHostPort(env(t, service(t, p, name), "HTTP_ADDR"))
 		if err != nil {
 			t.Fatalf("%s HTTP_ADDR: %v", name, err)
@@ -237,7 +237,7 @@ func TestDockerfileBuildsTheEntrypoints(t *testing.T) {
 func TestComposeEnvIsReadByTheBinaries(t *testing.T) {
 	t.Parallel()
 	p := loadProject(t)
-	for _, name := range []string{"api", "consumer"} {
+	for _, name := range []string{"api", "api-2", "consumer"} {
 		s := service(t, p, name)
 		binary, _ := strings.CutPrefix(s.Entrypoint[0], "/usr/local/bin/")
 		sources, err := filepath.Glob(filepath.Join("..", "cmd", binary, "*.go"))

@@ -98,7 +98,7 @@ func (rp replicaPause) pauseOnce(ctx context.Context, rn *Run) error {
 	if err := rn.API.Freeze(); err != nil {
 		return err
 	}
-	after, err := untouchableRows(context.WithoutCancel(ctx), rn.paymentsDB)
+	after, err := rowStates(context.WithoutCancel(ctx), rn.paymentsDB, before)
 	if err == nil {
 		rn.recordLateChanges(changedRows(before, after))
 	}
@@ -125,12 +125,61 @@ type outboxRowState struct {
 	Detail string
 }
 
+// untouchableLeaseMargin is how long a lease must still run, at the first read, to count
+// as the other replica's live lease: longer than the paused replica's time alone, so the
+// lease outlives the comparison.
+const untouchableLeaseMargin = 5 * time.Second
+
 // untouchableRows reads the outbox rows that a relay without a live lease must leave
 // alone: the published ones, and the pending ones the other replica holds (it is
 // frozen while this is read). A relay that leases rows in columns holds those under a
 // lease that outlives the comparison; ours holds the rows its batch's transaction
-// locked (heldOutboxRows).
+// locked (heldOutboxRows), and moves published events to outbox_published.
 func untouchableRows(ctx context.Context, dbURL string) (map[string]outboxRowState, error) {
+	return readRowStates(ctx, dbURL, func(leaseColumns bool) (string, []any) {
+		if leaseColumns {
+			return `
+				SELECT id::text, status, coalesce(lease_token::text, ''), coalesce(published_at::text, '')
+				FROM outbox_events
+				WHERE status = 'published' OR lease_expires_at > now() + make_interval(secs => $1)`,
+				[]any{untouchableLeaseMargin.Seconds()}
+		}
+		return `
+			SELECT id::text, 'published', '', published_at::text FROM outbox_published
+			UNION ALL
+			SELECT id::text, status, 'held', attempts::text FROM outbox_events
+			WHERE status = 'pending' AND id NOT IN (
+				SELECT id FROM outbox_events WHERE status = 'pending' FOR KEY SHARE SKIP LOCKED)`, nil
+	})
+}
+
+// rowStates reads the rows of before again, by id: the second read of the comparison.
+// Not the first read's query again, whose "live lease" depends on the time of the read:
+// a lease that had 6 s left at the first read has 3 s left at the second, and its
+// untouched row would look gone.
+func rowStates(ctx context.Context, dbURL string, before map[string]outboxRowState) (map[string]outboxRowState, error) {
+	ids := slices.Collect(maps.Keys(before))
+	return readRowStates(ctx, dbURL, func(leaseColumns bool) (string, []any) {
+		if leaseColumns {
+			return `
+				SELECT id::text, status, coalesce(lease_token::text, ''), coalesce(published_at::text, '')
+				FROM outbox_events WHERE id = ANY($1::uuid[])`, []any{ids}
+		}
+		return `
+			SELECT id::text, 'published', '', published_at::text FROM outbox_published WHERE id = ANY($1::uuid[])
+			UNION ALL
+			SELECT id::text, status,
+			       CASE WHEN id IN (SELECT id FROM outbox_events WHERE id = ANY($1::uuid[]) FOR KEY SHARE SKIP LOCKED)
+			            THEN '' ELSE 'held' END,
+			       attempts::text
+			FROM outbox_events WHERE id = ANY($1::uuid[])`, []any{ids}
+	})
+}
+
+// readRowStates runs the query that queryFor returns for the outbox's layout (with or
+// without lease columns), which selects id, status, owner and detail, on a connection
+// of its own, in a transaction that ends at once (the lock probe's locks with it).
+func readRowStates(ctx context.Context, dbURL string, queryFor func(leaseColumns bool) (string, []any)) (map[string]outboxRowState, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dbURL)
@@ -138,25 +187,14 @@ func untouchableRows(ctx context.Context, dbURL string) (map[string]outboxRowSta
 		return nil, fmt.Errorf("read outbox rows: %w", err)
 	}
 	defer conn.Close(ctx)
-	leaseColumn, err := hasColumn(ctx, conn, "outbox_events", "lease_expires_at")
+	leaseColumns, err := hasColumn(ctx, conn, "outbox_events", "lease_expires_at")
 	if err != nil {
 		return nil, fmt.Errorf("read outbox rows: %w", err)
 	}
-	query := `
-		SELECT id::text, status, coalesce(lease_token::text, ''), coalesce(published_at::text, '')
-		FROM outbox_events
-		WHERE status = 'published' OR (lease_expires_at > now() + interval '5 seconds')`
-	if !leaseColumn {
-		query = `
-			SELECT id::text, 'published', '', published_at::text FROM outbox_published
-			UNION ALL
-			SELECT id::text, status, 'held', attempts::text FROM outbox_events
-			WHERE status = 'pending' AND id NOT IN (
-				SELECT id FROM outbox_events WHERE status = 'pending' FOR KEY SHARE SKIP LOCKED)`
-	}
+	query, args := queryFor(leaseColumns)
 	out := map[string]outboxRowState{}
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		rows, _ := tx.Query(ctx, query)
+		rows, _ := tx.Query(ctx, query, args...)
 		var id string
 		var s outboxRowState
 		_, err := pgx.ForEachRow(rows, []any{&id, &s.Status, &s.Owner, &s.Detail}, func() error {

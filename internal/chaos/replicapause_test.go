@@ -1,12 +1,17 @@
 package chaos
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dscourse/payments-outbox/internal/testenv"
+	"github.com/dscourse/payments-outbox/migrations"
 )
 
 // A row the paused replica must not touch counts as changed when any of its columns
@@ -76,5 +81,146 @@ func TestLoadSpreadsOverReplicas(t *testing.T) {
 	}
 	if one := (LoadConfig{BaseURL: "a"}); one.url(3) != "a" {
 		t.Errorf("url without replicas = %q, want a", one.url(3))
+	}
+}
+
+// The second read compares the rows of the first, whatever the time: a row under the
+// other replica's lease that is untouched must not count as changed because its lease,
+// live for more than the margin at the first read, has less than the margin left at
+// the second (it did, and replica-pause FAILED on the correct relay: 42 rows).
+func TestUntouchedRowsStayUnchangedWhileTheirLeaseRunsDown(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.NewDatabase(t, migrations.Payments)
+	conn, err := pgx.Connect(t.Context(), dbURL)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(t.Context()) })
+	// A student's layout: leases in columns, published rows marked in place.
+	_, err = conn.Exec(t.Context(), `
+		DROP TABLE outbox_published;
+		ALTER TABLE outbox_events DROP CONSTRAINT outbox_events_status_check,
+			ADD COLUMN published_at timestamptz, ADD COLUMN lease_token uuid, ADD COLUMN lease_expires_at timestamptz`)
+	if err != nil {
+		t.Fatalf("lease layout: %v", err)
+	}
+	// One row of the other replica, 1 s beyond the margin; one published row.
+	_, err = conn.Exec(t.Context(), `
+		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, lease_token, lease_expires_at)
+		VALUES (gen_random_uuid(), 'PaymentCreated', 'p1', '{}', gen_random_uuid(), now() + $1 * interval '1 second');
+		`, (untouchableLeaseMargin + time.Second).Seconds())
+	if err != nil {
+		t.Fatalf("insert leased row: %v", err)
+	}
+	_, err = conn.Exec(t.Context(), `
+		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, status, published_at)
+		VALUES (gen_random_uuid(), 'PaymentCreated', 'p2', '{}', 'published', now())`)
+	if err != nil {
+		t.Fatalf("insert published row: %v", err)
+	}
+	before, err := untouchableRows(t.Context(), dbURL)
+	if err != nil || len(before) != 2 {
+		t.Fatalf("untouchableRows = %v, %v; want both rows", before, err)
+	}
+	time.Sleep(1500 * time.Millisecond) // the lease now has less than the margin left
+	after, err := rowStates(t.Context(), dbURL, before)
+	if err != nil {
+		t.Fatalf("rowStates: %v", err)
+	}
+	if changed := changedRows(before, after); len(changed) != 0 {
+		t.Errorf("changed rows = %v, want none: nothing touched them", changed)
+	}
+	// And a touched one is seen: the other's lease overwritten.
+	if _, err := conn.Exec(t.Context(), `UPDATE outbox_events SET lease_token = gen_random_uuid() WHERE aggregate_id = 'p1'`); err != nil {
+		t.Fatalf("overwrite lease: %v", err)
+	}
+	after, err = rowStates(t.Context(), dbURL, before)
+	if err != nil {
+		t.Fatalf("rowStates: %v", err)
+	}
+	if changed := changedRows(before, after); len(changed) != 1 {
+		t.Errorf("changed rows = %v, want the row whose lease was overwritten", changed)
+	}
+}
+
+// Our layout: the other replica's rows are locked by its batch's transaction, and
+// published events are in outbox_published. Untouched rows stay unchanged; a row
+// changed under the other's lock is seen; a row the lock no longer holds afterwards is
+// not judged (the database may have ended the frozen replica's transaction).
+func TestUntouchableRowsOfBatchTransactions(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.NewDatabase(t, migrations.Payments)
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	_, err = conn.Exec(ctx, `
+		INSERT INTO outbox_events (id, event_type, aggregate_id, payload)
+		VALUES (gen_random_uuid(), 'PaymentCreated', 'held', '{}'), (gen_random_uuid(), 'PaymentCreated', 'free', '{}');
+		INSERT INTO outbox_published (id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at)
+		VALUES (gen_random_uuid(), 1, 'PaymentCreated', 'published', '{}', 0, 0, now())`)
+	if err != nil {
+		t.Fatalf("insert rows: %v", err)
+	}
+	// The other replica's batch: a transaction that locked the row 'held'.
+	batch, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = batch.Rollback(context.Background()) })
+	if _, err := batch.Exec(ctx, `SELECT 1 FROM outbox_events WHERE aggregate_id = 'held' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	before, err := untouchableRows(ctx, dbURL)
+	if err != nil {
+		t.Fatalf("untouchableRows: %v", err)
+	}
+	owners := map[string]int{}
+	for _, s := range before {
+		owners[s.Status+"/"+s.Owner]++
+	}
+	if diff := cmp.Diff(map[string]int{"published/": 1, "pending/held": 1}, owners); diff != "" {
+		t.Errorf("untouchable rows by status/owner (-want +got):\n%s", diff)
+	}
+	after, err := rowStates(ctx, dbURL, before)
+	if err != nil {
+		t.Fatalf("rowStates: %v", err)
+	}
+	if changed := changedRows(before, after); len(changed) != 0 {
+		t.Errorf("changed rows = %v, want none: nothing touched them", changed)
+	}
+	// A late outcome under the other's lock is seen.
+	if _, err := batch.Exec(ctx, `UPDATE outbox_events SET attempts = attempts + 1 WHERE aggregate_id = 'held'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := batch.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	relocked, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relocked.Exec(ctx, `SELECT 1 FROM outbox_events WHERE aggregate_id = 'held' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	after, err = rowStates(ctx, dbURL, before)
+	if err != nil {
+		t.Fatalf("rowStates: %v", err)
+	}
+	if changed := changedRows(before, after); len(changed) != 1 {
+		t.Errorf("changed rows = %v, want the row changed while held", changed)
+	}
+	// Released: the same change is no longer judged.
+	if err := relocked.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, err = rowStates(ctx, dbURL, before)
+	if err != nil {
+		t.Fatalf("rowStates: %v", err)
+	}
+	if changed := changedRows(before, after); len(changed) != 0 {
+		t.Errorf("changed rows = %v, want none once the lock is gone", changed)
 	}
 }

@@ -7,9 +7,16 @@
 // 60% at once), so that the relay holds several events of one payment while the faults
 // run. In a race exactly one request must get 200 and the other 409.
 //
+// With several API replicas (BASE_URLS, as the compose stack's api and api-2) the requests
+// are spread as the Go generator spreads them over `make chaos`'s two processes, like a
+// round-robin load balancer: attempt a of payment n goes to replica n+a, and attempt a of
+// a transition to replica n+step+a (step 1 capture, 2 cancel, 3 and 4 the refunds), so a
+// retry reaches another replica and the two requests of a race reach two.
+//
 //   docker compose -f deploy/docker-compose.yml --profile load run --rm k6
 //
-// Environment (all optional): BASE_URL (http://api:8080), RUN_ID (prefix of the keys; give
+// Environment (all optional): BASE_URLS (comma-separated API replicas; default BASE_URL,
+// itself http://api:8080 by default), RUN_ID (prefix of the keys; give
 // each run its own), ITERATIONS, VUS, MAX_ATTEMPTS (10), READY_TIMEOUT_S (120),
 // RESULTS_DIR (/results), LARGEST_EVERY (0: none; the poison scenario's 20 makes every 20th
 // payment the largest valid one: a 64-character user id and a 19-digit amount),
@@ -24,7 +31,10 @@ import exec from 'k6/execution';
 import { check, fail, sleep } from 'k6';
 import { Counter, Trend } from 'k6/metrics';
 
-const BASE_URL = (__ENV.BASE_URL || 'http://api:8080').replace(/\/+$/, '');
+const BASE_URLS = (__ENV.BASE_URLS || __ENV.BASE_URL || 'http://api:8080')
+  .split(',')
+  .map((u) => u.trim().replace(/\/+$/, ''))
+  .filter((u) => u !== '');
 const RUN_ID = __ENV.RUN_ID || `k6-${Date.now()}`;
 const ITERATIONS = positiveInt('ITERATIONS', 100);
 const VUS = positiveInt('VUS', 20);
@@ -44,6 +54,10 @@ const rejected = new Counter('payments_rejected');
 const retries = new Counter('payments_retries');
 const acceptLatency = new Trend('payment_accept_latency', true);
 const unavailableWithoutRetryAfter = new Counter('payments_503_without_retry_after');
+// The step numbers of lifecycleload.go (stepNumbers): with replicas, each step of a plan
+// starts on another one.
+const STEP_NUMBERS = { c: 1, x: 2, r1: 3, r2: 4 };
+
 const transitionsCommitted = new Counter('transitions_committed');
 const transitionsFailed = new Counter('transitions_failed');
 const races = new Counter('races');
@@ -92,18 +106,29 @@ function positiveInt(name, fallback) {
   return n;
 }
 
-// setup waits until the API answers /readyz: in the compose stack the API container has no
-// healthcheck (distroless image), so depends_on only guarantees that it started.
+// setup waits until every replica answers /readyz: in the compose stack the API containers
+// have no healthcheck (distroless image), so depends_on only guarantees that they started.
 export function setup() {
   const deadline = Date.now() + READY_TIMEOUT_S * 1000;
-  for (;;) {
-    const res = http.get(`${BASE_URL}/readyz`, { timeout: '2s', tags: { name: 'GET /readyz' } });
-    if (res.status === 200) return;
-    if (Date.now() > deadline) {
-      fail(`API at ${BASE_URL} not ready after ${READY_TIMEOUT_S}s (last status ${res.status})`);
+  for (const baseURL of BASE_URLS) {
+    for (;;) {
+      const res = http.get(`${baseURL}/readyz`, { timeout: '2s', tags: { name: 'GET /readyz' } });
+      if (res.status === 200) break;
+      if (Date.now() > deadline) {
+        fail(`API at ${baseURL} not ready after ${READY_TIMEOUT_S}s (last status ${res.status})`);
+      }
+      sleep(1);
     }
-    sleep(1);
   }
+}
+
+/**
+ * The base URL of request i: the replicas in turn, as a round-robin load balancer.
+ * @param {number} i
+ * @returns {string}
+ */
+function replica(i) {
+  return BASE_URLS[i % BASE_URLS.length];
 }
 
 /**
@@ -166,7 +191,7 @@ export default function () {
 
   const started = Date.now();
   let backoff = FIRST_BACKOFF_S;
-  let res = http.post(`${BASE_URL}/payments`, body, params);
+  let res = http.post(`${replica(n)}/payments`, body, params);
   let attempt = 1;
   // Retry what may succeed later with the same key: the database restarting (503 and other
   // 5xx), another request with this key in flight (409), throttling (429), and transport
@@ -175,7 +200,7 @@ export default function () {
   while (retryable(res.status) && attempt < MAX_ATTEMPTS) {
     sleep(backoff);
     backoff = Math.min(2 * backoff, MAX_BACKOFF_S);
-    res = http.post(`${BASE_URL}/payments`, body, params);
+    res = http.post(`${replica(n + attempt)}/payments`, body, params);
     countRetryAfter(res);
     attempt++;
     retries.add(1);
@@ -205,86 +230,119 @@ export default function () {
 function lifecycle(n, key, id) {
   const amount = 1000 + n;
   const refund60 = JSON.stringify({ amount: Math.floor((amount * 6) / 10) });
+  /** @type {(action: string, body: string, step: string) => Step} */
+  const step = (action, body, name) => ({ id, action, body, key: `${key}-${name}`, first: n + STEP_NUMBERS[name] });
   switch (n % 5) {
     case 0:
-      if (transition(id, 'capture', '', `${key}-c`) === 200 && transition(id, 'refund', '{"amount": 300}', `${key}-r1`) === 200) {
-        transition(id, 'refund', '', `${key}-r2`);
+      if (transition(step('capture', '', 'c')) === 200 && transition(step('refund', '{"amount": 300}', 'r1')) === 200) {
+        transition(step('refund', '', 'r2'));
       }
       break;
     case 1:
-      transition(id, 'capture', '', `${key}-c`);
+      transition(step('capture', '', 'c'));
       break;
     case 2:
-      transition(id, 'cancel', '', `${key}-x`);
+      transition(step('cancel', '', 'x'));
       break;
     case 3:
-      race(id, [['capture', '', `${key}-c`], ['cancel', '', `${key}-x`]]);
+      race([step('capture', '', 'c'), step('cancel', '', 'x')]);
       break;
     default:
-      if (transition(id, 'capture', '', `${key}-c`) === 200) {
-        race(id, [['refund', refund60, `${key}-r1`], ['refund', refund60, `${key}-r2`]]);
+      if (transition(step('capture', '', 'c')) === 200) {
+        race([step('refund', refund60, 'r1'), step('refund', refund60, 'r2')]);
       }
   }
 }
 
 /**
- * Builds the request of one transition.
- * @param {string} id
- * @param {string} action capture, refund or cancel
- * @param {string} body empty for none
- * @param {string} key
+ * One transition of a plan.
+ * @typedef {object} Step
+ * @property {string} id the payment id
+ * @property {string} action capture, refund or cancel
+ * @property {string} body empty for none
+ * @property {string} key its own Idempotency-Key
+ * @property {number} first the replica of its first attempt (replica())
  */
-function transitionRequest(id, action, body, key) {
+
+/**
+ * Builds attempt a of a step, on replica first+a.
+ * @param {Step} s
+ * @param {number} a
+ */
+function transitionRequest(s, a) {
   /** @type {Record<string, string>} */
-  const headers = { 'Idempotency-Key': key };
-  if (body !== '') headers['Content-Type'] = 'application/json';
+  const headers = { 'Idempotency-Key': s.key };
+  if (s.body !== '') headers['Content-Type'] = 'application/json';
   return {
     method: 'POST',
-    url: `${BASE_URL}/payments/${id}/${action}`,
-    body: body === '' ? null : body,
-    params: { headers, tags: { name: `POST /payments/{id}/${action}` }, timeout: '10s', responseCallback: http.expectedStatuses(200, 409) },
+    url: `${replica(s.first + a)}/payments/${s.id}/${s.action}`,
+    body: s.body === '' ? null : s.body,
+    params: { headers, tags: { name: `POST /payments/{id}/${s.action}` }, timeout: '10s', responseCallback: http.expectedStatuses(200, 409) },
   };
 }
 
 /**
- * Sends one transition, retried with its key like a creation, and returns its final status.
- * @param {string} id
- * @param {string} action
- * @param {string} body
- * @param {string} key
- * @returns {number}
+ * Whether a transition's answer may change if it is sent again with its key: a lost
+ * answer (0), the database restarting or slow (5xx), throttling (429). 409 and the other
+ * 4xx are final.
+ * @param {number} status
+ * @returns {boolean}
  */
-function transition(id, action, body, key) {
-  const req = transitionRequest(id, action, body, key);
-  let backoff = FIRST_BACKOFF_S;
-  let res = http.post(req.url, req.body, req.params);
-  for (let attempt = 1; (res.status === 0 || res.status >= 500 || res.status === 429) && attempt < MAX_ATTEMPTS; attempt++) {
-    sleep(backoff);
-    backoff = Math.min(2 * backoff, MAX_BACKOFF_S);
-    res = http.post(req.url, req.body, req.params);
-  }
-  count(action, res.status);
-  return res.status;
+function transitionRetryable(status) {
+  return status === 0 || status >= 500 || status === 429;
 }
 
 /**
- * Sends two transitions at once (http.batch); exactly one must win and the other get 409.
- * A lost answer is not retried here: the race is judged by what the API answered.
- * @param {string} id
- * @param {[string, string, string][]} pair action, body, key of each
+ * Sends one transition, retried with its key like a creation, and returns its final status.
+ * @param {Step} s
+ * @returns {number}
  */
-function race(id, pair) {
-  const reqs = pair.map(([action, body, key]) => transitionRequest(id, action, body, key));
-  const responses = http.batch(reqs.map((r) => ({ method: 'POST', url: r.url, body: r.body, params: r.params })));
-  const statuses = responses.map((r) => r.status);
-  responses.forEach((r, i) => count(pair[i][0], r.status));
+function transition(s) {
+  return send([s])[0];
+}
+
+/**
+ * Sends two transitions at once; exactly one must win and the other get 409. Each is
+ * retried on its own like a single transition, as the Go generator's two goroutines do.
+ * @param {Step[]} pair
+ */
+function race(pair) {
+  const statuses = send(pair);
   races.add(1);
   const won = statuses.filter((s) => s === 200).length;
   const lost = statuses.filter((s) => s === 409).length;
   if (won !== 1 || lost !== 1) {
     racesWithoutOneWinner.add(1);
-    console.warn(`race on payment ${id}: statuses ${statuses.join(', ')}, want one 200 and one 409`);
+    console.warn(`race on payment ${pair[0].id}: statuses ${statuses.join(', ')}, want one 200 and one 409`);
   }
+}
+
+/**
+ * Sends the steps at once (http.batch), then again those whose answer was retryable,
+ * after a backoff that doubles as a creation's, until each has a final answer or
+ * MAX_ATTEMPTS; counts and returns the final statuses.
+ * @param {Step[]} steps
+ * @returns {number[]}
+ */
+function send(steps) {
+  /** @type {number[]} */
+  const statuses = steps.map(() => 0);
+  let pending = steps.map((_, i) => i);
+  let backoff = FIRST_BACKOFF_S;
+  for (let attempt = 0; pending.length > 0 && attempt < MAX_ATTEMPTS; attempt++) {
+    if (attempt > 0) {
+      sleep(backoff);
+      backoff = Math.min(2 * backoff, MAX_BACKOFF_S);
+    }
+    const reqs = pending.map((i) => transitionRequest(steps[i], attempt));
+    const responses = http.batch(reqs.map((r) => ({ method: 'POST', url: r.url, body: r.body, params: r.params })));
+    responses.forEach((r, j) => {
+      statuses[pending[j]] = r.status;
+    });
+    pending = pending.filter((i) => transitionRetryable(statuses[i]));
+  }
+  statuses.forEach((status, i) => count(steps[i].action, status));
+  return statuses;
 }
 
 /**
