@@ -130,8 +130,8 @@ chaos-example: setup ## Check examples/python-outbox, a service written from doc
 	GO="$(GO)" bash examples/python-outbox/run.sh
 
 .PHONY: chaos-all
-chaos: setup ## Run a chaos scenario (SCENARIO=default|dual-write|kafka-down|relay-crash|consumer-crash|hostile-records|clock-skew|poison|pg-faults|long-transaction|broker-failover|partition-offline|rolling-restart|db-restart; RELAY_MODE=poll|cdc; CHAOS_FLAGS=...); writes reports/chaos-<scenario>.json and .html
-	$(GO) run ./cmd/chaos -scenario $(SCENARIO) -relay-mode $(RELAY_MODE) $(CHAOS_FLAGS)
+chaos-all: setup ## Run every chaos scenario (-scenario all: chaos.ScenarioNames) with each relay (poll, then cdc) and print the verdicts side by side
+	$(GO) run ./cmd/chaos -scenario all -relay-mode both $(CHAOS_FLAGS)
 
 # MUTANTS_FLAGS passes flags to cmd/mutants, e.g. MUTANTS_FLAGS="-mutant 06,09 -short -all".
 MUTANTS_FLAGS ?=
