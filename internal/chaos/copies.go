@@ -50,10 +50,13 @@ type TopicWatch struct {
 	// Owned by the goroutine until done is closed.
 	firstSeenS map[string]float64 // payment id -> seconds from origin to its first event's first record
 	eventSeenS map[string]float64 // event id -> seconds from origin to its first record
-	partition  map[string]int32   // payment id -> the partition of its events (one key, one partition)
-	records    map[string]int     // event id -> records seen, the injected copies included
-	injected   map[string]int     // event id -> copies the harness injected
-	injectErr  error              // the first failed injection, if any
+	// transitionSeenS: payment id -> sequence -> seconds from origin to the first record
+	// of that transition, whatever its event id.
+	transitionSeenS map[string]map[int]float64
+	partition       map[string]int32 // payment id -> the partition of its events (one key, one partition)
+	records         map[string]int   // event id -> records seen, the injected copies included
+	injected        map[string]int   // event id -> copies the harness injected
+	injectErr       error            // the first failed injection, if any
 }
 
 // WatchConfig configures a TopicWatch.
@@ -105,7 +108,7 @@ func StartTopicWatch(ctx context.Context, cfg WatchConfig) (*TopicWatch, error) 
 		consumer: consumer, producer: producer, every: cfg.CopyEvery, origin: cfg.Origin, brokers: cfg.Brokers, topic: cfg.Topic,
 		logger:     cfg.Logger.With(slog.String("component", "topic_watch")),
 		done:       make(chan struct{}),
-		firstSeenS: map[string]float64{}, eventSeenS: map[string]float64{}, partition: map[string]int32{}, records: map[string]int{}, injected: map[string]int{},
+		firstSeenS: map[string]float64{}, eventSeenS: map[string]float64{}, transitionSeenS: map[string]map[int]float64{}, partition: map[string]int32{}, records: map[string]int{}, injected: map[string]int{},
 	}
 	w.stop = sync.OnceValue(func() TopicSeen {
 		cancel()
@@ -154,6 +157,7 @@ func (w *TopicWatch) see(ctx context.Context, r *kgo.Record) {
 	}
 	var payload struct {
 		PaymentID string `json:"payment_id"`
+		Sequence  int    `json:"sequence"` // none in a PaymentCreated
 	}
 	now := time.Since(w.origin).Seconds()
 	w.eventSeenS[eventID] = now
@@ -163,6 +167,13 @@ func (w *TopicWatch) see(ctx context.Context, r *kgo.Record) {
 		if _, seen := w.firstSeenS[payload.PaymentID]; !seen {
 			w.firstSeenS[payload.PaymentID] = now
 			w.partition[payload.PaymentID] = r.Partition
+		}
+		sequence := max(payload.Sequence, event.CreatedSequence)
+		if w.transitionSeenS[payload.PaymentID] == nil {
+			w.transitionSeenS[payload.PaymentID] = map[int]float64{}
+		}
+		if _, seen := w.transitionSeenS[payload.PaymentID][sequence]; !seen {
+			w.transitionSeenS[payload.PaymentID][sequence] = now
 		}
 	}
 	if w.every <= 0 || (len(w.records)-1)%w.every != 0 {
@@ -203,6 +214,10 @@ type TopicSeen struct {
 	// EventSeenS maps an event id to the seconds from the run's start to its first
 	// record.
 	EventSeenS map[string]float64
+	// TransitionSeenS maps a payment id and a sequence (1 for PaymentCreated) to the
+	// seconds from the run's start to the first record of that transition, whatever
+	// event id it came with.
+	TransitionSeenS map[string]map[int]float64
 	// Events counts distinct event ids.
 	Events int
 	// InjectedCopies counts the copies the harness published (and the broker
@@ -259,7 +274,7 @@ func (w *TopicWatch) RecordsRead() int64 { return w.read.Load() }
 
 // seen sums up the watch; call it only after the goroutine is done.
 func (w *TopicWatch) seen() TopicSeen {
-	seen := TopicSeen{FirstSeenS: w.firstSeenS, EventSeenS: w.eventSeenS, Partition: w.partition, Events: len(w.records), InjectErr: w.injectErr}
+	seen := TopicSeen{FirstSeenS: w.firstSeenS, EventSeenS: w.eventSeenS, TransitionSeenS: w.transitionSeenS, Partition: w.partition, Events: len(w.records), InjectErr: w.injectErr}
 	for id, n := range w.records {
 		seen.InjectedCopies += w.injected[id]
 		// A copy injected after the watch's last poll was never read back, so this is a

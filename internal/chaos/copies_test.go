@@ -70,6 +70,10 @@ func TestTopicWatchInjectsExactCopies(t *testing.T) {
 		if s, ok := seen.FirstSeenS[id]; !ok || s < 0 || s > time.Since(origin).Seconds() {
 			t.Errorf("first seen of %s: got %v (known %t), want within the test", id, s, ok)
 		}
+		// A payload without a sequence is a creation, sequence 1.
+		if s, ok := seen.TransitionSeenS[id][event.CreatedSequence]; !ok || s != seen.FirstSeenS[id] {
+			t.Errorf("first seen of %s's creation: got %v (known %t), want its first event's %v", id, s, ok, seen.FirstSeenS[id])
+		}
 	}
 
 	// Every copy of an event id is the same record, on the same partition.

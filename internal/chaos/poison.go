@@ -68,11 +68,11 @@ type poison struct {
 // payments left out.
 type poisonTally struct {
 	// Poison counts the poison events committed (the largest payments' events of the
-	// calibration's PoisonType), poison lists their event ids; DeadLettered counts
-	// those whose row is failed, with deadLettered mapping each one's payment id to
-	// its event id.
+	// calibration's PoisonType), poison maps each one's payment id to its sequence;
+	// DeadLettered counts those whose row is failed, with deadLettered mapping each
+	// one's payment id to its event id.
 	Poison, DeadLettered int
-	poison               []string
+	poison               map[string]int
 	deadLettered         map[string]string
 	// events counts each payment's outbox rows, all it should have in the topic.
 	events map[string]int
@@ -235,23 +235,24 @@ func (p *poison) alerted(tally poisonTally) bool {
 // poison events (c.PoisonType of a largest payment, found by its user id:
 // LargestUserIDPrefix) from the others.
 func readPoisonTally(ctx context.Context, conn *pgx.Conn, c calibration) (poisonTally, error) {
-	t := poisonTally{deadLettered: map[string]string{}, events: map[string]int{}}
+	t := poisonTally{poison: map[string]int{}, deadLettered: map[string]string{}, events: map[string]int{}}
 	rows, err := conn.Query(ctx, `
-		SELECT p.id::text, o.id::text, o.status, o.rejections, starts_with(p.user_id, $1) AND o.event_type = $2
+		SELECT p.id::text, o.id::text, o.status, o.rejections, starts_with(p.user_id, $1) AND o.event_type = $2,
+		       coalesce((o.payload->>'sequence')::int, 1)
 		FROM outbox_events o JOIN payments p ON p.id::text = o.aggregate_id
 		WHERE p.id::text <> ALL ($3::text[])`, LargestUserIDPrefix, c.PoisonType, c.paymentIDs)
 	if err != nil {
 		return t, fmt.Errorf("read the outbox: %w", err)
 	}
 	var paymentID, eventID, status string
-	var rejections int
+	var rejections, sequence int
 	var poisoned bool
-	_, err = pgx.ForEachRow(rows, []any{&paymentID, &eventID, &status, &rejections, &poisoned}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&paymentID, &eventID, &status, &rejections, &poisoned, &sequence}, func() error {
 		t.events[paymentID]++
 		switch {
 		case poisoned:
 			t.Poison++
-			t.poison = append(t.poison, eventID)
+			t.poison[paymentID] = sequence
 			if status == "failed" {
 				t.DeadLettered++
 				t.deadLettered[paymentID] = eventID
@@ -308,10 +309,12 @@ func (p *poison) validity(r *Report, _ *Run) []Check {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t, c := p.before, p.calibration
+	// By payment and sequence, not by event id: a replay that minted a new id must
+	// still count as held back, and fail the replay row rather than turn it off.
 	held := 0
 	if r.Evidence != nil && p.window.EndS >= 0 {
-		for _, id := range t.poison {
-			if first, ok := r.Evidence.eventSeenS[id]; ok && first > p.window.EndS {
+		for paymentID, sequence := range t.poison {
+			if first, ok := r.Evidence.transitionSeenS[paymentID][sequence]; ok && first > p.window.EndS {
 				held++
 			}
 		}
