@@ -38,7 +38,7 @@ const messageSizeLimitConfig = "max.message.bytes"
 // and the run's usual SLOs judge the outcome: nothing lost, no dead letter left, and
 // every replayed event in the topic with the event id it was dead-lettered with.
 type poison struct {
-	// Every is the load's LongUserIDEvery: every Every-th payment is poison.
+	// Every is the load's LargestEvery: every Every-th payment's refund is poison.
 	Every int
 	// MaxRejections is the relay's RELAY_MAX_REJECTIONS, pinned for the run.
 	MaxRejections int
