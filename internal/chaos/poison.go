@@ -21,10 +21,12 @@ const messageSizeLimitConfig = "max.message.bytes"
 // A poison is the poison scenario. The API lets no field make a payment large: the
 // body is capped at 4 KiB, the amount is an int64, the currency three letters and the
 // user id at most 64 visible ASCII characters. So the largest valid event is the full
-// refund of a payment with the longest user id and a 19-digit amount (its amount and
-// refunded total both 19 digits), about 80 bytes more than any refund of the load's
-// other payments, and the honest way to make it poison is to bring the topic's limit
-// down between the two sizes rather than to invent a field the API does not have.
+// refund of a payment with the longest user id and a 19-digit amount: on the wire about
+// 60 bytes more than the load's other refunds and 40 more than the next largest record,
+// that payment's own creation (measured; the amount and the refunded total are the same
+// 19 digits, which snappy writes once). The honest way to make it poison is to bring the
+// topic's limit down between the two sizes rather than to invent a field the API does
+// not have.
 // Every Every-th payment of the load is such a payment (LoadConfig.LargestEvery), and
 // its creation and capture, under the limit, must flow like the others.
 //
