@@ -56,8 +56,10 @@ type calibration struct {
 	Payments   int
 	paymentIDs []string
 	// PoisonType is the event type of the poison records: the largest payments'
-	// refund with the lifecycle load, their creation without it.
+	// refund with the lifecycle load, their creation without it; types are the event
+	// types the load writes, each of which must have been measured.
 	PoisonType string
+	types      []string
 	// Largest is the largest record of each event type that must flow; Poison the
 	// smallest poison record, of PoisonSamples.
 	Largest       map[string]int
@@ -158,7 +160,7 @@ func (p *poison) calibrate(ctx context.Context, rn *Run, verifier *Verifier, rep
 		poisonType = event.TypePaymentRefunded
 	}
 	c := measureCalibration(sizes, shared, poisonType)
-	c.Payments, c.paymentIDs = load.Accepted, load.PaymentIDs
+	c.Payments, c.paymentIDs, c.types = load.Accepted, load.PaymentIDs, loadEventTypes(report.LifecycleLoad)
 	p.mu.Lock()
 	p.calibration = c
 	p.mu.Unlock()
