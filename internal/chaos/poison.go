@@ -346,7 +346,7 @@ func (p *poison) validity(r *Report, _ *Run) []Check {
 	problem := c.problem(c.types)
 	measured := c.summary()
 	if problem != "" {
-		measured += "; " + problem
+		measured = "no limit set: " + problem + " (" + measured + ")"
 	}
 	checks := []Check{
 		check(Validity, "calibration: each event type measured alone, the smallest poison record above the largest other by", fmt.Sprintf(">= %d bytes", minPoisonGap),
