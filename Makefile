@@ -130,7 +130,7 @@ chaos-example: setup ## Check examples/python-outbox, a service written from doc
 	GO="$(GO)" bash examples/python-outbox/run.sh
 
 .PHONY: chaos-all
-chaos-all: setup ## Run every chaos scenario with each relay (poll, then cdc), the cluster ones on the three-node cluster (started if needed, stopped after); prints the verdicts side by side and writes reports/index.html
+chaos-all: setup ## Run every chaos scenario (-scenario all: chaos.ScenarioNames) with each relay (poll, then cdc), the cluster ones on the three-node cluster (started if needed, stopped after); prints the verdicts side by side and writes reports/index.html
 	$(GO) run ./cmd/chaos -scenario all -relay-mode both $(CHAOS_FLAGS)
 
 .PHONY: chaos-html

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/event"
@@ -40,14 +41,22 @@ type TopicWatch struct {
 	// read counts the records the watch has read so far, copies included; the only
 	// field safe to read while the watch runs (RecordsRead).
 	read atomic.Int64
+	// brokers and topic are the watch's, for CatchUp; positions is, per partition,
+	// the offset after the last record read, control records included (CatchUp).
+	brokers   []string
+	topic     string
+	positions sync.Map // int32 -> int64
 
 	// Owned by the goroutine until done is closed.
 	firstSeenS map[string]float64 // payment id -> seconds from origin to its first event's first record
 	eventSeenS map[string]float64 // event id -> seconds from origin to its first record
-	partition  map[string]int32   // payment id -> the partition of its events (one key, one partition)
-	records    map[string]int     // event id -> records seen, the injected copies included
-	injected   map[string]int     // event id -> copies the harness injected
-	injectErr  error              // the first failed injection, if any
+	// transitionSeenS: payment id -> sequence -> seconds from origin to the first record
+	// of that transition, whatever its event id.
+	transitionSeenS map[string]map[int]float64
+	partition       map[string]int32 // payment id -> the partition of its events (one key, one partition)
+	records         map[string]int   // event id -> records seen, the injected copies included
+	injected        map[string]int   // event id -> copies the harness injected
+	injectErr       error            // the first failed injection, if any
 }
 
 // WatchConfig configures a TopicWatch.
@@ -74,6 +83,9 @@ func StartTopicWatch(ctx context.Context, cfg WatchConfig) (*TopicWatch, error) 
 		// Records of aborted transactions were never delivered to a consumer that reads
 		// committed: they are neither arrivals nor material for copies.
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// A transaction's commit or abort marker takes an offset too: kept, so that
+		// the watch's position can reach the topic's end (CatchUp), then skipped.
+		kgo.KeepControlRecords(),
 		kgo.FetchMaxWait(100*time.Millisecond),
 	)
 	if err != nil {
@@ -93,10 +105,10 @@ func StartTopicWatch(ctx context.Context, cfg WatchConfig) (*TopicWatch, error) 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	w := &TopicWatch{
-		consumer: consumer, producer: producer, every: cfg.CopyEvery, origin: cfg.Origin,
+		consumer: consumer, producer: producer, every: cfg.CopyEvery, origin: cfg.Origin, brokers: cfg.Brokers, topic: cfg.Topic,
 		logger:     cfg.Logger.With(slog.String("component", "topic_watch")),
 		done:       make(chan struct{}),
-		firstSeenS: map[string]float64{}, eventSeenS: map[string]float64{}, partition: map[string]int32{}, records: map[string]int{}, injected: map[string]int{},
+		firstSeenS: map[string]float64{}, eventSeenS: map[string]float64{}, transitionSeenS: map[string]map[int]float64{}, partition: map[string]int32{}, records: map[string]int{}, injected: map[string]int{},
 	}
 	w.stop = sync.OnceValue(func() TopicSeen {
 		cancel()
@@ -123,8 +135,11 @@ func (w *TopicWatch) run(ctx context.Context) {
 			w.logger.Warn("fetch", slog.String("topic", topic), slog.Int("partition", int(partition)), slog.Any("err", err))
 		})
 		fetches.EachRecord(func(r *kgo.Record) {
-			w.see(ctx, r)
-			w.read.Add(1)
+			if !r.Attrs.IsControl() {
+				w.see(ctx, r)
+				w.read.Add(1)
+			}
+			w.positions.Store(r.Partition, r.Offset+1)
 		})
 	}
 }
@@ -142,6 +157,7 @@ func (w *TopicWatch) see(ctx context.Context, r *kgo.Record) {
 	}
 	var payload struct {
 		PaymentID string `json:"payment_id"`
+		Sequence  int    `json:"sequence"` // none in a PaymentCreated
 	}
 	now := time.Since(w.origin).Seconds()
 	w.eventSeenS[eventID] = now
@@ -151,6 +167,13 @@ func (w *TopicWatch) see(ctx context.Context, r *kgo.Record) {
 		if _, seen := w.firstSeenS[payload.PaymentID]; !seen {
 			w.firstSeenS[payload.PaymentID] = now
 			w.partition[payload.PaymentID] = r.Partition
+		}
+		sequence := max(payload.Sequence, event.CreatedSequence)
+		if w.transitionSeenS[payload.PaymentID] == nil {
+			w.transitionSeenS[payload.PaymentID] = map[int]float64{}
+		}
+		if _, seen := w.transitionSeenS[payload.PaymentID][sequence]; !seen {
+			w.transitionSeenS[payload.PaymentID][sequence] = now
 		}
 	}
 	if w.every <= 0 || (len(w.records)-1)%w.every != 0 {
@@ -191,6 +214,10 @@ type TopicSeen struct {
 	// EventSeenS maps an event id to the seconds from the run's start to its first
 	// record.
 	EventSeenS map[string]float64
+	// TransitionSeenS maps a payment id and a sequence (1 for PaymentCreated) to the
+	// seconds from the run's start to the first record of that transition, whatever
+	// event id it came with.
+	TransitionSeenS map[string]map[int]float64
 	// Events counts distinct event ids.
 	Events int
 	// InjectedCopies counts the copies the harness published (and the broker
@@ -207,13 +234,47 @@ type TopicSeen struct {
 // Stop ends the watch, waits for it and returns what it saw. Safe to call twice.
 func (w *TopicWatch) Stop() TopicSeen { return w.stop() }
 
+// CatchUp waits, at most timeout, until the watch has read every partition up to the
+// topic's last stable offset as it is now. The runner's drain ends when the relay has
+// marked its last event, which may still be on its way to the watch: stopped at once,
+// the watch would report the last events as never seen.
+func (w *TopicWatch) CatchUp(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var ends kadm.ListedOffsets
+	err := withAdmin(w.brokers, func(adm *kadm.Client) error {
+		var err error
+		if ends, err = adm.ListCommittedOffsets(ctx, w.topic); err == nil {
+			err = ends.Error()
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("topic watch: list end offsets of %s: %w", w.topic, err)
+	}
+	for {
+		behind := 0
+		ends.Each(func(o kadm.ListedOffset) {
+			if at, _ := w.positions.Load(o.Partition); o.Offset > 0 && (at == nil || at.(int64) < o.Offset) {
+				behind++
+			}
+		})
+		if behind == 0 {
+			return nil
+		}
+		if err := waitUntil(ctx, time.Now().Add(50*time.Millisecond)); err != nil {
+			return fmt.Errorf("topic watch: %d partitions of %s not read to their end after %s", behind, w.topic, timeout)
+		}
+	}
+}
+
 // RecordsRead is how many records the watch has read so far, its injected copies
 // included once read back. Safe while the watch runs.
 func (w *TopicWatch) RecordsRead() int64 { return w.read.Load() }
 
 // seen sums up the watch; call it only after the goroutine is done.
 func (w *TopicWatch) seen() TopicSeen {
-	seen := TopicSeen{FirstSeenS: w.firstSeenS, EventSeenS: w.eventSeenS, Partition: w.partition, Events: len(w.records), InjectErr: w.injectErr}
+	seen := TopicSeen{FirstSeenS: w.firstSeenS, EventSeenS: w.eventSeenS, TransitionSeenS: w.transitionSeenS, Partition: w.partition, Events: len(w.records), InjectErr: w.injectErr}
 	for id, n := range w.records {
 		seen.InjectedCopies += w.injected[id]
 		// A copy injected after the watch's last poll was never read back, so this is a

@@ -47,7 +47,10 @@ type Evidence struct {
 
 	acceptedS  map[string]float64 // payment id -> when the API answered 201
 	firstSeenS map[string]float64 // payment id -> when its first event first reached the topic
-	partition  map[string]int32   // payment id -> the partition its events reached
+	// transitionSeenS: payment id -> sequence -> when that transition first reached
+	// the topic, whatever its event id
+	transitionSeenS map[string]map[int]float64
+	partition       map[string]int32 // payment id -> the partition its events reached
 }
 
 // healthyPublishS is how long after its 201 a payment's event may take to reach the
@@ -62,12 +65,15 @@ const healthyPublishS = 2.0
 // the drain and before the verifier reads the topic, so that no copy is injected while
 // the verifier counts.
 func collectEvidence(ctx context.Context, rn *Run, report *Report, watch *TopicWatch, load LoadResult) {
+	if err := watch.CatchUp(ctx, 10*time.Second); err != nil {
+		report.Notes = append(report.Notes, err.Error())
+	}
 	seen := watch.Stop()
 	ev := &Evidence{
 		EventsSeen: seen.Events, InjectedCopies: seen.InjectedCopies, ServiceCopies: seen.ServiceCopies,
 		LoadStartS: load.Started.Sub(rn.origin).Seconds(), LoadEndS: load.Ended.Sub(rn.origin).Seconds(),
 		ClientRetries: load.RetryReasons,
-		acceptedS:     map[string]float64{}, firstSeenS: seen.FirstSeenS, partition: seen.Partition,
+		acceptedS:     map[string]float64{}, firstSeenS: seen.FirstSeenS, transitionSeenS: seen.TransitionSeenS, partition: seen.Partition,
 	}
 	for i, id := range load.PaymentIDs {
 		ev.acceptedS[id] = load.AcceptedAt[i].Sub(rn.origin).Seconds()

@@ -94,8 +94,12 @@ func NewFaults(apiAddr, proxyName string, origin time.Time, logger *slog.Logger)
 // called at the edges of the windows.
 func (f *Faults) CountFailures(read func() (int, bool)) { f.failures = read }
 
-// Reset removes every toxic and re-enables every proxy: the clean state a run starts
-// and ends in.
+// Reset removes every toxic and re-enables every proxy of the Toxiproxy server, not
+// only f's (the relay's, PostgreSQL's and the cluster's): the clean state a run starts
+// and ends in, whatever scenario ran before. That is safe on a shared server because
+// everything that breaks its proxies holds the run lock (LockRuns: chaos runs, the
+// mutants suite, the short chaos test); tests start Toxiproxy servers of their own
+// (testenv.StartToxiproxy).
 func (f *Faults) Reset() error {
 	if err := f.client.ResetState(); err != nil {
 		return fmt.Errorf("reset Toxiproxy: %w", err)

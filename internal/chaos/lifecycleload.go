@@ -24,6 +24,12 @@ import (
 //	n % 5 == 3  capture and cancel at once: one wins     (2 events)
 //	n % 5 == 4  capture, then two refunds of 60% at once: one fits (3 events)
 //
+// The largest payments (LoadConfig.LargestEvery) have a plan of their own, for the
+// poison scenario: capture, then refund the whole amount (3 events). That refund, with
+// a 64-character user id, a 19-digit amount and a 19-digit refunded total, is the
+// largest event the API can write, and the payment's last: the one to make poison,
+// with nothing of its payment waiting behind it.
+//
 // loadtest/k6/payments.js sends the same plans.
 
 // TransitionStats is what the clients saw of the lifecycle requests.
@@ -84,6 +90,10 @@ type lifecycleRun struct {
 func runLifecycle(ctx context.Context, client *http.Client, cfg LoadConfig, n int, paymentID string) (TransitionStats, []CommittedEvent) {
 	lr := &lifecycleRun{ctx: ctx, client: client, cfg: cfg, paymentID: paymentID, n: n, key: fmt.Sprintf("%s-%d", cfg.RunID, n)}
 	amount := int64(1000 + n) // as sendPayment sends it
+	if largest(cfg, n) {
+		_ = lr.send("capture", "", "c") && lr.send("refund", "", "r1")
+		return lr.stats, lr.events
+	}
 	switch n % 5 {
 	case 0:
 		_ = lr.send("capture", "", "c") && lr.send("refund", `{"amount": 300}`, "r1") && lr.send("refund", "", "r2")

@@ -41,9 +41,10 @@ type LoadConfig struct {
 	// requests, evenly over the span, instead of one by one. Default 0: one by one.
 	Bursts int
 	// LargestEvery, when set, makes every LargestEvery-th payment (n = k*every-1) the
-	// largest valid payment there is, and so the largest event (see the poison
-	// scenario): the longest user id the API accepts, 64 characters that do not
-	// compress, and an amount of 19 random digits. Default 0: none.
+	// largest valid payment there is (see the poison scenario): the longest user id the
+	// API accepts, 64 characters that do not compress, and an amount of 19 random
+	// digits. With Lifecycle it is captured and refunded in full, and that refund is the
+	// largest event the API can write. Default 0: none.
 	LargestEvery int
 	// RequestTimeout bounds one HTTP attempt. Default 10 s.
 	RequestTimeout time.Duration
@@ -178,11 +179,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 		res.Sent++
 		wg.Go(func() {
 			o := sendPayment(ctx, client, cfg, n)
-			// The largest payments (the poison scenario's) stay created: their later
-			// events would be as large, and each waits behind its dead-lettered
-			// creation until the replay, so the scenario would judge a cascade of its
-			// own making instead of one poison record per payment.
-			if o.rejected == "" && cfg.Lifecycle && !largest(cfg, n) {
+			if o.rejected == "" && cfg.Lifecycle {
 				o.transitions, o.events = runLifecycle(ctx, client, cfg, n, o.paymentID)
 			}
 			outcomes[n] = o

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/dscourse/payments-outbox/internal/event"
 )
 
 // messageSizeLimitConfig is the topic config that bounds a record batch: the broker
@@ -22,22 +20,19 @@ const messageSizeLimitConfig = "max.message.bytes"
 
 // A poison is the poison scenario. The API lets no field make a payment large: the
 // body is capped at 4 KiB, the amount is an int64, the currency three letters and the
-// user id at most 64 visible ASCII characters. So the largest valid event is the one
-// with the longest user id and a 19-digit amount, about 67 bytes more than the load's
-// others, and the honest way to make it poison is to bring the topic's limit down
-// between the two sizes rather than to invent a field the API does not have: every
-// Every-th payment of the load is such a payment (LoadConfig.LargestEvery), and the
-// limit is set from the warm-up record the relay wrote.
+// user id at most 64 visible ASCII characters. So the largest valid event is the full
+// refund of a payment with the longest user id and a 19-digit amount: on the wire about
+// 60 bytes more than the load's other refunds and 40 more than the next largest record,
+// that payment's own creation (measured; the amount and the refunded total are the same
+// 19 digits, which snappy writes once). The honest way to make it poison is to bring the
+// topic's limit down between the two sizes rather than to invent a field the API does
+// not have.
+// Every Every-th payment of the load is such a payment (LoadConfig.LargestEvery), and
+// its creation and capture, under the limit, must flow like the others.
 //
-// The limit sits three quarters of the way up, not half way, because the relay's
-// snappy compression makes the other events' sizes noisy: in a run of 100 they ranged
-// from 7 bytes below the warm-up's batch to 35 above it (some records compress their
-// repeated payment id, some do not), and at half way with the user id alone (26 bytes
-// up) one of them was dead-lettered. The largest events' random characters do not
-// compress, so they stay about 67 bytes up. The warm-up is one sample of that noise,
-// so the margins on either side can shrink to about 8 bytes when it falls at an end of
-// the spread: a known weakness of measuring one record, to be replaced by a
-// calibration on several if runs show it.
+// The limit is measured by a calibration load before the fault (poisoncalibration.go):
+// half way between the largest record of any event type that must flow and the
+// smallest poison record, each as the broker sized it alone in its batch.
 //
 // Those events must reach the DLQ after at most MaxRejections rejections, each with an
 // alert at the harness's webhook, while every other event flows. Then the harness
@@ -45,7 +40,7 @@ const messageSizeLimitConfig = "max.message.bytes"
 // and the run's usual SLOs judge the outcome: nothing lost, no dead letter left, and
 // every replayed event in the topic with the event id it was dead-lettered with.
 type poison struct {
-	// Every is the load's LongUserIDEvery: every Every-th payment is poison.
+	// Every is the load's LargestEvery: every Every-th payment's refund is poison.
 	Every int
 	// MaxRejections is the relay's RELAY_MAX_REJECTIONS, pinned for the run.
 	MaxRejections int
@@ -56,34 +51,41 @@ type poison struct {
 	token string
 
 	mu sync.Mutex
-	// limit is the max.message.bytes the run set, warmUpBatch the size it was derived
-	// from; window is when it was in force.
-	limit, warmUpBatch int
-	window             Window
+	// calibration measured the records and placed the limit; limited says the limit
+	// was set (not when the calibration could not place one), window when it was in
+	// force.
+	calibration calibration
+	limited     bool
+	window      Window
 	// before is the outbox as it stood just before the replay.
 	before poisonTally
 	// replayed counts the dead letters the admin endpoint took back; replayErrors
 	// keeps the first refusal.
 	replayed     int
 	replayErrors []string
-	// replayedWithOriginalID counts the poison payments whose event reached the topic
-	// with exactly the event id they were dead-lettered with, as read after the drain.
+	// replayedWithOriginalID counts the poison events that reached the topic with
+	// exactly the event id they were dead-lettered with, as read after the drain.
 	replayedWithOriginalID int
 }
 
-// poisonTally is the outbox after the load, before the replay.
+// poisonTally is the outbox after the load, before the replay, the calibration's
+// payments left out.
 type poisonTally struct {
-	// Large counts the large payments committed, large lists their ids; DeadLettered
-	// counts those whose row is failed, with deadLettered mapping each one's payment id
-	// to its event id.
-	Large, DeadLettered int
-	large               []string
-	deadLettered        map[string]string
+	// Poison counts the poison events committed (the largest payments' events of the
+	// calibration's PoisonType), poison maps each one's payment id to its sequence;
+	// DeadLettered counts those whose row is failed, with deadLettered mapping each
+	// one's payment id to its event id.
+	Poison, DeadLettered int
+	poison               map[string]int
+	deadLettered         map[string]string
+	// events counts each payment's outbox rows, all it should have in the topic.
+	events map[string]int
 	// MaxRejections and Rejections are the most, and the total, rejections on a
 	// dead-lettered row.
 	MaxRejections, Rejections int
-	// OthersFailed and OthersPending count the other events that were dead-lettered
-	// or not yet published: the ones that did not flow.
+	// OthersFailed and OthersPending count the other events, the poison payments'
+	// earlier ones included, that were dead-lettered or not yet published: the ones
+	// that did not flow.
 	OthersFailed, OthersPending int
 	// DLQRows counts outbox_dlq.
 	DLQRows int
@@ -103,33 +105,33 @@ func (p *poison) prepare() ([]string, error) {
 	}, nil
 }
 
-// disrupt brings the limit down once the warm-up event is in the topic, and when the
-// run ends restores it (if the replay has not) and reads which event ids the poison
-// payments reached the topic with.
+// disrupt brings the limit down to the calibration's, and when the run ends restores
+// it (if the replay has not) and reads which event ids the poison events reached the
+// topic with.
 func (p *poison) disrupt(ctx context.Context, rn *Run) error {
 	if p.sink != nil {
 		defer p.sink.Close()
 	}
-	sizes, err := recordBatchSizes(ctx, rn.brokers, rn.topic)
-	if err != nil {
-		return err
+	p.mu.Lock()
+	c := p.calibration
+	p.mu.Unlock()
+	if problem := c.problem(c.types); problem != "" {
+		// A limit the calibration could not place would refuse innocent records and
+		// blame the service for the harness's mistake: none is set, and the run is
+		// INVALID on the calibration and limit rows.
+		rn.disrupted("topic limit left as it is", "the calibration could not place one: "+problem)
+		<-ctx.Done()
+		return nil
 	}
-	if len(sizes) == 0 {
-		return fmt.Errorf("measure the warm-up event: topic %s is empty", rn.topic)
-	}
-	warmUp := slices.Max(sizes)
-	// The largest payment is this many characters longer than the warm-up's, user
-	// "chaos-user-0" and amount 1000.
-	extra := event.MaxUserIDLength - len("chaos-user-0") + len("1000000000000000000") - len("1000")
-	limit := warmUp + extra*3/4
-	if err := setTopicConfig(ctx, rn, messageSizeLimitConfig, strconv.Itoa(limit)); err != nil {
+	if err := setTopicConfig(ctx, rn, messageSizeLimitConfig, strconv.Itoa(c.Limit)); err != nil {
 		return err
 	}
 	p.mu.Lock()
-	p.limit, p.warmUpBatch = limit, warmUp
+	p.limited = true
 	p.window = Window{Kind: "large_events_refused", StartS: time.Since(rn.origin).Seconds(), EndS: -1}
 	p.mu.Unlock()
-	rn.disrupted("topic refuses the largest valid events", fmt.Sprintf("%s=%d bytes: the warm-up event's batch is %d bytes, the largest payment's about %d more", messageSizeLimitConfig, limit, warmUp, extra))
+	_, normal := c.largestNormal()
+	rn.disrupted("topic refuses the largest valid events", fmt.Sprintf("%s=%d bytes: the largest other record measured %d bytes, the smallest poison record %d", messageSizeLimitConfig, c.Limit, normal, c.Poison))
 
 	<-ctx.Done()
 	after, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -144,7 +146,10 @@ func (p *poison) disrupt(ctx context.Context, rn *Run) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for paymentID, eventID := range p.before.deadLettered {
-		if ids := topic.PaymentEventIDs[paymentID]; len(ids) == 1 && ids[0] == eventID {
+		// Its own id, and no other: a replay that minted a new id would leave the
+		// dead-lettered one out, or add one the outbox does not have.
+		ids := topic.PaymentEventIDs[paymentID]
+		if slices.Contains(ids, eventID) && len(ids) == p.before.events[paymentID] {
 			p.replayedWithOriginalID++
 		}
 	}
@@ -154,7 +159,7 @@ func (p *poison) disrupt(ctx context.Context, rn *Run) error {
 // restoreLimit removes the override, once.
 func (p *poison) restoreLimit(ctx context.Context, rn *Run) error {
 	p.mu.Lock()
-	done := p.window.EndS >= 0
+	done := !p.limited || p.window.EndS >= 0
 	p.mu.Unlock()
 	if done {
 		return nil
@@ -169,7 +174,7 @@ func (p *poison) restoreLimit(ctx context.Context, rn *Run) error {
 	return nil
 }
 
-// afterLoad waits until the large events are dead-lettered and the others published,
+// afterLoad waits until the poison events are dead-lettered and the others published,
 // takes the tally, waits for the alerts, restores the limit and replays every dead
 // letter through the admin endpoint. The drain the runner then waits for is the
 // replayed events'.
@@ -179,11 +184,17 @@ func (p *poison) afterLoad(ctx context.Context, rn *Run) error {
 		return fmt.Errorf("connect to the payments database: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	p.mu.Lock()
+	c, limited := p.calibration, p.limited
+	p.mu.Unlock()
 	var tally poisonTally
 	deadline := time.Now().Add(p.Wait)
+	if !limited {
+		deadline = time.Now() // nothing to wait for: one look, for the rows
+	}
 	for {
-		tally, err = readPoisonTally(ctx, conn)
-		settled := err == nil && tally.Large > 0 && tally.DeadLettered == tally.Large && tally.OthersPending == 0
+		tally, err = readPoisonTally(ctx, conn, c)
+		settled := err == nil && tally.Poison > 0 && tally.DeadLettered == tally.Poison && tally.OthersPending == 0
 		if settled || time.Now().After(deadline) {
 			break
 		}
@@ -233,24 +244,28 @@ func (p *poison) alerted(tally poisonTally) bool {
 	return true
 }
 
-// readPoisonTally reads the outbox, telling the large payments' events from the others
-// by their user id (LargestUserIDPrefix).
-func readPoisonTally(ctx context.Context, conn *pgx.Conn) (poisonTally, error) {
-	t := poisonTally{deadLettered: map[string]string{}}
+// readPoisonTally reads the outbox, the calibration's payments left out, telling the
+// poison events (c.PoisonType of a largest payment, found by its user id:
+// LargestUserIDPrefix) from the others.
+func readPoisonTally(ctx context.Context, conn *pgx.Conn, c calibration) (poisonTally, error) {
+	t := poisonTally{poison: map[string]int{}, deadLettered: map[string]string{}, events: map[string]int{}}
 	rows, err := conn.Query(ctx, `
-		SELECT p.id::text, o.id::text, o.status, o.rejections, starts_with(p.user_id, $1)
-		FROM outbox_events o JOIN payments p ON p.id::text = o.aggregate_id`, LargestUserIDPrefix)
+		SELECT p.id::text, o.id::text, o.status, o.rejections, starts_with(p.user_id, $1) AND o.event_type = $2,
+		       coalesce((o.payload->>'sequence')::int, 1)
+		FROM outbox_events o JOIN payments p ON p.id::text = o.aggregate_id
+		WHERE p.id::text <> ALL ($3::text[])`, LargestUserIDPrefix, c.PoisonType, c.paymentIDs)
 	if err != nil {
 		return t, fmt.Errorf("read the outbox: %w", err)
 	}
 	var paymentID, eventID, status string
-	var rejections int
-	var large bool
-	_, err = pgx.ForEachRow(rows, []any{&paymentID, &eventID, &status, &rejections, &large}, func() error {
+	var rejections, sequence int
+	var poisoned bool
+	_, err = pgx.ForEachRow(rows, []any{&paymentID, &eventID, &status, &rejections, &poisoned, &sequence}, func() error {
+		t.events[paymentID]++
 		switch {
-		case large:
-			t.Large++
-			t.large = append(t.large, paymentID)
+		case poisoned:
+			t.Poison++
+			t.poison[paymentID] = sequence
 			if status == "failed" {
 				t.DeadLettered++
 				t.deadLettered[paymentID] = eventID
@@ -294,22 +309,25 @@ func (p *poison) replay(ctx context.Context, baseURL, eventID string) error {
 	return nil
 }
 
-// validity: the limit bit and the pager heard of it; then the scenario's SLO rows, on
-// the outbox as it stood before the replay and on the topic after it.
+// validity: the calibration placed a limit only the poison records exceed, and that
+// limit bit; then the scenario's SLO rows, on the outbox as it stood before the replay
+// and on the topic after it.
 //
 // That the limit bit is the harness's own evidence, not the relay's bookkeeping: the
-// large events reached the topic only after the limit was restored (the topic watch).
+// poison events reached the topic only after the limit was restored (the topic watch).
 // A relay that took MESSAGE_TOO_LARGE for an outage is still held back, and fails the
 // dlq row; a limit that did not bite turns the poison rows off, so the run is INVALID
 // rather than a FAIL of the service.
 func (p *poison) validity(r *Report, _ *Run) []Check {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	t := p.before
+	t, c := p.before, p.calibration
+	// By payment and sequence, not by event id: a replay that minted a new id must
+	// still count as held back, and fail the replay row rather than turn it off.
 	held := 0
-	if r.Evidence != nil && p.window.EndS >= 0 {
-		for _, id := range t.large {
-			if first, ok := r.Evidence.firstSeenS[id]; ok && first > p.window.EndS {
+	if r.Evidence != nil && p.limited && p.window.EndS >= 0 {
+		for paymentID, sequence := range t.poison {
+			if first, ok := r.Evidence.transitionSeenS[paymentID][sequence]; ok && first > p.window.EndS {
 				held++
 			}
 		}
@@ -321,30 +339,36 @@ func (p *poison) validity(r *Report, _ *Run) []Check {
 			alerted++
 		}
 	}
-	limit := fmt.Sprintf("%s=%d, warm-up batch %d bytes; %d rejections recorded", messageSizeLimitConfig, p.limit, p.warmUpBatch, t.Rejections)
 	replayGot := fmt.Sprintf("%d of %d dead letters replayed", p.replayed, t.DeadLettered)
 	if len(p.replayErrors) > 0 {
 		replayGot += "; first refusal: " + p.replayErrors[0]
 	}
+	problem := c.problem(c.types)
+	measured := c.summary()
+	if problem != "" {
+		measured = "no limit set: " + problem + " (" + measured + ")"
+	}
 	checks := []Check{
-		check(Validity, "the size limit bit: large events in the topic only after it was restored (topic)", fmt.Sprint(t.Large),
-			fmt.Sprintf("%d (%s)", held, limit), t.Large > 0 && held == t.Large),
-		check(Validity, "alert received by the harness's webhook for each dead letter", fmt.Sprint(t.DeadLettered),
-			fmt.Sprintf("%d (%d alerts in all, %d bodies not alerts)", alerted, sumCounts(received), bad), t.DeadLettered > 0 && alerted == t.DeadLettered),
+		check(Validity, "calibration: each event type measured alone, the smallest poison record above the largest other by", fmt.Sprintf(">= %d bytes", minPoisonGap),
+			measured, problem == ""),
+		check(Validity, "the size limit bit: poison events in the topic only after it was restored (topic)", fmt.Sprint(t.Poison),
+			fmt.Sprintf("%d (%d rejections recorded)", held, t.Rejections), t.Poison > 0 && held == t.Poison),
 	}
 	slos := []Check{
-		check(SLO, "dlq before the replay = the large events (poison)", fmt.Sprint(t.Large),
-			fmt.Sprintf("%d dead-lettered of %d large; outbox_dlq rows %d", t.DeadLettered, t.Large, t.DLQRows), t.Large > 0 && t.DeadLettered == t.Large && t.DLQRows == t.Large),
+		check(SLO, "dlq before the replay = the poison events", fmt.Sprint(t.Poison),
+			fmt.Sprintf("%d dead-lettered of %d poison; outbox_dlq rows %d", t.DeadLettered, t.Poison, t.DLQRows), t.Poison > 0 && t.DeadLettered == t.Poison && t.DLQRows == t.Poison),
 		check(SLO, "rejections before a dead letter (most on one event)", "<= "+strconv.Itoa(p.MaxRejections),
 			t.MaxRejections, t.DeadLettered > 0 && t.MaxRejections <= p.MaxRejections),
-		check(SLO, "other events held up (dead-lettered or unpublished when the large ones were dead)", "0",
+		check(SLO, "alert received by the local webhook for each dead letter", fmt.Sprint(t.DeadLettered),
+			fmt.Sprintf("%d (%d alerts in all, %d bodies not alerts)", alerted, sumCounts(received), bad), t.DeadLettered > 0 && alerted == t.DeadLettered),
+		check(SLO, "other events held up (dead-lettered or unpublished when the poison was dead)", "0",
 			fmt.Sprintf("%d (dead-lettered %d, unpublished %d)", t.OthersFailed+t.OthersPending, t.OthersFailed, t.OthersPending), t.OthersFailed+t.OthersPending == 0),
 		check(SLO, "replayed events in the topic with their dead-lettered event ids", fmt.Sprint(t.DeadLettered),
 			fmt.Sprintf("%d (%s)", p.replayedWithOriginalID, replayGot), t.DeadLettered > 0 && p.replayedWithOriginalID == t.DeadLettered),
 	}
 	if held == 0 {
 		for i, c := range slos {
-			slos[i] = checkOff(c.Kind, c.Name, c.Want, "the limit never held a large event back: nothing to judge")
+			slos[i] = checkOff(c.Kind, c.Name, c.Want, "the limit never held a poison event back: nothing to judge")
 		}
 	}
 	return append(checks, slos...)

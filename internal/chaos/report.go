@@ -33,7 +33,8 @@ type Report struct {
 
 	PaymentsSent int `json:"payments_sent"`
 	// WarmupPayments were sent before the faults began, so that the relay had
-	// connected and cached metadata; they are committed and checked like the others
+	// connected and cached metadata (and, in the poison scenario, to measure the
+	// records: Scenario.BeforeLoad); they are committed and checked like the others
 	// but not counted in payments_sent or api_accepted.
 	WarmupPayments      int `json:"warmup_payments"`
 	PaymentsCommitted   int `json:"payments_committed"`

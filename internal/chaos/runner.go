@@ -136,6 +136,13 @@ func RunScenario(ctx context.Context, opts Options, stack *NativeStack, sc Scena
 	if err := warmUp(setupCtx, rn, verifier, report); err != nil {
 		return nil, err
 	}
+	if sc.BeforeLoad != nil {
+		payments, err := sc.BeforeLoad(setupCtx, rn, verifier, report)
+		report.WarmupPayments += payments
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s before the load: %w", sc.Name, err)
+		}
+	}
 
 	load, observed, err := loadUnderDisruption(ctx, opts, sc, rn, verifier, report)
 	if err != nil {

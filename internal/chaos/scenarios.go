@@ -55,6 +55,10 @@ type Scenario struct {
 	// Prepare, when set, runs before the services start and returns environment to add
 	// to our API's: for what only exists once the run does (a webhook's port, a token).
 	Prepare func() (apiEnv []string, err error)
+	// BeforeLoad, when set, runs after the warm-up and before the disruption starts:
+	// for a measurement the disruption depends on. It returns how many payments it
+	// committed, which the run counts with the warm-up's.
+	BeforeLoad func(ctx context.Context, rn *Run, verifier *Verifier, report *Report) (payments int, err error)
 	// AfterLoad, when set, runs once the load has been sent and before the runner waits
 	// for the drain: for a step the drain depends on, such as replaying dead letters.
 	AfterLoad func(ctx context.Context, rn *Run) error
@@ -284,13 +288,14 @@ func Scenarios(short bool) map[string]Scenario {
 		},
 		"poison": {
 			Name: "poison",
-			Description: "while a load paced over 20 s arrives, the topic's " + messageSizeLimitConfig + " is below the size of the largest valid payments' events (one in " + fmt.Sprint(poisoned.Every) +
-				" has a 64-character user id and a 19-digit amount, the only fields that can make a payment larger) and above every other's; those events must reach the DLQ after at most " + fmt.Sprint(poisoned.MaxRejections) +
+			Description: "while a load paced over 20 s arrives, the topic's " + messageSizeLimitConfig + ", measured by a calibration load before the fault, is below the size of the largest valid event, the full refund of a largest payment (one in " + fmt.Sprint(poisoned.Every) +
+				" has a 64-character user id and a 19-digit amount, the only fields that can make a payment larger), and above every other record of every event type; those refunds must reach the DLQ after at most " + fmt.Sprint(poisoned.MaxRejections) +
 				" rejections, each with an alert at the harness's webhook, while every other event flows; then the limit is restored and the harness replays each dead letter through the admin endpoint, which must deliver it with its original event id",
 			Span:         20 * time.Second,
 			LargestEvery: poisoned.Every,
 			LoadDelay:    time.Second, // the limit is down before the first payment
 			Prepare:      poisoned.prepare,
+			BeforeLoad:   poisoned.calibrate,
 			Disrupt:      poisoned.disrupt,
 			AfterLoad:    poisoned.afterLoad,
 			Validity:     poisoned.validity,

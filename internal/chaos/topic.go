@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -256,59 +255,3 @@ func (c *TopicContents) add(r *kgo.Record) {
 
 // Unique counts distinct event ids.
 func (c TopicContents) Unique() int { return len(c.EventCopies) }
-
-// recordBatchSizes reads the topic from the start to its current end and returns the
-// size of every record batch in it, as the broker measures it against
-// max.message.bytes: franz-go's fetch hook reports the batch's records section,
-// compressed, and the v2 batch header adds recordBatchOverhead bytes.
-func recordBatchSizes(ctx context.Context, brokers []string, topic string) ([]int, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	var total int64
-	err := withAdmin(brokers, func(adm *kadm.Client) error {
-		ends, err := adm.ListEndOffsets(ctx, topic)
-		if err == nil {
-			err = ends.Error()
-		}
-		ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list end offsets of %s: %w", topic, err)
-	}
-	hook := &batchSizeHook{}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(hook))
-	if err != nil {
-		return nil, fmt.Errorf("new Kafka consumer: %w", err)
-	}
-	defer cl.Close()
-	for read := int64(0); read < total; {
-		fetches := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("read topic %s: %d of %d records: %w", topic, read, total, err)
-		}
-		read += int64(fetches.NumRecords())
-	}
-	return hook.sizes(), nil
-}
-
-// recordBatchOverhead is the v2 record batch header, which max.message.bytes counts.
-const recordBatchOverhead = 61
-
-type batchSizeHook struct {
-	mu   sync.Mutex
-	seen []int
-}
-
-func (h *batchSizeHook) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.seen = append(h.seen, m.CompressedBytes+recordBatchOverhead)
-}
-
-func (h *batchSizeHook) sizes() []int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.seen)
-}

@@ -71,9 +71,13 @@ listener_pid() {
 
 # owner_of prints the checkout whose scripts/stack started the server on port $1. Every
 # server started by these scripts has a path under <checkout>/.stack on its command line
-# (Kafka's classpath, Toxiproxy's binary, PostgreSQL's data directory).
+# (Kafka's classpath, Toxiproxy's binary, PostgreSQL's data directory) or, for a
+# PostgreSQL that `pg_ctl restart` started again, as its working directory: that
+# postmaster gets its data directory from PGDATA, not from -D, and a postmaster's
+# working directory is its data directory. Without the second look, the db-restart
+# scenario could restart a shared server only once.
 owner_of() {
-	local p arg
+	local p arg dir
 	p="$(listener_pid "$1")" || return 1
 	[[ -r "/proc/$p/cmdline" ]] || return 1
 	while IFS= read -r -d '' arg; do
@@ -82,6 +86,11 @@ owner_of() {
 			return
 		fi
 	done <"/proc/$p/cmdline"
+	dir="$(readlink "/proc/$p/cwd" 2>/dev/null)" || return 1
+	if [[ "$dir/" == */.stack/* ]]; then
+		echo "${dir%%/.stack/*}"
+		return
+	fi
 	return 1
 }
 

@@ -1,0 +1,274 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dscourse/payments-outbox/internal/event"
+)
+
+// The poison scenario's limit is measured, not computed: before the fault, a
+// calibration load sends every plan the load will send, the largest payments' included,
+// and the harness reads back from the topic how large each record was on the wire, as
+// the broker measures it against max.message.bytes. The limit then goes half way
+// between the largest record that must flow, of any event type, and the smallest
+// poison record.
+//
+// Measured because the sizes are the relay's business: its envelope headers, its
+// compression (snappy by default, per batch), and timestamps whose trailing zeros
+// RFC 3339 drops. A limit computed from one warm-up creation was wrong the day the
+// lifecycle's refunds, 80-odd bytes larger than a creation, joined the load.
+
+// calibrationPayments is the calibration load: every lifecycle plan twice
+// (lifecycleload.go) and two largest payments (calibrationLargestEvery).
+const (
+	calibrationPayments     = 12
+	calibrationLargestEvery = 6
+)
+
+// minPoisonGap is the least gap between the largest record that must flow and the
+// smallest poison record for the limit to mean anything: half of it on each side of
+// the limit, against the few bytes by which records of one kind differ (a timestamp's
+// dropped zeros, a random id that compresses a little).
+const minPoisonGap = 32
+
+// A recordSize is one record that had a record batch to itself, and the size of that
+// batch.
+type recordSize struct {
+	Type  string
+	Large bool // the user id is a largest payment's (LargestUserIDPrefix)
+	Bytes int
+}
+
+// A calibration is what the calibration load measured and the limit it gives.
+type calibration struct {
+	// Payments counts the calibration's payments, all committed; paymentIDs are
+	// theirs, which the poison tally leaves out.
+	Payments   int
+	paymentIDs []string
+	// PoisonType is the event type of the poison records: the largest payments'
+	// refund with the lifecycle load, their creation without it; types are the event
+	// types the load writes, each of which must have been measured.
+	PoisonType string
+	types      []string
+	// Largest is the largest record of each event type that must flow; Poison the
+	// smallest poison record, of PoisonSamples.
+	Largest       map[string]int
+	Poison        int
+	PoisonSamples int
+	// Shared counts the records that shared a batch with another, and so were not
+	// measured alone.
+	Shared int
+	// Limit is the max.message.bytes the fault sets.
+	Limit int
+}
+
+// largestNormal returns the largest record that must flow and its type.
+func (c calibration) largestNormal() (typ string, bytes int) {
+	for _, t := range slices.Sorted(maps.Keys(c.Largest)) {
+		if c.Largest[t] > bytes {
+			typ, bytes = t, c.Largest[t]
+		}
+	}
+	return typ, bytes
+}
+
+// problem says why the calibration cannot place a limit that only the poison records
+// exceed, or "" when it can: an event type of the load never measured alone, no
+// poison record measured, or a gap too small for the noise.
+func (c calibration) problem(types []string) string {
+	var missing []string
+	for _, t := range types {
+		if _, ok := c.Largest[t]; !ok {
+			missing = append(missing, t)
+		}
+	}
+	_, normal := c.largestNormal()
+	switch {
+	case len(missing) > 0:
+		return "no " + strings.Join(missing, ", ") + " record measured alone in its batch"
+	case c.PoisonSamples == 0:
+		return "no poison record measured alone in its batch"
+	case c.Poison-normal < minPoisonGap:
+		return fmt.Sprintf("the smallest poison record is only %d bytes above the largest other", c.Poison-normal)
+	}
+	return ""
+}
+
+// summary is the calibration as the report's rows show it.
+func (c calibration) summary() string {
+	typ, normal := c.largestNormal()
+	var each []string
+	for _, t := range slices.Sorted(maps.Keys(c.Largest)) {
+		each = append(each, fmt.Sprintf("%s %d", strings.TrimPrefix(t, "Payment"), c.Largest[t]))
+	}
+	return fmt.Sprintf("%s=%d: largest other record %d bytes (%s; by type %s), smallest poison %d bytes (%s, %d measured); %d of the calibration's records shared a batch",
+		messageSizeLimitConfig, c.Limit, normal, typ, strings.Join(each, ", "), c.Poison, c.PoisonType, c.PoisonSamples, c.Shared)
+}
+
+// measureCalibration places the limit from the sizes: half way between the largest
+// record that must flow and the smallest poison record.
+func measureCalibration(sizes []recordSize, shared int, poisonType string) calibration {
+	c := calibration{PoisonType: poisonType, Largest: map[string]int{}, Shared: shared}
+	for _, s := range sizes {
+		if s.Large && s.Type == poisonType {
+			if c.PoisonSamples == 0 || s.Bytes < c.Poison {
+				c.Poison = s.Bytes
+			}
+			c.PoisonSamples++
+			continue
+		}
+		c.Largest[s.Type] = max(c.Largest[s.Type], s.Bytes)
+	}
+	_, normal := c.largestNormal()
+	c.Limit = normal + (c.Poison-normal)/2
+	return c
+}
+
+// calibrate sends the calibration load, before any fault, waits until it is in the
+// topic and measures it. It returns how many payments it committed, which the run
+// counts with the warm-up.
+func (p *poison) calibrate(ctx context.Context, rn *Run, verifier *Verifier, report *Report) (int, error) {
+	// Paced, so that most events are published alone and so measured alone.
+	load, err := RunLoad(ctx, LoadConfig{BaseURL: rn.API.BaseURL, RunID: report.RunID + "-calibration", Payments: calibrationPayments,
+		Span: calibrationPayments * 500 * time.Millisecond, LargestEvery: calibrationLargestEvery, Lifecycle: report.LifecycleLoad})
+	if err != nil {
+		return load.Accepted, fmt.Errorf("calibration load: %w", err)
+	}
+	if load.Accepted != calibrationPayments || load.Transitions.Failed > 0 {
+		return load.Accepted, fmt.Errorf("calibration load: %d of %d payments accepted, %d transitions failed (%v %v)",
+			load.Accepted, calibrationPayments, load.Transitions.Failed, load.RejectReasons, load.Transitions.FailReasons)
+	}
+	if _, err := verifier.WaitDrain(ctx, time.Now()); err != nil {
+		return load.Accepted, fmt.Errorf("calibration load not published: %w", err)
+	}
+	sizes, shared, err := recordSizes(ctx, rn.brokers, rn.topic)
+	if err != nil {
+		return load.Accepted, err
+	}
+	poisonType := event.TypePaymentCreated
+	if report.LifecycleLoad {
+		poisonType = event.TypePaymentRefunded
+	}
+	c := measureCalibration(sizes, shared, poisonType)
+	c.Payments, c.paymentIDs, c.types = load.Accepted, load.PaymentIDs, loadEventTypes(report.LifecycleLoad)
+	p.mu.Lock()
+	p.calibration = c
+	p.mu.Unlock()
+	rn.logger.Info("poison limit calibrated", "summary", c.summary())
+	return load.Accepted, nil
+}
+
+// loadEventTypes are the event types the load writes that the calibration must have
+// measured.
+func loadEventTypes(lifecycle bool) []string {
+	if !lifecycle {
+		return []string{event.TypePaymentCreated}
+	}
+	return []string{event.TypePaymentCreated, event.TypePaymentCaptured, event.TypePaymentRefunded, event.TypePaymentCancelled}
+}
+
+// recordSizes reads the topic from the start to its current end and returns every
+// record that had a record batch to itself, with the size of that batch as the broker
+// measures it against max.message.bytes, and how many records shared a batch.
+//
+// franz-go's fetch hook reports each batch's records section, compressed, in offset
+// order per partition, before the batch's records are polled; the v2 batch header
+// adds recordBatchOverhead bytes. Zipping a partition's batches with its records in
+// offset order tells which record was alone in which batch.
+func recordSizes(ctx context.Context, brokers []string, topic string) ([]recordSize, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var total int64
+	err := withAdmin(brokers, func(adm *kadm.Client) error {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+		return err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("list end offsets of %s: %w", topic, err)
+	}
+	hook := &batchSizeHook{batches: map[int32][]kgo.FetchBatchMetrics{}}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(hook))
+	if err != nil {
+		return nil, 0, fmt.Errorf("new Kafka consumer: %w", err)
+	}
+	defer cl.Close()
+	records := map[int32][]*kgo.Record{}
+	for read := int64(0); read < total; {
+		fetches := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, 0, fmt.Errorf("read topic %s: %d of %d records: %w", topic, read, total, err)
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			records[r.Partition] = append(records[r.Partition], r)
+			read++
+		})
+	}
+	var sizes []recordSize
+	shared := 0
+	for partition, recs := range records {
+		batches := hook.of(partition)
+		for _, b := range batches {
+			if len(recs) == 0 {
+				break // fetched, not polled yet
+			}
+			if b.NumRecords < 1 || b.NumRecords > len(recs) {
+				return nil, 0, fmt.Errorf("read topic %s: partition %d: a batch of %d records where %d remain", topic, partition, b.NumRecords, len(recs))
+			}
+			if b.NumRecords > 1 {
+				shared += b.NumRecords
+			} else {
+				sizes = append(sizes, sizeOf(recs[0], b.CompressedBytes+recordBatchOverhead))
+			}
+			recs = recs[b.NumRecords:]
+		}
+		if len(recs) > 0 {
+			return nil, 0, fmt.Errorf("read topic %s: partition %d: %d records without their batch", topic, partition, len(recs))
+		}
+	}
+	return sizes, shared, nil
+}
+
+// sizeOf classifies a record by its type header and its payload's user id.
+func sizeOf(r *kgo.Record, bytes int) recordSize {
+	var payload struct {
+		UserID string `json:"user_id"`
+	}
+	_ = json.Unmarshal(r.Value, &payload) // a record of another shape is simply not large
+	return recordSize{Type: event.HeaderValues(r)[event.HeaderType], Large: strings.HasPrefix(payload.UserID, LargestUserIDPrefix), Bytes: bytes}
+}
+
+// recordBatchOverhead is the v2 record batch header, which max.message.bytes counts.
+const recordBatchOverhead = 61
+
+// batchSizeHook keeps each partition's batch metrics in the order they were read.
+type batchSizeHook struct {
+	mu      sync.Mutex
+	batches map[int32][]kgo.FetchBatchMetrics
+}
+
+func (h *batchSizeHook) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, partition int32, m kgo.FetchBatchMetrics) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.batches[partition] = append(h.batches[partition], m)
+}
+
+func (h *batchSizeHook) of(partition int32) []kgo.FetchBatchMetrics {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.batches[partition])
+}

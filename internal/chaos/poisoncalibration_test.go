@@ -1,0 +1,65 @@
+package chaos
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dscourse/payments-outbox/internal/event"
+)
+
+func TestCalibrationPutsTheLimitBetweenEveryOtherRecordAndThePoison(t *testing.T) {
+	t.Parallel()
+	sizes := []recordSize{
+		{Type: event.TypePaymentCreated, Bytes: 330},
+		{Type: event.TypePaymentCaptured, Bytes: 345},
+		{Type: event.TypePaymentRefunded, Bytes: 410}, // an innocent refund: the largest that must flow
+		{Type: event.TypePaymentRefunded, Bytes: 402},
+		{Type: event.TypePaymentCancelled, Bytes: 346},
+		// The largest payments' creation and capture are not poison, and must flow too.
+		{Type: event.TypePaymentCreated, Large: true, Bytes: 395},
+		{Type: event.TypePaymentCaptured, Large: true, Bytes: 405},
+		{Type: event.TypePaymentRefunded, Large: true, Bytes: 494},
+		{Type: event.TypePaymentRefunded, Large: true, Bytes: 490},
+	}
+	c := measureCalibration(sizes, 3, event.TypePaymentRefunded)
+	if typ, normal := c.largestNormal(); typ != event.TypePaymentRefunded || normal != 410 {
+		t.Errorf("largest other record = %s %d, want %s 410", typ, normal, event.TypePaymentRefunded)
+	}
+	if c.Poison != 490 || c.PoisonSamples != 2 {
+		t.Errorf("smallest poison = %d of %d, want 490 of 2", c.Poison, c.PoisonSamples)
+	}
+	if c.Limit != 450 {
+		t.Errorf("limit = %d, want 450, half way between 410 and 490", c.Limit)
+	}
+	if p := c.problem(loadEventTypes(true)); p != "" {
+		t.Errorf("problem = %q, want none", p)
+	}
+}
+
+func TestCalibrationRefusesWhatCannotPlaceALimit(t *testing.T) {
+	t.Parallel()
+	every := []recordSize{
+		{Type: event.TypePaymentCreated, Bytes: 330},
+		{Type: event.TypePaymentCaptured, Bytes: 345},
+		{Type: event.TypePaymentRefunded, Bytes: 410},
+		{Type: event.TypePaymentCancelled, Bytes: 346},
+	}
+	tests := []struct {
+		name  string
+		sizes []recordSize
+		want  string
+	}{
+		{"an event type never measured alone", append(every[1:], recordSize{Type: event.TypePaymentRefunded, Large: true, Bytes: 490}), "no PaymentCreated record"},
+		{"no poison record", every, "no poison record"},
+		{"poison too close to an innocent refund", append(every, recordSize{Type: event.TypePaymentRefunded, Large: true, Bytes: 430}), "only 20 bytes above"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := measureCalibration(tt.sizes, 0, event.TypePaymentRefunded)
+			if got := c.problem(loadEventTypes(true)); !strings.Contains(got, tt.want) {
+				t.Errorf("problem = %q, want it to say %q", got, tt.want)
+			}
+		})
+	}
+}
