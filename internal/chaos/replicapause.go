@@ -18,12 +18,13 @@ import (
 // them (rn.API) in the middle of publishing, for longer than the lease, while the other
 // (rn.Replica) takes its rows over; then SIGCONTs it. The paused relay wakes up with
 // acknowledgements for rows it no longer owns: its late outcomes must change nothing
-// (the lease token fences them, docs/adr/0002), copies in the topic are allowed, and the
-// order of each payment must hold.
+// (ours: the database ended its idle batch transaction after the lease, so they fail
+// with its connection, docs/adr/0002; a relay with lease columns needs a token to fence
+// them), copies in the topic are allowed, and the order of each payment must hold.
 //
 // To see a late outcome change something from outside, the harness freezes the other
 // replica too, just before the paused one resumes, and compares the outbox rows the paused
-// one must not touch (published ones, and those the other replica holds a live lease on)
+// one must not touch (published ones, and those the other replica holds)
 // before and after the paused one has run alone for a while. Acks are slowed down
 // (SlowAcks) for the whole disruption, so that a relay spends most of a batch between its
 // send and its mark: a pause at a random instant with rows leased then mostly catches it
@@ -228,12 +229,12 @@ func changedRows(before, after map[string]outboxRowState) []string {
 }
 
 // lateOutcomes counts, in our API's log, the events of the relay's outcome lines (its
-// Warn lines with an "events" count: a mark that found its lease lost, or failures such
-// as the deadline its batch woke up past) written while it ran alone after a pause (the
-// windows, wall-clock). Those are the late outcomes of batches it claimed before the
-// pause, all about rows another worker owned by then; whether they changed anything is
-// the SLO row's business. fenced is the part our relay itself reported as fenced ("lease
-// lost before marking"). Both are -1 when the log cannot be read.
+// Warn lines with an "events" count: a batch whose transaction the database ended, or
+// failures such as the deadline its batch woke up past) written while it ran alone
+// after a pause (the windows, wall-clock). Those are the late outcomes of batches it
+// claimed before the pause, all about rows another worker owned by then; whether they
+// changed anything is the SLO row's business. fenced is the part our relay itself
+// reported as fenced (fencedLog). Both are -1 when the log cannot be read.
 func lateOutcomes(logPath string, windows [][2]time.Time) (late, fenced int) {
 	f, err := os.Open(logPath)
 	if err != nil {

@@ -77,7 +77,8 @@ type Scenario struct {
 // relayEnv makes the relay's timeouts short enough for the fault windows to outlast
 // them, since a window shorter than the producer's timeouts only delays bytes and
 // produces no failure:
-// a publish attempt gives up after 3 s, a crashed relay's lease expires after 10 s, and
+// a publish attempt gives up after 3 s, a paused relay's lease (a crashed one's, for a
+// relay that leases rows in columns) expires after 10 s, and
 // the relay-wide backoff after an outage never exceeds 2 s.
 var relayEnv = []string{
 	"RELAY_PUBLISH_TIMEOUT=3s",
@@ -134,7 +135,7 @@ func Scenarios(short bool) map[string]Scenario {
 		pg.Spikes, pg.Cuts, pg.Outage, pgSpan = 1, 2, 10*time.Second, 30*time.Second
 	}
 	// A pause catches the paused relay between its send and its mark only when it, not
-	// the other replica, held the leased rows: about one pause in two, so three of them.
+	// the other replica, held the rows seen held: about one pause in two, so three of them.
 	pause := replicaPause{Pauses: 3, Pause: 14 * time.Second, Alone: 3 * time.Second, Gap: [2]time.Duration{time.Second, 3 * time.Second}}
 	pauseSpan := 60 * time.Second
 	hostile := &hostileRecords{Foreign: &ForeignRecords{}, For: 13 * time.Second, Every: 500 * time.Millisecond}
