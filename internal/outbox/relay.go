@@ -31,9 +31,10 @@ type producers struct {
 	alone producer
 }
 
-// Relay publishes committed outbox events to Kafka: claim a batch under a lease,
-// publish it with no transaction open, record the outcome fenced by the lease token
-// (docs/adr/0002). Several workers run in one Relay, and several Relays (API replicas)
+// Relay publishes committed outbox events to Kafka: each batch is one transaction that
+// claims rows with FOR UPDATE SKIP LOCKED, publishes them while it waits, idle, moves
+// the acknowledged ones to outbox_published, records the failures and commits; the
+// database ends a batch that stays idle longer than the lease (docs/adr/0002). Several workers run in one Relay, and several Relays (API replicas)
 // can share one database.
 type Relay struct {
 	cfg     RelayConfig
@@ -89,8 +90,8 @@ func (r *Relay) nudge(source wakeSource) {
 //     context of their own (workCtx below), which ctx's end does not cancel, so that
 //     a batch is recorded whole instead of being cut off mid-publish.
 //  3. If they have not finished by then, workCtx is cancelled: each abandoned batch
-//     marks what Kafka acknowledged and releases the other leases, under one
-//     QueryTimeout, so that another relay takes the rows at once.
+//     moves what Kafka acknowledged and commits, under one QueryTimeout, which hands
+//     the other rows back, so that another relay takes them at once.
 //  4. The Kafka client closes and Run returns.
 //
 // Every publish, query and alert runs under a timeout, so Run returns at the latest
