@@ -101,8 +101,7 @@ func crashRelay(ctx context.Context, rn *Run, cfg relayCrashes) error {
 			return nil
 		}
 	}
-	<-ctx.Done()
-	return nil
+	return nil // after the last kill: the scenario waits for it (FinishDisruption)
 }
 
 // crashConsumer SIGKILLs the consumer at random points while it has work, restarts it

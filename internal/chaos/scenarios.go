@@ -66,6 +66,11 @@ type Scenario struct {
 	// is after the verifier has seen the drain and the decisions; it must leave the
 	// services running when it returns (the runner checks).
 	Disrupt func(ctx context.Context, rn *Run) error
+	// FinishDisruption makes the runner wait, once the load has been sent, until
+	// Disrupt returns by itself before it waits for the drain: for a disruption that
+	// does a set number of things (kills) and must not be cut short by a service that
+	// drains fast. Disrupt must then return after its last step.
+	FinishDisruption bool
 	// Validity lists the checks proving the disruption happened, and any SLO rows of
 	// the scenario's own (every row is judged by its kind).
 	Validity func(r *Report, rn *Run) []Check
@@ -203,6 +208,8 @@ func Scenarios(short bool) map[string]Scenario {
 			Span:        20 * time.Second,
 			LoadDelay:   time.Second,
 			Disrupt:     func(ctx context.Context, rn *Run) error { return crashRelay(ctx, rn, relayKills) },
+			// A relay that drains in seconds would end the run before the sixth kill.
+			FinishDisruption: true,
 			Validity: func(r *Report, rn *Run) []Check {
 				c := rn.Crashes()
 				inFlight := fmt.Sprintf("%d with rows leased, %d caught with a payment committed before its outbox row", c.APIKillsInFlight, c.APIKillsCaught)
