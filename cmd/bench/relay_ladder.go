@@ -202,7 +202,8 @@ func ladderRungs(cfg ladderConfig) []ladderRung {
 			CREATE INDEX floor_events_key_idx ON floor_events (key, id) WHERE NOT published`), floorRelay{}, floorSQLBatch(true)),
 		rung("ours_no_history", "ours, no history", migrate, outboxTable{}, ourSQLBatch(`DELETE FROM outbox_events WHERE id = ANY($1)`)),
 		rung("ours", "ours", migrate, outboxTable{}, ourSQLBatch(outbox.MarkPublishedSQL)),
-		rung("first_design", "first design", sqlSetup(firstDesignTableSQL), firstDesignTable{}, firstDesignBatch),
+		// The first design's table has the name and pending rows of ours.
+		rung("first_design", "first design", sqlSetup(firstDesignTableSQL), outboxTable{}, firstDesignBatch),
 	}
 }
 
@@ -253,15 +254,7 @@ func ourSQLBatchWith(ctx context.Context, pool *pgxpool.Pool, n int, mark string
 	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off; SET LOCAL idle_in_transaction_session_timeout = 30000"},
 		func(tx pgx.Tx) error {
 			rows, _ := tx.Query(ctx, outbox.ClaimSQL, n)
-			ids, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (uuid.UUID, error) {
-				var id uuid.UUID
-				var seq int64
-				var typ, aggregate, traceparent string
-				var payload []byte
-				var createdAt time.Time
-				var attempts, rejections int
-				return id, row.Scan(&id, &seq, &typ, &aggregate, &payload, &createdAt, &attempts, &rejections, &traceparent)
-			})
+			ids, err := pgx.CollectRows(rows, scanClaimedID)
 			if err != nil || len(ids) == 0 {
 				return err
 			}
@@ -270,4 +263,16 @@ func ourSQLBatchWith(ctx context.Context, pool *pgxpool.Pool, n int, mark string
 			return err
 		})
 	return claimed, err
+}
+
+// scanClaimedID reads the id of a row of our claim's columns (outbox.ClaimSQL, and the
+// first design's claim, which returns the same).
+func scanClaimedID(row pgx.CollectableRow) (uuid.UUID, error) {
+	var id uuid.UUID
+	var seq int64
+	var typ, aggregate, traceparent string
+	var payload []byte
+	var createdAt time.Time
+	var attempts, rejections int
+	return id, row.Scan(&id, &seq, &typ, &aggregate, &payload, &createdAt, &attempts, &rejections, &traceparent)
 }

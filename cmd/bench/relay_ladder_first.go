@@ -5,8 +5,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -41,23 +39,6 @@ const firstDesignTableSQL = `
 	CREATE INDEX outbox_events_published_at_idx ON outbox_events USING brin (published_at)
 		WITH (autosummarize = on) WHERE status = 'published'`
 
-// firstDesignTable fills and checks the first design's table.
-type firstDesignTable struct{ outboxTable }
-
-func (firstDesignTable) fill(ctx context.Context, pool *pgxpool.Pool, n int) error {
-	if _, err := pool.Exec(ctx, `TRUNCATE outbox_events`); err != nil {
-		return fmt.Errorf("truncate outbox: %w", err)
-	}
-	_, err := pool.Exec(ctx, `
-		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at, next_attempt_at)
-		SELECT gen_random_uuid(), 'PaymentCreated', p.id::text, `+backlogPayloadSQL+`, now(), now()
-		FROM (SELECT gen_random_uuid() AS id, i FROM generate_series(1, $1) AS i) p`, n)
-	if err != nil {
-		return fmt.Errorf("insert outbox backlog: %w", err)
-	}
-	return vacuumAnalyze(ctx, pool, "outbox_events")
-}
-
 // firstDesignBatch is the first design's batch without the produce: the claim writes a
 // lease, the mark updates the row in place fenced by the lease token, each in a
 // transaction of its own that does not wait for the flush.
@@ -85,15 +66,7 @@ func firstDesignBatch(ctx context.Context, pool *pgxpool.Pool, n int) (int, erro
 			RETURNING id, seq, event_type, aggregate_id, payload, created_at, attempts, rejections, coalesce(traceparent, '')`,
 			token, n)
 		var err error
-		ids, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (uuid.UUID, error) {
-			var id uuid.UUID
-			var seq int64
-			var typ, aggregate, traceparent string
-			var payload []byte
-			var createdAt time.Time
-			var attempts, rejections int
-			return id, row.Scan(&id, &seq, &typ, &aggregate, &payload, &createdAt, &attempts, &rejections, &traceparent)
-		})
+		ids, err = pgx.CollectRows(rows, scanClaimedID)
 		return err
 	})
 	if err != nil || len(ids) == 0 {
