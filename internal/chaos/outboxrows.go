@@ -54,3 +54,19 @@ func publishedEventsTable(ctx context.Context, conn *pgx.Conn) (string, error) {
 	}
 	return "outbox_events", nil
 }
+
+// allOutboxEvents returns a FROM item that lists every event the outbox holds, with
+// id, aggregate_id, event_type, payload, status and rejections: outbox_events alone, or
+// with outbox_published (status 'published') when published events move there.
+func allOutboxEvents(ctx context.Context, conn *pgx.Conn) (string, error) {
+	table, err := publishedEventsTable(ctx, conn)
+	if err != nil {
+		return "", err
+	}
+	if table == "outbox_events" {
+		return "outbox_events", nil
+	}
+	return `(SELECT id, aggregate_id, event_type, payload, status, rejections FROM outbox_events
+		UNION ALL
+		SELECT id, aggregate_id, event_type, payload, 'published', rejections FROM ` + table + `)`, nil
+}
