@@ -416,10 +416,27 @@ func deadLetter(t *testing.T, databaseURL, paymentID string) {
 		t.Fatalf("connect to the API's database: %v", err)
 	}
 	defer conn.Close(ctx)
-	tag, err := conn.Exec(ctx, `
+	// One transaction, so that the running relay never sees the event pending between
+	// the two statements: it would claim it, publish it and move it again, and the
+	// UPDATE below would find no row.
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatalf("dead-letter the event of payment %s: begin: %v", paymentID, err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after the commit
+	// The relay may have published the event already: then it is back from
+	// outbox_published first, as if it had never been.
+	if _, err := tx.Exec(ctx, `
+		WITH back AS (DELETE FROM outbox_published WHERE aggregate_id = $1 RETURNING *)
+		INSERT INTO outbox_events (id, seq, event_type, aggregate_id, payload, created_at)
+		OVERRIDING SYSTEM VALUE
+		SELECT id, seq, event_type, aggregate_id, payload, created_at FROM back`, paymentID); err != nil {
+		t.Fatalf("take the event of payment %s back from outbox_published: %v", paymentID, err)
+	}
+	tag, err := tx.Exec(ctx, `
 		WITH failed AS (
 			UPDATE outbox_events
-			SET status = 'failed', published_at = NULL, attempts = 5,
+			SET status = 'failed', attempts = 5,
 			    last_error = 'MESSAGE_TOO_LARGE: the request included a message larger than the max message size the server will accept'
 			WHERE aggregate_id = $1
 			RETURNING id, event_type, aggregate_id, payload, attempts, last_error
@@ -431,5 +448,8 @@ func deadLetter(t *testing.T, databaseURL, paymentID string) {
 	}
 	if tag.RowsAffected() != 1 {
 		t.Fatalf("dead-letter the event of payment %s: %d rows, want 1", paymentID, tag.RowsAffected())
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("dead-letter the event of payment %s: commit: %v", paymentID, err)
 	}
 }

@@ -34,9 +34,10 @@ type config struct {
 	AdminToken string
 
 	// RelayMode (RELAY_MODE, default poll) chooses the relay that publishes the outbox:
-	// "poll", the polling relay (package outbox: claims rows under leases), or "cdc",
-	// the change-data-capture relay (package outbox/cdc: reads the inserts from a
-	// logical replication slot; the server needs wal_level=logical). docs/adr/0003
+	// "poll", the polling relay (package outbox: one transaction per batch, whose row
+	// locks are the lease), or "cdc", the change-data-capture relay (package
+	// outbox/cdc: reads the inserts from a logical replication slot; the server needs
+	// wal_level=logical). docs/adr/0003
 	// compares them. Both read the RELAY_* settings below that apply to them.
 	RelayMode string
 	// CDCSlot (RELAY_CDC_SLOT, default outbox_cdc_<database>) names the replication
@@ -52,7 +53,8 @@ type config struct {
 	//	ALERT_WEBHOOK_URL        receives the dead-letter alerts (empty: only logged)
 	//	RELAY_WORKERS            workers claiming batches
 	//	RELAY_BATCH_SIZE         rows per claim
-	//	RELAY_LEASE              lease on claimed rows
+	//	RELAY_LEASE              how long a batch may hold its rows (the idle timeout
+	//	                         of its transaction)
 	//	RELAY_PUBLISH_TIMEOUT    bound of one publish attempt
 	//	RELAY_POLL_INTERVAL      fallback poll
 	//	RELAY_MAX_REJECTIONS     broker rejections before the DLQ

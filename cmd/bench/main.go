@@ -4,6 +4,7 @@
 //
 //	go run ./cmd/bench api        the API's write rate against the database's own ceiling
 //	go run ./cmd/bench relay      the relay's drain rate, latency and WAL per event, against the floor
+//	go run ./cmd/bench ladder     what each of the relay's guarantees costs in the database alone (no Kafka)
 //	go run ./cmd/bench cdc        the CDC relay beside the polling relay, and the WAL its slot holds in an outage
 //	go run ./cmd/bench all        every benchmark, in name order, with default settings
 //
@@ -49,6 +50,7 @@ func benchmarks() map[string]benchmark {
 		"api":      benchAPI,
 		"cdc":      benchCDC,
 		"consumer": benchConsumer,
+		"ladder":   benchLadder,
 		"relay":    benchRelay,
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/event"
+	"github.com/dscourse/payments-outbox/internal/outbox"
 )
 
 const (
@@ -118,7 +119,8 @@ func floorBatch(ctx context.Context, pool *pgxpool.Pool, client *kgo.Client, top
 }
 
 // sameSchemaRelay is the minimal loop on our outbox_events table, with our table's
-// indexes, fillfactor and NOTIFY trigger: the same-schema comparison.
+// indexes, fillfactor and NOTIFY trigger, marking as our relay does (the move to
+// outbox_published): the same-schema comparison.
 type sameSchemaRelay struct {
 	outboxTable
 	brokers []string
@@ -155,7 +157,8 @@ func sameSchemaBatch(ctx context.Context, pool *pgxpool.Pool, client *kgo.Client
 			return fmt.Errorf("produce: %w", err)
 		}
 		n = len(ids)
-		_, err = tx.Exec(ctx, `UPDATE outbox_events SET status = 'published', published_at = now() WHERE id = ANY($1)`, ids)
+		// Marked as our relay marks: moved to outbox_published.
+		_, err = outbox.MarkPublished(ctx, tx, ids)
 		return err
 	})
 	if err != nil {

@@ -21,6 +21,9 @@ type apiWatch struct {
 	// the lifecycle columns, the sum of the payments' versions (one event per
 	// transition, the creation included); without, one per payment.
 	committedEvents string
+	// outboxEvents counts the events written to the outbox: the rows of outbox_events,
+	// plus those of outbox_published when published events move there.
+	outboxEvents string
 }
 
 // newAPIWatch connects to the payments database. It returns nil, and no error, when
@@ -39,7 +42,13 @@ func newAPIWatch(ctx context.Context, rn *Run) (*apiWatch, error) {
 		db.Close(ctx)
 		return nil, nil
 	}
-	w := &apiWatch{rn: rn, db: db, committedEvents: `SELECT count(*) FROM payments`}
+	w := &apiWatch{rn: rn, db: db, committedEvents: `SELECT count(*) FROM payments`, outboxEvents: `SELECT count(*) FROM outbox_events`}
+	if table, err := publishedEventsTable(ctx, db); err != nil {
+		db.Close(ctx)
+		return nil, err
+	} else if table != "outbox_events" {
+		w.outboxEvents = `SELECT (SELECT count(*) FROM outbox_events) + (SELECT count(*) FROM ` + table + `)`
+	}
 	var hasVersion bool
 	err = db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('payments') AND attname = 'version' AND NOT attisdropped)`).Scan(&hasVersion)
 	if err != nil {
@@ -99,7 +108,7 @@ func (w *apiWatch) probe(ctx context.Context) (caught bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	var committed, events int
-	err = w.db.QueryRow(ctx, `SELECT (`+w.committedEvents+`), (SELECT count(*) FROM outbox_events)`).Scan(&committed, &events)
+	err = w.db.QueryRow(ctx, `SELECT (`+w.committedEvents+`), (`+w.outboxEvents+`)`).Scan(&committed, &events)
 	if err != nil {
 		return false, fmt.Errorf("count committed transitions and outbox rows: %w", err)
 	}

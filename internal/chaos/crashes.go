@@ -20,7 +20,7 @@ type relayCrashes struct {
 	Kills int
 	// AcksLost is the random range of how long acknowledgements are withheld before a
 	// kill: long enough for the relay to claim rows and send them, so the broker holds
-	// records whose rows the dead relay never marked published.
+	// records whose rows the dead relay never recorded as published.
 	AcksLost [2]time.Duration
 	// Clean is the random range of the pause after a restart, before the next fault.
 	Clean [2]time.Duration
@@ -51,8 +51,10 @@ func between(r [2]time.Duration) time.Duration {
 
 // crashRelay kills the API cfg.Kills times, each at a random point of a lost-acks
 // window: the relay has claimed rows, the broker has written them, and the
-// acknowledgements never arrive. The rows stay leased by a dead process until the lease
-// expires; then a new relay publishes them again, and the consumer must absorb the
+// acknowledgements never arrive. A relay that leases rows in columns leaves them
+// leased by a dead process until the lease expires; ours holds them as row locks of a
+// batch's transaction, which the database rolls back as the dead process's connections
+// close. Then a new relay publishes them again, and the consumer must absorb the
 // copies. It works for any API the harness started, ours or a student's.
 func crashRelay(ctx context.Context, rn *Run, cfg relayCrashes) error {
 	watch, err := newAPIWatch(ctx, rn)
@@ -99,8 +101,7 @@ func crashRelay(ctx context.Context, rn *Run, cfg relayCrashes) error {
 			return nil
 		}
 	}
-	<-ctx.Done()
-	return nil
+	return nil // after the last kill: the scenario waits for it (FinishDisruption)
 }
 
 // crashConsumer SIGKILLs the consumer at random points while it has work, restarts it

@@ -16,8 +16,10 @@ import (
 // payments database, reads the outbox once (which takes its snapshot) and stays idle in
 // transaction for Hold, as a forgotten psql session or a long report would. As long as
 // that snapshot lives, no row version it might see can be removed: every version the
-// relay's lease and mark leave behind stays as a dead tuple, in the table and in the
-// partial index of pending rows, which the relay's claim must step over.
+// relay leaves behind (ours deletes each published event from outbox_events as it moves
+// it to outbox_published; a relay that leases and marks in place updates it) stays as a
+// dead tuple, in the table and in the partial index of pending rows, which the relay's
+// claim must step over.
 //
 // The run measures the relay before, during and after the hold, from the harness's own
 // clocks: each payment's 201 and the moment its event first reached the topic (the
@@ -160,7 +162,7 @@ func (l *longTransaction) disrupt(ctx context.Context, rn *Run) error {
 // vacuum runs VACUUM on the outbox table while the snapshot is still held, and keeps
 // how many dead tuples it could not remove (PostgreSQL reports them as n_dead_tup once
 // it is done) beside how many rows were published during the hold, each of which left
-// at least one dead version behind (the lease's, the mark's).
+// at least one dead version behind (the move's delete, or a lease's and a mark's updates).
 func (l *longTransaction) vacuum(ctx context.Context, stats *pgx.Conn, heldAt time.Time) {
 	l.mu.Lock()
 	l.kept = -1
@@ -175,7 +177,11 @@ func (l *longTransaction) vacuum(ctx context.Context, stats *pgx.Conn, heldAt ti
 	}
 	// published_at is on the database's clock and heldAt on the harness's: the hold's
 	// start is taken as the database's now() minus the hold's age.
-	err = stats.QueryRow(ctx, `SELECT count(*) FROM outbox_events WHERE published_at > now() - make_interval(secs => $1)`,
+	table, err := publishedEventsTable(ctx, stats)
+	if err != nil {
+		return
+	}
+	err = stats.QueryRow(ctx, `SELECT count(*) FROM `+table+` WHERE published_at > now() - make_interval(secs => $1)`,
 		time.Since(heldAt).Seconds()).Scan(&published)
 	if err != nil {
 		return

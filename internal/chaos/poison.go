@@ -244,15 +244,20 @@ func (p *poison) alerted(tally poisonTally) bool {
 	return true
 }
 
-// readPoisonTally reads the outbox, the calibration's payments left out, telling the
+// readPoisonTally reads the outbox (every event, published ones included: allOutboxEvents),
+// the calibration's payments left out, telling the
 // poison events (c.PoisonType of a largest payment, found by its user id:
 // LargestUserIDPrefix) from the others.
 func readPoisonTally(ctx context.Context, conn *pgx.Conn, c calibration) (poisonTally, error) {
 	t := poisonTally{poison: map[string]int{}, deadLettered: map[string]string{}, events: map[string]int{}}
+	events, err := allOutboxEvents(ctx, conn)
+	if err != nil {
+		return t, err
+	}
 	rows, err := conn.Query(ctx, `
 		SELECT p.id::text, o.id::text, o.status, o.rejections, starts_with(p.user_id, $1) AND o.event_type = $2,
 		       coalesce((o.payload->>'sequence')::int, 1)
-		FROM outbox_events o JOIN payments p ON p.id::text = o.aggregate_id
+		FROM `+events+` o JOIN payments p ON p.id::text = o.aggregate_id
 		WHERE p.id::text <> ALL ($3::text[])`, LargestUserIDPrefix, c.PoisonType, c.paymentIDs)
 	if err != nil {
 		return t, fmt.Errorf("read the outbox: %w", err)

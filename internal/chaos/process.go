@@ -88,7 +88,8 @@ func (p *Process) current() (*exec.Cmd, <-chan struct{}) {
 }
 
 // Kill sends SIGKILL, the crash the scenarios simulate: no shutdown hook runs, no
-// lease is released, no offset is committed. It waits for the process to be gone.
+// batch is recorded, no offset is committed (the database rolls back what the process
+// had open as its connections close). It waits for the process to be gone.
 func (p *Process) Kill() error {
 	cmd, exited := p.current()
 	if cmd == nil {

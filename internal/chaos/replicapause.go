@@ -18,12 +18,13 @@ import (
 // them (rn.API) in the middle of publishing, for longer than the lease, while the other
 // (rn.Replica) takes its rows over; then SIGCONTs it. The paused relay wakes up with
 // acknowledgements for rows it no longer owns: its late outcomes must change nothing
-// (the lease token fences them, docs/adr/0002), copies in the topic are allowed, and the
-// order of each payment must hold.
+// (ours: the database ended its idle batch transaction after the lease, so they fail
+// with its connection, docs/adr/0002; a relay with lease columns needs a token to fence
+// them), copies in the topic are allowed, and the order of each payment must hold.
 //
 // To see a late outcome change something from outside, the harness freezes the other
 // replica too, just before the paused one resumes, and compares the outbox rows the paused
-// one must not touch (published ones, and those the other replica holds a live lease on)
+// one must not touch (published ones, and those the other replica holds)
 // before and after the paused one has run alone for a while. Acks are slowed down
 // (SlowAcks) for the whole disruption, so that a relay spends most of a batch between its
 // send and its mark: a pause at a random instant with rows leased then mostly catches it
@@ -117,9 +118,12 @@ func (rp replicaPause) pauseOnce(ctx context.Context, rn *Run) error {
 
 // An outboxRowState is what a late outcome would change in a row.
 type outboxRowState struct {
-	Status      string
-	LeaseToken  string
-	PublishedAt string
+	Status string
+	// Owner is the lease token of a leased row, "held" for a row locked by a batch's
+	// transaction, "" for a published one.
+	Owner string
+	// Detail is published_at for a published row, attempts for a held one.
+	Detail string
 }
 
 // untouchableLeaseMargin is how long a lease must still run, at the first read, to count
@@ -128,14 +132,26 @@ type outboxRowState struct {
 const untouchableLeaseMargin = 5 * time.Second
 
 // untouchableRows reads the outbox rows that a relay without a live lease must leave
-// alone: the published ones, and the pending ones under a live lease (the other
-// replica's: it is frozen while this is read, and its leases outlive the comparison).
+// alone: the published ones, and the pending ones the other replica holds (it is
+// frozen while this is read). A relay that leases rows in columns holds those under a
+// lease that outlives the comparison; ours holds the rows its batch's transaction
+// locked (heldOutboxRows), and moves published events to outbox_published.
 func untouchableRows(ctx context.Context, dbURL string) (map[string]outboxRowState, error) {
-	return readRowStates(ctx, dbURL, `
-		SELECT id::text, status, coalesce(lease_token::text, ''), coalesce(published_at::text, '')
-		FROM outbox_events
-		WHERE status = 'published' OR lease_expires_at > now() + make_interval(secs => $1)`,
-		untouchableLeaseMargin.Seconds())
+	return readRowStates(ctx, dbURL, func(leaseColumns bool) (string, []any) {
+		if leaseColumns {
+			return `
+				SELECT id::text, status, coalesce(lease_token::text, ''), coalesce(published_at::text, '')
+				FROM outbox_events
+				WHERE status = 'published' OR lease_expires_at > now() + make_interval(secs => $1)`,
+				[]any{untouchableLeaseMargin.Seconds()}
+		}
+		return `
+			SELECT id::text, 'published', '', published_at::text FROM outbox_published
+			UNION ALL
+			SELECT id::text, status, 'held', attempts::text FROM outbox_events
+			WHERE status = 'pending' AND id NOT IN (
+				SELECT id FROM outbox_events WHERE status = 'pending' FOR KEY SHARE SKIP LOCKED)`, nil
+	})
 }
 
 // rowStates reads the rows of before again, by id: the second read of the comparison.
@@ -143,15 +159,28 @@ func untouchableRows(ctx context.Context, dbURL string) (map[string]outboxRowSta
 // a lease that had 6 s left at the first read has 3 s left at the second, and its
 // untouched row would look gone.
 func rowStates(ctx context.Context, dbURL string, before map[string]outboxRowState) (map[string]outboxRowState, error) {
-	return readRowStates(ctx, dbURL, `
-		SELECT id::text, status, coalesce(lease_token::text, ''), coalesce(published_at::text, '')
-		FROM outbox_events WHERE id = ANY($1::uuid[])`,
-		slices.Collect(maps.Keys(before)))
+	ids := slices.Collect(maps.Keys(before))
+	return readRowStates(ctx, dbURL, func(leaseColumns bool) (string, []any) {
+		if leaseColumns {
+			return `
+				SELECT id::text, status, coalesce(lease_token::text, ''), coalesce(published_at::text, '')
+				FROM outbox_events WHERE id = ANY($1::uuid[])`, []any{ids}
+		}
+		return `
+			SELECT id::text, 'published', '', published_at::text FROM outbox_published WHERE id = ANY($1::uuid[])
+			UNION ALL
+			SELECT id::text, status,
+			       CASE WHEN id IN (SELECT id FROM outbox_events WHERE id = ANY($1::uuid[]) FOR KEY SHARE SKIP LOCKED)
+			            THEN '' ELSE 'held' END,
+			       attempts::text
+			FROM outbox_events WHERE id = ANY($1::uuid[])`, []any{ids}
+	})
 }
 
-// readRowStates runs query, which selects id, status, lease token and published_at, on
-// a connection of its own.
-func readRowStates(ctx context.Context, dbURL, query string, args ...any) (map[string]outboxRowState, error) {
+// readRowStates runs the query that queryFor returns for the outbox's layout (with or
+// without lease columns), which selects id, status, owner and detail, on a connection
+// of its own, in a transaction that ends at once (the lock probe's locks with it).
+func readRowStates(ctx context.Context, dbURL string, queryFor func(leaseColumns bool) (string, []any)) (map[string]outboxRowState, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dbURL)
@@ -159,16 +188,21 @@ func readRowStates(ctx context.Context, dbURL, query string, args ...any) (map[s
 		return nil, fmt.Errorf("read outbox rows: %w", err)
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, query, args...)
+	leaseColumns, err := hasColumn(ctx, conn, "outbox_events", "lease_expires_at")
 	if err != nil {
 		return nil, fmt.Errorf("read outbox rows: %w", err)
 	}
+	query, args := queryFor(leaseColumns)
 	out := map[string]outboxRowState{}
-	var id string
-	var s outboxRowState
-	_, err = pgx.ForEachRow(rows, []any{&id, &s.Status, &s.LeaseToken, &s.PublishedAt}, func() error {
-		out[id] = s
-		return nil
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		rows, _ := tx.Query(ctx, query, args...)
+		var id string
+		var s outboxRowState
+		_, err := pgx.ForEachRow(rows, []any{&id, &s.Status, &s.Owner, &s.Detail}, func() error {
+			out[id] = s
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read outbox rows: %w", err)
@@ -177,10 +211,17 @@ func readRowStates(ctx context.Context, dbURL, query string, args ...any) (map[s
 }
 
 // changedRows lists the rows of before whose state differs in after (or that are gone).
+// A row held by a batch's transaction before and no longer held after, unchanged or
+// not, is left out: the database may have ended the frozen replica's transaction
+// (its lease) during the comparison, and then the row was free to take.
 func changedRows(before, after map[string]outboxRowState) []string {
 	var changed []string
 	for _, id := range slices.Sorted(maps.Keys(before)) {
-		if got, ok := after[id]; !ok || got != before[id] {
+		got, ok := after[id]
+		if before[id].Owner == "held" && (!ok || got.Owner != "held") {
+			continue
+		}
+		if !ok || got != before[id] {
 			changed = append(changed, id)
 		}
 	}
@@ -188,12 +229,12 @@ func changedRows(before, after map[string]outboxRowState) []string {
 }
 
 // lateOutcomes counts, in our API's log, the events of the relay's outcome lines (its
-// Warn lines with an "events" count: a mark that found its lease lost, or failures such
-// as the deadline its batch woke up past) written while it ran alone after a pause (the
-// windows, wall-clock). Those are the late outcomes of batches it claimed before the
-// pause, all about rows another worker owned by then; whether they changed anything is
-// the SLO row's business. fenced is the part our relay itself reported as fenced ("lease
-// lost before marking"). Both are -1 when the log cannot be read.
+// Warn lines with an "events" count: a batch whose transaction the database ended, or
+// failures such as the deadline its batch woke up past) written while it ran alone
+// after a pause (the windows, wall-clock). Those are the late outcomes of batches it
+// claimed before the pause, all about rows another worker owned by then; whether they
+// changed anything is the SLO row's business. fenced is the part our relay itself
+// reported as fenced (fencedLog). Both are -1 when the log cannot be read.
 func lateOutcomes(logPath string, windows [][2]time.Time) (late, fenced int) {
 	f, err := os.Open(logPath)
 	if err != nil {
@@ -226,8 +267,9 @@ func lateOutcomes(logPath string, windows [][2]time.Time) (late, fenced int) {
 	return late, fenced
 }
 
-// fencedLog is the message of internal/outbox's Relay.markPublished for a fenced mark.
-const fencedLog = "lease lost before marking"
+// fencedLog begins the message of internal/outbox's Relay.record for a batch whose
+// transaction the database ended after the lease: its late outcome was fenced.
+const fencedLog = "lease expired before the batch was recorded"
 
 // aloneWindows returns the wall-clock windows in which the paused replica ran alone.
 func (rp replicaPause) aloneWindows(r *Report, rn *Run) [][2]time.Time {

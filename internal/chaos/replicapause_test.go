@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,22 +15,28 @@ import (
 )
 
 // A row the paused replica must not touch counts as changed when any of its columns
-// differs afterwards, or when it is gone; rows that appear later are not its business.
+// differs afterwards, or when it is gone; rows that appear later are not its business,
+// and neither is a row that a batch's transaction no longer holds afterwards (the
+// database ended the frozen replica's transaction: the row was free to take).
 func TestChangedRows(t *testing.T) {
 	t.Parallel()
 	before := map[string]outboxRowState{
-		"published": {Status: "published", PublishedAt: "12:00:01"},
-		"leased":    {Status: "pending", LeaseToken: "t-other"},
-		"same":      {Status: "published", PublishedAt: "12:00:02"},
-		"gone":      {Status: "published", PublishedAt: "12:00:03"},
+		"published": {Status: "published", Detail: "12:00:01"},
+		"leased":    {Status: "pending", Owner: "t-other"},
+		"held":      {Status: "pending", Owner: "held", Detail: "0"},
+		"released":  {Status: "pending", Owner: "held", Detail: "0"},
+		"same":      {Status: "published", Detail: "12:00:02"},
+		"gone":      {Status: "published", Detail: "12:00:03"},
 	}
 	after := map[string]outboxRowState{
-		"published": {Status: "published", PublishedAt: "12:00:09"}, // marked again, late
-		"leased":    {Status: "published", PublishedAt: "12:00:09"}, // the other's lease overwritten
-		"same":      {Status: "published", PublishedAt: "12:00:02"},
-		"new":       {Status: "pending", LeaseToken: "t-mine"},
+		"published": {Status: "published", Detail: "12:00:09"},       // marked again, late
+		"leased":    {Status: "published", Detail: "12:00:09"},       // the other's lease overwritten
+		"held":      {Status: "pending", Owner: "held", Detail: "1"}, // a failure counted under another's lock
+		"released":  {Status: "published", Detail: "12:00:09"},       // taken after the database ended the lock
+		"same":      {Status: "published", Detail: "12:00:02"},
+		"new":       {Status: "pending", Owner: "t-mine"},
 	}
-	if diff := cmp.Diff([]string{"gone", "leased", "published"}, changedRows(before, after)); diff != "" {
+	if diff := cmp.Diff([]string{"gone", "held", "leased", "published"}, changedRows(before, after)); diff != "" {
 		t.Errorf("changed rows (-want +got):\n%s", diff)
 	}
 	if got := changedRows(before, before); len(got) != 0 {
@@ -42,11 +49,11 @@ func TestLateOutcomes(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "api.log")
 	log := `{"time":"2026-12-01T12:00:00Z","level":"WARN","msg":"Kafka unavailable; relay backs off, events stay pending","component":"outbox_relay","events":9}
-{"time":"2026-12-01T12:00:11Z","level":"WARN","msg":"lease lost before marking; another worker owns the events","component":"outbox_relay","events":3}
+{"time":"2026-12-01T12:00:11Z","level":"WARN","msg":"lease expired before the batch was recorded; its events will be published again","component":"outbox_relay","events":3}
 {"time":"2026-12-01T12:00:12Z","level":"WARN","msg":"Kafka unavailable; relay backs off, events stay pending","component":"outbox_relay","events":2}
 {"time":"2026-12-01T12:00:12Z","level":"INFO","msg":"relay started","component":"outbox_relay"}
 {"time":"2026-12-01T12:00:12Z","level":"WARN","msg":"write response","component":"payment","events":4}
-{"time":"2026-12-01T12:00:30Z","level":"WARN","msg":"lease lost before marking; another worker owns the events","component":"outbox_relay","events":5}
+{"time":"2026-12-01T12:00:30Z","level":"WARN","msg":"lease expired before the batch was recorded; its events will be published again","component":"outbox_relay","events":5}
 `
 	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
 		t.Fatal(err)
@@ -89,6 +96,14 @@ func TestUntouchedRowsStayUnchangedWhileTheirLeaseRunsDown(t *testing.T) {
 		t.Fatalf("connect: %v", err)
 	}
 	t.Cleanup(func() { conn.Close(t.Context()) })
+	// A student's layout: leases in columns, published rows marked in place.
+	_, err = conn.Exec(t.Context(), `
+		DROP TABLE outbox_published;
+		ALTER TABLE outbox_events DROP CONSTRAINT outbox_events_status_check,
+			ADD COLUMN published_at timestamptz, ADD COLUMN lease_token uuid, ADD COLUMN lease_expires_at timestamptz`)
+	if err != nil {
+		t.Fatalf("lease layout: %v", err)
+	}
 	// One row of the other replica, 1 s beyond the margin; one published row.
 	_, err = conn.Exec(t.Context(), `
 		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, lease_token, lease_expires_at)
@@ -125,5 +140,87 @@ func TestUntouchedRowsStayUnchangedWhileTheirLeaseRunsDown(t *testing.T) {
 	}
 	if changed := changedRows(before, after); len(changed) != 1 {
 		t.Errorf("changed rows = %v, want the row whose lease was overwritten", changed)
+	}
+}
+
+// Our layout: the other replica's rows are locked by its batch's transaction, and
+// published events are in outbox_published. Untouched rows stay unchanged; a row
+// changed under the other's lock is seen; a row the lock no longer holds afterwards is
+// not judged (the database may have ended the frozen replica's transaction).
+func TestUntouchableRowsOfBatchTransactions(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.NewDatabase(t, migrations.Payments)
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	_, err = conn.Exec(ctx, `
+		INSERT INTO outbox_events (id, event_type, aggregate_id, payload)
+		VALUES (gen_random_uuid(), 'PaymentCreated', 'held', '{}'), (gen_random_uuid(), 'PaymentCreated', 'free', '{}');
+		INSERT INTO outbox_published (id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at)
+		VALUES (gen_random_uuid(), 1, 'PaymentCreated', 'published', '{}', 0, 0, now())`)
+	if err != nil {
+		t.Fatalf("insert rows: %v", err)
+	}
+	// The other replica's batch: a transaction that locked the row 'held'.
+	batch, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = batch.Rollback(context.Background()) })
+	if _, err := batch.Exec(ctx, `SELECT 1 FROM outbox_events WHERE aggregate_id = 'held' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	before, err := untouchableRows(ctx, dbURL)
+	if err != nil {
+		t.Fatalf("untouchableRows: %v", err)
+	}
+	owners := map[string]int{}
+	for _, s := range before {
+		owners[s.Status+"/"+s.Owner]++
+	}
+	if diff := cmp.Diff(map[string]int{"published/": 1, "pending/held": 1}, owners); diff != "" {
+		t.Errorf("untouchable rows by status/owner (-want +got):\n%s", diff)
+	}
+	after, err := rowStates(ctx, dbURL, before)
+	if err != nil {
+		t.Fatalf("rowStates: %v", err)
+	}
+	if changed := changedRows(before, after); len(changed) != 0 {
+		t.Errorf("changed rows = %v, want none: nothing touched them", changed)
+	}
+	// A late outcome under the other's lock is seen.
+	if _, err := batch.Exec(ctx, `UPDATE outbox_events SET attempts = attempts + 1 WHERE aggregate_id = 'held'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := batch.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	relocked, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relocked.Exec(ctx, `SELECT 1 FROM outbox_events WHERE aggregate_id = 'held' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	after, err = rowStates(ctx, dbURL, before)
+	if err != nil {
+		t.Fatalf("rowStates: %v", err)
+	}
+	if changed := changedRows(before, after); len(changed) != 1 {
+		t.Errorf("changed rows = %v, want the row changed while held", changed)
+	}
+	// Released: the same change is no longer judged.
+	if err := relocked.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, err = rowStates(ctx, dbURL, before)
+	if err != nil {
+		t.Fatalf("rowStates: %v", err)
+	}
+	if changed := changedRows(before, after); len(changed) != 0 {
+		t.Errorf("changed rows = %v, want none once the lock is gone", changed)
 	}
 }

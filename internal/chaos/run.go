@@ -245,8 +245,7 @@ func (rn *Run) leasedRows(ctx context.Context) int {
 		return -1
 	}
 	defer conn.Close(ctx)
-	var n int
-	err = conn.QueryRow(ctx, `SELECT count(*) FROM outbox_events WHERE status = 'pending' AND lease_expires_at > now()`).Scan(&n)
+	n, err := heldOutboxRows(ctx, conn)
 	if err != nil {
 		return -1
 	}
@@ -272,8 +271,8 @@ func (rn *Run) Disruptions() []Disruption {
 // left behind, as the harness saw it from outside.
 type Crashes struct {
 	// APIKills counts SIGKILLs of the API; APIKillsInFlight those with outbox rows
-	// leased and unpublished at the kill, -1 when outbox_events has no lease to read
-	// (a service that keeps the contract need not have one); APIKillsCaught those of
+	// leased (or locked by a batch) and unpublished at the kill, -1 when they cannot
+	// be read (a service that keeps the contract need not have outbox_events); APIKillsCaught those of
 	// an API frozen with a payment committed before its outbox row (apiWatch).
 	APIKills, APIKillsInFlight, APIKillsCaught int
 	// ConsumerKills counts SIGKILLs of the consumer by the harness; ConsumerKillsCaught
@@ -316,7 +315,7 @@ func (rn *Run) recordRelayKill(inFlight int, caught bool) {
 	rn.mu.Unlock()
 	detail := fmt.Sprintf("%d rows leased and unpublished; caught with a payment committed before its outbox row: %t", inFlight, caught)
 	if inFlight < 0 {
-		detail = "leased rows not observable (no outbox_events.lease_expires_at)"
+		detail = "leased rows not observable (no outbox_events)"
 	}
 	rn.disrupted("SIGKILL api", detail)
 }

@@ -261,7 +261,7 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 	rn.loadDone = loadDone
 	closeLoadDone := sync.OnceFunc(func() { close(loadDone) })
 	defer closeLoadDone()
-	stopDisruption := startDisruption(ctx, sc, rn)
+	stopDisruption, disruptionDone := startDisruption(ctx, sc, rn)
 	defer stopDisruption()
 	if err := waitUntil(ctx, time.Now().Add(sc.LoadDelay)); err != nil {
 		return LoadResult{}, Observed{}, err
@@ -283,6 +283,14 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 		}
 	}
 
+	if sc.FinishDisruption {
+		rn.logger.Info("waiting for the disruption's last step")
+		select {
+		case <-disruptionDone:
+		case <-ctx.Done():
+			return LoadResult{}, Observed{}, ctx.Err()
+		}
+	}
 	report.DrainSeconds, err = verifier.WaitDrain(ctx, load.Ended)
 	if err != nil {
 		report.Notes = append(report.Notes, err.Error())
@@ -316,20 +324,23 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 // startDisruption runs sc.Disrupt in a goroutine of its own; a negative LoadDelay
 // starts it that long after now, in the middle of the load. The returned function ends
 // the disruption, waits for it and returns its error; calling it again returns the same.
-func startDisruption(ctx context.Context, sc Scenario, rn *Run) (stop func() error) {
+// finished is closed when Disrupt has returned, by itself or stopped.
+func startDisruption(ctx context.Context, sc Scenario, rn *Run) (stop func() error, finished <-chan struct{}) {
 	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
+	var err error
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		if waitUntil(ctx, time.Now().Add(-sc.LoadDelay)) != nil {
-			done <- nil
 			return
 		}
-		done <- sc.Disrupt(ctx, rn)
+		err = sc.Disrupt(ctx, rn)
 	}()
 	return sync.OnceValue(func() error {
 		cancel()
-		return <-done
-	})
+		<-done
+		return err
+	}), done
 }
 
 // judge fills the report with what the load and the verifier saw and decides the

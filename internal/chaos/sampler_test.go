@@ -34,7 +34,9 @@ func TestSamplerReadsEverySource(t *testing.T) {
 	execSQL(t, paymentsURL, `INSERT INTO outbox_events (id, event_type, aggregate_id, payload) VALUES
 		(gen_random_uuid(), 'PaymentCreated', 'a', '{}'),
 		(gen_random_uuid(), 'PaymentCreated', 'b', '{}')`)
-	execSQL(t, paymentsURL, `UPDATE outbox_events SET status = 'published', published_at = now() WHERE aggregate_id = 'a'`)
+	execSQL(t, paymentsURL, `WITH moved AS (DELETE FROM outbox_events WHERE aggregate_id = 'a' RETURNING *)
+		INSERT INTO outbox_published (id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at)
+		SELECT id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at FROM moved`)
 	paymentID, eventID := uuid.New(), uuid.New()
 	execSQL(t, consumerURL, fmt.Sprintf(`INSERT INTO processed_events (event_id, payment_id, topic, partition, "offset", deliveries) VALUES ('%s', '%s', 't', 0, 0, 3)`, eventID, paymentID))
 	execSQL(t, consumerURL, fmt.Sprintf(`INSERT INTO decisions (payment_id, event_id, user_id, amount, currency, decision, occurred_at) VALUES ('%s', '%s', 'u-1', 100, 'EUR', 'approve', now())`, paymentID, eventID))

@@ -66,6 +66,11 @@ type Scenario struct {
 	// is after the verifier has seen the drain and the decisions; it must leave the
 	// services running when it returns (the runner checks).
 	Disrupt func(ctx context.Context, rn *Run) error
+	// FinishDisruption makes the runner wait, once the load has been sent, until
+	// Disrupt returns by itself before it waits for the drain: for a disruption that
+	// does a set number of things (kills) and must not be cut short by a service that
+	// drains fast. Disrupt must then return after its last step.
+	FinishDisruption bool
 	// Validity lists the checks proving the disruption happened, and any SLO rows of
 	// the scenario's own (every row is judged by its kind).
 	Validity func(r *Report, rn *Run) []Check
@@ -77,7 +82,8 @@ type Scenario struct {
 // relayEnv makes the relay's timeouts short enough for the fault windows to outlast
 // them, since a window shorter than the producer's timeouts only delays bytes and
 // produces no failure:
-// a publish attempt gives up after 3 s, a crashed relay's lease expires after 10 s, and
+// a publish attempt gives up after 3 s, a paused relay's lease (a crashed one's, for a
+// relay that leases rows in columns) expires after 10 s, and
 // the relay-wide backoff after an outage never exceeds 2 s.
 var relayEnv = []string{
 	"RELAY_PUBLISH_TIMEOUT=3s",
@@ -134,7 +140,7 @@ func Scenarios(short bool) map[string]Scenario {
 		pg.Spikes, pg.Cuts, pg.Outage, pgSpan = 1, 2, 10*time.Second, 30*time.Second
 	}
 	// A pause catches the paused relay between its send and its mark only when it, not
-	// the other replica, held the leased rows: about one pause in two, so three of them.
+	// the other replica, held the rows seen held: about one pause in two, so three of them.
 	pause := replicaPause{Pauses: 3, Pause: 14 * time.Second, Alone: 3 * time.Second, Gap: [2]time.Duration{time.Second, 3 * time.Second}}
 	pauseSpan := 60 * time.Second
 	hostile := &hostileRecords{Foreign: &ForeignRecords{}, For: 13 * time.Second, Every: 500 * time.Millisecond}
@@ -202,6 +208,8 @@ func Scenarios(short bool) map[string]Scenario {
 			Span:        20 * time.Second,
 			LoadDelay:   time.Second,
 			Disrupt:     func(ctx context.Context, rn *Run) error { return crashRelay(ctx, rn, relayKills) },
+			// A relay that drains in seconds would end the run before the sixth kill.
+			FinishDisruption: true,
 			Validity: func(r *Report, rn *Run) []Check {
 				c := rn.Crashes()
 				inFlight := fmt.Sprintf("%d with rows leased, %d caught with a payment committed before its outbox row", c.APIKillsInFlight, c.APIKillsCaught)

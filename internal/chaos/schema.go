@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -66,6 +67,11 @@ func (s Schema) MissingConsumerTables() []string {
 	return missing
 }
 
+// rowQuerier is a pool or a connection.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // schema looks up every table and column of the contract.
 func (v *Verifier) schema(ctx context.Context) (Schema, error) {
 	s := Schema{ConsumerDatabase: v.consumer != nil}
@@ -116,7 +122,7 @@ func (v *Verifier) schema(ctx context.Context) (Schema, error) {
 
 // hasColumn reports whether db has table (in its search path) and, unless column is
 // empty, a column of that name in it.
-func hasColumn(ctx context.Context, db *pgxpool.Pool, table, column string) (bool, error) {
+func hasColumn(ctx context.Context, db rowQuerier, table, column string) (bool, error) {
 	var ok bool
 	err := db.QueryRow(ctx, `
 		SELECT to_regclass($1) IS NOT NULL AND ($2 = '' OR EXISTS (

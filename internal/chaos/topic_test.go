@@ -167,10 +167,18 @@ func TestReadTopicIsReadCommitted(t *testing.T) {
 	inTransaction(kgo.TryAbort, paymentRecord(t, "", abortedPayment, uuid.New()))
 	inTransaction(kgo.TryCommit, paymentRecord(t, "", committedPayment, uuid.New()))
 
-	got, err := ReadTopic(ctx, brokers, topic)
-	if err != nil {
-		t.Fatalf("ReadTopic: %v", err)
-	}
+	// EndTransaction returns once the coordinator has decided; the commit marker
+	// reaches the partition a moment later, and until then the committed record is
+	// beyond the last stable offset, where a read-committed reader stops. Wait for it
+	// (ReadTopic is a snapshot up to that offset, by design), then check.
+	var got TopicContents
+	testenv.WaitFor(t, 30*time.Second, func() (bool, string) {
+		var err error
+		if got, err = ReadTopic(ctx, brokers, topic); err != nil {
+			t.Fatalf("ReadTopic: %v", err)
+		}
+		return got.Records > 0, "the committed record is not readable yet"
+	})
 	want := map[string]int{committedPayment.String(): 1}
 	if diff := cmp.Diff(want, got.PaymentEvents); diff != "" {
 		t.Errorf("events per payment (-want +got):\n%s", diff)

@@ -44,8 +44,7 @@ func TestEachDeadLetterAlertHasItsOwnTimeout(t *testing.T) {
 	b.cfg.MaxRejections = 1
 	r := b.newRelay(t)
 	b.insert(t, newMessage(t, "a", 0), newMessage(t, "b", 0), newMessage(t, "c", 0))
-	token := uuid.New()
-	claimed, err := r.claim(context.Background(), token)
+	tx, claimed, err := r.claim(context.Background())
 	if err != nil || len(claimed) != 3 {
 		t.Fatalf("claim: %d events, %v; want 3", len(claimed), err)
 	}
@@ -57,9 +56,11 @@ func TestEachDeadLetterAlertHasItsOwnTimeout(t *testing.T) {
 	// As runOnce records a batch: one QueryTimeout for everything.
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.QueryTimeout)
 	defer cancel()
-	if err := r.recordFailures(ctx, token, 0, failures); err != nil {
-		t.Fatalf("recordFailures: %v", err)
+	dead, err := r.record(ctx, tx, nil, failures)
+	if err != nil {
+		t.Fatalf("record: %v", err)
 	}
+	r.alerter.deadLettered(ctx, dead)
 
 	mu.Lock()
 	defer mu.Unlock()

@@ -31,10 +31,12 @@ func TestCleanerDeletesOnlyPublishedRowsPastRetention(t *testing.T) {
 	}
 	for _, r := range rows {
 		b.insert(t, newMessage(t, r.name, 0))
+		if r.status == "published" {
+			b.movePublished(t, r.name, r.age)
+			continue
+		}
 		_, err := b.pool.Exec(ctx, `
-			UPDATE outbox_events
-			SET status = $2, created_at = now() - make_interval(secs => $3),
-			    published_at = CASE WHEN $2 = 'published' THEN now() - make_interval(secs => $3) END
+			UPDATE outbox_events SET status = $2, created_at = now() - make_interval(secs => $3)
 			WHERE aggregate_id = $1`, r.name, r.status, r.age.Seconds())
 		if err != nil {
 			t.Fatal(err)
@@ -49,7 +51,7 @@ func TestCleanerDeletesOnlyPublishedRowsPastRetention(t *testing.T) {
 	if err != nil || deleted != 3 {
 		t.Errorf("runOnce: deleted %d, %v; want 3, nil", deleted, err)
 	}
-	left, err := b.pool.Query(ctx, `SELECT aggregate_id FROM outbox_events`)
+	left, err := b.pool.Query(ctx, `SELECT aggregate_id FROM outbox_events UNION ALL SELECT aggregate_id FROM outbox_published`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +66,8 @@ func TestCleanerDeletesOnlyPublishedRowsPastRetention(t *testing.T) {
 }
 
 // Stopping the relay while Kafka does not answer: Run returns within the shutdown
-// timeout, and the abandoned batch's leases are released at once rather than left to
-// expire.
+// timeout, and the abandoned batch's rows are handed back at once (its transaction
+// ends) rather than left until the lease expires.
 func TestRelayStopReleasesLeasesOfAbandonedBatch(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -83,8 +85,8 @@ func TestRelayStopReleasesLeasesOfAbandonedBatch(t *testing.T) {
 	go func() { done <- r.Run(ctx) }()
 
 	testenv.WaitFor(t, 10*time.Second, func() (bool, string) {
-		if n := b.count(t, `SELECT count(*) FROM outbox_events WHERE lease_token IS NOT NULL`); n != 5 {
-			return false, fmt.Sprintf("%d rows leased, want 5", n)
+		if n := b.lockedRows(t); n != 5 {
+			return false, fmt.Sprintf("%d rows held by a batch, want 5", n)
 		}
 		return true, ""
 	})
@@ -101,8 +103,11 @@ func TestRelayStopReleasesLeasesOfAbandonedBatch(t *testing.T) {
 	if took := time.Since(stoppedAt); took > 3*time.Second {
 		t.Errorf("stop took %s, want about the shutdown timeout (%s)", took, b.cfg.ShutdownTimeout)
 	}
-	if n := b.count(t, `SELECT count(*) FROM outbox_events WHERE lease_token IS NOT NULL OR status <> 'pending' OR attempts <> 0`); n != 0 {
-		t.Errorf("%d rows still leased or changed after stop, want all 5 pending, unleased, attempts 0", n)
+	if n := b.lockedRows(t); n != 0 {
+		t.Errorf("%d rows still held by a batch after stop, want 0", n)
+	}
+	if n := b.count(t, `SELECT count(*) FROM outbox_events WHERE status <> 'pending' OR attempts <> 0`); n != 0 {
+		t.Errorf("%d rows changed after stop, want all 5 pending, attempts 0", n)
 	}
 }
 
@@ -113,11 +118,7 @@ func TestCleanerRunKeepsCleaningOnSchedule(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.insert(t, newMessage(t, "expires-soon", 0))
-	if _, err := b.pool.Exec(context.Background(), `
-		UPDATE outbox_events SET status = 'published', published_at = now()
-		WHERE aggregate_id = 'expires-soon'`); err != nil {
-		t.Fatal(err)
-	}
+	b.movePublished(t, "expires-soon", 0)
 	c, err := NewCleaner(b.pool, CleanerConfig{Retention: time.Second, Interval: 50 * time.Millisecond}, b.logger, b.metrics)
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +128,7 @@ func TestCleanerRunKeepsCleaningOnSchedule(t *testing.T) {
 	go func() { defer close(done); c.Run(ctx) }()
 
 	testenv.WaitFor(t, 10*time.Second, func() (bool, string) {
-		if n := b.count(t, `SELECT count(*) FROM outbox_events`); n != 0 {
+		if n := b.count(t, `SELECT count(*) FROM outbox_published`); n != 0 {
 			return false, fmt.Sprintf("%d rows left, want the row deleted by a tick after it expired", n)
 		}
 		return true, ""

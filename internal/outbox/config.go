@@ -27,15 +27,19 @@ type RelayConfig struct {
 	// workers overlap one batch's Kafka round trip with another's database work.
 	// Default 4.
 	Workers int
-	// BatchSize is the most rows one claim takes. Default 1000: a batch costs three
-	// statements and one Kafka round trip whatever its size, so bigger batches drain a
-	// backlog faster (compare with RELAY_BATCH_SIZE=500 go run ./cmd/bench relay).
+	// BatchSize is the most rows one claim takes. Default 1000: a batch costs one
+	// transaction of a few statements and one Kafka round trip whatever its size, so
+	// bigger batches drain a backlog faster (compare with RELAY_BATCH_SIZE=500 go run
+	// ./cmd/bench relay).
 	BatchSize int
-	// Lease is how long a claimed row belongs to its worker. It must outlast a publish
-	// (PublishTimeout) plus the mark: a worker that dies leaves its rows to others
-	// after this long. A batch never outlives it: its publish, resends of rejected
-	// records on their own included, stops one QueryTimeout before the lease ends,
-	// and records whatever it has judged by then (runOnce). Default 30s.
+	// Lease is how long a claimed row belongs to its worker: the batch's transaction
+	// runs with idle_in_transaction_session_timeout = Lease, so the database ends a
+	// batch whose worker went quiet (paused, partitioned) after this long and its rows
+	// go to others; a worker that dies releases them at once (its connection closes).
+	// It must outlast a publish (PublishTimeout) plus the recording. A batch never
+	// outlives it: its publish, resends of rejected records on their own included,
+	// stops one QueryTimeout before the lease ends, and records whatever it has judged
+	// by then (runOnce). Default 30s.
 	Lease time.Duration
 	// PublishTimeout bounds one publish attempt of a batch, including time spent
 	// waiting on a broker that does not answer. Default 5s.
@@ -78,7 +82,8 @@ type RelayConfig struct {
 	AlertTimeout time.Duration
 
 	// ShutdownTimeout bounds Run's return after its context ends: in-flight batches
-	// get this long to finish, then are abandoned and their leases released.
+	// get this long to finish, then are abandoned: each commits what Kafka
+	// acknowledged, which hands its other rows back.
 	// Default 10s.
 	ShutdownTimeout time.Duration
 

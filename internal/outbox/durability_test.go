@@ -13,14 +13,15 @@ import (
 	"github.com/dscourse/payments-outbox/internal/event"
 )
 
-// The relay's bookkeeping commits without waiting for the WAL flush, and nothing else
-// may: an API transaction that did so could lose a payment's event in a crash.
-func TestOnlyTheRelaysBookkeepingSkipsTheFlushWait(t *testing.T) {
+// A batch's transaction commits without waiting for the WAL flush and is ended by the
+// server after the lease, and nothing else gets either setting: an API transaction
+// that skipped the flush could lose a payment's event in a crash.
+func TestOnlyTheBatchTransactionSkipsTheFlushWaitAndHasTheLease(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	// One connection, so that the check after the bookkeeping reads the very
-	// connection it used.
+	// One connection, so that the check after the batch reads the very connection it
+	// used.
 	cfg := b.pool.Config()
 	cfg.MaxConns = 1
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -28,42 +29,47 @@ func TestOnlyTheRelaysBookkeepingSkipsTheFlushWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
+	b.insert(t, newMessage(t, "agg", 0))
 	s := store{pool: pool}
-	setting := func(q interface {
+	settings := func(q interface {
 		QueryRow(context.Context, string, ...any) pgx.Row
-	}) string {
-		var v string
-		if err := q.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&v); err != nil {
+	}) [2]string {
+		var v [2]string
+		err := q.QueryRow(ctx, `SELECT current_setting('synchronous_commit'), current_setting('idle_in_transaction_session_timeout')`).
+			Scan(&v[0], &v[1])
+		if err != nil {
 			t.Fatal(err)
 		}
 		return v
 	}
-	var inside string
-	if err := s.withoutFlushWait(ctx, func(tx pgx.Tx) error { inside = setting(tx); return nil }); err != nil {
-		t.Fatalf("withoutFlushWait: %v", err)
+	tx, events, err := s.claim(ctx, 2500*time.Millisecond, 10)
+	if err != nil || len(events) != 1 {
+		t.Fatalf("claim: %d events, %v; want 1", len(events), err)
 	}
-	if inside != "off" {
-		t.Errorf("synchronous_commit in the relay's bookkeeping = %q, want off", inside)
+	if got, want := settings(tx), [2]string{"off", "2500ms"}; got != want {
+		t.Errorf("synchronous_commit, idle_in_transaction_session_timeout in a batch = %v, want %v", got, want)
 	}
-	// The setting ends with the transaction: the connection goes back to the pool as
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The settings end with the transaction: the connection goes back to the pool as
 	// it came, and the API's transactions on it wait for the flush.
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	if got := setting(conn); got != "on" {
-		t.Errorf("synchronous_commit after the bookkeeping = %q, want on", got)
+	if got, want := settings(conn), [2]string{"on", "0"}; got != want {
+		t.Errorf("synchronous_commit, idle_in_transaction_session_timeout after the batch = %v, want %v", got, want)
 	}
 }
 
-// A PostgreSQL crash undoes the bookkeeping commits that had not reached the disk: the
-// newest ones, never one that an fsync covered (store.withoutFlushWait). Here the
-// crash is played by putting the rows back as the undone commits had found them:
-// both events of an aggregate published and marked, then both marks and the second
-// claim undone, so the first event is pending under the dead relay's lease and the
-// second was never claimed. Every event must reach Kafka again, with its id, and the
-// first occurrences must keep the aggregate's order.
+// A PostgreSQL crash undoes the batch commits that had not reached the disk: the
+// newest ones, never one that an fsync covered (store.go). Here the crash is played by
+// putting the rows back as the undone commits had found them: both events of an
+// aggregate published and moved to outbox_published, then both moves undone, so both
+// are pending again. Every event must reach Kafka again, with its id, and the first
+// occurrences must keep the aggregate's order.
 func TestRelayRepublishesWhatACrashUndid(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -81,10 +87,10 @@ func TestRelayRepublishesWhatACrashUndid(t *testing.T) {
 
 	// The state the crash went back to.
 	if _, err := b.pool.Exec(context.Background(), `
-		UPDATE outbox_events
-		SET status = 'pending', published_at = NULL,
-		    lease_token = CASE WHEN id = $1 THEN gen_random_uuid() END,
-		    lease_expires_at = CASE WHEN id = $1 THEN now() + interval '1 second' END`, first.ID); err != nil {
+		WITH undone AS (DELETE FROM outbox_published RETURNING *)
+		INSERT INTO outbox_events (id, seq, event_type, aggregate_id, payload, created_at)
+		OVERRIDING SYSTEM VALUE
+		SELECT id, seq, event_type, aggregate_id, payload, created_at FROM undone`); err != nil {
 		t.Fatal(err)
 	}
 	startRelay(t, b.newRelay(t))

@@ -55,21 +55,23 @@ import (
 // judges batches, not records, so a rejection shared with other records says only that
 // one of them is at fault. Those resends are serialized per relay on a client of their
 // own, and the whole batch stops one QueryTimeout before its lease ends: a record not
-// resent by then is left unjudged, and its lease runs out for a later claim. So no
-// batch outlives its lease, however many of its records need a resend, and no other
-// worker publishes rows this one is still working on.
+// resent by then is left unjudged, and the batch's commit hands it to a later claim
+// unchanged. So no batch outlives its lease, however many of its records need a
+// resend, and no other worker publishes rows this one is still working on.
 //
 // A batch in which the broker acknowledged a record, or no event hit a transport
 // failure, ends the pause: the broker answered, even if only to refuse a record or
 // for some partitions. Each Relay (each API replica) keeps its own pause; the rows say
 // nothing about it. A batch abandoned at shutdown takes none of this path: its
-// failures are the relay's own cancellation, and runOnce releases its leases instead.
+// failures are the relay's own cancellation, and runOnce records none of them: its
+// commit hands those rows back unchanged.
 //
 // The steps, in the order a batch takes them: publish (publish.go) hands each failed
 // record to isolate, then to failureOf; runOnce (relay.go) hands the batch's
-// failures to recordFailures, which counts them, pauses or resumes the relay, stores
-// them in one statement (store.recordFailures) and alerts on each dead letter; work
-// (relay.go) waits out the pause with sleep before it claims again.
+// failures to judgeFailures, which counts them and pauses or resumes the relay, then
+// to record, which stores them in the batch's transaction (store.recordFailures), and
+// alerts on each dead letter once that transaction has committed; work (relay.go)
+// waits out the pause with sleep before it claims again.
 
 // failure is the outcome of one event whose publish failed.
 type failure struct {
@@ -148,13 +150,13 @@ func (r *Relay) failureOf(e claimedEvent, err error) failure {
 	return f
 }
 
-// recordFailures is the failure path of one batch after its publish, of which acked
-// events were acknowledged: it counts and logs the failures, pauses the relay when the
-// broker acknowledged nothing and a transport failure says it is down, or ends the
-// pause otherwise, stores every failure on its row, and alerts on each event this
-// dead-lettered. runOnce calls it for every batch, failures or not, because a batch
-// that reached the broker is what ends an outage pause.
-func (r *Relay) recordFailures(ctx context.Context, token uuid.UUID, acked int, failures []failure) error {
+// judgeFailures is the failure path of one batch after its publish, of which acked
+// events were acknowledged: it counts and logs the failures, and pauses the relay when
+// the broker acknowledged nothing and a transport failure says it is down, or ends the
+// pause otherwise. runOnce calls it for every batch, failures or not, because a batch
+// that reached the broker is what ends an outage pause; record then stores every
+// failure on its row (store.recordFailures), and runOnce alerts on each dead letter.
+func (r *Relay) judgeFailures(acked int, failures []failure) {
 	var transport []failure
 	for _, f := range failures {
 		if f.Rejected {
@@ -180,17 +182,6 @@ func (r *Relay) recordFailures(ctx context.Context, token uuid.UUID, acked int, 
 		r.logger.Warn("Kafka unavailable; relay backs off, events stay pending",
 			slog.Int("events", len(transport)), slog.Duration("pause", pause), slog.String("err", transport[0].Err))
 	}
-	if len(failures) == 0 {
-		return nil
-	}
-
-	dead, err := r.store.recordFailures(ctx, token, failures, r.cfg.MaxRejections)
-	if err != nil {
-		return err
-	}
-	r.metrics.deadLettered.Add(float64(len(dead)))
-	r.alerter.deadLettered(ctx, dead)
-	return nil
 }
 
 // backoff is base doubled n times, capped at max, with "equal jitter": a random value

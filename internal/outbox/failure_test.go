@@ -168,7 +168,7 @@ func TestRelayDeadLettersOneOversizedRecordAmongGoodOnes(t *testing.T) {
 	if got := b.count(t, `SELECT count(*) FROM outbox_dlq WHERE event_id = $1`, poison); got != 1 {
 		t.Errorf("DLQ rows of the oversized event: %d, want 1", got)
 	}
-	if got := b.count(t, `SELECT count(*) FROM outbox_events WHERE status = 'published' AND rejections = 0`); got != len(msgs)-1 {
+	if got := b.count(t, `SELECT count(*) FROM outbox_published WHERE rejections = 0`); got != len(msgs)-1 {
 		t.Errorf("published events without a rejection: %d, want %d", got, len(msgs)-1)
 	}
 }
@@ -219,7 +219,7 @@ func TestRelayIsolatesRejectionsWithinTheLease(t *testing.T) {
 			alone.maxInFlight, alone.maxRecords)
 	}
 	alone.mu.Unlock()
-	if got := b.count(t, `SELECT count(*) FROM outbox_events WHERE status = 'published' AND rejections > 0`); got != 0 {
+	if got := b.count(t, `SELECT count(*) FROM outbox_published WHERE rejections > 0`); got != 0 {
 		t.Errorf("published events charged a rejection: %d, want 0", got)
 	}
 	if got := b.count(t, `SELECT count(*) FROM outbox_dlq`); got != len(poison) {

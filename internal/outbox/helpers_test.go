@@ -185,10 +185,14 @@ func header(r *kgo.Record, key string) string {
 	return ""
 }
 
-// statusCounts returns how many outbox rows have each status.
+// statusCounts returns how many events have each status: pending and failed in
+// outbox_events, published in outbox_published.
 func (b *testBundle) statusCounts(t *testing.T) map[string]int {
 	t.Helper()
-	rows, err := b.pool.Query(context.Background(), `SELECT status, count(*) FROM outbox_events GROUP BY status`)
+	rows, err := b.pool.Query(context.Background(), `
+		SELECT status, count(*) FROM outbox_events GROUP BY status
+		UNION ALL
+		SELECT 'published', count(*) FROM outbox_published HAVING count(*) > 0`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,6 +224,39 @@ func (b *testBundle) waitAllPublished(t *testing.T, want int, timeout time.Durat
 		}
 		return true, ""
 	})
+}
+
+// movePublished moves the events of aggregate to outbox_published as the relay's mark
+// does, published (and created) age ago.
+func (b *testBundle) movePublished(t *testing.T, aggregate string, age time.Duration) {
+	t.Helper()
+	_, err := b.pool.Exec(context.Background(), `
+		WITH moved AS (DELETE FROM outbox_events WHERE aggregate_id = $1 RETURNING *)
+		INSERT INTO outbox_published (id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at, published_at)
+		SELECT id, seq, event_type, aggregate_id, payload, attempts, rejections,
+		       now() - make_interval(secs => $2), now() - make_interval(secs => $2)
+		FROM moved`, aggregate, age.Seconds())
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lockedRows returns how many outbox rows a batch's transaction holds: the rows a
+// claim of its own cannot lock. The claim here is rolled back at once.
+func (b *testBundle) lockedRows(t *testing.T) int {
+	t.Helper()
+	var all, free int
+	err := pgx.BeginFunc(context.Background(), b.pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(context.Background(), `SELECT count(*) FROM outbox_events`).Scan(&all); err != nil {
+			return err
+		}
+		return tx.QueryRow(context.Background(),
+			`SELECT count(*) FROM (SELECT 1 FROM outbox_events FOR UPDATE SKIP LOCKED) AS free`).Scan(&free)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return all - free
 }
 
 func (b *testBundle) count(t *testing.T, query string, args ...any) int {

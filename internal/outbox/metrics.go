@@ -22,6 +22,7 @@ type Metrics struct {
 	claims           *prometheus.CounterVec
 	commitToClaim    *prometheus.HistogramVec
 	deleted          prometheus.Counter
+	leasesExpired    prometheus.Counter
 }
 
 // Failure reasons, the values of the reason label of outbox_publish_failures_total.
@@ -48,7 +49,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		published: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "outbox_published_total",
-			Help: "Outbox events acknowledged by Kafka and marked published.",
+			Help: "Outbox events acknowledged by Kafka and moved to outbox_published.",
 		}),
 		publishFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "outbox_publish_failures_total",
@@ -81,6 +82,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "outbox_cleaned_total",
 			Help: "Published outbox events deleted after the retention period.",
 		}),
+		leasesExpired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "outbox_leases_expired_total",
+			Help: "Batches whose transaction the database ended because it outlived the lease; their events are published again.",
+		}),
 	}
 	// Pre-create both reasons so a dashboard shows 0, not "no data", before a fault.
 	m.publishFailures.WithLabelValues(reasonTransport)
@@ -89,7 +94,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		m.claims.WithLabelValues(string(source))
 	}
 	for _, c := range []prometheus.Collector{m.pending, m.oldestPendingAge, m.published, m.publishFailures,
-		m.deadLettered, m.batchDuration, m.commitToPublish, m.claims, m.commitToClaim, m.deleted} {
+		m.deadLettered, m.batchDuration, m.commitToPublish, m.claims, m.commitToClaim, m.deleted, m.leasesExpired} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register outbox metrics: %w", err)
 		}

@@ -14,8 +14,8 @@ import (
 // publish sends a claimed batch in one ProduceSync bounded by PublishTimeout and
 // sorts the events into acknowledged and failed; failure.go says what a failure is and
 // what becomes of it. An event that is neither was not judged before ctx's deadline
-// (the lease's, see runOnce): its lease runs out and a later claim takes it again. It
-// opens no transaction.
+// (the lease's, see runOnce): the batch's commit leaves its row as it was, and a later
+// claim takes it again. It runs no statement: the batch's transaction waits, idle.
 func (r *Relay) publish(ctx context.Context, p producers, events []claimedEvent) ([]uuid.UUID, []failure) {
 	records := make([]*kgo.Record, len(events))
 	byRecord := make(map[*kgo.Record]claimedEvent, len(events))

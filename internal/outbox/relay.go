@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -30,9 +31,10 @@ type producers struct {
 	alone producer
 }
 
-// Relay publishes committed outbox events to Kafka: claim a batch under a lease,
-// publish it with no transaction open, record the outcome fenced by the lease token
-// (docs/adr/0002). Several workers run in one Relay, and several Relays (API replicas)
+// Relay publishes committed outbox events to Kafka: each batch is one transaction that
+// claims rows with FOR UPDATE SKIP LOCKED, publishes them while it waits, idle, moves
+// the acknowledged ones to outbox_published, records the failures and commits; the
+// database ends a batch that stays idle longer than the lease (docs/adr/0002). Several workers run in one Relay, and several Relays (API replicas)
 // can share one database.
 type Relay struct {
 	cfg     RelayConfig
@@ -88,8 +90,8 @@ func (r *Relay) nudge(source wakeSource) {
 //     context of their own (workCtx below), which ctx's end does not cancel, so that
 //     a batch is recorded whole instead of being cut off mid-publish.
 //  3. If they have not finished by then, workCtx is cancelled: each abandoned batch
-//     marks what Kafka acknowledged and releases the other leases, under one
-//     QueryTimeout, so that another relay takes the rows at once.
+//     moves what Kafka acknowledged and commits, under one QueryTimeout, which hands
+//     the other rows back, so that another relay takes them at once.
 //  4. The Kafka client closes and Run returns.
 //
 // Every publish, query and alert runs under a timeout, so Run returns at the latest
@@ -209,14 +211,14 @@ func (r *Relay) work(ctx, workCtx context.Context, p producers) {
 	}
 }
 
-// runOnce claims one batch, publishes it and records the outcome. It returns how many
-// events it claimed. woken says what made the worker claim, for the metrics.
+// runOnce claims one batch, publishes it and records the outcome, all in the batch's
+// transaction (store.claim). It returns how many events it claimed. woken says what
+// made the worker claim, for the metrics.
 func (r *Relay) runOnce(ctx context.Context, p producers, woken wakeSource) (int, error) {
-	token := uuid.New()
-	// The lease starts when the claim statement runs, so a clock read before it is a
-	// safe lower bound of the lease's start.
+	// The lease is measured from before the claim: the database's idle timer starts
+	// after it, so a deadline taken from this clock read ends first.
 	leaseStart := time.Now()
-	events, err := r.claim(ctx, token)
+	tx, events, err := r.claim(ctx)
 	if err != nil || len(events) == 0 {
 		return 0, err
 	}
@@ -227,8 +229,9 @@ func (r *Relay) runOnce(ctx context.Context, p producers, woken wakeSource) (int
 	start := time.Now()
 	// The publish, resends on their own included, ends one QueryTimeout before the
 	// lease does, which leaves the recording below its QueryTimeout: so the whole batch
-	// is over while the lease holds, however many records need a resend, and no other
-	// worker can claim these rows while this one still works on them (docs/adr/0002).
+	// is over while the lease holds, however many records need a resend, and the
+	// database never has to end this transaction under a worker that is still working
+	// on its rows (docs/adr/0002).
 	leaseCtx, cancelLease := context.WithDeadline(ctx, leaseStart.Add(r.cfg.Lease-r.cfg.QueryTimeout))
 	published, failures := r.publish(leaseCtx, p, events)
 	cancelLease()
@@ -239,40 +242,64 @@ func (r *Relay) runOnce(ctx context.Context, p producers, woken wakeSource) (int
 	defer cancel()
 	if ctx.Err() != nil {
 		// Abandoned at shutdown: the failures are our own cancellation, not the
-		// broker's. Mark what was acknowledged and hand the rest back.
-		return len(events), errors.Join(r.markPublished(recordCtx, token, published), r.store.release(recordCtx, token))
+		// broker's. Mark what was acknowledged; the commit hands the rest back.
+		failures = nil
+	} else {
+		r.judgeFailures(len(published), failures)
 	}
-	if err := r.markPublished(recordCtx, token, published); err != nil {
+	dead, err := r.record(recordCtx, tx, published, failures)
+	if err != nil {
 		return len(events), err
 	}
-	if err := r.recordFailures(recordCtx, token, len(published), failures); err != nil {
-		return len(events), err
-	}
+	r.alerter.deadLettered(recordCtx, dead)
 	r.metrics.batchDuration.Observe(time.Since(start).Seconds())
 	return len(events), nil
 }
 
-func (r *Relay) claim(ctx context.Context, token uuid.UUID) ([]claimedEvent, error) {
+func (r *Relay) claim(ctx context.Context) (pgx.Tx, []claimedEvent, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	defer cancel()
-	return r.store.claim(ctx, token, r.cfg.Lease, r.cfg.BatchSize)
+	return r.store.claim(ctx, r.cfg.Lease, r.cfg.BatchSize)
 }
 
-// markPublished marks the acknowledged events of a batch and counts them. Both the
-// normal path and a batch abandoned at shutdown go through it, so
-// outbox_published_total counts every row marked.
-func (r *Relay) markPublished(ctx context.Context, token uuid.UUID, published []uuid.UUID) error {
-	if len(published) == 0 {
-		return nil
+// record ends a batch: it moves the acknowledged events to outbox_published, stores
+// the failures, and commits tx, then counts what it marked. It returns the events it
+// dead-lettered, for the alert, which must follow the commit: an operator is told
+// only about a dead letter that is in the DLQ. Any error leaves tx rolled back: the
+// rows are claimable again, and the acknowledged ones are published again.
+func (r *Relay) record(ctx context.Context, tx pgx.Tx, published []uuid.UUID, failures []failure) ([]DeadLetter, error) {
+	marked, dead, err := r.recordInTx(ctx, tx, published, failures)
+	if err == nil {
+		err = tx.Commit(ctx)
 	}
-	marked, err := r.store.markPublished(ctx, token, published)
 	if err != nil {
-		return err
+		rollback(tx)
+		if isLeaseExpired(err) {
+			// The batch outlived its lease, and the database ended its transaction:
+			// another worker publishes these events again. The recording above
+			// prevents this, so it means this worker was stopped (paused, starved).
+			r.metrics.leasesExpired.Inc()
+			r.logger.Warn("lease expired before the batch was recorded; its events will be published again",
+				slog.Int("events", len(published)+len(failures)), slog.Int("acknowledged", len(published)))
+		}
+		return nil, err
 	}
 	r.metrics.published.Add(float64(marked))
-	if lost := int64(len(published)) - marked; lost > 0 {
-		// Our lease expired and another worker took the rows: its outcome wins.
-		r.logger.Warn("lease lost before marking; another worker owns the events", slog.Int64("events", lost))
+	r.metrics.deadLettered.Add(float64(len(dead)))
+	return dead, nil
+}
+
+func (r *Relay) recordInTx(ctx context.Context, tx pgx.Tx, published []uuid.UUID, failures []failure) (int64, []DeadLetter, error) {
+	var marked int64
+	if len(published) > 0 {
+		var err error
+		if marked, err = r.store.markPublished(ctx, tx, published); err != nil {
+			return 0, nil, err
+		}
 	}
-	return nil
+	if len(failures) == 0 {
+		return marked, nil, nil
+	}
+	dead, err := r.store.recordFailures(ctx, tx, failures, r.cfg.MaxRejections)
+	return marked, dead, err
 }

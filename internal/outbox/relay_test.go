@@ -13,8 +13,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/dscourse/payments-outbox/internal/event"
+	"github.com/dscourse/payments-outbox/internal/testenv"
 )
 
 func TestRelayDeliversEveryCommittedEventAndNoRolledBackOne(t *testing.T) {
@@ -77,8 +79,8 @@ func TestRelayDeliversEveryCommittedEventAndNoRolledBackOne(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("delivered records (-want +got):\n%s", diff)
 	}
-	if n := b.count(t, `SELECT count(*) FROM outbox_events WHERE lease_token IS NOT NULL`); n != 0 {
-		t.Errorf("%d published rows still hold a lease, want 0", n)
+	if n := b.count(t, `SELECT count(*) FROM outbox_events`); n != 0 {
+		t.Errorf("%d rows left in outbox_events after every event was published, want 0", n)
 	}
 }
 
@@ -119,9 +121,10 @@ func TestRelayKeepsOrderPerAggregateWithSeveralWorkers(t *testing.T) {
 	}
 }
 
-// A relay that dies after Kafka acknowledged its batch but before marking it: the
-// rows stay leased until the lease expires, then another relay publishes them again
-// with the same event ids, which is what consumers deduplicate on.
+// A relay that hangs after Kafka acknowledged its batch, before marking it (paused,
+// partitioned from the database): its rows stay locked until the database ends its
+// idle transaction after the lease, then another relay publishes them again with the
+// same event ids, which is what consumers deduplicate on.
 func TestRelayRepublishesAfterCrashBetweenAckAndMark(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -134,7 +137,7 @@ func TestRelayRepublishesAfterCrashBetweenAckAndMark(t *testing.T) {
 	dying := b.newRelay(t)
 	client := newProducer(t, dying)
 	ctx := context.Background()
-	claimed, err := dying.claim(ctx, uuid.New())
+	tx, claimed, err := dying.claim(ctx)
 	if err != nil || len(claimed) != len(msgs) {
 		t.Fatalf("claim: got %d events, %v; want %d", len(claimed), err, len(msgs))
 	}
@@ -142,10 +145,12 @@ func TestRelayRepublishesAfterCrashBetweenAckAndMark(t *testing.T) {
 	if len(published) != len(msgs) || len(failures) != 0 {
 		t.Fatalf("publish: %d acknowledged, failures %v; want %d acknowledged", len(published), failures, len(msgs))
 	}
-	// The crash: no mark. While the lease lives, nobody else may take the rows.
-	if again, err := dying.claim(ctx, uuid.New()); err != nil || len(again) != 0 {
+	// The hang: no mark, and the transaction left open. While the lease lives, nobody
+	// else may take the rows.
+	if _, again, err := dying.claim(ctx); err != nil || len(again) != 0 {
 		t.Fatalf("claim under a live lease: got %d events, %v; want none", len(again), err)
 	}
+	defer rollback(tx)
 
 	claimedAt := time.Now()
 	startRelay(t, b.newRelay(t))
@@ -168,7 +173,8 @@ func TestRelayRepublishesAfterCrashBetweenAckAndMark(t *testing.T) {
 }
 
 // A worker whose lease expired must not overwrite the outcome recorded by the worker
-// that claimed the rows after it.
+// that claimed the rows after it: the database ended its transaction, so its late
+// outcome fails with it and changes nothing.
 func TestRelayLeaseFencesLateOutcomes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -177,45 +183,47 @@ func TestRelayLeaseFencesLateOutcomes(t *testing.T) {
 	r := b.newRelay(t)
 	ctx := context.Background()
 
-	stale, fresh := uuid.New(), uuid.New()
-	if got, err := r.claim(ctx, stale); err != nil || len(got) != 1 {
+	const lease = 300 * time.Millisecond
+	stale, got, err := r.store.claim(ctx, lease, 10)
+	if err != nil || len(got) != 1 {
 		t.Fatalf("first claim: %d events, %v; want 1", len(got), err)
 	}
-	// Let the first lease expire without waiting for it.
-	if _, err := b.pool.Exec(ctx, `UPDATE outbox_events SET lease_expires_at = now() - interval '1 second'`); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := r.claim(ctx, fresh); err != nil || len(got) != 1 {
-		t.Fatalf("second claim after expiry: %d events, %v; want 1", len(got), err)
-	}
+	t.Cleanup(func() { rollback(stale) }) // gives the connection back, whatever happens below
+	var fresh pgx.Tx
+	testenv.WaitFor(t, 10*time.Second, func() (bool, string) {
+		tx, got, err := r.store.claim(ctx, 30*time.Second, 10)
+		if err != nil || len(got) != 1 {
+			return false, fmt.Sprintf("second claim: %d events, %v; want 1 once the first lease has expired", len(got), err)
+		}
+		fresh = tx
+		return true, ""
+	})
+	defer rollback(fresh)
 
-	// The stale owner reports a failure, then a success: both must be ignored.
-	if _, err := r.store.recordFailures(ctx, stale, []failure{{ID: msg.ID, Err: "late failure", Rejected: true}}, 1); err != nil {
-		t.Fatal(err)
+	// The stale owner reports a failure, then a success: both must fail and change
+	// nothing.
+	if _, err := r.record(ctx, stale, nil, []failure{{ID: msg.ID, Err: "late failure", Rejected: true}}); !isLeaseExpired(err) {
+		t.Errorf("stale record of a failure: %v, want the database's idle-in-transaction timeout", err)
 	}
-	if n, err := r.store.markPublished(ctx, stale, []uuid.UUID{msg.ID}); err != nil || n != 0 {
-		t.Errorf("stale markPublished: marked %d, %v; want 0", n, err)
+	if n := r.metrics.leasesExpired; testutil.ToFloat64(n) != 1 {
+		t.Errorf("outbox_leases_expired_total = %v, want 1", testutil.ToFloat64(n))
 	}
-	type row struct {
-		Status   string
-		Attempts int
-		Token    *uuid.UUID
-	}
-	var got row
-	if err := b.pool.QueryRow(ctx, `SELECT status, attempts, lease_token FROM outbox_events WHERE id = $1`, msg.ID).
-		Scan(&got.Status, &got.Attempts, &got.Token); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(row{"pending", 0, &fresh}, got); diff != "" {
-		t.Errorf("row after stale outcomes (-want +got):\n%s", diff)
-	}
-	if n := b.count(t, `SELECT count(*) FROM outbox_dlq`); n != 0 {
-		t.Errorf("DLQ rows after a stale rejection: %d, want 0", n)
+	if _, err := r.store.markPublished(ctx, stale, []uuid.UUID{msg.ID}); err == nil {
+		t.Error("stale markPublished succeeded, want an error")
 	}
 
 	// The fresh owner's outcome is recorded.
-	if n, err := r.store.markPublished(ctx, fresh, []uuid.UUID{msg.ID}); err != nil || n != 1 {
-		t.Errorf("fresh markPublished: marked %d, %v; want 1", n, err)
+	if _, err := r.record(ctx, fresh, []uuid.UUID{msg.ID}, nil); err != nil {
+		t.Fatalf("fresh record: %v", err)
+	}
+	if got := b.statusCounts(t); !cmp.Equal(got, map[string]int{"published": 1}) {
+		t.Errorf("statuses after the fresh outcome: %v, want one published", got)
+	}
+	if n := b.count(t, `SELECT rejections FROM outbox_published`); n != 0 {
+		t.Errorf("rejections of the published event = %d, want 0 (the stale rejection must not count)", n)
+	}
+	if n := b.count(t, `SELECT count(*) FROM outbox_dlq`); n != 0 {
+		t.Errorf("DLQ rows after a stale rejection: %d, want 0", n)
 	}
 }
 
@@ -228,9 +236,12 @@ func TestInsertedEventIsClaimableAtOnceWhateverTheAPIHostClock(t *testing.T) {
 	msg.OccurredAt = time.Now().Add(time.Hour)
 	b.insert(t, msg)
 
-	claimed, err := b.newRelay(t).claim(context.Background(), uuid.New())
+	tx, claimed, err := b.newRelay(t).claim(context.Background())
 	if err != nil {
 		t.Fatalf("claim: %v", err)
+	}
+	if tx != nil {
+		defer rollback(tx)
 	}
 	if len(claimed) != 1 || claimed[0].ID != msg.ID {
 		t.Fatalf("claimed %d events, want the one just inserted", len(claimed))

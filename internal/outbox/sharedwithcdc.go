@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -18,10 +19,20 @@ import (
 func IsRejection(err error) bool { return isRejection(err) }
 
 // PendingStats counts the pending events and returns the age of the oldest one, on the
-// database's clock alone (store.pendingStats): the CDC relay marks rows published too,
-// so its monitor reads the same figures the same way.
+// database's clock alone (store.pendingStats): the CDC relay moves published events out
+// of outbox_events too, so its monitor reads the same figures the same way.
 func PendingStats(ctx context.Context, pool *pgxpool.Pool) (count int64, oldestAge time.Duration, err error) {
 	return store{pool: pool}.pendingStats(ctx)
+}
+
+// MarkPublished moves the events ids, which the broker acknowledged, from outbox_events
+// to outbox_published, as the polling relay's batches do (store.markPublished): GET
+// /payments/{id}, the cleaner and operators' queries read one layout in both modes. A
+// row that is not pending (failed, or moved already by an earlier publish) stays as it
+// is. It returns how many events it moved.
+// q is a pool, a connection or a transaction.
+func MarkPublished(ctx context.Context, q Execer, ids []uuid.UUID) (int64, error) {
+	return markPublished(ctx, q, ids)
 }
 
 // ObservePending sets outbox_pending_count and outbox_oldest_pending_age_seconds.

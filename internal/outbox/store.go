@@ -8,16 +8,30 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// The relay's SQL, in one place. Every statement runs on its own (autocommit, or a
-// transaction of that one statement), so no transaction or row lock is ever held while
-// the relay waits on Kafka.
+// The relay's SQL, in one place. A batch is one transaction (ADR 0002): the claim locks
+// its rows (SELECT ... FOR UPDATE SKIP LOCKED), the relay publishes them with the
+// transaction open and idle, then moves the acknowledged events to outbox_published,
+// records the failures, and commits. The row locks are the lease: no other worker can
+// claim a row while its batch's transaction lives, and the database itself ends a
+// transaction left idle longer than the lease (idle_in_transaction_session_timeout),
+// which releases the rows to the other workers and makes the late owner's outcome fail
+// with its connection: that is the fencing, done by the server.
 //
-// The relay's bookkeeping (claim, mark, release) commits without waiting for the WAL
-// flush (withoutFlushWait): a crash of PostgreSQL can undo its last few commits, and
-// undoing them can only make the relay publish again, never lose an event (ADR 0002).
+// The batch commits without waiting for the WAL flush (synchronous_commit = off) unless
+// it dead-lettered an event: a crash of PostgreSQL can undo its last few commits, and
+// undoing one can only make the relay publish again, never lose an event. Why: the WAL
+// is replayed in order, so a crash undoes only the newest commits, never one that an
+// fsync already covered, and every ordinary commit (the API's insert of an event)
+// flushes all the WAL before it. What is undone, then, is the relay's own progress
+// since some moment: events go back to outbox_events, pending, as they were before
+// their batch, and are published again. Kafka gets duplicates, which consumers absorb
+// by X-Event-Id; per-aggregate order holds by first occurrence, because the successor
+// of an undone event had not been claimed in the state the crash went back to
+// (durability_test.go).
 //
 // Queries that return rows ignore Query's error and check CollectRows' instead: pgx
 // hands back rows that carry a failed Query's error, and CollectRows returns it
@@ -52,89 +66,103 @@ type store struct {
 	pool *pgxpool.Pool
 }
 
-// claimSQL leases up to $3 publishable rows to token $1 for $2 seconds; see claim.
+// claimSQL locks up to $1 publishable rows for the claiming transaction; see claim.
 // Its plan must read the partial index of pending rows (plan_test.go).
 const claimSQL = `
-		UPDATE outbox_events
-		SET lease_token = $1, lease_expires_at = now() + make_interval(secs => $2)
-		WHERE id IN (
-			SELECT e.id FROM outbox_events e
-			WHERE e.status = 'pending'
-			  AND e.next_attempt_at <= now()
-			  AND (e.lease_expires_at IS NULL OR e.lease_expires_at < now())
-			  AND NOT EXISTS (
-				SELECT 1 FROM outbox_events earlier
-				WHERE earlier.aggregate_id = e.aggregate_id
-				  AND earlier.status <> 'published'
-				  AND earlier.seq < e.seq)
-			ORDER BY e.next_attempt_at, e.seq
-			LIMIT $3
-			FOR UPDATE SKIP LOCKED)
-		RETURNING id, seq, event_type, aggregate_id, payload, created_at, attempts, rejections, coalesce(traceparent, '')`
+		SELECT e.id, e.seq, e.event_type, e.aggregate_id, e.payload, e.created_at, e.attempts, e.rejections,
+		       coalesce(e.traceparent, '')
+		FROM outbox_events e
+		WHERE e.status = 'pending'
+		  AND e.next_attempt_at <= now()
+		  AND NOT EXISTS (
+			SELECT 1 FROM outbox_events earlier
+			WHERE earlier.aggregate_id = e.aggregate_id
+			  AND earlier.seq < e.seq)
+		ORDER BY e.next_attempt_at, e.seq
+		LIMIT $1
+		FOR UPDATE SKIP LOCKED`
+
+// markPublishedSQL moves the events $1, which the broker acknowledged, from the outbox
+// to its history, in one statement; see markPublished. Only pending rows move: a row
+// that is failed stays in the outbox (the CDC relay marks rows it does not lock).
+const markPublishedSQL = `
+		WITH moved AS (
+			DELETE FROM outbox_events WHERE id = ANY($1) AND status = 'pending'
+			RETURNING id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at, traceparent
+		)
+		INSERT INTO outbox_published (id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at, traceparent)
+		SELECT id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at, traceparent FROM moved`
 
 // deletePublishedSQL deletes at most $2 rows published more than $1 seconds ago; see
 // deletePublished. Its plan must read the partial index on published_at (plan_test.go).
 const deletePublishedSQL = `
-		DELETE FROM outbox_events
-		WHERE id IN (
-			SELECT id FROM outbox_events
-			WHERE status = 'published' AND published_at < now() - make_interval(secs => $1)
+		DELETE FROM outbox_published
+		WHERE ctid IN (
+			SELECT ctid FROM outbox_published
+			WHERE published_at < now() - make_interval(secs => $1)
 			LIMIT $2)`
 
-// claim leases up to limit publishable rows to token in one statement (River's shape).
-// A row is publishable when it is pending, its backoff has passed, nobody holds a live
-// lease on it, and no earlier event of its aggregate is unfinished: that last rule
-// keeps per-aggregate order with any number of workers, and makes a 'failed' event
-// hold back the rest of its aggregate until it is replayed. The claim takes rows in
-// the order they became due, so a row that failed and backed off waits behind the
-// rows committed meanwhile instead of holding the head (failure.go). SKIP LOCKED lets
-// concurrent claims pass each other instead of queueing on the same rows.
-func (s store) claim(ctx context.Context, token uuid.UUID, lease time.Duration, limit int) ([]claimedEvent, error) {
-	var events []claimedEvent
-	err := s.withoutFlushWait(ctx, func(tx pgx.Tx) error {
-		rows, _ := tx.Query(ctx, claimSQL, token, lease.Seconds(), limit) // error via CollectRows
-		var err error
-		events, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimedEvent, error) {
-			var e claimedEvent
-			err := row.Scan(&e.ID, &e.Seq, &e.Type, &e.AggregateID, &e.Payload, &e.CreatedAt, &e.Attempts, &e.Rejections, &e.Traceparent)
-			return e, err
-		})
-		return err
-	})
+// claim begins a batch: a transaction that locks up to limit publishable rows. A row
+// is publishable when it is pending, its backoff has passed, nobody else's batch holds
+// it, and no earlier event of its aggregate is still in the outbox (pending, in
+// another batch, or failed): that last rule keeps per-aggregate order with any number
+// of workers and replicas, and makes a 'failed' event hold back the rest of its
+// aggregate until it is replayed. The claim takes rows in the order they became due,
+// so a row that failed and backed off waits behind the rows committed meanwhile instead
+// of holding the head (failure.go). SKIP LOCKED lets concurrent claims pass each other
+// instead of queueing on the same rows.
+//
+// The transaction stays open, idle, while the relay publishes; the database ends it if
+// it stays idle longer than lease. It returns a nil transaction when nothing was
+// publishable. The caller ends a non-nil one with commit or rollback.
+func (s store) claim(ctx context.Context, lease time.Duration, limit int) (pgx.Tx, []claimedEvent, error) {
+	// Both settings last until the transaction ends, and travel with the BEGIN in one
+	// round trip. The lease is a whole number of milliseconds from the configuration,
+	// never user input.
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: fmt.Sprintf(
+		"BEGIN; SET LOCAL synchronous_commit = off; SET LOCAL idle_in_transaction_session_timeout = %d",
+		lease.Milliseconds())})
 	if err != nil {
-		return nil, fmt.Errorf("claim outbox events: %w", err)
+		return nil, nil, fmt.Errorf("claim outbox events: begin: %w", err)
 	}
-	return events, nil
+	rows, _ := tx.Query(ctx, claimSQL, limit) // error via CollectRows
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimedEvent, error) {
+		var e claimedEvent
+		err := row.Scan(&e.ID, &e.Seq, &e.Type, &e.AggregateID, &e.Payload, &e.CreatedAt, &e.Attempts, &e.Rejections, &e.Traceparent)
+		return e, err
+	})
+	if err != nil || len(events) == 0 {
+		rollback(tx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("claim outbox events: %w", err)
+		}
+		return nil, nil, nil
+	}
+	return tx, events, nil
 }
 
-// markPublished records that the broker acknowledged ids. The lease token fences it:
-// if the lease expired and another worker claimed the rows, this changes nothing and
-// the newer owner's outcome stands. It returns how many rows it marked.
-func (s store) markPublished(ctx context.Context, token uuid.UUID, ids []uuid.UUID) (int64, error) {
-	var marked int64
-	err := s.withoutFlushWait(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `
-			UPDATE outbox_events
-			SET status = 'published', published_at = now(), last_error = NULL,
-			    lease_token = NULL, lease_expires_at = NULL
-			WHERE id = ANY($2) AND lease_token = $1`,
-			token, ids)
-		marked = tag.RowsAffected()
-		return err
-	})
+// markPublished moves the events ids, which the broker acknowledged, to
+// outbox_published, in the batch's transaction tx. It returns how many it moved.
+func (s store) markPublished(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) (int64, error) {
+	return markPublished(ctx, tx, ids)
+}
+
+func markPublished(ctx context.Context, q Execer, ids []uuid.UUID) (int64, error) {
+	tag, err := q.Exec(ctx, markPublishedSQL, ids)
 	if err != nil {
 		return 0, fmt.Errorf("mark outbox events published: %w", err)
 	}
-	return marked, nil
+	return tag.RowsAffected(), nil
 }
 
-// recordFailures records failed publishes, fenced by the lease token like
-// markPublished. It waits for the WAL flush: a dead letter raises an alert, and the
-// operator's inbox must not lose an entry that someone was told about. Every failure counts an attempt and sets last_error; only a rejection
-// counts towards the DLQ, and the one that reaches maxRejections marks the event
-// 'failed' and copies it to outbox_dlq in the same statement (why: failure.go). It
-// returns the events it dead-lettered, for the alert.
-func (s store) recordFailures(ctx context.Context, token uuid.UUID, failures []failure, maxRejections int) ([]DeadLetter, error) {
+// recordFailures records failed publishes in the batch's transaction tx. Every failure
+// counts an attempt and sets last_error; only a rejection counts towards the DLQ, and
+// the one that reaches maxRejections marks the event 'failed' and copies it to
+// outbox_dlq in the same statement (why: failure.go). It returns the events it
+// dead-lettered, for the alert, and then makes tx wait for the WAL flush at its
+// commit: a dead letter raises an alert, and the operator's inbox must not lose an
+// entry that someone was told about.
+func (s store) recordFailures(ctx context.Context, tx pgx.Tx, failures []failure, maxRejections int) ([]DeadLetter, error) {
 	ids := make([]uuid.UUID, len(failures))
 	errs := make([]string, len(failures))
 	rejected := make([]bool, len(failures))
@@ -142,20 +170,19 @@ func (s store) recordFailures(ctx context.Context, token uuid.UUID, failures []f
 	for i, f := range failures {
 		ids[i], errs[i], rejected[i], retrySecs[i] = f.ID, f.Err, f.Rejected, f.RetryIn.Seconds()
 	}
-	rows, _ := s.pool.Query(ctx, `
+	rows, _ := tx.Query(ctx, `
 		WITH outcome AS (
-			SELECT * FROM unnest($2::uuid[], $3::text[], $4::bool[], $5::float8[])
+			SELECT * FROM unnest($1::uuid[], $2::text[], $3::bool[], $4::float8[])
 				AS o(id, last_error, rejected, retry_secs)
 		), updated AS (
 			UPDATE outbox_events e
 			SET attempts = e.attempts + 1,
 			    rejections = e.rejections + o.rejected::int,
 			    last_error = o.last_error,
-			    status = CASE WHEN o.rejected AND e.rejections + 1 >= $6 THEN 'failed' ELSE 'pending' END,
-			    next_attempt_at = now() + make_interval(secs => o.retry_secs),
-			    lease_token = NULL, lease_expires_at = NULL
+			    status = CASE WHEN o.rejected AND e.rejections + 1 >= $5 THEN 'failed' ELSE 'pending' END,
+			    next_attempt_at = now() + make_interval(secs => o.retry_secs)
 			FROM outcome o
-			WHERE e.id = o.id AND e.lease_token = $1
+			WHERE e.id = o.id
 			RETURNING e.id, e.event_type, e.aggregate_id, e.payload, e.attempts, e.last_error, e.status
 		)
 		INSERT INTO outbox_dlq (event_id, event_type, aggregate_id, payload, attempts, last_error)
@@ -165,28 +192,42 @@ func (s store) recordFailures(ctx context.Context, token uuid.UUID, failures []f
 			SET attempts = EXCLUDED.attempts, last_error = EXCLUDED.last_error,
 			    failed_at = now(), replayed_at = NULL
 		RETURNING event_id, event_type, aggregate_id, attempts, last_error, failed_at, replayed_at`,
-		token, ids, errs, rejected, retrySecs, maxRejections)
+		ids, errs, rejected, retrySecs, maxRejections)
 	dead, err := pgx.CollectRows(rows, scanDeadLetter)
 	if err != nil {
 		return nil, fmt.Errorf("record publish failures: %w", err)
 	}
+	if len(dead) > 0 {
+		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = on`); err != nil {
+			return nil, fmt.Errorf("record publish failures: wait for the flush: %w", err)
+		}
+	}
 	return dead, nil
 }
 
-// release gives up the leases of token without recording an outcome, so another
-// worker can claim the rows at once instead of after the lease expires.
-func (s store) release(ctx context.Context, token uuid.UUID) error {
-	err := s.withoutFlushWait(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `
-			UPDATE outbox_events SET lease_token = NULL, lease_expires_at = NULL
-			WHERE lease_token = $1 AND status = 'pending'`, token)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("release outbox leases: %w", err)
-	}
-	return nil
+// rollback ends tx without recording anything: its row locks go, and the rows are
+// claimable at once. Its error is of no use: a transaction that cannot be rolled back
+// is on a broken connection, which the pool discards, and the server rolls it back.
+func rollback(tx pgx.Tx) {
+	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+	defer cancel()
+	_ = tx.Rollback(ctx)
 }
+
+// rollbackTimeout bounds a rollback, which is one round trip.
+const rollbackTimeout = 5 * time.Second
+
+// isLeaseExpired reports whether err says the database ended the batch's transaction
+// because it stayed idle longer than the lease (SQLSTATE 25P03).
+func isLeaseExpired(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == idleInTransactionSessionTimeout
+}
+
+// idleInTransactionSessionTimeout is the SQLSTATE of a session the server ended
+// because its transaction stayed idle too long
+// (https://www.postgresql.org/docs/15/errcodes-appendix.html).
+const idleInTransactionSessionTimeout = "25P03"
 
 // pendingStats counts pending events and returns the age of the oldest one (zero when
 // none). Both come from the partial index on pending rows (an index-only scan: the index
@@ -204,7 +245,7 @@ func (s store) pendingStats(ctx context.Context) (count int64, oldestAge time.Du
 	return count, time.Duration(ageSeconds * float64(time.Second)), nil
 }
 
-// deletePublished deletes at most limit rows published more than retention ago.
+// deletePublished deletes at most limit events published more than retention ago.
 func (s store) deletePublished(ctx context.Context, retention time.Duration, limit int) (int64, error) {
 	tag, err := s.pool.Exec(ctx, deletePublishedSQL,
 		retention.Seconds(), limit)
@@ -236,7 +277,7 @@ func (s store) replay(ctx context.Context, eventID uuid.UUID) error {
 		tag, err := tx.Exec(ctx, `
 			UPDATE outbox_events
 			SET status = 'pending', attempts = 0, rejections = 0, last_error = NULL,
-			    next_attempt_at = now(), lease_token = NULL, lease_expires_at = NULL
+			    next_attempt_at = now()
 			WHERE id = $1 AND status = 'failed'`, eventID)
 		if err != nil {
 			return err
@@ -251,28 +292,6 @@ func (s store) replay(ctx context.Context, eventID uuid.UUID) error {
 		return fmt.Errorf("replay event %s: %w", eventID, err)
 	}
 	return nil
-}
-
-// withoutFlushWait runs fn in a transaction that commits without waiting for its WAL
-// to reach the disk (synchronous_commit = off, for this transaction only; the SET
-// travels with the BEGIN, in one round trip). The commit is visible to everyone at
-// once, as any other; only its durability waits for the WAL writer, at most about
-// three wal_writer_delay (600 ms by default).
-//
-// Only the relay's bookkeeping may use it. Why a crash that undoes such a commit can
-// only cause a republish, never a loss (ADR 0002): the WAL is replayed in order, so a
-// crash undoes only the newest commits, never one that an fsync already covered, and
-// every ordinary commit (the API's insert of an event) flushes all the WAL before it.
-// What is undone, then, is the relay's own progress since some moment: rows go back to
-// the state they had then, which the relay had already been in and handles: a row
-// whose mark is undone is pending under a lease, and is published again when the
-// lease ends; a row whose claim is undone is pending, and another worker may publish
-// it while its first owner still does, whose late mark the token then fences. Kafka
-// gets duplicates, which consumers absorb by X-Event-Id; per-aggregate order holds by
-// first occurrence, because the successor of an undone mark had not been claimed in
-// the state the crash went back to.
-func (s store) withoutFlushWait(ctx context.Context, fn func(pgx.Tx) error) error {
-	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off"}, fn)
 }
 
 func scanDeadLetter(row pgx.CollectableRow) (DeadLetter, error) {

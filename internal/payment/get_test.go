@@ -31,12 +31,14 @@ func TestGetShowsTheDeliveryStateOfTheEvent(t *testing.T) {
 			},
 		},
 		{
-			name:   "published",
-			update: `UPDATE outbox_events SET status = 'published', published_at = $2, attempts = 1, last_error = $3 WHERE aggregate_id = $1`,
-			args:   []any{publishedAt, "i/o timeout"},
+			name: "published",
+			// As the relay marks an event: moved to outbox_published.
+			update: `WITH moved AS (DELETE FROM outbox_events WHERE aggregate_id = $1 RETURNING *)
+				INSERT INTO outbox_published (id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at, published_at)
+				SELECT id, seq, event_type, aggregate_id, payload, 1, 0, created_at, $2 FROM moved`,
+			args: []any{publishedAt},
 			wantEvent: func(id string) *eventResponse {
-				lastErr := "i/o timeout"
-				return &eventResponse{ID: id, Type: "PaymentCreated", Sequence: 1, Status: "published", Attempts: 1, PublishedAt: &publishedAt, LastError: &lastErr}
+				return &eventResponse{ID: id, Type: "PaymentCreated", Sequence: 1, Status: "published", Attempts: 1, PublishedAt: &publishedAt}
 			},
 		},
 		{

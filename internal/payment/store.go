@@ -193,17 +193,27 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (Payment, []EventDelivery
 	}
 	// The payment and its events are read in two statements, not one snapshot: an event
 	// committed in between shows with the payment's older version, which a client sees
-	// as "one more event than the version says" and nothing worse. The sequence is the
-	// payload's; PaymentCreated v1 has none and is 1.
+	// as "one more event than the version says" and nothing worse. An event is in
+	// outbox_events until it is published, then in outbox_published until the cleaner
+	// deletes it; one statement reads both tables in one snapshot, so an event moved
+	// meanwhile shows once. The sequence is the payload's; PaymentCreated v1 has none
+	// and is 1.
 	rows, _ := s.pool.Query(ctx, `
-		SELECT id, event_type, coalesce((payload->>'sequence')::int, $2), status, attempts, published_at, last_error
+		SELECT id, event_type, coalesce((payload->>'sequence')::int, $2), status, attempts,
+		       NULL::timestamptz, last_error, seq
 		FROM outbox_events
+		WHERE aggregate_id = $1
+		UNION ALL
+		SELECT id, event_type, coalesce((payload->>'sequence')::int, $2), 'published', attempts,
+		       published_at, NULL, seq
+		FROM outbox_published
 		WHERE aggregate_id = $1
 		ORDER BY seq`,
 		id.String(), event.CreatedSequence) // error via CollectRows
 	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (EventDelivery, error) {
 		var e EventDelivery
-		err := row.Scan(&e.ID, &e.Type, &e.Sequence, &e.Status, &e.Attempts, &e.PublishedAt, &e.LastError)
+		var seq int64
+		err := row.Scan(&e.ID, &e.Type, &e.Sequence, &e.Status, &e.Attempts, &e.PublishedAt, &e.LastError, &seq)
 		if e.PublishedAt != nil {
 			utc := e.PublishedAt.UTC()
 			e.PublishedAt = &utc

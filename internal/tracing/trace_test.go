@@ -209,7 +209,11 @@ func TestARepublishIsASecondPublishInTheSameTrace(t *testing.T) {
 
 	// What the relay does after a lost ack: the row is pending again, and published
 	// again. The database cannot lose the ack, so the test hands the row back.
-	tag, err := b.payments.Exec(b.ctx, `UPDATE outbox_events SET status = 'pending', published_at = NULL`)
+	tag, err := b.payments.Exec(b.ctx, `
+		WITH back AS (DELETE FROM outbox_published RETURNING *)
+		INSERT INTO outbox_events (id, seq, event_type, aggregate_id, payload, created_at, traceparent)
+		OVERRIDING SYSTEM VALUE
+		SELECT id, seq, event_type, aggregate_id, payload, created_at, traceparent FROM back`)
 	if err != nil || tag.RowsAffected() != 1 {
 		t.Fatalf("hand the event back to the relay: %v (%d rows)", err, tag.RowsAffected())
 	}

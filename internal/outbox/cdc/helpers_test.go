@@ -207,7 +207,7 @@ func (b *testBundle) count(t *testing.T, query string, args ...any) int {
 func (b *testBundle) waitPublished(t *testing.T, want int, timeout time.Duration) {
 	t.Helper()
 	testenv.WaitFor(t, timeout, func() (bool, string) {
-		got := b.count(t, `SELECT count(*) FROM outbox_events WHERE status = 'published'`)
+		got := b.count(t, `SELECT count(*) FROM outbox_published`)
 		return got == want, fmt.Sprintf("%d rows published, want %d", got, want)
 	})
 }

@@ -7,11 +7,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dscourse/payments-outbox/internal/outbox"
 )
 
 // The CDC relay's SQL on the ordinary pool, in one place. The stream tells the relay
 // what to publish; these statements keep the outbox rows telling the same story as in
-// polling mode (status, attempts, last_error, published_at, the DLQ), so that GET
+// polling mode (status, attempts, last_error, the move to outbox_published, the DLQ), so that GET
 // /payments/{id}, the cleaner and the operators' queries work unchanged. Each runs on
 // its own (autocommit), never while the relay waits on Kafka.
 
@@ -19,16 +21,12 @@ type store struct {
 	pool *pgxpool.Pool
 }
 
-// markPublished marks acknowledged events published. The status condition leaves a row
-// alone that is already published (a republish after a restart) or failed.
+// markPublished moves acknowledged events to outbox_published, as the polling relay
+// does (outbox.MarkPublished). A row already moved (a republish after a restart) or
+// failed is left alone.
 func (s store) markPublished(ctx context.Context, ids []uuid.UUID) error {
-	_, err := s.pool.Exec(ctx, `
-		UPDATE outbox_events SET status = 'published', published_at = now()
-		WHERE id = ANY($1) AND status = 'pending'`, ids)
-	if err != nil {
-		return fmt.Errorf("mark outbox events published: %w", err)
-	}
-	return nil
+	_, err := outbox.MarkPublished(ctx, s.pool, ids)
+	return err
 }
 
 // recordAttempt stores one failed publish of each event on its row, as the polling

@@ -1,0 +1,278 @@
+package main
+
+// The SQL ladder (issue 16): what each guarantee of the relay costs in the database alone.
+// Each rung drains the same backlog with the same workers and batches, and no Kafka at
+// all (a batch is "published" the moment it is claimed), so the only difference between
+// two rungs is the SQL one of them adds:
+//
+//	floor           the floor's table and loop (relay_minimal.go): lock a batch, set a flag
+//	floor + order   the same, plus the order rule per aggregate (NOT EXISTS on an index)
+//	ours, no history  our schema and claim, but the mark deletes the events instead of
+//	                moving them: what the history costs (GET /payments/{id}, operators)
+//	ours            our schema, our claim and our mark (internal/outbox): order, event id,
+//	                retries' columns, the history of published events for GET /payments/{id}
+//	first design    our relay before issue 16: a lease written by the claim and a mark
+//	                that updates the row in place, each in its own transaction
+//
+// It measures with the drain of the relay benchmark (relay_drain.go): events per second
+// and WAL per event, around the drain only.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dscourse/payments-outbox/internal/benchreport"
+	"github.com/dscourse/payments-outbox/internal/devstack"
+	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/migrations"
+)
+
+type ladderConfig struct {
+	backlog, reps, workers, batch int
+	report                        string
+}
+
+// A ladderRung is one relay of the ladder: a table and a batch function, run by
+// workers loops until stopped.
+type ladderRung struct {
+	key, name string
+	// setup prepares the rung's empty database.
+	setup func(ctx context.Context, dbURL string) error
+	table ladderTable
+	// batch claims and marks up to n events in the database, and returns how many.
+	batch   func(ctx context.Context, pool *pgxpool.Pool, n int) (int, error)
+	workers int
+	size    int
+}
+
+// ladderTable is the part of a relayUnderTest that a rung takes from the table it
+// drains.
+type ladderTable interface {
+	fill(ctx context.Context, pool *pgxpool.Pool, n int) error
+	pending(ctx context.Context, pool *pgxpool.Pool) (bool, error)
+}
+
+func (r ladderRung) fill(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	return r.table.fill(ctx, pool, n)
+}
+
+func (r ladderRung) pending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+	return r.table.pending(ctx, pool)
+}
+
+func (ladderRung) insert(context.Context, pgx.Tx, string, []byte) error {
+	return errors.New("the SQL ladder measures drains only")
+}
+
+// start runs the rung's workers, each claiming and marking batches until stopped,
+// polling every millisecond when it finds nothing.
+func (r ladderRung) start(ctx context.Context, pool *pgxpool.Pool, _ string) (*running, error) {
+	return goRun(ctx, func() {}, func(ctx context.Context) error {
+		errs := make(chan error, r.workers)
+		for range r.workers {
+			go func() {
+				for ctx.Err() == nil {
+					n, err := r.batch(ctx, pool, r.size)
+					if err != nil && ctx.Err() == nil {
+						errs <- err
+						return
+					}
+					if n == 0 {
+						select {
+						case <-ctx.Done():
+						case <-time.After(time.Millisecond):
+						}
+					}
+				}
+				errs <- nil
+			}()
+		}
+		var first error
+		for range r.workers {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}), nil
+}
+
+func benchLadder(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench ladder", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	var cfg ladderConfig
+	fs.IntVar(&cfg.backlog, "backlog", 100_000, "events in each drain's backlog")
+	fs.IntVar(&cfg.reps, "reps", 3, "repetitions; each figure is their median, with min and max")
+	fs.IntVar(&cfg.workers, "workers", 4, "concurrent loops per rung, as RELAY_WORKERS")
+	fs.IntVar(&cfg.batch, "batch", 1000, "rows per claim, as RELAY_BATCH_SIZE")
+	fs.StringVar(&cfg.report, "report", "reports/bench.json", "JSON report to merge the figures into")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("parse flags: %w", err)
+	}
+	adminURL, err := devstack.PostgresURL(getenv)
+	if err != nil {
+		return err
+	}
+	admin, err := pgxpool.New(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("open admin pool: %w", err)
+	}
+	defer admin.Close()
+
+	rungs := ladderRungs(cfg)
+	urls := make([]string, len(rungs))
+	for i, r := range rungs {
+		url, drop, err := createDatabase(ctx, adminURL, "bench_ladder")
+		if err != nil {
+			return err
+		}
+		defer drop()
+		if err := r.setup(ctx, url); err != nil {
+			return fmt.Errorf("%s: set up: %w", r.name, err)
+		}
+		urls[i] = url
+	}
+	results := make([]samples, len(rungs))
+	wal := make([]samples, len(rungs))
+	records := make([]samples, len(rungs))
+	var load samples
+	for rep := 1; rep <= cfg.reps; rep++ {
+		load = append(load, loadAverage())
+		fmt.Fprintf(stdout, "repetition %d (load average %.2f)\n", rep, load[len(load)-1])
+		for i, r := range rungs {
+			d, err := measureDrain(ctx, r, drainSetup{admin: admin, dbURL: urls[i], backlog: cfg.backlog})
+			if err != nil {
+				return fmt.Errorf("%s: %w", r.name, err)
+			}
+			results[i] = append(results[i], d.eventsPerSecond)
+			wal[i] = append(wal[i], d.cost.walBytes)
+			records[i] = append(records[i], d.cost.walRecords)
+			fmt.Fprintf(stdout, "  %-16s %8.0f events/s  %6.1f µs per event  %6.0f WAL bytes, %.2f WAL records per event\n",
+				r.name, d.eventsPerSecond, 1e6/d.eventsPerSecond, d.cost.walBytes, d.cost.walRecords)
+		}
+	}
+	report := map[string]any{
+		"ladder_bench_backlog":     cfg.backlog,
+		"ladder_bench_reps":        cfg.reps,
+		"ladder_bench_workers":     cfg.workers,
+		"ladder_bench_batch_size":  cfg.batch,
+		"ladder_bench_measured_at": time.Now().UTC().Format(time.RFC3339),
+		"ladder_bench_note": "SQL only, no Kafka: each rung drains the backlog with the same workers and batches; " +
+			"floor = the floor's table and loop; floor_order = plus the order rule per aggregate; ours_no_history = our schema and claim, the mark a plain delete; ours = our schema, claim and mark; " +
+			"first_design = our relay before issue 16 (lease in columns, mark in place); medians with _min, _max; WAL is server-wide",
+	}
+	load.addTo(report, "ladder_bench_load_avg_1m", hundredths)
+	for i, r := range rungs {
+		results[i].addTo(report, "ladder_"+r.key+"_events_per_s", tenths)
+		wal[i].addTo(report, "ladder_"+r.key+"_wal_bytes_per_event", tenths)
+		records[i].addTo(report, "ladder_"+r.key+"_wal_records_per_event", hundredths)
+	}
+	fmt.Fprintln(stdout, "medians:")
+	for i, r := range rungs {
+		fmt.Fprintf(stdout, "  %-16s %8.0f events/s  %6.1f µs per event  %.2f WAL records per event\n",
+			r.name, results[i].median(), 1e6/results[i].median(), records[i].median())
+	}
+	if err := benchreport.Merge(cfg.report, report); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "merged into %s\n", cfg.report)
+	return nil
+}
+
+// ladderRungs are the rungs, cheapest first.
+func ladderRungs(cfg ladderConfig) []ladderRung {
+	rung := func(key, name string, setup func(context.Context, string) error, table ladderTable,
+		batch func(context.Context, *pgxpool.Pool, int) (int, error)) ladderRung {
+		return ladderRung{key: key, name: name, setup: setup, table: table, batch: batch, workers: cfg.workers, size: cfg.batch}
+	}
+	migrate := func(ctx context.Context, dbURL string) error {
+		return devstack.MigrateDatabase(ctx, dbURL, migrations.Payments)
+	}
+	return []ladderRung{
+		rung("floor", "floor", sqlSetup(floorTableSQL), floorRelay{}, floorSQLBatch(false)),
+		rung("floor_order", "floor + order", sqlSetup(floorTableSQL+`;
+			CREATE INDEX floor_events_key_idx ON floor_events (key, id) WHERE NOT published`), floorRelay{}, floorSQLBatch(true)),
+		rung("ours_no_history", "ours, no history", migrate, outboxTable{}, ourSQLBatch(`DELETE FROM outbox_events WHERE id = ANY($1)`)),
+		rung("ours", "ours", migrate, outboxTable{}, ourSQLBatch(outbox.MarkPublishedSQL)),
+		// The first design's table has the name and pending rows of ours.
+		rung("first_design", "first design", sqlSetup(firstDesignTableSQL), outboxTable{}, firstDesignBatch),
+	}
+}
+
+func sqlSetup(sql string) func(context.Context, string) error {
+	return func(ctx context.Context, dbURL string) error { return execOnce(ctx, dbURL, sql) }
+}
+
+// floorSQLBatch is floorBatch without the produce; withOrder adds the order rule.
+func floorSQLBatch(withOrder bool) func(context.Context, *pgxpool.Pool, int) (int, error) {
+	order := ""
+	if withOrder {
+		order = `AND NOT EXISTS (SELECT 1 FROM floor_events earlier
+			WHERE earlier.key = e.key AND NOT earlier.published AND earlier.id < e.id)`
+	}
+	return func(ctx context.Context, pool *pgxpool.Pool, n int) (int, error) {
+		var claimed int
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			rows, _ := tx.Query(ctx, `
+				SELECT e.id, e.key, e.payload FROM floor_events e
+				WHERE NOT e.published `+order+` ORDER BY e.id LIMIT $1 FOR UPDATE SKIP LOCKED`, n)
+			ids, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (int64, error) {
+				var id int64
+				var key string
+				var payload []byte
+				return id, row.Scan(&id, &key, &payload)
+			})
+			if err != nil || len(ids) == 0 {
+				return err
+			}
+			claimed = len(ids)
+			_, err = tx.Exec(ctx, `UPDATE floor_events SET published = true WHERE id = ANY($1) AND NOT published`, ids)
+			return err
+		})
+		return claimed, err
+	}
+}
+
+// ourSQLBatch is our relay's batch (internal/outbox store.go) without the produce: the
+// same transaction settings and claim, and mark as the mark statement.
+func ourSQLBatch(mark string) func(context.Context, *pgxpool.Pool, int) (int, error) {
+	return func(ctx context.Context, pool *pgxpool.Pool, n int) (int, error) {
+		return ourSQLBatchWith(ctx, pool, n, mark)
+	}
+}
+
+func ourSQLBatchWith(ctx context.Context, pool *pgxpool.Pool, n int, mark string) (int, error) {
+	var claimed int
+	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off; SET LOCAL idle_in_transaction_session_timeout = 30000"},
+		func(tx pgx.Tx) error {
+			rows, _ := tx.Query(ctx, outbox.ClaimSQL, n)
+			ids, err := pgx.CollectRows(rows, scanClaimedID)
+			if err != nil || len(ids) == 0 {
+				return err
+			}
+			claimed = len(ids)
+			_, err = tx.Exec(ctx, mark, ids)
+			return err
+		})
+	return claimed, err
+}
+
+// scanClaimedID reads the id of a row of our claim's columns (outbox.ClaimSQL, and the
+// first design's claim, which returns the same).
+func scanClaimedID(row pgx.CollectableRow) (uuid.UUID, error) {
+	var id uuid.UUID
+	var seq int64
+	var typ, aggregate, traceparent string
+	var payload []byte
+	var createdAt time.Time
+	var attempts, rejections int
+	return id, row.Scan(&id, &seq, &typ, &aggregate, &payload, &createdAt, &attempts, &rejections, &traceparent)
+}

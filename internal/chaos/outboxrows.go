@@ -1,0 +1,72 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// What the harness reads of a relay's outbox rows from outside. The outbox layout is a
+// MAY of docs/contract.md, and two layouts are common: a relay that leases rows in
+// columns (lease_expires_at) and marks them published in place, and ours, which holds
+// its rows as row locks of the batch's transaction and moves each published event to
+// outbox_published (docs/adr/0002). These functions read both.
+
+// heldOutboxRows counts the pending outbox rows a relay holds right now: under a live
+// lease (lease_expires_at), or locked by a batch's transaction. Locked rows are the
+// pending rows that a FOR KEY SHARE SKIP LOCKED of its own cannot lock; that probe
+// holds its weak locks for one statement, during which a relay's claim skips those
+// rows as it would another relay's, and its transaction is rolled back.
+func heldOutboxRows(ctx context.Context, conn *pgx.Conn) (int, error) {
+	leaseColumn, err := hasColumn(ctx, conn, "outbox_events", "lease_expires_at")
+	if err != nil {
+		return 0, err
+	}
+	if leaseColumn {
+		var n int
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM outbox_events WHERE status = 'pending' AND lease_expires_at > now()`).Scan(&n)
+		return n, err
+	}
+	var held int
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `
+			SELECT (SELECT count(*) FROM outbox_events WHERE status = 'pending')
+			     - (SELECT count(*) FROM (SELECT 1 FROM outbox_events WHERE status = 'pending' FOR KEY SHARE SKIP LOCKED) AS free)`).
+			Scan(&held)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("count held outbox rows: %w", err)
+	}
+	return held, nil
+}
+
+// publishedEventsTable returns the table and column that say when an event was
+// published: outbox_published.published_at when the outbox moves published events
+// there, outbox_events.published_at otherwise.
+func publishedEventsTable(ctx context.Context, conn *pgx.Conn) (string, error) {
+	moved, err := hasColumn(ctx, conn, "outbox_published", "published_at")
+	if err != nil {
+		return "", err
+	}
+	if moved {
+		return "outbox_published", nil
+	}
+	return "outbox_events", nil
+}
+
+// allOutboxEvents returns a FROM item that lists every event the outbox holds, with
+// id, aggregate_id, event_type, payload, status and rejections: outbox_events alone, or
+// with outbox_published (status 'published') when published events move there.
+func allOutboxEvents(ctx context.Context, conn *pgx.Conn) (string, error) {
+	table, err := publishedEventsTable(ctx, conn)
+	if err != nil {
+		return "", err
+	}
+	if table == "outbox_events" {
+		return "outbox_events", nil
+	}
+	return `(SELECT id, aggregate_id, event_type, payload, status, rejections FROM outbox_events
+		UNION ALL
+		SELECT id, aggregate_id, event_type, payload, 'published', rejections FROM ` + table + `)`, nil
+}
