@@ -228,16 +228,16 @@ export default function () {
  * @param {string} id the payment id
  */
 function lifecycle(n, key, id) {
+  /** @type {(action: string, body: string, step: string) => Step} */
+  const step = (action, body, name) => ({ id, action, body, key: `${key}-${name}`, first: n + STEP_NUMBERS[name] });
   // The largest payments (the poison scenario's) are captured and refunded in full: that
   // refund is the largest event the API can write, and the payment's last.
   if (largest(n)) {
-    if (transition(id, 'capture', '', `${key}-c`) === 200) transition(id, 'refund', '', `${key}-r1`);
+    if (transition(step('capture', '', 'c')) === 200) transition(step('refund', '', 'r1'));
     return;
   }
   const amount = 1000 + n;
   const refund60 = JSON.stringify({ amount: Math.floor((amount * 6) / 10) });
-  /** @type {(action: string, body: string, step: string) => Step} */
-  const step = (action, body, name) => ({ id, action, body, key: `${key}-${name}`, first: n + STEP_NUMBERS[name] });
   switch (n % 5) {
     case 0:
       if (transition(step('capture', '', 'c')) === 200 && transition(step('refund', '{"amount": 300}', 'r1')) === 200) {
