@@ -50,6 +50,7 @@ func benchmarks() map[string]benchmark {
 		"cdc":      benchCDC,
 		"consumer": benchConsumer,
 		"relay":    benchRelay,
+		"scale":    benchScale,
 	}
 }
 
