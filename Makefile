@@ -130,8 +130,18 @@ chaos-example: setup ## Check examples/python-outbox, a service written from doc
 	GO="$(GO)" bash examples/python-outbox/run.sh
 
 .PHONY: chaos-all
-chaos: setup ## Run a chaos scenario (SCENARIO=default|dual-write|kafka-down|relay-crash|consumer-crash|hostile-records|clock-skew|poison|pg-faults|long-transaction|broker-failover|partition-offline|rolling-restart|db-restart; RELAY_MODE=poll|cdc; CHAOS_FLAGS=...); writes reports/chaos-<scenario>.json and .html
-	$(GO) run ./cmd/chaos -scenario $(SCENARIO) -relay-mode $(RELAY_MODE) $(CHAOS_FLAGS)
+chaos-all: setup ## Run every chaos scenario with each relay (poll, then cdc), the cluster ones on the three-node cluster (started if needed, stopped after); prints the verdicts side by side and writes reports/index.html
+	$(GO) run ./cmd/chaos -scenario all -relay-mode both $(CHAOS_FLAGS)
+
+.PHONY: chaos-html
+chaos-html: ## Rebuild reports/chaos-*.html and reports/index.html from the JSON reports (no run)
+	$(GO) run ./cmd/chaos html
+
+.PHONY: chaos-screenshots
+# The README's pictures: the recorded runs of internal/chaos/timeline/testdata, opened in
+# headless Chromium by the same test make test runs.
+chaos-screenshots: setup ## Save PNG screenshots of the timeline pages into docs/images
+	$(GO) test -count=1 -run TestChromiumRendersTheReports ./internal/chaos/timeline -screenshots $(CURDIR)/docs/images
 
 # MUTANTS_FLAGS passes flags to cmd/mutants, e.g. MUTANTS_FLAGS="-mutant 06,09 -short -all".
 MUTANTS_FLAGS ?=
