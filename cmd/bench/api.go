@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -68,10 +69,11 @@ func benchAPI(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 
-	base, stopAPI, err := startAPI(ctx, adminURL, brokers)
+	base, stop, err := startAPI(ctx, adminURL, brokers)
 	if err != nil {
 		return err
 	}
+	stopAPI := sync.OnceFunc(stop)
 	defer stopAPI()
 	fmt.Fprintf(stdout, "api on %s, warming up for %s\n", base, apiBenchWarmup)
 	if _, err := attackAPI(base, apiBenchWarmup); err != nil {
@@ -114,6 +116,7 @@ func benchAPI(ctx context.Context, args []string, getenv func(string) string, st
 	fmt.Fprintf(stdout, "best: API %.0f payments/s, DB ceiling %.0f tx/s, API / DB = %.2f (goal >= 0.5)\n",
 		api.PaymentsPerSecond, db.TransactionsPerSecond, ratio)
 
+	stopAPI() // before the rounds with each relay, which start APIs of their own
 	withRelays, err := apiWithRelays(ctx, adminURL, brokers, stdout)
 	if err != nil {
 		return fmt.Errorf("API with each relay: %w", err)

@@ -146,8 +146,14 @@ func benchScale(ctx context.Context, args []string, getenv func(string) string, 
 				"sizes in bytes (table = heap with TOAST, indexes = all indexes), after one cycle without VACUUM; docs/bench.md",
 		},
 	}
-	if len(cfg.backlogs) > 0 {
-		if err := b.drains(ctx); err != nil {
+	// Each size is merged into the report as soon as it is measured: a run of the
+	// defaults takes the better part of an hour on a shared server, and what was measured
+	// before a failure is kept.
+	for _, n := range cfg.backlogs {
+		if err := b.drains(ctx, n); err != nil {
+			return fmt.Errorf("backlog of %d: %w", n, err)
+		}
+		if err := benchreport.Merge(cfg.report, b.report); err != nil {
 			return err
 		}
 	}
@@ -155,13 +161,16 @@ func benchScale(ctx context.Context, args []string, getenv func(string) string, 
 		if err := b.history(ctx, n); err != nil {
 			return fmt.Errorf("history of %d: %w", n, err)
 		}
+		if err := benchreport.Merge(cfg.report, b.report); err != nil {
+			return err
+		}
 	}
-	return benchreport.Merge(cfg.report, b.report)
+	return nil
 }
 
-// drains measures the drain of every backlog size, for both relays, each on a database
-// of its own.
-func (b scaleBench) drains(ctx context.Context) error {
+// drains measures the drain of a backlog of n, for both relays, each on a database of
+// its own.
+func (b scaleBench) drains(ctx context.Context, n int) error {
 	pollURL, dropPoll, err := createDatabase(ctx, b.adminURL, "bench_scale_poll")
 	if err != nil {
 		return err
@@ -178,27 +187,25 @@ func (b scaleBench) drains(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, n := range b.cfg.backlogs {
-		rb := relayBench{cfg: relayBenchConfig{backlog: n}, admin: b.admin, adm: b.adm, brokers: b.brokers}
-		var poll, cdc, load samples
-		for rep := 1; rep <= b.cfg.reps; rep++ {
-			p, err := rb.drain(ctx, b.poll, pollURL, nil)
-			if err != nil {
-				return fmt.Errorf("polling relay's drain of %d: %w", n, err)
-			}
-			c, err := rb.drain(ctx, b.cdc, cdcURL, nil)
-			if err != nil {
-				return fmt.Errorf("CDC relay's drain of %d: %w", n, err)
-			}
-			poll, cdc, load = append(poll, p.eventsPerSecond), append(cdc, c.eventsPerSecond), append(load, loadAverage())
-			fmt.Fprintf(b.stdout, "backlog %d, repetition %d (load %.2f): drain poll %.0f, cdc %.0f events/s\n",
-				n, rep, load[len(load)-1], p.eventsPerSecond, c.eventsPerSecond)
+	rb := relayBench{cfg: relayBenchConfig{backlog: n}, admin: b.admin, adm: b.adm, brokers: b.brokers}
+	var poll, cdc, load samples
+	for rep := 1; rep <= b.cfg.reps; rep++ {
+		p, err := rb.drain(ctx, b.poll, pollURL, nil)
+		if err != nil {
+			return fmt.Errorf("polling relay's drain: %w", err)
 		}
-		suffix := "_backlog_" + strconv.Itoa(n)
-		poll.addTo(b.report, "scale_poll_drain_events_per_s"+suffix, tenths)
-		cdc.addTo(b.report, "scale_cdc_drain_events_per_s"+suffix, tenths)
-		load.addTo(b.report, "scale_drain_load_avg_1m"+suffix, hundredths)
+		c, err := rb.drain(ctx, b.cdc, cdcURL, nil)
+		if err != nil {
+			return fmt.Errorf("CDC relay's drain: %w", err)
+		}
+		poll, cdc, load = append(poll, p.eventsPerSecond), append(cdc, c.eventsPerSecond), append(load, loadAverage())
+		fmt.Fprintf(b.stdout, "backlog %d, repetition %d (load %.2f): drain poll %.0f, cdc %.0f events/s\n",
+			n, rep, load[len(load)-1], p.eventsPerSecond, c.eventsPerSecond)
 	}
+	suffix := "_backlog_" + strconv.Itoa(n)
+	poll.addTo(b.report, "scale_poll_drain_events_per_s"+suffix, tenths)
+	cdc.addTo(b.report, "scale_cdc_drain_events_per_s"+suffix, tenths)
+	load.addTo(b.report, "scale_drain_load_avg_1m"+suffix, hundredths)
 	return nil
 }
 
