@@ -2,7 +2,8 @@ package main
 
 // The API benchmark (issue 2): payments/s through the real cmd/api binary over HTTP,
 // against the ceiling of the database itself for the same transaction, measured by
-// pgbench on the same server. Figures go to reports/bench.json.
+// pgbench on the same server; then the API's rate with each relay in its process
+// (api_relays.go). Figures go to reports/bench.json.
 
 import (
 	"bufio"
@@ -20,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,10 +69,11 @@ func benchAPI(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 
-	base, stopAPI, err := startAPI(ctx, adminURL, brokers)
+	base, stop, err := startAPI(ctx, adminURL, brokers)
 	if err != nil {
 		return err
 	}
+	stopAPI := sync.OnceFunc(stop)
 	defer stopAPI()
 	fmt.Fprintf(stdout, "api on %s, warming up for %s\n", base, apiBenchWarmup)
 	if _, err := attackAPI(base, apiBenchWarmup); err != nil {
@@ -113,6 +116,14 @@ func benchAPI(ctx context.Context, args []string, getenv func(string) string, st
 	fmt.Fprintf(stdout, "best: API %.0f payments/s, DB ceiling %.0f tx/s, API / DB = %.2f (goal >= 0.5)\n",
 		api.PaymentsPerSecond, db.TransactionsPerSecond, ratio)
 
+	stopAPI() // before the rounds with each relay, which start APIs of their own
+	withRelays, err := apiWithRelays(ctx, adminURL, brokers, stdout)
+	if err != nil {
+		return fmt.Errorf("API with each relay: %w", err)
+	}
+	if err := benchreport.Merge("reports/bench.json", withRelays); err != nil {
+		return err
+	}
 	return benchreport.Merge("reports/bench.json", map[string]any{
 		"api_payments_per_s":    math.Round(api.PaymentsPerSecond),
 		"api_latency_p50_ms":    hundredths(api.P50Millis),
@@ -141,6 +152,22 @@ type apiResult struct {
 // to a throwaway topic as in production. It returns the base URL and a function that
 // stops the API (SIGINT, as an orchestrator would) and removes what it made.
 func startAPI(ctx context.Context, adminURL string, brokers []string) (base string, stop func(), err error) {
+	dbURL, dropDB, err := createDatabase(ctx, adminURL, "bench_api")
+	if err != nil {
+		return "", nil, err
+	}
+	base, stopAPI, err := startAPIOn(ctx, dbURL, brokers)
+	if err != nil {
+		dropDB()
+		return "", nil, err
+	}
+	return base, func() { stopAPI(); dropDB() }, nil
+}
+
+// startAPIOn is startAPI on an existing database (the API migrates it), with env
+// ("KEY=value") added to the API's environment. The returned function stops the API
+// and deletes its topic; the database is the caller's.
+func startAPIOn(ctx context.Context, dbURL string, brokers []string, env ...string) (base string, stop func(), err error) {
 	var cleanups []func()
 	stop = func() {
 		for _, f := range slices.Backward(cleanups) {
@@ -153,11 +180,6 @@ func startAPI(ctx context.Context, adminURL string, brokers []string) (base stri
 		}
 	}()
 
-	dbURL, dropDB, err := createDatabase(ctx, adminURL, "bench_api")
-	if err != nil {
-		return "", nil, err
-	}
-	cleanups = append(cleanups, dropDB)
 	client, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		return "", nil, fmt.Errorf("new Kafka client: %w", err)
@@ -183,6 +205,7 @@ func startAPI(ctx context.Context, adminURL string, brokers []string) (base stri
 	cmd.Env = append(os.Environ(),
 		"DATABASE_URL="+dbURL, "HTTP_ADDR=127.0.0.1:0",
 		"KAFKA_BROKERS="+strings.Join(brokers, ","), "KAFKA_TOPIC="+topic)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 20 * time.Second
 	logs, err := cmd.StdoutPipe()

@@ -209,7 +209,7 @@ func (b cdcBench) outage(ctx context.Context) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	_, waitErr := waitDrained(ctx, b.cdc, pool, r)
+	_, waitErr := waitDrained(ctx, b.cdc, pool, r, drainTimeout(total))
 	if err := r.stop(); err != nil {
 		return 0, fmt.Errorf("stop CDC relay: %w", err)
 	}

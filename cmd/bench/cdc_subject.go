@@ -35,7 +35,12 @@ func (c cdcRelay) fill(ctx context.Context, pool *pgxpool.Pool, n int) error {
 }
 
 // ensureSlot runs the relay until it streams from its slot (so the slot exists and its
-// catch-up is over), then stops it.
+// catch-up is over), then stops it. "Streams" is the slot's walsender past
+// START_REPLICATION (pg_stat_replication.state catchup or streaming), which the relay
+// sends only after its catch-up is recorded. The slot alone is not enough: it is active
+// from the moment it is created, and a relay stopped then leaves its catch-up to be done
+// again, so the next relay would publish the whole backlog from the table (the catch-up
+// path) and then again from the stream.
 func (c cdcRelay) ensureSlot(ctx context.Context, pool *pgxpool.Pool) error {
 	r, err := c.start(ctx, pool, "bench.cdc-unused")
 	if err != nil {
@@ -45,13 +50,14 @@ func (c cdcRelay) ensureSlot(ctx context.Context, pool *pgxpool.Pool) error {
 	slot := cdc.DefaultSlot(pool.Config().ConnString())
 	deadline := time.Now().Add(time.Minute)
 	for {
-		var active bool
-		err := pool.QueryRow(ctx, `SELECT coalesce((SELECT active FROM pg_replication_slots WHERE slot_name = $1), false)`, slot).Scan(&active)
+		var streaming bool
+		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid
+			WHERE s.slot_name = $1 AND r.state IN ('catchup', 'streaming'))`, slot).Scan(&streaming)
 		if err != nil {
 			return fmt.Errorf("read slot %s: %w", slot, err)
 		}
-		if active {
-			return nil
+		if streaming {
+			return caughtUpRecorded(ctx, pool, slot)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("CDC relay not streaming from slot %s a minute after its start", slot)
@@ -62,6 +68,19 @@ func (c cdcRelay) ensureSlot(ctx context.Context, pool *pgxpool.Pool) error {
 		case <-time.After(20 * time.Millisecond): // polling a server view; no signal to wait on
 		}
 	}
+}
+
+// caughtUpRecorded fails unless the slot's catch-up is recorded (outbox_cdc_slots,
+// migration 00007): without it the drain would measure the catch-up path, not the stream.
+func caughtUpRecorded(ctx context.Context, pool *pgxpool.Pool, slot string) error {
+	var done bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox_cdc_slots WHERE slot_name = $1)`, slot).Scan(&done); err != nil {
+		return fmt.Errorf("read catch-up of slot %s: %w", slot, err)
+	}
+	if !done {
+		return fmt.Errorf("slot %s streams but its catch-up is not recorded: the next relay would publish the backlog from the table", slot)
+	}
+	return nil
 }
 
 func (c cdcRelay) start(ctx context.Context, pool *pgxpool.Pool, topic string) (*running, error) {

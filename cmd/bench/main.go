@@ -2,10 +2,11 @@
 // reports/bench.json. It is a benchmark, not a test: it takes minutes and its numbers
 // depend on the machine.
 //
-//	go run ./cmd/bench api        the API's write rate against the database's own ceiling
+//	go run ./cmd/bench api        the API's write rate against the database's own ceiling, and with each relay running
 //	go run ./cmd/bench relay      the relay's drain rate, latency and WAL per event, against the floor
 //	go run ./cmd/bench ladder     what each of the relay's guarantees costs in the database alone (no Kafka)
 //	go run ./cmd/bench cdc        the CDC relay beside the polling relay, and the WAL its slot holds in an outage
+//	go run ./cmd/bench scale      both relays against the backlog's and the table's size; cleanup and partitioned retention
 //	go run ./cmd/bench all        every benchmark, in name order, with default settings
 //
 // A single benchmark takes flags after its name (go run ./cmd/bench relay -h lists them),
@@ -52,6 +53,7 @@ func benchmarks() map[string]benchmark {
 		"consumer": benchConsumer,
 		"ladder":   benchLadder,
 		"relay":    benchRelay,
+		"scale":    benchScale,
 	}
 }
 

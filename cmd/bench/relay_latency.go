@@ -40,6 +40,9 @@ type latencySetup struct {
 	topic    string
 	rate     int // events per second
 	duration time.Duration
+	// tracer, when set, sees every statement of the relay's pool: the claim timer of
+	// the scale benchmark (scale_history.go).
+	tracer pgx.QueryTracer
 }
 
 // measureLatency empties the relay's table, starts the relay and commits s.rate events
@@ -51,6 +54,10 @@ func measureLatency(ctx context.Context, relay relayUnderTest, s latencySetup) (
 		return latencyResult{}, fmt.Errorf("parse database URL: %w", err)
 	}
 	cfg.MaxConns = 32
+	genCfg := cfg.Copy() // before the tracer: the generator's statements are not the relay's
+	if s.tracer != nil {
+		cfg.ConnConfig.Tracer = s.tracer
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return latencyResult{}, fmt.Errorf("open pool: %w", err)
@@ -65,7 +72,6 @@ func measureLatency(ctx context.Context, relay relayUnderTest, s latencySetup) (
 	// the generator's own commits skip waiting for the WAL flush (synchronous_commit=off,
 	// on its own pool). The rows are visible to the relay at the same moment either way,
 	// and the relay's statements stay fully durable.
-	genCfg := cfg.Copy()
 	genCfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	genPool, err := pgxpool.NewWithConfig(ctx, genCfg)
 	if err != nil {

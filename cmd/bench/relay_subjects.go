@@ -67,17 +67,7 @@ func (r *running) stop() error {
 type outboxTable struct{}
 
 func (outboxTable) fill(ctx context.Context, pool *pgxpool.Pool, n int) error {
-	if _, err := pool.Exec(ctx, `TRUNCATE outbox_events`); err != nil {
-		return fmt.Errorf("truncate outbox: %w", err)
-	}
-	_, err := pool.Exec(ctx, `
-		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at, next_attempt_at)
-		SELECT gen_random_uuid(), 'PaymentCreated', p.id::text, `+backlogPayloadSQL+`, now(), now()
-		FROM (SELECT gen_random_uuid() AS id, i FROM generate_series(1, $1) AS i) p`, n)
-	if err != nil {
-		return fmt.Errorf("insert outbox backlog: %w", err)
-	}
-	return vacuumAnalyze(ctx, pool, "outbox_events")
+	return fillBacklog(ctx, pool, n)
 }
 
 func (outboxTable) pending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {

@@ -182,3 +182,50 @@ func ConsumeFromStart(tb testing.TB, brokers []string, topic string, want int, t
 	}
 	return records
 }
+
+// ConsumeAll reads every record topic holds now: it takes each partition's end offset
+// first, then reads from the start until every partition reaches it. Use it when copies
+// are expected and their number is unknown, so that no count of records can tell when
+// the reading is done; ConsumeFromStart stops at the first want records, which copies
+// of early events can fill before the later events are read.
+func ConsumeAll(tb testing.TB, brokers []string, topic string, timeout time.Duration) []*kgo.Record {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		tb.Fatalf("new consumer: %v", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		tb.Fatalf("end offsets of %s: %v", topic, err)
+	}
+	left := map[int32]int64{} // partition: the offset it must reach
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			left[o.Partition] = o.Offset
+		}
+	})
+	var records []*kgo.Record
+	for len(left) > 0 {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			tb.Fatalf("read %d records of topic %s in %s; partitions not read to their end: %v", len(records), topic, timeout, left)
+		}
+		if err := fetches.Err(); err != nil {
+			tb.Fatalf("consume %s: %v", topic, err)
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			records = append(records, r)
+			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
+				delete(left, r.Partition)
+			}
+		})
+	}
+	return records
+}

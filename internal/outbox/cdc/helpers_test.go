@@ -41,9 +41,15 @@ type testBundle struct {
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
+	return setupOn(t, testenv.NewDatabase(t, migrations.Payments))
+}
+
+// setupOn is setup on a migrated database of the caller's (one on a server of the
+// test's own, which the test may restart).
+func setupOn(t *testing.T, dbURL string) *testBundle {
+	t.Helper()
 	brokers := testenv.KafkaBrokers(t)
 	topic := testenv.NewTopic(t, 3)
-	dbURL := testenv.NewDatabase(t, migrations.Payments)
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	if err != nil {
 		t.Fatalf("open pool: %v", err)

@@ -1,0 +1,88 @@
+package main
+
+// The outbox rows the benchmarks start from, each kind made by one function here, and
+// the outbox's size read by one function: the only code of the scale benchmark that
+// knows the outbox's schema. When the schema changes (issue 16 may move published rows
+// to a history table of their own, and change the indexes), these are what to change.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// fillBacklog empties the outbox and commits n pending events of n distinct payments:
+// what a relay finds after an outage of n events.
+func fillBacklog(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	if _, err := pool.Exec(ctx, `TRUNCATE outbox_events`); err != nil {
+		return fmt.Errorf("truncate outbox: %w", err)
+	}
+	_, err := pool.Exec(ctx, `
+		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at, next_attempt_at)
+		SELECT gen_random_uuid(), 'PaymentCreated', p.id::text, `+backlogPayloadSQL+`, now(), now()
+		FROM (SELECT gen_random_uuid() AS id, i FROM generate_series(1, $1) AS i) p`, n)
+	if err != nil {
+		return fmt.Errorf("insert outbox backlog: %w", err)
+	}
+	return vacuumAnalyze(ctx, pool, "outbox_events")
+}
+
+// fillHistory empties the outbox and fills it with n published events of n distinct
+// payments, created (and published 50 ms later) at even intervals over the `days` whole
+// UTC days before today: the history a relay works beside, and that a cleaner with a
+// retention of whole days removes one day at a time. Rows go in in creation order, as
+// the API would have written them, and their ids (event and payment) are UUIDv7 of
+// their creation time, as the API's are (uuid.NewV7): each insert lands at the right
+// edge of the indexes on them, which is also what makes 10,000,000 rows fill in minutes
+// rather than in an hour of random index pages.
+func fillHistory(ctx context.Context, pool *pgxpool.Pool, n, days int) error {
+	if _, err := pool.Exec(ctx, `TRUNCATE outbox_events`); err != nil {
+		return fmt.Errorf("truncate outbox: %w", err)
+	}
+	_, err := pool.Exec(ctx, `
+		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, status, created_at, published_at, next_attempt_at)
+		SELECT `+uuidV7SQL("p.at")+`, 'PaymentCreated', p.id::text, `+backlogPayloadSQL+`, 'published',
+		       p.at, p.at + interval '50 milliseconds', p.at
+		FROM (SELECT `+uuidV7SQL("t.at")+` AS id, t.i, t.at
+		      FROM (SELECT i, date_trunc('day', now()) - make_interval(days => $2) + (i - 1) * (make_interval(days => $2) / $1::float8) AS at
+		            FROM generate_series(1, $1) AS i) t) p`, n, days)
+	if err != nil {
+		return fmt.Errorf("insert outbox history: %w", err)
+	}
+	return vacuumAnalyze(ctx, pool, "outbox_events")
+}
+
+// uuidV7SQL is a UUIDv7-like id for the time at (an SQL expression): the first 48 bits
+// are its Unix milliseconds, the rest random (the version bits stay 4's; nothing reads
+// them). The API benchmark's pgbench script builds its ids the same way.
+func uuidV7SQL(at string) string {
+	return `encode(overlay(uuid_send(gen_random_uuid()) PLACING substring(int8send((extract(epoch FROM ` + at +
+		`) * 1000)::bigint) FROM 3) FROM 1 FOR 6), 'hex')::uuid`
+}
+
+// outboxTables are the tables that hold the outbox's rows, pending and published.
+var outboxTables = []string{"outbox_events"}
+
+// tableSizes are bytes on disk.
+type tableSizes struct {
+	table, indexes float64 // heap (with TOAST and maps), and every index
+}
+
+// outboxSizes returns what the outbox's tables and their indexes weigh. For a
+// partitioned table, pass its partitions' parent: the partitions are summed.
+func outboxSizes(ctx context.Context, pool *pgxpool.Pool, tables ...string) (tableSizes, error) {
+	if len(tables) == 0 {
+		tables = outboxTables
+	}
+	var s tableSizes
+	err := pool.QueryRow(ctx, `
+		SELECT coalesce(sum(pg_table_size(rel)), 0)::float8, coalesce(sum(pg_indexes_size(rel)), 0)::float8
+		FROM (SELECT t.relid AS rel FROM unnest($1::regclass[]) AS root, pg_partition_tree(root) AS t WHERE t.isleaf
+		      UNION
+		      SELECT c.oid FROM unnest($1::regclass[]) AS root JOIN pg_class c ON c.oid = root WHERE c.relkind = 'r') AS leaves`, tables).Scan(&s.table, &s.indexes)
+	if err != nil {
+		return s, fmt.Errorf("read outbox sizes: %w", err)
+	}
+	return s, nil
+}

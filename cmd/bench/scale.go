@@ -1,0 +1,216 @@
+package main
+
+// The scale benchmark (issue 13): how the relays' cost grows with the work and with the
+// table. In the same run, on the same PostgreSQL and Kafka broker:
+//
+//   - for each backlog size (-backlogs), the drain rate of the polling relay and of the
+//     CDC relay (relay_drain.go, the code the relay and cdc benchmarks use);
+//   - for each history size (-history: published rows in the table, before any
+//     cleanup), the latency from commit to consumed at a steady rate for both relays,
+//     the polling relay's claim statement's own time, the rate of the relay's real
+//     cleaner (rows deleted per second, one day of history per cycle), what the table
+//     and its indexes weigh before and after one cycle, and the same retention done by
+//     dropping day partitions of a partitioned copy of the table (scale_partitioned.go).
+//
+// The rows are made by outbox_fixture.go, the one place that knows the outbox's schema.
+// Each figure is the median of -reps repetitions with its min and max, and the median
+// load average while it was taken.
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dscourse/payments-outbox/internal/benchreport"
+	"github.com/dscourse/payments-outbox/internal/devstack"
+	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/migrations"
+)
+
+// scaleBenchConfig is the scale benchmark's settings, from its flags.
+type scaleBenchConfig struct {
+	backlogs        []int
+	histories       []int
+	days            int // days of history; each cleanup cycle removes one
+	reps            int
+	latencyRate     int
+	latencyDuration time.Duration
+	report          string
+}
+
+func parseScaleFlags(args []string, stdout io.Writer) (scaleBenchConfig, error) {
+	c := scaleBenchConfig{}
+	var backlogs, histories string
+	fs := flag.NewFlagSet("bench scale", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.StringVar(&backlogs, "backlogs", "10000,100000,1000000", "comma-separated backlog sizes to drain; empty for none")
+	fs.StringVar(&histories, "history", "1000000,10000000", "comma-separated sizes of published history to measure beside; empty for none")
+	fs.IntVar(&c.days, "history-days", 8, "days the history spans; each cleanup repetition removes the oldest one")
+	fs.IntVar(&c.reps, "reps", 3, "repetitions; each figure is their median, with min and max")
+	fs.IntVar(&c.latencyRate, "latency-rate", 1000, "events committed per second in the latency measurements")
+	fs.DurationVar(&c.latencyDuration, "latency-duration", 15*time.Second, "length of each latency measurement")
+	fs.StringVar(&c.report, "report", "reports/bench.json", "JSON report to merge the figures into")
+	if err := fs.Parse(args); err != nil {
+		return c, fmt.Errorf("parse flags: %w", err)
+	}
+	var err error
+	if c.backlogs, err = parseSizes(backlogs); err != nil {
+		return c, fmt.Errorf("-backlogs: %w", err)
+	}
+	if c.histories, err = parseSizes(histories); err != nil {
+		return c, fmt.Errorf("-history: %w", err)
+	}
+	if c.reps < 1 || c.latencyRate < 1 || c.latencyDuration < time.Second {
+		return c, fmt.Errorf("-reps and -latency-rate must be positive and -latency-duration at least 1s")
+	}
+	if c.days <= c.reps {
+		return c, fmt.Errorf("-history-days (%d) must exceed -reps (%d): each cleanup repetition removes one day", c.days, c.reps)
+	}
+	return c, nil
+}
+
+func parseSizes(list string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive size", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// scaleBench is one run of the scale benchmark.
+type scaleBench struct {
+	cfg      scaleBenchConfig
+	adminURL string
+	admin    *pgxpool.Pool
+	adm      *kadm.Client
+	brokers  []string
+	poll     ourRelay
+	cdc      cdcRelay
+	stdout   io.Writer
+	report   map[string]any
+}
+
+// benchScale runs the scale benchmark and merges its figures into the report.
+func benchScale(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := parseScaleFlags(args, stdout)
+	if err != nil {
+		return err
+	}
+	adminURL, err := devstack.PostgresURL(getenv)
+	if err != nil {
+		return err
+	}
+	brokers, err := devstack.KafkaBrokers(getenv)
+	if err != nil {
+		return err
+	}
+	admin, err := pgxpool.New(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("open admin pool: %w", err)
+	}
+	defer admin.Close()
+	kafka, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return fmt.Errorf("new Kafka admin client: %w", err)
+	}
+	defer kafka.Close()
+	logger := slog.New(slog.DiscardHandler)
+	b := scaleBench{
+		cfg: cfg, adminURL: adminURL, admin: admin, adm: kadm.NewClient(kafka), brokers: brokers, stdout: stdout,
+		poll: ourRelay{cfg: outbox.RelayConfig{Brokers: brokers, Workers: 4, BatchSize: 1000}, logger: logger},
+		cdc:  cdcRelay{brokers: brokers, logger: logger},
+		report: map[string]any{
+			"scale_bench_reps":        cfg.reps,
+			"scale_bench_measured_at": time.Now().UTC().Format(time.RFC3339),
+			"scale_bench_note": "go run ./cmd/bench scale: medians of scale_bench_reps repetitions (_min, _max) on a shared machine; " +
+				"poll = internal/outbox's relay (4 workers x 1000), cdc = internal/outbox/cdc's relay; " +
+				"_backlog_N: drain of N pending events; _history_N: N published rows in the table (history over scale_bench_history_days days), " +
+				"latency = commit to consumed at scale_bench_latency_rate_per_s, claim = the polling relay's claim statement (empty claims included), " +
+				"cleanup = one cycle of outbox.Cleaner removing the oldest day, partition_drop = the same day dropped from a partitioned copy; " +
+				"sizes in bytes (table = heap with TOAST, indexes = all indexes), after one cycle without VACUUM; docs/bench.md",
+		},
+	}
+	// Each size is merged into the report as soon as it is measured: a run of the
+	// defaults takes the better part of an hour on a shared server, and what was measured
+	// before a failure is kept.
+	for _, n := range cfg.backlogs {
+		if err := b.drains(ctx, n); err != nil {
+			return fmt.Errorf("backlog of %d: %w", n, err)
+		}
+		if err := benchreport.Merge(cfg.report, b.report); err != nil {
+			return err
+		}
+	}
+	for _, n := range cfg.histories {
+		if err := b.history(ctx, n); err != nil {
+			return fmt.Errorf("history of %d: %w", n, err)
+		}
+		if err := benchreport.Merge(cfg.report, b.report); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drains measures the drain of a backlog of n, for both relays, each on a database of
+// its own.
+func (b scaleBench) drains(ctx context.Context, n int) error {
+	pollURL, dropPoll, err := createDatabase(ctx, b.adminURL, "bench_scale_poll")
+	if err != nil {
+		return err
+	}
+	defer dropPoll()
+	cdcURL, dropCDC, err := createDatabase(ctx, b.adminURL, "bench_scale_cdc")
+	if err != nil {
+		return err
+	}
+	defer dropCDC()
+	defer b.dropSlotOf(ctx, cdcURL) // before the database (defers run in reverse)
+	for _, dbURL := range []string{pollURL, cdcURL} {
+		if err := devstack.MigrateDatabase(ctx, dbURL, migrations.Payments); err != nil {
+			return err
+		}
+	}
+	rb := relayBench{cfg: relayBenchConfig{backlog: n}, admin: b.admin, adm: b.adm, brokers: b.brokers}
+	var poll, cdc, load samples
+	for rep := 1; rep <= b.cfg.reps; rep++ {
+		p, err := rb.drain(ctx, b.poll, pollURL, nil)
+		if err != nil {
+			return fmt.Errorf("polling relay's drain: %w", err)
+		}
+		c, err := rb.drain(ctx, b.cdc, cdcURL, nil)
+		if err != nil {
+			return fmt.Errorf("CDC relay's drain: %w", err)
+		}
+		poll, cdc, load = append(poll, p.eventsPerSecond), append(cdc, c.eventsPerSecond), append(load, loadAverage())
+		fmt.Fprintf(b.stdout, "backlog %d, repetition %d (load %.2f): drain poll %.0f, cdc %.0f events/s\n",
+			n, rep, load[len(load)-1], p.eventsPerSecond, c.eventsPerSecond)
+	}
+	suffix := "_backlog_" + strconv.Itoa(n)
+	poll.addTo(b.report, "scale_poll_drain_events_per_s"+suffix, tenths)
+	cdc.addTo(b.report, "scale_cdc_drain_events_per_s"+suffix, tenths)
+	load.addTo(b.report, "scale_drain_load_avg_1m"+suffix, hundredths)
+	return nil
+}
+
+func (b scaleBench) dropSlotOf(ctx context.Context, dbURL string) {
+	if err := dropSlot(context.WithoutCancel(ctx), b.admin, dbURL); err != nil {
+		fmt.Fprintln(b.stdout, "warning:", err)
+	}
+}

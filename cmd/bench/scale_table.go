@@ -1,0 +1,172 @@
+package main
+
+// The scale benchmark's measurements beside a table full of history: latency and
+// claims, then retention by the cleaner and by dropping partitions (scale.go says what
+// each figure is).
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dscourse/payments-outbox/migrations"
+)
+
+// history measures everything that depends on n published rows in the table, on a
+// database of its own.
+func (b scaleBench) history(ctx context.Context, n int) error {
+	pool, drop, err := migratedPool(ctx, b.adminURL, "bench_scale_history", migrations.Payments, 0)
+	if err != nil {
+		return err
+	}
+	defer drop()
+	dbURL := pool.Config().ConnString()
+	defer b.dropSlotOf(ctx, dbURL) // a slot left by a failed measurement would keep the database
+	suffix := "_history_" + strconv.Itoa(n)
+	put := func(key string, v float64) { b.report[key+suffix] = v }
+
+	start := time.Now()
+	if err := fillHistory(ctx, pool, n, b.cfg.days); err != nil {
+		return err
+	}
+	put("scale_history_fill_s", tenths(time.Since(start).Seconds()))
+	fmt.Fprintf(b.stdout, "history %d: filled in %.0f s\n", n, time.Since(start).Seconds())
+
+	if err := b.latencies(ctx, dbURL, suffix); err != nil {
+		return err
+	}
+	b.dropSlotOf(ctx, dbURL) // the slot would hold the cleanup's WAL
+
+	start = time.Now()
+	if err := createPartitionedCopy(ctx, pool, b.cfg.days); err != nil {
+		return err
+	}
+	put("scale_partitioned_copy_s", tenths(time.Since(start).Seconds()))
+	return b.retention(ctx, pool, suffix)
+}
+
+// latencies measures, for both relays beside the history, commit-to-consumed latency
+// and (for the polling relay) its claim statements' time.
+func (b scaleBench) latencies(ctx context.Context, dbURL, suffix string) error {
+	rb := relayBench{cfg: relayBenchConfig{latencyRate: b.cfg.latencyRate, latencyDuration: b.cfg.latencyDuration},
+		admin: b.admin, adm: b.adm, brokers: b.brokers}
+	var pollP50, pollP99, claimP50, claimP99, cdcP50, cdcP99, load samples
+	poll := keepHistory{relayUnderTest: b.poll}
+	for rep := 1; rep <= b.cfg.reps; rep++ {
+		claims := &claimTimer{}
+		r, err := rb.latencyTraced(ctx, poll, dbURL, claims)
+		if err != nil {
+			return fmt.Errorf("polling relay's latency: %w", err)
+		}
+		c50, c99, nClaims := claims.percentiles()
+		pollP50, pollP99 = append(pollP50, r.p50), append(pollP99, r.p99)
+		claimP50, claimP99 = append(claimP50, c50), append(claimP99, c99)
+		load = append(load, loadAverage())
+		fmt.Fprintf(b.stdout, "  repetition %d, polling relay: p50 %.1f ms, p99 %.1f ms; claim p50 %.2f ms, p99 %.2f ms (%d claims); load %.2f\n",
+			rep, r.p50, r.p99, c50, c99, nClaims, load[len(load)-1])
+	}
+	cdc := keepHistory{relayUnderTest: b.cdc, prepare: b.cdc.ensureSlot}
+	for rep := 1; rep <= b.cfg.reps; rep++ {
+		r, err := rb.latencyTraced(ctx, cdc, dbURL, nil)
+		if err != nil {
+			return fmt.Errorf("CDC relay's latency: %w", err)
+		}
+		cdcP50, cdcP99 = append(cdcP50, r.p50), append(cdcP99, r.p99)
+		load = append(load, loadAverage())
+		fmt.Fprintf(b.stdout, "  repetition %d, CDC relay: p50 %.1f ms, p99 %.1f ms; load %.2f\n", rep, r.p50, r.p99, load[len(load)-1])
+	}
+	pollP50.addTo(b.report, "scale_poll_latency_p50_ms"+suffix, tenths)
+	pollP99.addTo(b.report, "scale_poll_latency_p99_ms"+suffix, tenths)
+	claimP50.addTo(b.report, "scale_poll_claim_p50_ms"+suffix, hundredths)
+	claimP99.addTo(b.report, "scale_poll_claim_p99_ms"+suffix, hundredths)
+	cdcP50.addTo(b.report, "scale_cdc_latency_p50_ms"+suffix, tenths)
+	cdcP99.addTo(b.report, "scale_cdc_latency_p99_ms"+suffix, tenths)
+	load.addTo(b.report, "scale_latency_load_avg_1m"+suffix, hundredths)
+	b.report["scale_bench_latency_rate_per_s"] = b.cfg.latencyRate
+	return nil
+}
+
+// retention removes the oldest day of history once per repetition, by the cleaner on
+// the table and by dropping the day's partition of the partitioned copy, and records
+// both rates and the sizes after the first cycle.
+func (b scaleBench) retention(ctx context.Context, pool *pgxpool.Pool, suffix string) error {
+	before, err := outboxSizes(ctx, pool)
+	if err != nil {
+		return err
+	}
+	partBefore, err := outboxSizes(ctx, pool, partitionedTable)
+	if err != nil {
+		return err
+	}
+	b.report["scale_table_bytes_before_cleanup"+suffix] = before.table
+	b.report["scale_indexes_bytes_before_cleanup"+suffix] = before.indexes
+	fmt.Fprintf(b.stdout, "  before cleanup: table %s + indexes %s; partitioned %s + %s\n",
+		mib(before.table), mib(before.indexes), mib(partBefore.table), mib(partBefore.indexes))
+	b.report["scale_partitioned_table_bytes_before_drop"+suffix] = partBefore.table
+	b.report["scale_partitioned_indexes_bytes_before_drop"+suffix] = partBefore.indexes
+
+	var cleanRate, cleanRows, cleanSecs, dropRate, dropRows, dropSecs, load samples
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	for rep := 1; rep <= b.cfg.reps; rep++ {
+		// The rows created before cutoff: the oldest day still in the table.
+		cutoff := today.AddDate(0, 0, rep-b.cfg.days)
+		cycle, err := runCleanerOnce(ctx, pool, time.Since(cutoff))
+		if err != nil {
+			return err
+		}
+		rows, took, err := dropDaysBefore(ctx, pool, cutoff)
+		if err != nil {
+			return err
+		}
+		load = append(load, loadAverage())
+		cleanRate, cleanRows, cleanSecs = append(cleanRate, cycle.deleted/cycle.took.Seconds()), append(cleanRows, cycle.deleted), append(cleanSecs, cycle.took.Seconds())
+		dropRate, dropRows, dropSecs = append(dropRate, float64(rows)/took.Seconds()), append(dropRows, float64(rows)), append(dropSecs, took.Seconds())
+		fmt.Fprintf(b.stdout, "  cleanup %d: cleaner deleted %.0f rows in %.2f s (%.0f rows/s); partition drop %d rows in %.3f s; load %.2f\n",
+			rep, cycle.deleted, cycle.took.Seconds(), cycle.deleted/cycle.took.Seconds(), rows, took.Seconds(), load[len(load)-1])
+		if rep > 1 {
+			continue
+		}
+		after, err := outboxSizes(ctx, pool)
+		if err != nil {
+			return err
+		}
+		partAfter, err := outboxSizes(ctx, pool, partitionedTable)
+		if err != nil {
+			return err
+		}
+		b.report["scale_table_bytes_after_cleanup"+suffix] = after.table
+		b.report["scale_indexes_bytes_after_cleanup"+suffix] = after.indexes
+		b.report["scale_partitioned_table_bytes_after_drop"+suffix] = partAfter.table
+		b.report["scale_partitioned_indexes_bytes_after_drop"+suffix] = partAfter.indexes
+		fmt.Fprintf(b.stdout, "  after one cycle: table %s + indexes %s; partitioned %s + %s\n",
+			mib(after.table), mib(after.indexes), mib(partAfter.table), mib(partAfter.indexes))
+	}
+	cleanRate.addTo(b.report, "scale_cleanup_rows_per_s"+suffix, tenths)
+	cleanRows.addTo(b.report, "scale_cleanup_rows_per_cycle"+suffix, tenths)
+	cleanSecs.addTo(b.report, "scale_cleanup_cycle_s"+suffix, hundredths)
+	dropRate.addTo(b.report, "scale_partition_drop_rows_per_s"+suffix, tenths)
+	dropRows.addTo(b.report, "scale_partition_drop_rows"+suffix, tenths)
+	dropSecs.addTo(b.report, "scale_partition_drop_s"+suffix, round4)
+	load.addTo(b.report, "scale_cleanup_load_avg_1m"+suffix, hundredths)
+	b.report["scale_bench_history_days"] = b.cfg.days
+	return nil
+}
+
+// latencyTraced is latency with a tracer on the relay's pool (nil for none).
+func (b relayBench) latencyTraced(ctx context.Context, relay relayUnderTest, dbURL string, tracer *claimTimer) (latencyResult, error) {
+	topic, dropTopic, err := createTopic(ctx, b.adm, "bench.scale-latency")
+	if err != nil {
+		return latencyResult{}, err
+	}
+	defer dropTopic()
+	s := latencySetup{dbURL: dbURL, brokers: b.brokers, topic: topic, rate: b.cfg.latencyRate, duration: b.cfg.latencyDuration}
+	if tracer != nil { // a nil *claimTimer in the interface would be a tracer that panics
+		s.tracer = tracer
+	}
+	return measureLatency(ctx, relay, s)
+}
+
+func mib(bytes float64) string { return fmt.Sprintf("%.1f MiB", bytes/(1<<20)) }
