@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -39,7 +38,7 @@ func (k keepHistory) fill(ctx context.Context, pool *pgxpool.Pool, n int) error 
 }
 
 // claimTimer is a pgx tracer that times every claim statement of the polling relay
-// (an UPDATE of outbox_events with FOR UPDATE SKIP LOCKED), the claims that found
+// (outbox.ClaimSQL), the claims that found
 // nothing included: at a large history, those show what the table's size costs a relay
 // with nothing to do.
 type claimTimer struct {
@@ -50,8 +49,7 @@ type claimTimer struct {
 type claimStartKey struct{}
 
 func (c *claimTimer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	sql := strings.TrimSpace(data.SQL)
-	if strings.HasPrefix(sql, "UPDATE outbox_events") && strings.Contains(sql, "FOR UPDATE SKIP LOCKED") {
+	if data.SQL == outbox.ClaimSQL {
 		return context.WithValue(ctx, claimStartKey{}, time.Now())
 	}
 	return ctx
