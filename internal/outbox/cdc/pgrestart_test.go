@@ -78,7 +78,7 @@ func TestResumesAfterAPostgresRestart(t *testing.T) {
 	// Every committed row is published and on the topic. A skipped event stays pending
 	// for ever: the slot is past it and nothing streams it again.
 	testenv.WaitFor(t, 30*time.Second, func() (bool, string) {
-		n := b.count(t, `SELECT count(*) FROM outbox_events WHERE status <> 'published'`)
+		n := b.count(t, `SELECT count(*) FROM outbox_events`)
 		return n == 0, fmt.Sprintf("%d of %d committed events still unpublished: skipped by the relay?", n, len(committed))
 	})
 	// Every row is marked, so every record is acknowledged: the topic's end is final.
@@ -149,13 +149,14 @@ func (w *writer) acknowledged() map[uuid.UUID]bool {
 	return out
 }
 
-// waitPublishedAtLeast waits until at least n rows are published; the database may be
+// waitPublishedAtLeast waits until at least n events are published (moved to
+// outbox_published); the database may be
 // restarting meanwhile, so a failed count is a state, not a failure.
 func (w *writer) waitPublishedAtLeast(t *testing.T, b *testBundle, n int) {
 	t.Helper()
 	testenv.WaitFor(t, 60*time.Second, func() (bool, string) {
 		var got int
-		err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox_events WHERE status = 'published'`).Scan(&got)
+		err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox_published`).Scan(&got)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -165,7 +166,7 @@ func (w *writer) waitPublishedAtLeast(t *testing.T, b *testBundle, n int) {
 
 func (b *testBundle) committedIDs(t *testing.T) map[uuid.UUID]bool {
 	t.Helper()
-	rows, _ := b.pool.Query(context.Background(), `SELECT id FROM outbox_events`)
+	rows, _ := b.pool.Query(context.Background(), `SELECT id FROM outbox_events UNION ALL SELECT id FROM outbox_published`)
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 	if err != nil {
 		t.Fatalf("read committed events: %v", err)
