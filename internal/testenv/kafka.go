@@ -156,16 +156,24 @@ func (p *KafkaProxy) ClientOpts() []kgo.Opt {
 	}
 }
 
-// ConsumeFromStart reads topic from its start until it holds at least want records,
-// and fails the test if they are not there within timeout. It returns every record
-// read, copies included, in the order the fetches brought them.
-func ConsumeFromStart(tb testing.TB, brokers []string, topic string, want int, timeout time.Duration) []*kgo.Record {
+// newConsumerFromStart returns a client that reads topic from its start, with short
+// fetch waits so that a test's reading ends soon after the last record.
+func newConsumerFromStart(tb testing.TB, brokers []string, topic string) *kgo.Client {
 	tb.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
 	if err != nil {
 		tb.Fatalf("new consumer: %v", err)
 	}
+	return cl
+}
+
+// ConsumeFromStart reads topic from its start until it holds at least want records,
+// and fails the test if they are not there within timeout. It returns every record
+// read, copies included, in the order the fetches brought them.
+func ConsumeFromStart(tb testing.TB, brokers []string, topic string, want int, timeout time.Duration) []*kgo.Record {
+	tb.Helper()
+	cl := newConsumerFromStart(tb, brokers, topic)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -190,11 +198,7 @@ func ConsumeFromStart(tb testing.TB, brokers []string, topic string, want int, t
 // of early events can fill before the later events are read.
 func ConsumeAll(tb testing.TB, brokers []string, topic string, timeout time.Duration) []*kgo.Record {
 	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
-	if err != nil {
-		tb.Fatalf("new consumer: %v", err)
-	}
+	cl := newConsumerFromStart(tb, brokers, topic)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
