@@ -203,9 +203,9 @@ func ladderRungs(cfg ladderConfig) []ladderRung {
 		rung("floor", "floor", sqlSetup(floorTableSQL), floorRelay{}, floorSQLBatch(false)),
 		rung("floor_order", "floor + order", sqlSetup(floorTableSQL+`;
 			CREATE INDEX floor_events_key_idx ON floor_events (key, id) WHERE NOT published`), floorRelay{}, floorSQLBatch(true)),
-		rung("ours_no_history", "ours, no history", migrate, outboxTable{}, ourSQLBatch(`DELETE FROM outbox_events WHERE id = ANY($1)`)),
-		rung("ours", "ours", migrate, outboxTable{}, ourSQLBatch(outbox.MarkPublishedSQL)),
-		rung("ours_lock_first", "ours, lock first", migrate, outboxTable{}, ourSQLBatchClaiming(claimLockFirstSQL, outbox.MarkPublishedSQL)),
+		rung("ours_no_history", "ours, no history", migrate, outboxTable{}, ourSQLBatch(outbox.ClaimSQL, `DELETE FROM outbox_events WHERE id = ANY($1)`)),
+		rung("ours", "ours", migrate, outboxTable{}, ourSQLBatch(outbox.ClaimSQL, outbox.MarkPublishedSQL)),
+		rung("ours_lock_first", "ours, lock first", migrate, outboxTable{}, ourSQLBatch(claimLockFirstSQL, outbox.MarkPublishedSQL)),
 		// The first design's table has the name and pending rows of ours.
 		rung("first_design", "first design", sqlSetup(firstDesignTableSQL), outboxTable{}, firstDesignBatch),
 	}
@@ -223,37 +223,14 @@ func floorSQLBatch(withOrder bool) func(context.Context, *pgxpool.Pool, int) (in
 			WHERE earlier.key = e.key AND NOT earlier.published AND earlier.id < e.id)`
 	}
 	return func(ctx context.Context, pool *pgxpool.Pool, n int) (int, error) {
-		var claimed int
-		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			rows, _ := tx.Query(ctx, `
-				SELECT e.id, e.key, e.payload FROM floor_events e
-				WHERE NOT e.published `+order+` ORDER BY e.id LIMIT $1 FOR UPDATE SKIP LOCKED`, n)
-			ids, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (int64, error) {
-				var id int64
-				var key string
-				var payload []byte
-				return id, row.Scan(&id, &key, &payload)
-			})
-			if err != nil || len(ids) == 0 {
-				return err
-			}
-			claimed = len(ids)
-			_, err = tx.Exec(ctx, `UPDATE floor_events SET published = true WHERE id = ANY($1) AND NOT published`, ids)
-			return err
-		})
-		return claimed, err
+		return floorBatch(ctx, pool, n, order, nil)
 	}
 }
 
 // ourSQLBatch is our relay's batch (internal/outbox store.go) without the produce: the
-// same transaction settings and claim, and mark as the mark statement.
-func ourSQLBatch(mark string) func(context.Context, *pgxpool.Pool, int) (int, error) {
-	return ourSQLBatchClaiming(outbox.ClaimSQL, mark)
-}
-
-// ourSQLBatchClaiming is ourSQLBatch with another claim statement, which must return
-// the columns of outbox.ClaimSQL.
-func ourSQLBatchClaiming(claim, mark string) func(context.Context, *pgxpool.Pool, int) (int, error) {
+// same transaction settings, claim as the claim statement (which must return the
+// columns of outbox.ClaimSQL), and mark as the mark statement.
+func ourSQLBatch(claim, mark string) func(context.Context, *pgxpool.Pool, int) (int, error) {
 	return func(ctx context.Context, pool *pgxpool.Pool, n int) (int, error) {
 		return ourSQLBatchWith(ctx, pool, n, claim, mark)
 	}
@@ -261,7 +238,7 @@ func ourSQLBatchClaiming(claim, mark string) func(context.Context, *pgxpool.Pool
 
 func ourSQLBatchWith(ctx context.Context, pool *pgxpool.Pool, n int, claim, mark string) (int, error) {
 	var claimed int
-	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off; SET LOCAL idle_in_transaction_session_timeout = 30000"},
+	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{BeginQuery: outbox.BatchBeginSQL(30 * time.Second)},
 		func(tx pgx.Tx) error {
 			rows, _ := tx.Query(ctx, claim, n)
 			ids, err := pgx.CollectRows(rows, scanClaimedID)

@@ -79,18 +79,26 @@ func (floorRelay) insert(ctx context.Context, tx pgx.Tx, key string, payload []b
 
 func (f floorRelay) start(ctx context.Context, pool *pgxpool.Pool, topic string) (*running, error) {
 	return startMinimalRelay(ctx, f.brokers, func(ctx context.Context, client *kgo.Client) (int, error) {
-		return floorBatch(ctx, pool, client, topic)
+		return floorBatch(ctx, pool, minimalRelayBatchSize, "", func(records []*kgo.Record) error {
+			for _, r := range records {
+				r.Topic = topic
+			}
+			return client.ProduceSync(ctx, records...).FirstErr()
+		})
 	})
 }
 
-// floorBatch publishes one batch of the floor. The record carries the key and the
-// payload only: the floor's table has nothing else to send.
-func floorBatch(ctx context.Context, pool *pgxpool.Pool, client *kgo.Client, topic string) (int, error) {
-	n := 0
+// floorBatch publishes one batch of at most n events of the floor: lock them, hand
+// their records to publish, flag them published, commit. The record carries the key
+// and the payload only: the floor's table has nothing else to send. where adds a
+// condition on the candidates e (the SQL ladder's order rule); a nil publish publishes
+// nothing (the ladder measures the database alone).
+func floorBatch(ctx context.Context, pool *pgxpool.Pool, n int, where string, publish func([]*kgo.Record) error) (int, error) {
+	claimed := 0
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		rows, _ := tx.Query(ctx, `
-			SELECT id, key, payload FROM floor_events
-			WHERE NOT published ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`, minimalRelayBatchSize)
+			SELECT e.id, e.key, e.payload FROM floor_events e
+			WHERE NOT e.published `+where+` ORDER BY e.id LIMIT $1 FOR UPDATE SKIP LOCKED`, n)
 		var ids []int64
 		var records []*kgo.Record
 		var id int64
@@ -98,16 +106,18 @@ func floorBatch(ctx context.Context, pool *pgxpool.Pool, client *kgo.Client, top
 		var payload []byte
 		_, err := pgx.ForEachRow(rows, []any{&id, &key, &payload}, func() error {
 			ids = append(ids, id)
-			records = append(records, &kgo.Record{Topic: topic, Key: []byte(key), Value: payload})
+			records = append(records, &kgo.Record{Key: []byte(key), Value: payload})
 			return nil
 		})
 		if err != nil || len(ids) == 0 {
 			return err
 		}
-		if err := client.ProduceSync(ctx, records...).FirstErr(); err != nil {
-			return fmt.Errorf("produce: %w", err)
+		if publish != nil {
+			if err := publish(records); err != nil {
+				return fmt.Errorf("produce: %w", err)
+			}
 		}
-		n = len(ids)
+		claimed = len(ids)
 		// AND NOT published lets the partial index, the table's only index, find the rows.
 		_, err = tx.Exec(ctx, `UPDATE floor_events SET published = true WHERE id = ANY($1) AND NOT published`, ids)
 		return err
@@ -115,7 +125,7 @@ func floorBatch(ctx context.Context, pool *pgxpool.Pool, client *kgo.Client, top
 	if err != nil {
 		return 0, fmt.Errorf("floor relay batch: %w", err)
 	}
-	return n, nil
+	return claimed, nil
 }
 
 // sameSchemaRelay is the minimal loop on our outbox_events table, with our table's

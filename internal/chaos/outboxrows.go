@@ -13,11 +13,15 @@ import (
 // its rows as row locks of the batch's transaction and moves each published event to
 // outbox_published (docs/adr/0002). These functions read both.
 
+// freePendingIDsSQL selects the pending outbox rows that no batch's transaction holds:
+// those a FOR KEY SHARE SKIP LOCKED of the harness's own can lock. Run it in a
+// transaction that ends at once: its weak locks last that long, during which a relay's
+// claim skips those rows as it would another relay's.
+const freePendingIDsSQL = `SELECT id FROM outbox_events WHERE status = 'pending' FOR KEY SHARE SKIP LOCKED`
+
 // heldOutboxRows counts the pending outbox rows a relay holds right now: under a live
-// lease (lease_expires_at), or locked by a batch's transaction. Locked rows are the
-// pending rows that a FOR KEY SHARE SKIP LOCKED of its own cannot lock; that probe
-// holds its weak locks for one statement, during which a relay's claim skips those
-// rows as it would another relay's, and its transaction is rolled back.
+// lease (lease_expires_at), or locked by a batch's transaction (all pending rows but
+// the free ones, freePendingIDsSQL).
 func heldOutboxRows(ctx context.Context, conn *pgx.Conn) (int, error) {
 	leaseColumn, err := hasColumn(ctx, conn, "outbox_events", "lease_expires_at")
 	if err != nil {
@@ -32,7 +36,7 @@ func heldOutboxRows(ctx context.Context, conn *pgx.Conn) (int, error) {
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, `
 			SELECT (SELECT count(*) FROM outbox_events WHERE status = 'pending')
-			     - (SELECT count(*) FROM (SELECT 1 FROM outbox_events WHERE status = 'pending' FOR KEY SHARE SKIP LOCKED) AS free)`).
+			     - (SELECT count(*) FROM (`+freePendingIDsSQL+`) AS free)`).
 			Scan(&held)
 	})
 	if err != nil {

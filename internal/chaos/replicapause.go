@@ -149,8 +149,7 @@ func untouchableRows(ctx context.Context, dbURL string) (map[string]outboxRowSta
 			SELECT id::text, 'published', '', published_at::text FROM outbox_published
 			UNION ALL
 			SELECT id::text, status, 'held', attempts::text FROM outbox_events
-			WHERE status = 'pending' AND id NOT IN (
-				SELECT id FROM outbox_events WHERE status = 'pending' FOR KEY SHARE SKIP LOCKED)`, nil
+			WHERE status = 'pending' AND id NOT IN (` + freePendingIDsSQL + `)`, nil
 	})
 }
 

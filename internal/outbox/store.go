@@ -82,6 +82,15 @@ const claimSQL = `
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED`
 
+// batchBeginSQL begins a batch's transaction: it commits without waiting for the WAL
+// flush, and the database ends it once it has been idle for lease. Both settings last
+// until the transaction ends, and travel with the BEGIN in one round trip. The lease is
+// a whole number of milliseconds from the configuration, never user input.
+func batchBeginSQL(lease time.Duration) string {
+	return fmt.Sprintf("BEGIN; SET LOCAL synchronous_commit = off; SET LOCAL idle_in_transaction_session_timeout = %d",
+		lease.Milliseconds())
+}
+
 // markPublishedSQL moves the events $1, which the broker acknowledged, from the outbox
 // to its history, in one statement; see markPublished. Only pending rows move: a row
 // that is failed stays in the outbox (the CDC relay marks rows it does not lock).
@@ -116,12 +125,7 @@ const deletePublishedSQL = `
 // it stays idle longer than lease. It returns a nil transaction when nothing was
 // publishable. The caller ends a non-nil one with commit or rollback.
 func (s store) claim(ctx context.Context, lease time.Duration, limit int) (pgx.Tx, []claimedEvent, error) {
-	// Both settings last until the transaction ends, and travel with the BEGIN in one
-	// round trip. The lease is a whole number of milliseconds from the configuration,
-	// never user input.
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: fmt.Sprintf(
-		"BEGIN; SET LOCAL synchronous_commit = off; SET LOCAL idle_in_transaction_session_timeout = %d",
-		lease.Milliseconds())})
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: batchBeginSQL(lease)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim outbox events: begin: %w", err)
 	}
