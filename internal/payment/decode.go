@@ -86,6 +86,10 @@ func DecodeTransitionRequest(w http.ResponseWriter, r *http.Request, id uuid.UUI
 	if err := requireJSON(r.Header.Get("Content-Type")); err != nil {
 		return req, err
 	}
+	// JSON null decodes into a struct as if it were {}; the body must be an object.
+	if trimmed := bytes.TrimSpace(raw); trimmed[0] != '{' {
+		return req, Errorf(Invalid, "", "the body must be a JSON object (%s takes %s), not %s", action, transitionFields(action), jsonKind(trimmed[0]))
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	var body refundBody
@@ -104,8 +108,11 @@ func DecodeTransitionRequest(w http.ResponseWriter, r *http.Request, id uuid.UUI
 	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
 		return req, Errorf(Invalid, "", "the body must hold exactly one JSON object, found data after it")
 	}
-	if action != ActionRefund || len(body.Amount) == 0 || string(bytes.TrimSpace(body.Amount)) == "null" {
+	if action != ActionRefund || len(body.Amount) == 0 {
 		return req, nil
+	}
+	if string(bytes.TrimSpace(body.Amount)) == "null" {
+		return req, Errorf(Invalid, "amount", "amount must be a positive integer in minor units, not null; leave it out to refund all that is left")
 	}
 	if req.RefundAmount, err = parseAmount(body.Amount); err != nil {
 		return req, err
@@ -159,6 +166,8 @@ func jsonKind(first byte) string {
 		return "an object"
 	case '[':
 		return "an array"
+	case 'n':
+		return "null"
 	case 't', 'f':
 		return "a boolean"
 	default:
