@@ -326,12 +326,13 @@ RETURNING id AS pid, created_at AS ts
 INSERT INTO idempotency_keys (key, request_hash, payment_id)
 VALUES (gen_random_uuid()::text, sha256(convert_to(:pid::text || :amount::text, 'UTF8')), :pid::uuid)
 ON CONFLICT (key) DO NOTHING;
-INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at, next_attempt_at)
+INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at, next_attempt_at, may_have_predecessor)
 VALUES (encode(overlay(uuid_send(gen_random_uuid()) PLACING substring(int8send((extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3) FROM 1 FOR 6), 'hex')::uuid,
         'PaymentCreated', :pid::text,
         jsonb_build_object('payment_id', :pid::text, 'user_id', 'user-' || (:n::bigint % 1000), 'amount', :amount::bigint,
                            'currency', 'EUR', 'created_at', :ts::text),
-        :ts::timestamptz, :ts::timestamptz);
+        :ts::timestamptz, :ts::timestamptz,
+        EXISTS (SELECT 1 FROM outbox_events WHERE aggregate_id = :pid::text));
 COMMIT;
 `
 

@@ -47,14 +47,22 @@ type Execer interface {
 //
 // The traceparent of the span in ctx, if any, is stored with the row, so that the
 // relay's publish continues the writer's trace (trace.go).
+//
+// The same statement records whether an earlier event of the aggregate is still in the
+// outbox (may_have_predecessor), so that the relay's claim checks the order rule only
+// for the events that can be behind another (migrations/payments/00010). That answer
+// holds only if writers of one aggregate never run concurrently: the caller serialises
+// them, as the payment API does with the payment's row lock. Per-aggregate order needs
+// that anyway, since two concurrent writers could commit in the other order than their
+// rows' seq.
 func Insert(ctx context.Context, tx Execer, msg Message) error {
 	var traceparent *string // NULL when ctx carries no trace
 	if tp := tracing.Traceparent(ctx); tp != "" {
 		traceparent = &tp
 	}
 	_, err := tx.Exec(ctx, `
-		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at, traceparent)
-		VALUES ($1, $2, $3, $4, $5, $6)`,
+		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at, traceparent, may_have_predecessor)
+		VALUES ($1, $2, $3, $4, $5, $6, EXISTS (SELECT 1 FROM outbox_events WHERE aggregate_id = $3))`,
 		msg.ID, msg.Type, msg.AggregateID, msg.Payload, msg.OccurredAt, traceparent)
 	if err != nil {
 		return fmt.Errorf("insert outbox event %s: %w", msg.ID, err)
