@@ -11,9 +11,9 @@ package main
 //	                moving them: what the history costs (GET /payments/{id}, operators)
 //	ours            our schema, our claim and our mark (internal/outbox): order, event id,
 //	                retries' columns, the history of published events for GET /payments/{id}
-//	ours, lock first  ours with the claim reordered: lock the candidates first (a
-//	                MATERIALIZED CTE), then apply the order rule to the locked rows only,
-//	                a candidate for the next step of issue 16 (docs/adr/0002)
+//	ours, probe every row  ours with the claim as it was before migration 00010: the
+//	                order rule probed for every candidate row, not only for rows written
+//	                behind another event of their aggregate
 //	first design    our relay before issue 16: a lease written by the claim and a mark
 //	                that updates the row in place, each in its own transaction
 //
@@ -169,7 +169,7 @@ func benchLadder(ctx context.Context, args []string, getenv func(string) string,
 		"ladder_bench_batch_size":  cfg.batch,
 		"ladder_bench_measured_at": time.Now().UTC().Format(time.RFC3339),
 		"ladder_bench_note": "SQL only, no Kafka: each rung drains the backlog with the same workers and batches; " +
-			"floor = the floor's table and loop; floor_order = plus the order rule per aggregate; ours_no_history = our schema and claim, the mark a plain delete; ours = our schema, claim and mark; ours_lock_first = ours with the candidates locked before the order rule; " +
+			"floor = the floor's table and loop; floor_order = plus the order rule per aggregate; ours_no_history = our schema and claim, the mark a plain delete; ours = our schema, claim and mark; ours_probe_every_row = ours with the order rule probed for every candidate (the claim before migration 00010); " +
 			"first_design = our relay before issue 16 (lease in columns, mark in place); medians with _min, _max; WAL is server-wide",
 	}
 	load.addTo(report, "ladder_bench_load_avg_1m", hundredths)
@@ -205,7 +205,7 @@ func ladderRungs(cfg ladderConfig) []ladderRung {
 			CREATE INDEX floor_events_key_idx ON floor_events (key, id) WHERE NOT published`), floorRelay{}, floorSQLBatch(true)),
 		rung("ours_no_history", "ours, no history", migrate, outboxTable{}, ourSQLBatch(outbox.ClaimSQL, `DELETE FROM outbox_events WHERE id = ANY($1)`)),
 		rung("ours", "ours", migrate, outboxTable{}, ourSQLBatch(outbox.ClaimSQL, outbox.MarkPublishedSQL)),
-		rung("ours_lock_first", "ours, lock first", migrate, outboxTable{}, ourSQLBatch(claimLockFirstSQL, outbox.MarkPublishedSQL)),
+		rung("ours_probe_every_row", "ours, probe all", migrate, outboxTable{}, ourSQLBatch(claimProbingEveryRowSQL, outbox.MarkPublishedSQL)),
 		// The first design's table has the name and pending rows of ours.
 		rung("first_design", "first design", sqlSetup(firstDesignTableSQL), outboxTable{}, firstDesignBatch),
 	}
@@ -264,25 +264,19 @@ func scanClaimedID(row pgx.CollectableRow) (uuid.UUID, error) {
 	return id, row.Scan(&id, &seq, &typ, &aggregate, &payload, &createdAt, &attempts, &rejections, &traceparent)
 }
 
-// claimLockFirstSQL is outbox.ClaimSQL reordered: it locks the first $1 due candidates
-// (MATERIALIZED: the planner may not fold the order rule back in before the lock), then
-// keeps those with no earlier event of their aggregate in the outbox. The order rule then
-// probes only rows this batch holds, never those other batches hold; the candidates it
-// drops stay locked until the batch commits, which delays them by one batch and
-// publishes none of them. The ladder's rung for it measures whether that is worth it.
-const claimLockFirstSQL = `
-		WITH locked AS MATERIALIZED (
-			SELECT e.id, e.seq, e.event_type, e.aggregate_id, e.payload, e.created_at, e.attempts, e.rejections,
-			       coalesce(e.traceparent, '') AS traceparent, e.next_attempt_at
-			FROM outbox_events e
-			WHERE e.status = 'pending' AND e.next_attempt_at <= now()
-			ORDER BY e.next_attempt_at, e.seq
-			LIMIT $1
-			FOR UPDATE SKIP LOCKED)
-		SELECT id, seq, event_type, aggregate_id, payload, created_at, attempts, rejections, traceparent
-		FROM locked l
-		WHERE NOT EXISTS (
+// claimProbingEveryRowSQL is outbox.ClaimSQL as it was before migration 00010: the order
+// rule's probe runs for every candidate row, including the rows other batches hold
+// (the probe comes before the lock), and every row written with nothing before it.
+const claimProbingEveryRowSQL = `
+		SELECT e.id, e.seq, e.event_type, e.aggregate_id, e.payload, e.created_at, e.attempts, e.rejections,
+		       coalesce(e.traceparent, '')
+		FROM outbox_events e
+		WHERE e.status = 'pending'
+		  AND e.next_attempt_at <= now()
+		  AND NOT EXISTS (
 			SELECT 1 FROM outbox_events earlier
-			WHERE earlier.aggregate_id = l.aggregate_id
-			  AND earlier.seq < l.seq)
-		ORDER BY next_attempt_at, seq`
+			WHERE earlier.aggregate_id = e.aggregate_id
+			  AND earlier.seq < e.seq)
+		ORDER BY e.next_attempt_at, e.seq
+		LIMIT $1
+		FOR UPDATE SKIP LOCKED`

@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// firstDesignTableSQL is outbox_events as migrations 00002 to 00008 left it: the lease in
-// two columns, published rows kept in place, half of each page left free for the lease's
-// HOT updates.
+// firstDesignTableSQL is outbox_events as migrations 00002 to 00008 left it (plus one
+// unused column, below): the lease in two columns, published rows kept in place, half of
+// each page left free for the lease's HOT updates.
 const firstDesignTableSQL = `
 	CREATE TABLE outbox_events (
 		id               uuid        PRIMARY KEY,
@@ -31,7 +31,10 @@ const firstDesignTableSQL = `
 		lease_token      uuid,
 		lease_expires_at timestamptz,
 		traceparent      text,
-		enqueued_at      timestamptz NOT NULL DEFAULT now()
+		enqueued_at      timestamptz NOT NULL DEFAULT now(),
+		-- Not in the first design: here only so that the backlog fill shared with ours
+		-- (fillBacklog) can write its rows. Its claim never reads it.
+		may_have_predecessor boolean NOT NULL DEFAULT true
 	) WITH (fillfactor = 50);
 	CREATE INDEX outbox_events_pending_idx ON outbox_events (next_attempt_at, seq) INCLUDE (enqueued_at)
 		WHERE status = 'pending';

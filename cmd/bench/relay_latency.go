@@ -26,6 +26,11 @@ import (
 // latencyResult is one latency measurement of one relay.
 type latencyResult struct {
 	p50, p99, max float64 // milliseconds
+	// stampedP50 and stampedP99 split the latency at the record's timestamp, which the
+	// relay's producer sets when it builds the record, after the claim: commit to
+	// stamp is the wait for a claim, the rest is the produce, the broker and the
+	// consumer's fetch. Kafka keeps milliseconds, so each is within 1 ms.
+	stampedP50, stampedP99 float64
 	events        int
 	achievedRate  float64 // events committed per second
 	// wokenBy is what woke the relay's workers during the measurement (warm-up
@@ -112,20 +117,24 @@ func measureLatency(ctx context.Context, relay relayUnderTest, s latencySetup) (
 		return latencyResult{}, fmt.Errorf("generate events: %w", gen.err)
 	}
 
-	var latencies []float64
+	var latencies, toStamp []float64
 	for key, at := range gen.committedAt {
 		if got, ok := received[key]; ok {
-			latencies = append(latencies, max(0, float64(got.Sub(at).Microseconds())/1000))
+			latencies = append(latencies, millisBetween(at, got.at))
+			toStamp = append(toStamp, millisBetween(at, got.stamped))
 		}
 	}
 	if len(latencies) < total {
 		return latencyResult{}, fmt.Errorf("received %d of %d events", len(latencies), total)
 	}
 	slices.Sort(latencies)
+	slices.Sort(toStamp)
 	result := latencyResult{
 		p50:          percentile(latencies, 0.50),
 		p99:          percentile(latencies, 0.99),
 		max:          latencies[len(latencies)-1],
+		stampedP50:   percentile(toStamp, 0.50),
+		stampedP99:   percentile(toStamp, 0.99),
 		events:       len(latencies),
 		achievedRate: float64(total) / gen.lastCommit.Sub(gen.start).Seconds(),
 	}
@@ -237,14 +246,24 @@ func (g *generator) failed() bool {
 // wait returns once every event is committed or has failed.
 func (g *generator) wait() { g.workers.Wait() }
 
+// arrival is when a record first reached the consumer, and the timestamp its producer
+// gave it.
+type arrival struct{ at, stamped time.Time }
+
+// millisBetween is the time from a to b in milliseconds, never negative: the record's
+// timestamp has milliseconds only, so it can read a little before the commit returned.
+func millisBetween(a, b time.Time) float64 {
+	return max(0, float64(b.Sub(a).Microseconds())/1000)
+}
+
 // consume receives records until total distinct keys have arrived, the generator fails
 // or timeout passes, and returns when each key first arrived. A record can arrive
 // before its generator goroutine has noted the commit time, so the two are joined
 // only at the end.
-func consume(ctx context.Context, consumer *kgo.Client, total int, timeout time.Duration, gen *generator) (map[string]time.Time, error) {
+func consume(ctx context.Context, consumer *kgo.Client, total int, timeout time.Duration, gen *generator) (map[string]arrival, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	received := make(map[string]time.Time, total)
+	received := make(map[string]arrival, total)
 	for len(received) < total && !gen.failed() {
 		fetches := consumer.PollFetches(ctx)
 		now := time.Now()
@@ -252,8 +271,8 @@ func consume(ctx context.Context, consumer *kgo.Client, total int, timeout time.
 			return nil, fmt.Errorf("received %d of %d events within %s", len(received), total, timeout)
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
-			if key := string(r.Key); received[key].IsZero() {
-				received[key] = now
+			if key := string(r.Key); received[key].at.IsZero() {
+				received[key] = arrival{at: now, stamped: r.Timestamp}
 			}
 		})
 	}

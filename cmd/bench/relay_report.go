@@ -19,6 +19,7 @@ func printRepetition(w io.Writer, rep int, f relayFigures, relayCfg outbox.Relay
 	latency := func(name string, l latencyResult) {
 		fmt.Fprintf(w, "  %-28s p50 %6.1f ms, p99 %6.1f ms, max %6.1f ms (%d events, achieved %.0f/s)\n",
 			name, l.p50, l.p99, l.max, l.events, l.achievedRate)
+		fmt.Fprintf(w, "  %-28s commit to record stamped (the claim): p50 %6.1f ms, p99 %6.1f ms\n", "", l.stampedP50, l.stampedP99)
 	}
 	fmt.Fprintf(w, "repetition %d (load average %.2f)\n", rep, f.loadAvg)
 	drain(fmt.Sprintf("drain, our relay (%dx%d)", relayCfg.Workers, relayCfg.BatchSize), f.relay)
@@ -55,7 +56,7 @@ func relayReport(all []relayFigures, cfg relayBenchConfig, relayCfg outbox.Relay
 		"relay_bench_note": "medians of relay_bench_reps repetitions (_min, _max: the spread); " +
 			"floor = one-loop minimal relay on a minimal table of its own (bigserial id, key, jsonb payload, published; one partial index); " +
 			"minimal_relay = the same loop on our outbox_events table (same-schema comparison); " +
-			"latency = commit to consumed; WAL bytes (pg_current_wal_lsn), WAL records and flushes (pg_stat_wal) are server-wide, " +
+			"latency = commit to consumed; latency_stamped = commit to the record's timestamp, set by the relay's producer after the claim (the wait for a claim), in whole ms; WAL bytes (pg_current_wal_lsn), WAL records and flushes (pg_stat_wal) are server-wide, " +
 			"commits (pg_stat_database.xact_commit) are the benchmark database's, all measured around the drain only; " +
 			"ratios are per repetition",
 	}
@@ -75,6 +76,10 @@ func relayReport(all []relayFigures, cfg relayBenchConfig, relayCfg outbox.Relay
 		{"relay_latency_rate_per_s", tenths, func(f relayFigures) float64 { return f.relayLatency.achievedRate }},
 		{"floor_latency_p50_ms", tenths, func(f relayFigures) float64 { return f.floorLatency.p50 }},
 		{"floor_latency_p99_ms", tenths, func(f relayFigures) float64 { return f.floorLatency.p99 }},
+		{"relay_latency_stamped_p50_ms", tenths, func(f relayFigures) float64 { return f.relayLatency.stampedP50 }},
+		{"relay_latency_stamped_p99_ms", tenths, func(f relayFigures) float64 { return f.relayLatency.stampedP99 }},
+		{"floor_latency_stamped_p50_ms", tenths, func(f relayFigures) float64 { return f.floorLatency.stampedP50 }},
+		{"floor_latency_stamped_p99_ms", tenths, func(f relayFigures) float64 { return f.floorLatency.stampedP99 }},
 		{"relay_latency_p99_to_floor_ratio", hundredths, func(f relayFigures) float64 { return f.relayLatency.p99 / f.floorLatency.p99 }},
 
 		{"relay_wal_bytes_per_event", tenths, func(f relayFigures) float64 { return f.relay.cost.walBytes }},

@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/google/uuid"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
 )
 
 // Insert records whether an earlier event of the aggregate was still in the outbox, and
