@@ -139,7 +139,7 @@ func benchRelay(ctx context.Context, args []string, getenv func(string) string, 
 
 	var all []relayFigures
 	for rep := 1; rep <= cfg.reps; rep++ {
-		f, err := b.repetition(ctx)
+		f, err := b.repetition(ctx, rep)
 		if err != nil {
 			return fmt.Errorf("repetition %d: %w", rep, err)
 		}
@@ -192,7 +192,8 @@ type relayBench struct {
 }
 
 // repetition measures every figure once: the three drains, then the two latencies.
-func (b relayBench) repetition(ctx context.Context) (relayFigures, error) {
+// rep numbers the repetition from 1.
+func (b relayBench) repetition(ctx context.Context, rep int) (relayFigures, error) {
 	var f relayFigures
 	var err error
 	if f.relay, err = b.drain(ctx, b.ours, b.ourURL, nil); err != nil {
@@ -204,11 +205,29 @@ func (b relayBench) repetition(ctx context.Context) (relayFigures, error) {
 	if f.sameSchema, err = b.drain(ctx, b.sameSchema, b.ourURL, nil); err != nil {
 		return f, fmt.Errorf("same-schema minimal relay's drain: %w", err)
 	}
-	if f.relayLatency, err = b.latency(ctx, b.ours, b.ourURL); err != nil {
-		return f, fmt.Errorf("our relay's latency: %w", err)
+	// The two latencies take turns going first, so that neither is always the one
+	// measured right after the drains.
+	ours := func() (err error) {
+		if f.relayLatency, err = b.latency(ctx, b.ours, b.ourURL); err != nil {
+			return fmt.Errorf("our relay's latency: %w", err)
+		}
+		return nil
 	}
-	if f.floorLatency, err = b.latency(ctx, b.floor, b.floorURL); err != nil {
-		return f, fmt.Errorf("floor latency: %w", err)
+	floor := func() (err error) {
+		if f.floorLatency, err = b.latency(ctx, b.floor, b.floorURL); err != nil {
+			return fmt.Errorf("floor latency: %w", err)
+		}
+		return nil
+	}
+	first, second := ours, floor
+	if rep%2 == 0 {
+		first, second = floor, ours
+	}
+	if err := first(); err != nil {
+		return f, err
+	}
+	if err := second(); err != nil {
+		return f, err
 	}
 	f.loadAvg = loadAverage()
 	return f, nil
@@ -228,8 +247,11 @@ func (b relayBench) drain(ctx context.Context, relay relayUnderTest, dbURL strin
 	return measureDrain(ctx, relay, s)
 }
 
-// latency measures one latency run of relay on a fresh topic.
+// latency measures one latency run of relay on a fresh topic, from a settled server.
 func (b relayBench) latency(ctx context.Context, relay relayUnderTest, dbURL string) (latencyResult, error) {
+	if err := settle(ctx, b.admin); err != nil {
+		return latencyResult{}, err
+	}
 	topic, dropTopic, err := createTopic(ctx, b.adm, "bench.relay-latency")
 	if err != nil {
 		return latencyResult{}, err
