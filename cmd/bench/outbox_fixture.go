@@ -15,7 +15,10 @@ import (
 
 // fillBacklog empties the outbox and commits n pending events of n distinct payments:
 // what a relay finds after an outage of n events. Each is its payment's first event, so
-// it is written as outbox.Insert writes one: may_have_predecessor false (00010).
+// it is written as outbox.Insert writes one: may_have_predecessor false (00010). Its ids
+// (event and payment) are UUIDv7 of the moment each row is written, as the API's are
+// (uuid.NewV7), so that the relay's mark inserts into the history's aggregate index
+// where the API's events would: at its right edge, not all over it.
 // The history of earlier drains stays: the relay never reads it.
 func fillBacklog(ctx context.Context, pool *pgxpool.Pool, n int) error {
 	if _, err := pool.Exec(ctx, `TRUNCATE outbox_events`); err != nil {
@@ -23,8 +26,8 @@ func fillBacklog(ctx context.Context, pool *pgxpool.Pool, n int) error {
 	}
 	_, err := pool.Exec(ctx, `
 		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at, next_attempt_at, may_have_predecessor)
-		SELECT gen_random_uuid(), 'PaymentCreated', p.id::text, `+backlogPayloadSQL+`, now(), now(), false
-		FROM (SELECT gen_random_uuid() AS id, i FROM generate_series(1, $1) AS i) p`, n)
+		SELECT `+uuidV7SQL("clock_timestamp()")+`, 'PaymentCreated', p.id::text, `+backlogPayloadSQL+`, now(), now(), false
+		FROM (SELECT `+uuidV7SQL("clock_timestamp()")+` AS id, i FROM generate_series(1, $1) AS i) p`, n)
 	if err != nil {
 		return fmt.Errorf("insert outbox backlog: %w", err)
 	}

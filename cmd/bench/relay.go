@@ -56,6 +56,7 @@ func parseRelayFlags(args []string, stdout io.Writer) (relayBenchConfig, error) 
 	fs.StringVar(&c.diagnose.blockProfile, "blockprofile", "", "write a block profile of our relay's drain to this file")
 	fs.BoolVar(&c.diagnose.explain, "explain", false, "print EXPLAIN (ANALYZE, BUFFERS) of our relay's claim at a full backlog")
 	fs.BoolVar(&c.diagnose.statements, "statements", false, "print per-statement figures from pg_stat_statements for a drain of each relay")
+	fs.StringVar(&c.diagnose.latencyTrace, "latency-trace", "", "write every event of each latency measurement to <prefix>-<relay>-<rep>.csv: when it committed, its latency, and its wait for a claim")
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("parse flags: %w", err)
 	}
@@ -208,13 +209,13 @@ func (b relayBench) repetition(ctx context.Context, rep int) (relayFigures, erro
 	// The two latencies take turns going first, so that neither is always the one
 	// measured right after the drains.
 	ours := func() (err error) {
-		if f.relayLatency, err = b.latency(ctx, b.ours, b.ourURL); err != nil {
+		if f.relayLatency, err = b.tracedLatency(ctx, b.ours, b.ourURL, b.tracePath("ours", rep)); err != nil {
 			return fmt.Errorf("our relay's latency: %w", err)
 		}
 		return nil
 	}
 	floor := func() (err error) {
-		if f.floorLatency, err = b.latency(ctx, b.floor, b.floorURL); err != nil {
+		if f.floorLatency, err = b.tracedLatency(ctx, b.floor, b.floorURL, b.tracePath("floor", rep)); err != nil {
 			return fmt.Errorf("floor latency: %w", err)
 		}
 		return nil
@@ -247,8 +248,22 @@ func (b relayBench) drain(ctx context.Context, relay relayUnderTest, dbURL strin
 	return measureDrain(ctx, relay, s)
 }
 
+// tracePath is where the latency measurement of relay in repetition rep writes its
+// trace, or "" without -latency-trace.
+func (b relayBench) tracePath(relay string, rep int) string {
+	if b.cfg.diagnose.latencyTrace == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s-%s-%d.csv", b.cfg.diagnose.latencyTrace, relay, rep)
+}
+
 // latency measures one latency run of relay on a fresh topic, from a settled server.
 func (b relayBench) latency(ctx context.Context, relay relayUnderTest, dbURL string) (latencyResult, error) {
+	return b.tracedLatency(ctx, relay, dbURL, "")
+}
+
+// tracedLatency is latency, writing its trace to trace unless that is "".
+func (b relayBench) tracedLatency(ctx context.Context, relay relayUnderTest, dbURL, trace string) (latencyResult, error) {
 	if err := settle(ctx, b.admin); err != nil {
 		return latencyResult{}, err
 	}
@@ -259,6 +274,7 @@ func (b relayBench) latency(ctx context.Context, relay relayUnderTest, dbURL str
 	defer dropTopic()
 	return measureLatency(ctx, relay, latencySetup{
 		dbURL: dbURL, brokers: b.brokers, topic: topic, rate: b.cfg.latencyRate, duration: b.cfg.latencyDuration,
+		trace: trace,
 	})
 }
 

@@ -24,6 +24,9 @@ import (
 type diagnoseConfig struct {
 	cpuProfile, blockProfile string // files, or "" for none
 	explain, statements      bool
+	// latencyTrace, when set, is a file prefix: each latency measurement writes one
+	// line per event to <prefix>-<relay>-<repetition>.csv (writeLatencyTrace).
+	latencyTrace string
 }
 
 func (c diagnoseConfig) profiles() bool { return c.cpuProfile != "" || c.blockProfile != "" }

@@ -11,7 +11,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,8 +33,8 @@ type latencyResult struct {
 	// stamp is the wait for a claim, the rest is the produce, the broker and the
 	// consumer's fetch. Kafka keeps milliseconds, so each is within 1 ms.
 	stampedP50, stampedP99 float64
-	events        int
-	achievedRate  float64 // events committed per second
+	events                 int
+	achievedRate           float64 // events committed per second
 	// wokenBy is what woke the relay's workers during the measurement (warm-up
 	// excluded); nil for a relay without wake-ups.
 	wokenBy wakeFigures
@@ -48,6 +50,8 @@ type latencySetup struct {
 	// tracer, when set, sees every statement of the relay's pool: the claim timer of
 	// the scale benchmark (scale_history.go).
 	tracer pgx.QueryTracer
+	// trace, when set, is the file each event is written to (writeLatencyTrace).
+	trace string
 }
 
 // measureLatency empties the relay's table, starts the relay and commits s.rate events
@@ -124,6 +128,11 @@ func measureLatency(ctx context.Context, relay relayUnderTest, s latencySetup) (
 			toStamp = append(toStamp, millisBetween(at, got.stamped))
 		}
 	}
+	if s.trace != "" {
+		if err := writeLatencyTrace(s.trace, gen, received); err != nil {
+			return latencyResult{}, err
+		}
+	}
 	if len(latencies) < total {
 		return latencyResult{}, fmt.Errorf("received %d of %d events", len(latencies), total)
 	}
@@ -198,7 +207,9 @@ func startGenerator(ctx context.Context, pool *pgxpool.Pool, relay relayUnderTes
 	for range 16 {
 		g.workers.Go(func() {
 			for i := range jobs {
-				p := event.PaymentCreated{PaymentID: uuid.New(), UserID: fmt.Sprint("u-", i%1000), Amount: 1999, Currency: "EUR", CreatedAt: time.Now()}
+				// A UUIDv7 payment id, as the API makes (it is the aggregate id, indexed in
+				// the outbox and its history).
+				p := event.PaymentCreated{PaymentID: uuid.Must(uuid.NewV7()), UserID: fmt.Sprint("u-", i%1000), Amount: 1999, Currency: "EUR", CreatedAt: time.Now()}
 				payload, _ := json.Marshal(p) // a struct of plain fields always encodes
 				key := p.PaymentID.String()
 				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return relay.insert(ctx, tx, key, payload) })
@@ -277,6 +288,30 @@ func consume(ctx context.Context, consumer *kgo.Client, total int, timeout time.
 		})
 	}
 	return received, nil
+}
+
+// writeLatencyTrace writes one CSV line per event, in commit order: milliseconds from
+// the first commit to its commit, its latency, and its wait for a claim (commit to the
+// record's timestamp). It answers what a percentile cannot: whether the slowest events
+// came together (a stall of something) or were spread over the run (queueing).
+func writeLatencyTrace(path string, gen *generator, received map[string]arrival) error {
+	type line struct{ at, latency, toStamp float64 }
+	var lines []line
+	for key, at := range gen.committedAt {
+		if got, ok := received[key]; ok {
+			lines = append(lines, line{millisBetween(gen.start, at), millisBetween(at, got.at), millisBetween(at, got.stamped)})
+		}
+	}
+	slices.SortFunc(lines, func(a, b line) int { return cmp.Compare(a.at, b.at) })
+	var out strings.Builder
+	out.WriteString("committed_ms,latency_ms,claim_wait_ms\n")
+	for _, l := range lines {
+		fmt.Fprintf(&out, "%.1f,%.2f,%.0f\n", l.at, l.latency, l.toStamp)
+	}
+	if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
+		return fmt.Errorf("write latency trace: %w", err)
+	}
+	return nil
 }
 
 // percentile is the p-quantile of sorted, nearest rank.

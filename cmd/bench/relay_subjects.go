@@ -79,9 +79,15 @@ func (outboxTable) pending(ctx context.Context, pool *pgxpool.Pool) (bool, error
 	return pending, nil
 }
 
+// insert writes an event as the API does: a UUIDv7 event id (uuid.NewV7, so ids grow
+// with time and index inserts land at the right edge), through outbox.Insert.
 func (outboxTable) insert(ctx context.Context, tx pgx.Tx, key string, payload []byte) error {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return fmt.Errorf("new event id: %w", err)
+	}
 	return outbox.Insert(ctx, tx, outbox.Message{
-		ID: uuid.New(), Type: event.TypePaymentCreated, AggregateID: key, OccurredAt: time.Now(), Payload: payload,
+		ID: id, Type: event.TypePaymentCreated, AggregateID: key, OccurredAt: time.Now(), Payload: payload,
 	})
 }
 
