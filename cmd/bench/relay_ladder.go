@@ -11,6 +11,8 @@ package main
 //	                moving them: what the history costs (GET /payments/{id}, operators)
 //	ours            our schema, our claim and our mark (internal/outbox): order, event id,
 //	                retries' columns, the history of published events for GET /payments/{id}
+//	ours, mark by id  ours with the mark finding rows by event id (an index descent per
+//	                event), as it did before it found them by the ctids of the claim
 //	ours, probe every row  ours with the claim as it was before migration 00010: the
 //	                order rule probed for every candidate row, not only for rows written
 //	                behind another event of their aggregate
@@ -30,6 +32,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dscourse/payments-outbox/internal/benchreport"
@@ -169,7 +172,7 @@ func benchLadder(ctx context.Context, args []string, getenv func(string) string,
 		"ladder_bench_batch_size":  cfg.batch,
 		"ladder_bench_measured_at": time.Now().UTC().Format(time.RFC3339),
 		"ladder_bench_note": "SQL only, no Kafka: each rung drains the backlog with the same workers and batches; " +
-			"floor = the floor's table and loop; floor_order = plus the order rule per aggregate; ours_no_history = our schema and claim, the mark a plain delete; ours = our schema, claim and mark; ours_probe_every_row = ours with the order rule probed for every candidate (the claim before migration 00010); " +
+			"floor = the floor's table and loop; floor_order = plus the order rule per aggregate; ours_no_history = our schema and claim, the mark a plain delete; ours = our schema, claim and mark; ours_mark_by_id = ours with the mark by event id instead of ctid; ours_probe_every_row = ours with the order rule probed for every candidate (the claim before migration 00010); " +
 			"first_design = our relay before issue 16 (lease in columns, mark in place); medians with _min, _max; WAL is server-wide",
 	}
 	load.addTo(report, "ladder_bench_load_avg_1m", hundredths)
@@ -203,9 +206,10 @@ func ladderRungs(cfg ladderConfig) []ladderRung {
 		rung("floor", "floor", sqlSetup(floorTableSQL), floorRelay{}, floorSQLBatch(false)),
 		rung("floor_order", "floor + order", sqlSetup(floorTableSQL+`;
 			CREATE INDEX floor_events_key_idx ON floor_events (key, id) WHERE NOT published`), floorRelay{}, floorSQLBatch(true)),
-		rung("ours_no_history", "ours, no history", migrate, outboxTable{}, ourSQLBatch(outbox.ClaimSQL, `DELETE FROM outbox_events WHERE id = ANY($1)`)),
-		rung("ours", "ours", migrate, outboxTable{}, ourSQLBatch(outbox.ClaimSQL, outbox.MarkPublishedSQL)),
-		rung("ours_probe_every_row", "ours, probe all", migrate, outboxTable{}, ourSQLBatch(claimProbingEveryRowSQL, outbox.MarkPublishedSQL)),
+		rung("ours_no_history", "ours, no history", migrate, outboxTable{}, ourSQLBatch(outbox.ClaimSQL, `DELETE FROM outbox_events WHERE ctid = ANY($1::tid[])`, byTID)),
+		rung("ours", "ours", migrate, outboxTable{}, ourSQLBatch(outbox.ClaimSQL, outbox.MarkClaimedSQL, byTID)),
+		rung("ours_mark_by_id", "ours, mark by id", migrate, outboxTable{}, ourSQLBatch(outbox.ClaimSQL, outbox.MarkPublishedSQL, byID)),
+		rung("ours_probe_every_row", "ours, probe all", migrate, outboxTable{}, ourSQLBatch(claimProbingEveryRowSQL, outbox.MarkClaimedSQL, byTID)),
 		// The first design's table has the name and pending rows of ours.
 		rung("first_design", "first design", sqlSetup(firstDesignTableSQL), outboxTable{}, firstDesignBatch),
 	}
@@ -227,48 +231,72 @@ func floorSQLBatch(withOrder bool) func(context.Context, *pgxpool.Pool, int) (in
 	}
 }
 
+// markBy says what a rung's mark statement takes as $1: the claimed rows' ctids (our
+// relay's mark since it finds rows by them) or their event ids (the mark before).
+type markBy bool
+
+const (
+	byTID markBy = false
+	byID  markBy = true
+)
+
 // ourSQLBatch is our relay's batch (internal/outbox store.go) without the produce: the
 // same transaction settings, claim as the claim statement (which must return the
-// columns of outbox.ClaimSQL), and mark as the mark statement.
-func ourSQLBatch(claim, mark string) func(context.Context, *pgxpool.Pool, int) (int, error) {
+// columns of outbox.ClaimSQL), and mark as the mark statement, given the claimed rows'
+// ctids or ids.
+func ourSQLBatch(claim, mark string, by markBy) func(context.Context, *pgxpool.Pool, int) (int, error) {
 	return func(ctx context.Context, pool *pgxpool.Pool, n int) (int, error) {
-		return ourSQLBatchWith(ctx, pool, n, claim, mark)
+		return ourSQLBatchWith(ctx, pool, n, claim, mark, by)
 	}
 }
 
-func ourSQLBatchWith(ctx context.Context, pool *pgxpool.Pool, n int, claim, mark string) (int, error) {
+func ourSQLBatchWith(ctx context.Context, pool *pgxpool.Pool, n int, claim, mark string, by markBy) (int, error) {
 	var claimed int
 	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{BeginQuery: outbox.BatchBeginSQL(30 * time.Second)},
 		func(tx pgx.Tx) error {
 			rows, _ := tx.Query(ctx, claim, n)
-			ids, err := pgx.CollectRows(rows, scanClaimedID)
-			if err != nil || len(ids) == 0 {
+			got, err := pgx.CollectRows(rows, scanClaimedRow)
+			if err != nil || len(got) == 0 {
 				return err
 			}
-			claimed = len(ids)
-			_, err = tx.Exec(ctx, mark, ids)
+			claimed = len(got)
+			tids := make([]pgtype.TID, len(got))
+			ids := make([]uuid.UUID, len(got))
+			for i, row := range got {
+				tids[i], ids[i] = row.tid, row.id
+			}
+			if by == byID {
+				_, err = tx.Exec(ctx, mark, ids)
+			} else {
+				_, err = tx.Exec(ctx, mark, tids)
+			}
 			return err
 		})
 	return claimed, err
 }
 
-// scanClaimedID reads the id of a row of our claim's columns (outbox.ClaimSQL, and the
-// first design's claim, which returns the same).
-func scanClaimedID(row pgx.CollectableRow) (uuid.UUID, error) {
-	var id uuid.UUID
+// claimedRow is where a claimed row is and its event id.
+type claimedRow struct {
+	tid pgtype.TID
+	id  uuid.UUID
+}
+
+// scanClaimedRow reads a row of our claim's columns (outbox.ClaimSQL: ctid first).
+func scanClaimedRow(row pgx.CollectableRow) (claimedRow, error) {
+	var r claimedRow
 	var seq int64
 	var typ, aggregate, traceparent string
 	var payload []byte
 	var createdAt time.Time
 	var attempts, rejections int
-	return id, row.Scan(&id, &seq, &typ, &aggregate, &payload, &createdAt, &attempts, &rejections, &traceparent)
+	return r, row.Scan(&r.tid, &r.id, &seq, &typ, &aggregate, &payload, &createdAt, &attempts, &rejections, &traceparent)
 }
 
 // claimProbingEveryRowSQL is outbox.ClaimSQL as it was before migration 00010: the order
 // rule's probe runs for every candidate row, including the rows other batches hold
 // (the probe comes before the lock), and every row written with nothing before it.
 const claimProbingEveryRowSQL = `
-		SELECT e.id, e.seq, e.event_type, e.aggregate_id, e.payload, e.created_at, e.attempts, e.rejections,
+		SELECT e.ctid, e.id, e.seq, e.event_type, e.aggregate_id, e.payload, e.created_at, e.attempts, e.rejections,
 		       coalesce(e.traceparent, '')
 		FROM outbox_events e
 		WHERE e.status = 'pending'

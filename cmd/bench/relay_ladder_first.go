@@ -66,10 +66,12 @@ func firstDesignBatch(ctx context.Context, pool *pgxpool.Pool, n int) (int, erro
 				ORDER BY e.next_attempt_at, e.seq
 				LIMIT $2
 				FOR UPDATE SKIP LOCKED)
-			RETURNING id, seq, event_type, aggregate_id, payload, created_at, attempts, rejections, coalesce(traceparent, '')`,
+			RETURNING ctid, id, seq, event_type, aggregate_id, payload, created_at, attempts, rejections, coalesce(traceparent, '')`,
 			token, n)
-		var err error
-		ids, err = pgx.CollectRows(rows, scanClaimedID)
+		got, err := pgx.CollectRows(rows, scanClaimedRow)
+		for _, row := range got {
+			ids = append(ids, row.id)
+		}
 		return err
 	})
 	if err != nil || len(ids) == 0 {

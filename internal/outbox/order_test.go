@@ -49,7 +49,7 @@ func TestClaimKeepsAnEventBehindItsPredecessorWhereverThatIs(t *testing.T) {
 
 	// The first event is published: the one behind it becomes claimable, and the one
 	// behind the dead letter still waits.
-	if _, err := r.record(ctx, inFlight, []uuid.UUID{first.ID}, nil); err != nil {
+	if _, err := r.record(ctx, inFlight, got, nil); err != nil {
 		t.Fatalf("record the first batch: %v", err)
 	}
 	if got := b.claimIDs(t, r); !cmp.Equal(got, []uuid.UUID{behindInFlight.ID, alone.ID}) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/event"
@@ -16,7 +15,7 @@ import (
 // what becomes of it. An event that is neither was not judged before ctx's deadline
 // (the lease's, see runOnce): the batch's commit leaves its row as it was, and a later
 // claim takes it again. It runs no statement: the batch's transaction waits, idle.
-func (r *Relay) publish(ctx context.Context, p producers, events []claimedEvent) ([]uuid.UUID, []failure) {
+func (r *Relay) publish(ctx context.Context, p producers, events []claimedEvent) ([]claimedEvent, []failure) {
 	records := make([]*kgo.Record, len(events))
 	byRecord := make(map[*kgo.Record]claimedEvent, len(events))
 	for i, e := range events {
@@ -26,7 +25,7 @@ func (r *Relay) publish(ctx context.Context, p producers, events []claimedEvent)
 	spans := r.startPublishSpans(events, records)
 	results := r.produce(ctx, p.shared, records...)
 
-	var published []uuid.UUID
+	var published []claimedEvent
 	var failures []failure
 	for _, res := range results {
 		e := byRecord[res.Record]
@@ -40,7 +39,7 @@ func (r *Relay) publish(ctx context.Context, p producers, events []claimedEvent)
 			failures = append(failures, r.failureOf(e, err))
 			continue
 		}
-		published = append(published, e.ID)
+		published = append(published, e)
 		r.metrics.commitToPublish.Observe(time.Since(e.CreatedAt).Seconds())
 	}
 	return published, failures

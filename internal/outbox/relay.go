@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -267,7 +266,7 @@ func (r *Relay) claim(ctx context.Context) (pgx.Tx, []claimedEvent, error) {
 // dead-lettered, for the alert, which must follow the commit: an operator is told
 // only about a dead letter that is in the DLQ. Any error leaves tx rolled back: the
 // rows are claimable again, and the acknowledged ones are published again.
-func (r *Relay) record(ctx context.Context, tx pgx.Tx, published []uuid.UUID, failures []failure) ([]DeadLetter, error) {
+func (r *Relay) record(ctx context.Context, tx pgx.Tx, published []claimedEvent, failures []failure) ([]DeadLetter, error) {
 	marked, dead, err := r.recordInTx(ctx, tx, published, failures)
 	if err == nil {
 		err = tx.Commit(ctx)
@@ -289,7 +288,7 @@ func (r *Relay) record(ctx context.Context, tx pgx.Tx, published []uuid.UUID, fa
 	return dead, nil
 }
 
-func (r *Relay) recordInTx(ctx context.Context, tx pgx.Tx, published []uuid.UUID, failures []failure) (int64, []DeadLetter, error) {
+func (r *Relay) recordInTx(ctx context.Context, tx pgx.Tx, published []claimedEvent, failures []failure) (int64, []DeadLetter, error) {
 	var marked int64
 	if len(published) > 0 {
 		var err error

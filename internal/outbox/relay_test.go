@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -190,12 +189,13 @@ func TestRelayLeaseFencesLateOutcomes(t *testing.T) {
 	}
 	t.Cleanup(func() { rollback(stale) }) // gives the connection back, whatever happens below
 	var fresh pgx.Tx
+	var freshEvents []claimedEvent
 	testenv.WaitFor(t, 10*time.Second, func() (bool, string) {
-		tx, got, err := r.store.claim(ctx, 30*time.Second, 10)
-		if err != nil || len(got) != 1 {
-			return false, fmt.Sprintf("second claim: %d events, %v; want 1 once the first lease has expired", len(got), err)
+		tx, again, err := r.store.claim(ctx, 30*time.Second, 10)
+		if err != nil || len(again) != 1 {
+			return false, fmt.Sprintf("second claim: %d events, %v; want 1 once the first lease has expired", len(again), err)
 		}
-		fresh = tx
+		fresh, freshEvents = tx, again
 		return true, ""
 	})
 	defer rollback(fresh)
@@ -208,12 +208,12 @@ func TestRelayLeaseFencesLateOutcomes(t *testing.T) {
 	if n := r.metrics.leasesExpired; testutil.ToFloat64(n) != 1 {
 		t.Errorf("outbox_leases_expired_total = %v, want 1", testutil.ToFloat64(n))
 	}
-	if _, err := r.store.markPublished(ctx, stale, []uuid.UUID{msg.ID}); err == nil {
+	if _, err := r.store.markPublished(ctx, stale, got); err == nil {
 		t.Error("stale markPublished succeeded, want an error")
 	}
 
 	// The fresh owner's outcome is recorded.
-	if _, err := r.record(ctx, fresh, []uuid.UUID{msg.ID}, nil); err != nil {
+	if _, err := r.record(ctx, fresh, freshEvents, nil); err != nil {
 		t.Fatalf("fresh record: %v", err)
 	}
 	if got := b.statusCounts(t); !cmp.Equal(got, map[string]int{"published": 1}) {
