@@ -28,6 +28,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -295,16 +296,5 @@ func scanClaimedRow(row pgx.CollectableRow) (claimedRow, error) {
 // claimProbingEveryRowSQL is outbox.ClaimSQL as it was before migration 00010: the order
 // rule's probe runs for every candidate row, including the rows other batches hold
 // (the probe comes before the lock), and every row written with nothing before it.
-const claimProbingEveryRowSQL = `
-		SELECT e.ctid, e.id, e.seq, e.event_type, e.aggregate_id, e.payload, e.created_at, e.attempts, e.rejections,
-		       coalesce(e.traceparent, '')
-		FROM outbox_events e
-		WHERE e.status = 'pending'
-		  AND e.next_attempt_at <= now()
-		  AND NOT EXISTS (
-			SELECT 1 FROM outbox_events earlier
-			WHERE earlier.aggregate_id = e.aggregate_id
-			  AND earlier.seq < e.seq)
-		ORDER BY e.next_attempt_at, e.seq
-		LIMIT $1
-		FOR UPDATE SKIP LOCKED`
+var claimProbingEveryRowSQL = strings.Replace(outbox.ClaimSQL,
+	"(NOT e.may_have_predecessor OR NOT EXISTS (", "(NOT EXISTS (", 1)

@@ -1,0 +1,20 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dscourse/payments-outbox/internal/outbox"
+)
+
+// The "probe all" rung is our claim with one condition taken out by a text replacement:
+// if the claim's wording changes, the replacement must not silently leave the claim as it
+// is, or the rung would measure ours twice under two names.
+func TestProbeAllRungDiffersFromOurClaimOnlyByTheFlag(t *testing.T) {
+	if claimProbingEveryRowSQL == outbox.ClaimSQL {
+		t.Fatal("claimProbingEveryRowSQL equals outbox.ClaimSQL: the replacement no longer matches the claim")
+	}
+	if strings.Contains(claimProbingEveryRowSQL, "may_have_predecessor") {
+		t.Error("claimProbingEveryRowSQL still reads may_have_predecessor")
+	}
+}
