@@ -4,9 +4,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -59,11 +67,13 @@ func TestOutageHoldsTheSlotAndDeadLettersNothing(t *testing.T) {
 // A record the broker refuses (larger than the topic's max.message.bytes) is retried,
 // dead-lettered after MaxRejections, and the stream moves on to the next event: a poison
 // record cannot hold it for ever. A later event of the same aggregate goes to the DLQ
-// behind it.
+// behind it. Each dead letter raises one alert at the webhook, as in polling mode.
 func TestPoisonRecordIsDeadLetteredAndTheStreamMovesOn(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.cfg.MaxRejections = 3
+	webhook := newAlertRecorder(t)
+	b.cfg.AlertWebhookURL = webhook.URL
 	setTopicMaxMessageBytes(t, b, 4096)
 	relay := b.start(t)
 
@@ -98,6 +108,41 @@ func TestPoisonRecordIsDeadLetteredAndTheStreamMovesOn(t *testing.T) {
 		got := relay.metric(t, "outbox_dlq_total", "")
 		return got == 2, fmt.Sprintf("outbox_dlq_total = %v, want 2", got)
 	})
+	// insertPayload scans the id as pgx's [16]byte.
+	want := map[string]int{uuid.UUID(poison.([16]byte)).String(): 1, uuid.UUID(follower.([16]byte)).String(): 1}
+	if diff := cmp.Diff(want, webhook.alerts()); diff != "" {
+		t.Errorf("alerts by dedup_key (-want +got):\n%s", diff)
+	}
+}
+
+// alertRecorder is a webhook that counts the alerts it receives by dedup_key.
+type alertRecorder struct {
+	*httptest.Server
+	mu       sync.Mutex
+	received map[string]int
+}
+
+func newAlertRecorder(t *testing.T) *alertRecorder {
+	rec := &alertRecorder{received: map[string]int{}}
+	rec.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var body alertEvent
+		if err := json.NewDecoder(req.Body).Decode(&body); err != nil || body.EventAction != "trigger" {
+			http.Error(w, "not an alert", http.StatusBadRequest)
+			return
+		}
+		rec.mu.Lock()
+		rec.received[body.DedupKey]++
+		rec.mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(rec.Close)
+	return rec
+}
+
+func (rec *alertRecorder) alerts() map[string]int {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return maps.Clone(rec.received)
 }
 
 // insertPayload commits one event whose payload is {"pad": pad}.

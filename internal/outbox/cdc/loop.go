@@ -120,11 +120,15 @@ func (r *Relay) undecodable(ctx context.Context, bad *decodeError) {
 	}
 	queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	defer cancel()
-	if err := r.store.deadLetter(queryCtx, bad.ID, "does not decode from the replication stream: "+bad.Err.Error()); err != nil {
+	dead, err := r.store.deadLetter(queryCtx, bad.ID, "does not decode from the replication stream: "+bad.Err.Error())
+	if err != nil {
 		r.logger.Error("dead-letter undecodable row", slog.Any("err", err))
 		return
 	}
-	r.metrics.outbox.CountDeadLettered()
+	if dead != nil {
+		r.metrics.outbox.CountDeadLettered()
+		r.alertDeadLetter(ctx, dead)
+	}
 }
 
 // publishReplayed publishes the events an operator replayed from the DLQ, if Replayed

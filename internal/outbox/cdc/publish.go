@@ -142,10 +142,15 @@ func (r *Relay) holdBack(ctx context.Context, events []outboxEvent) ([]outboxEve
 			out = append(out, e)
 			continue
 		}
-		if err := r.store.deadLetter(ctx, e.ID, "held back: an earlier event of aggregate "+e.AggregateID+" is in the DLQ"); err != nil {
+		dead, err := r.store.deadLetter(ctx, e.ID, "held back: an earlier event of aggregate "+e.AggregateID+" is in the DLQ")
+		if err != nil {
 			return nil, err
 		}
+		if dead == nil {
+			continue // dead-lettered already, before a restart streamed it again
+		}
 		r.metrics.outbox.CountDeadLettered()
+		r.alertDeadLetter(ctx, dead)
 		r.logger.Warn("event held back behind a dead-lettered event of its aggregate",
 			slog.String("event_id", e.ID.String()), slog.String("aggregate_id", e.AggregateID))
 	}
@@ -200,15 +205,18 @@ func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent, k
 		rejections := counts[e.ID]
 		if rejections >= r.cfg.MaxRejections {
 			deadCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
-			deadErr := r.store.deadLetter(deadCtx, e.ID, err.Error())
+			dead, deadErr := r.store.deadLetter(deadCtx, e.ID, err.Error())
 			cancel()
 			if deadErr != nil {
 				return false, deadErr
 			}
-			r.metrics.outbox.CountDeadLettered()
 			r.logger.Error("event dead-lettered after repeated rejections; the stream moves on",
 				slog.String("event_id", e.ID.String()), slog.String("aggregate_id", e.AggregateID),
 				slog.Int("rejections", rejections), slog.Any("err", err))
+			if dead != nil {
+				r.metrics.outbox.CountDeadLettered()
+				r.alertDeadLetter(ctx, dead)
+			}
 			return false, nil
 		}
 		if err := waitAlive(ctx, backoff(r.cfg.RetryBase, r.cfg.RetryMax, rejections), keepAlive); err != nil {

@@ -55,8 +55,10 @@ func (s store) recordAttempt(ctx context.Context, ids []uuid.UUID, rejected bool
 
 // deadLetter moves an event to the DLQ in one transaction, as the polling relay does:
 // the row becomes 'failed' and a copy goes to outbox_dlq, where an operator replays it.
-// reason becomes its last_error.
-func (s store) deadLetter(ctx context.Context, id uuid.UUID, reason string) error {
+// reason becomes its last_error. It returns the dead letter for the alert, or nil when
+// the row was already failed or published (nothing moved, nothing to alert).
+func (s store) deadLetter(ctx context.Context, id uuid.UUID, reason string) (*outbox.DeadLetter, error) {
+	var dead *outbox.DeadLetter
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `
 			UPDATE outbox_events SET status = 'failed', last_error = $2
@@ -64,19 +66,23 @@ func (s store) deadLetter(ctx context.Context, id uuid.UUID, reason string) erro
 		if err != nil || tag.RowsAffected() == 0 {
 			return err // already failed or published: nothing to move
 		}
-		_, err = tx.Exec(ctx, `
+		var d outbox.DeadLetter
+		err = tx.QueryRow(ctx, `
 			INSERT INTO outbox_dlq (event_id, event_type, aggregate_id, payload, attempts, last_error)
 			SELECT id, event_type, aggregate_id, payload, attempts, last_error
 			FROM outbox_events WHERE id = $1
 			ON CONFLICT (event_id) DO UPDATE
 			SET attempts = EXCLUDED.attempts, last_error = EXCLUDED.last_error,
-			    failed_at = now(), replayed_at = NULL`, id)
+			    failed_at = now(), replayed_at = NULL
+			RETURNING event_id, event_type, aggregate_id, attempts, last_error, failed_at`, id).
+			Scan(&d.EventID, &d.EventType, &d.AggregateID, &d.Attempts, &d.LastError, &d.FailedAt)
+		dead = &d
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("dead-letter outbox event %s: %w", id, err)
+		return nil, fmt.Errorf("dead-letter outbox event %s: %w", id, err)
 	}
-	return nil
+	return dead, nil
 }
 
 // blockedAggregates returns which of the aggregates have a dead-lettered event that has
