@@ -59,6 +59,8 @@ type Run struct {
 	// lateChanged lists the outbox rows a paused replica's late outcomes changed
 	// (replica-pause).
 	lateChanged []string
+	// relayMode is our API's RELAY_MODE (Report.RelayMode); empty for a student's.
+	relayMode string
 }
 
 // recordLateChanges notes rows a paused replica changed after it resumed.
@@ -128,7 +130,7 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *Repor
 			return nil, err
 		}
 	}
-	rn := &Run{paymentsDB: paymentsURL, consumerDB: consumerURL, brokers: brokers, logDir: logDir, topic: report.Topic, group: env.Group}
+	rn := &Run{paymentsDB: paymentsURL, consumerDB: consumerURL, brokers: brokers, logDir: logDir, topic: report.Topic, group: env.Group, relayMode: report.RelayMode}
 	rn.API, rn.Consumer = env.processes(opts.Binaries, opts.Commands, sc, logDir)
 	if env.ReplicaAddr != "" {
 		rn.Replica = env.replica(rn.API, logDir)
