@@ -116,8 +116,14 @@ func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEven
 	markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.QueryTimeout)
 	defer cancel()
 	if len(acked) > 0 {
-		if err := r.store.markPublished(markCtx, acked); err != nil {
+		unmarked, err := r.store.markPublished(markCtx, acked)
+		if err != nil {
 			return err
+		}
+		if len(unmarked) > 0 {
+			// Kafka has them; the stream must not wait on rows it cannot find.
+			r.logger.Warn("acknowledged events not found in the outbox to mark published; left as they are",
+				slog.Int("events", len(unmarked)), slog.String("first_event_id", unmarked[0].String()))
 		}
 		r.metrics.outbox.CountPublished(len(acked))
 	}
