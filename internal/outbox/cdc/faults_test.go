@@ -197,3 +197,37 @@ func setTopicMaxMessageBytes(t *testing.T, b *testBundle, n int) {
 		return false, "broker does not report max.message.bytes=" + value + " yet"
 	})
 }
+
+// A relay whose replication session the server ended (a walsender terminated, or timed
+// out while the relay was frozen) must stop publishing for that session at its next
+// keepalive, even in the middle of an outage: the slot may belong to another relay by
+// now, and the events are streamed again by whichever session holds it. It then opens
+// a new session, which is all this test can see from outside: a new walsender on the
+// slot while Kafka is still down.
+func TestSessionEndedDuringAnOutageStopsItsRetries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	proxy := testenv.NewKafkaProxy(t)
+	b.cfg.ClientOpts = proxy.ClientOpts()
+	b.start(t)
+	b.insert(t, "up", 1)
+	b.waitPublished(t, 1, 90*time.Second)
+
+	if err := proxy.Proxy.Disable(); err != nil {
+		t.Fatal(err)
+	}
+	b.insert(t, "down", 1)
+	testenv.WaitFor(t, 30*time.Second, func() (bool, string) {
+		n := b.count(t, `SELECT count(*) FROM outbox_events WHERE aggregate_id LIKE 'down-%' AND attempts >= 2`)
+		return n > 0, "the relay is not retrying the event yet"
+	})
+	slot := DefaultSlot(b.dbURL)
+	first := b.count(t, `SELECT coalesce(max(active_pid), 0) FROM pg_replication_slots WHERE slot_name = $1`, slot)
+	if got := b.count(t, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND pg_terminate_backend(active_pid)`, slot); got != 1 {
+		t.Fatalf("terminated %d walsenders of slot %s, want 1", got, slot)
+	}
+	testenv.WaitFor(t, 10*time.Second, func() (bool, string) {
+		pid := b.count(t, `SELECT coalesce(max(active_pid), 0) FROM pg_replication_slots WHERE slot_name = $1`, slot)
+		return pid != 0 && pid != first, fmt.Sprintf("walsender of the slot: pid %d, was %d before it was terminated; Kafka still down", pid, first)
+	})
+}

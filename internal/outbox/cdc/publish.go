@@ -39,7 +39,7 @@ import (
 // broker's verdicts on one produce call come back together, and a later event sent in
 // the same call could land on the topic before its predecessor is judged. The outbox of
 // payments has one event per aggregate, so a batch is one wave.
-func (r *Relay) publish(ctx context.Context, p producer, events []outboxEvent, keepAlive func()) error {
+func (r *Relay) publish(ctx context.Context, p producer, events []outboxEvent, keepAlive func() error) error {
 	for len(events) > 0 {
 		var wave []outboxEvent
 		wave, events = firstPerAggregate(events)
@@ -67,7 +67,7 @@ func firstPerAggregate(events []outboxEvent) (first, rest []outboxEvent) {
 
 // publishWave publishes events of distinct aggregates until each is acknowledged and
 // marked, or dead-lettered.
-func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEvent, keepAlive func()) error {
+func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEvent, keepAlive func() error) error {
 	start := time.Now()
 	queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	held, err := r.holdBack(queryCtx, events)
@@ -166,7 +166,7 @@ func (r *Relay) holdBack(ctx context.Context, events []outboxEvent) ([]outboxEve
 // recordOutage counts a transport failure of events, stores it on their rows (attempts
 // and last_error, never rejections) and waits out the outage backoff of the n-th
 // consecutive failure, keeping the replication connection alive meanwhile.
-func (r *Relay) recordOutage(ctx context.Context, events []outboxEvent, cause error, n int, keepAlive func()) error {
+func (r *Relay) recordOutage(ctx context.Context, events []outboxEvent, cause error, n int, keepAlive func() error) error {
 	for range events {
 		r.metrics.outbox.CountFailure(false)
 	}
@@ -186,7 +186,7 @@ func (r *Relay) recordOutage(ctx context.Context, events []outboxEvent, cause er
 // resendRejected sends a rejected event on its own until the broker takes it (true),
 // it reaches MaxRejections and goes to the DLQ (false), or ctx ends. A transport
 // failure on the way is an outage: it is retried and does not count.
-func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent, keepAlive func()) (bool, error) {
+func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent, keepAlive func() error) (bool, error) {
 	outage := 0
 	for {
 		err := r.produce(ctx, p, e)[0]
@@ -253,8 +253,9 @@ func (r *Relay) produce(ctx context.Context, p producer, events ...outboxEvent) 
 }
 
 // waitAlive waits d, calling keepAlive about every second, and returns ctx's error if
-// ctx ends first.
-func waitAlive(ctx context.Context, d time.Duration, keepAlive func()) error {
+// ctx ends first, or keepAlive's if it fails: the session is over, and the events are
+// streamed again by whichever session holds the slot next.
+func waitAlive(ctx context.Context, d time.Duration, keepAlive func() error) error {
 	deadline := time.Now().Add(d)
 	for {
 		left := time.Until(deadline)
@@ -267,7 +268,9 @@ func waitAlive(ctx context.Context, d time.Duration, keepAlive func()) error {
 			timer.Stop()
 			return ctx.Err()
 		case <-timer.C:
-			keepAlive()
+			if err := keepAlive(); err != nil {
+				return err
+			}
 		}
 	}
 }
