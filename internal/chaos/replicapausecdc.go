@@ -184,12 +184,11 @@ func sessionsEnded(logPath string, from, until time.Time) int {
 }
 
 // validityCDC is validity for the CDC relay: each pause froze the streaming replica
-// with rows pending, the other replica took the slot over during it, the paused one
-// found its session ended once it resumed (the server's fence, its own log), and its
-// late outcomes changed nothing (the same SLO row as in polling mode).
+// with rows pending, the other replica took the slot over during it, every paused
+// relay found its session ended once it resumed (the server's fence, its own log), and
+// its late outcomes changed nothing (the same SLO row as in polling mode).
 func (rp replicaPause) validityCDC(r *Report, rn *Run) []Check {
-	pauses, streamingWithRows, takeovers, fenced := 0, 0, 0, 0
-	var resumed []Disruption
+	pauses, streamingWithRows, takeovers := 0, 0, 0
 	for _, d := range r.Disruptions {
 		switch d.What {
 		case pausedStreaming:
@@ -199,23 +198,9 @@ func (rp replicaPause) validityCDC(r *Report, rn *Run) []Check {
 			}
 		case slotTakenOver:
 			takeovers++
-		case resumedAlone:
-			resumed = append(resumed, d)
 		}
 	}
-	logs := map[string]string{rn.API.Name: rn.API.LogPath, rn.Replica.Name: rn.Replica.LogPath}
-	for i, d := range resumed {
-		from := rn.origin.Add(time.Duration(d.AtSeconds * float64(time.Second)))
-		// Until the next resume: the relay notices its session ended when it next talks
-		// to the server, which may be after its time alone.
-		until := time.Now()
-		if i+1 < len(resumed) {
-			until = rn.origin.Add(time.Duration(resumed[i+1].AtSeconds * float64(time.Second)))
-		}
-		if sessionsEnded(logs[d.Detail], from, until) > 0 {
-			fenced++
-		}
-	}
+	fenced, resumed := fencedAfterResume(r.Disruptions, rn, time.Now())
 	changes := rn.lateChanges()
 	changed := fmt.Sprintf("%d rows changed", len(changes))
 	if len(changes) > 0 {
@@ -226,10 +211,36 @@ func (rp replicaPause) validityCDC(r *Report, rn *Run) []Check {
 			fmt.Sprintf("%d pauses, %d of the streaming replica with rows pending", pauses, streamingWithRows), pauses >= rp.Pauses && streamingWithRows > 0),
 		check(Validity, "the other replica took the slot over during the pause ("+streamingMetric+")", "> 0",
 			fmt.Sprintf("%d of %d pauses", takeovers, pauses), takeovers > 0),
-		check(Validity, "the paused relay found its session ended by the server once resumed (its log: "+streamLostLog+")", "> 0",
-			fmt.Sprintf("%d of %d resumed relays", fenced, len(resumed)), fenced > 0),
+		check(Validity, "every paused relay found its session ended by the server before the next one resumed (its log: "+streamLostLog+")", "all resumed",
+			fmt.Sprintf("%d of %d resumed relays", fenced, resumed), resumed > 0 && fenced == resumed),
 		check(Validity, "the service's own copies in the topic (the other replica streamed the paused one's events again)", "> 0", r.Evidence.ServiceCopies, r.Evidence.ServiceCopies > 0),
 		orderInFlightCheck(r),
 		check(SLO, "late outcomes of the paused replica changed nothing (published rows)", "0", changed, len(changes) == 0),
 	}
+}
+
+// fencedAfterResume counts the resumed relays (resumedAlone disruptions, whose detail
+// names the process) and those that logged streamLostLog between their resume and the
+// next relay's resume, or end for the last one. A relay notices the end of its session
+// only when it next talks to the server, which may be after its time alone, but one
+// that has not noticed by the next resume still publishes for a session that is over.
+func fencedAfterResume(disruptions []Disruption, rn *Run, end time.Time) (fenced, resumed int) {
+	logs := map[string]string{rn.API.Name: rn.API.LogPath, rn.Replica.Name: rn.Replica.LogPath}
+	var starts []Disruption
+	for _, d := range disruptions {
+		if d.What == resumedAlone {
+			starts = append(starts, d)
+		}
+	}
+	at := func(d Disruption) time.Time { return rn.origin.Add(time.Duration(d.AtSeconds * float64(time.Second))) }
+	for i, d := range starts {
+		until := end
+		if i+1 < len(starts) {
+			until = at(starts[i+1])
+		}
+		if sessionsEnded(logs[d.Detail], at(d), until) > 0 {
+			fenced++
+		}
+	}
+	return fenced, len(starts)
 }
