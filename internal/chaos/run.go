@@ -238,8 +238,12 @@ const dualWriteFailureLog = "dual write: publish failed"
 
 // leasedRows counts outbox rows claimed by a relay and not yet published: the rows a
 // kill leaves behind for the lease to expire; -1 when that cannot be read, as in a
-// student's schema without our lease columns.
+// student's schema without our lease columns. The CDC relay leases nothing: what a
+// kill leaves behind is its unconfirmed events, every pending row (pendingRows).
 func (rn *Run) leasedRows(ctx context.Context) int {
+	if rn.relayMode == RelayModeCDC {
+		return rn.pendingRows(ctx)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, rn.paymentsDB)

@@ -212,7 +212,11 @@ func Scenarios(short bool) map[string]Scenario {
 			FinishDisruption: true,
 			Validity: func(r *Report, rn *Run) []Check {
 				c := rn.Crashes()
-				inFlight := fmt.Sprintf("%d with rows leased, %d caught with a payment committed before its outbox row", c.APIKillsInFlight, c.APIKillsCaught)
+				held := "with rows leased"
+				if r.RelayMode == RelayModeCDC {
+					held = "with outbox rows pending (the CDC relay leases none; they are its unconfirmed events)"
+				}
+				inFlight := fmt.Sprintf("%d %s, %d caught with a payment committed before its outbox row", c.APIKillsInFlight, held, c.APIKillsCaught)
 				if c.APIKillsInFlight < 0 {
 					inFlight = "leases not observable"
 				}
