@@ -66,6 +66,9 @@ func (c config) cdcConfig() cdc.Config {
 		PublishTimeout:   c.Relay.PublishTimeout,
 		MaxRejections:    c.Relay.MaxRejections,
 		OutageBackoffMax: c.Relay.OutageBackoffMax,
+		AlertWebhookURL:  c.Relay.AlertWebhookURL,
+		AlertRoutingKey:  c.Relay.AlertRoutingKey,
+		AlertTimeout:     c.Relay.AlertTimeout,
 		// Fault injection for the clock-skew chaos scenario (docs/contract.md).
 		FaultTimestampSkew: c.Relay.FaultTimestampSkew,
 	}

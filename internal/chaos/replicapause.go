@@ -49,6 +49,9 @@ func (rp replicaPause) disrupt(ctx context.Context, rn *Run) error {
 	if rn.Replica == nil {
 		return fmt.Errorf("replica-pause needs two API processes (Scenario.Replicas)")
 	}
+	if rn.relayMode == RelayModeCDC {
+		return rp.disruptCDC(ctx, rn) // one slot instead of leases: replicapausecdc.go
+	}
 	if err := rn.Faults.Inject(SlowAcks); err != nil {
 		return err
 	}
@@ -290,6 +293,9 @@ const resumedAlone = "replica resumed (SIGCONT), the other frozen"
 // replica's late outcomes were fenced (its own log), and changed nothing (the harness's
 // comparison, an SLO row).
 func (rp replicaPause) validity(r *Report, rn *Run) []Check {
+	if rn.relayMode == RelayModeCDC {
+		return rp.validityCDC(r, rn)
+	}
 	pauses, withLeases := 0, 0
 	for _, d := range r.Disruptions {
 		if d.What == "replica paused (SIGSTOP)" {

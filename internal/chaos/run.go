@@ -59,6 +59,8 @@ type Run struct {
 	// lateChanged lists the outbox rows a paused replica's late outcomes changed
 	// (replica-pause).
 	lateChanged []string
+	// relayMode is our API's RELAY_MODE (Report.RelayMode); empty for a student's.
+	relayMode string
 }
 
 // recordLateChanges notes rows a paused replica changed after it resumed.
@@ -128,7 +130,7 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *Repor
 			return nil, err
 		}
 	}
-	rn := &Run{paymentsDB: paymentsURL, consumerDB: consumerURL, brokers: brokers, logDir: logDir, topic: report.Topic, group: env.Group}
+	rn := &Run{paymentsDB: paymentsURL, consumerDB: consumerURL, brokers: brokers, logDir: logDir, topic: report.Topic, group: env.Group, relayMode: report.RelayMode}
 	rn.API, rn.Consumer = env.processes(opts.Binaries, opts.Commands, sc, logDir)
 	if env.ReplicaAddr != "" {
 		rn.Replica = env.replica(rn.API, logDir)
@@ -236,8 +238,12 @@ const dualWriteFailureLog = "dual write: publish failed"
 
 // leasedRows counts outbox rows claimed by a relay and not yet published: the rows a
 // kill leaves behind for the lease to expire; -1 when that cannot be read, as in a
-// student's schema without our lease columns.
+// student's schema without our lease columns. The CDC relay leases nothing: what a
+// kill leaves behind is its unconfirmed events, every pending row (pendingRows).
 func (rn *Run) leasedRows(ctx context.Context) int {
+	if rn.relayMode == RelayModeCDC {
+		return rn.pendingRows(ctx)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, rn.paymentsDB)

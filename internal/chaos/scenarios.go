@@ -212,7 +212,11 @@ func Scenarios(short bool) map[string]Scenario {
 			FinishDisruption: true,
 			Validity: func(r *Report, rn *Run) []Check {
 				c := rn.Crashes()
-				inFlight := fmt.Sprintf("%d with rows leased, %d caught with a payment committed before its outbox row", c.APIKillsInFlight, c.APIKillsCaught)
+				held := "with rows leased"
+				if r.RelayMode == RelayModeCDC {
+					held = "with outbox rows pending (the CDC relay leases none; they are its unconfirmed events)"
+				}
+				inFlight := fmt.Sprintf("%d %s, %d caught with a payment committed before its outbox row", c.APIKillsInFlight, held, c.APIKillsCaught)
 				if c.APIKillsInFlight < 0 {
 					inFlight = "leases not observable"
 				}
@@ -275,7 +279,8 @@ func Scenarios(short bool) map[string]Scenario {
 			Name: "replica-pause",
 			Description: "two API processes (two relays) share one outbox, the load spread over both; with the broker's acks slowed by " + slowAcksLatency.String() +
 				", one replica is SIGSTOPped " + fmt.Sprint(pause.Pauses) + " times while rows are leased, for " + pause.Pause.String() + " (past RELAY_LEASE), while the other takes its rows over; then it resumes alone for " + pause.Alone.String() +
-				" with the other frozen: its late outcomes must change nothing (fencing), copies are allowed, and each payment's order must hold",
+				" with the other frozen: its late outcomes must change nothing (fencing), copies are allowed, and each payment's order must hold; " +
+				"with the CDC relay, which leases nothing, the replica paused is the one streaming from the replication slot, past wal_sender_timeout (" + cdcWalSenderTimeout.String() + "), and the other must take the slot over",
 			Replicas:  2,
 			Span:      pauseSpan,
 			LoadDelay: -2 * time.Second, // the load starts first, so that rows are leased

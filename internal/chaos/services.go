@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
@@ -95,6 +96,9 @@ func (e serviceEnv) processes(binaries map[string]string, cmds *ServiceCommands,
 		// the run does, the verifier included.
 		apiEnv.PaymentsDB = throughProxy(e.PaymentsDB, devstack.ProxiedPostgres)
 	}
+	if cmds == nil && e.RelayMode == RelayModeCDC {
+		apiEnv.PaymentsDB = withWalSenderTimeout(apiEnv.PaymentsDB, cdcWalSenderTimeout)
+	}
 	api = &Process{Name: "api", LogPath: filepath.Join(logDir, "api.log"), BaseURL: "http://" + e.APIAddr, Env: append(apiEnv.api(), relayEnv...)}
 	consumer = &Process{Name: "consumer", LogPath: filepath.Join(logDir, "consumer.log"), BaseURL: "http://" + e.ConsumerAddr, Env: append(e.consumer(), sc.ConsumerEnv...)}
 	if cmds != nil {
@@ -106,6 +110,29 @@ func (e serviceEnv) processes(binaries map[string]string, cmds *ServiceCommands,
 	api.Env = append(api.Env, sc.APIEnv...)
 	consumer.Env = append(consumer.Env, sc.ReferenceConsumerEnv...)
 	return api, consumer
+}
+
+// cdcWalSenderTimeout is the CDC relay's counterpart of RELAY_LEASE (relayEnv): a
+// frozen relay keeps its replication slot, and the other replicas wait, until the
+// server ends its walsender for want of a reply, after wal_sender_timeout (60 s by
+// default, longer than any pause of a run). The relay answers the server's keepalives
+// and reports its position at least every few seconds, so 10 s ends only a relay that
+// is not running.
+const cdcWalSenderTimeout = 10 * time.Second
+
+// withWalSenderTimeout is dbURL with the server setting wal_sender_timeout set to d for
+// its sessions (options=-c ..., a startup parameter): the setting is per connection, so
+// the run's relay gets it without a change to the shared server.
+func withWalSenderTimeout(dbURL string, d time.Duration) string {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return dbURL
+	}
+	q := u.Query()
+	q.Set("options", fmt.Sprintf("-c wal_sender_timeout=%dms", d.Milliseconds()))
+	// %20, not Encode's +, for a space: libpq reads + as itself.
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+	return u.String()
 }
 
 // throughProxy is dbURL with its host and port replaced by proxy's.

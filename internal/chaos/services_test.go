@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/dscourse/payments-outbox/internal/testenv"
 )
 
 func TestServiceCommandsValidate(t *testing.T) {
@@ -141,5 +144,41 @@ func waitFor[T any](t *testing.T, what string, f func() (T, bool)) T {
 		case <-deadline:
 			t.Fatalf("waited 5 s for %s", what)
 		}
+	}
+}
+
+// The CDC relay's replication session must see the run's wal_sender_timeout, or a
+// frozen relay would keep its slot for the server's 60 s and replica-pause would test
+// nothing; the polling relay's API gets the URL unchanged.
+func TestCDCAPIGetsTheWalSenderTimeout(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.PostgresURL(t)
+	binaries := map[string]string{"./cmd/api": "/bin/api", "./cmd/consumer": "/bin/consumer"}
+	databaseURL := func(mode string) string {
+		api, _ := serviceEnv{RelayMode: mode, PaymentsDB: dbURL}.processes(binaries, nil, Scenario{}, "/logs")
+		return strings.TrimPrefix(api.Env[0], "DATABASE_URL=")
+	}
+	if got := databaseURL(RelayModePoll); got != dbURL {
+		t.Errorf("poll mode DATABASE_URL = %q, want %q unchanged", got, dbURL)
+	}
+
+	// The relay's own way in: a replication connection (cdc.connect) from that URL.
+	cfg, err := pgconn.ParseConfig(databaseURL(RelayModeCDC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	ctx := t.Context()
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	results, err := conn.Exec(ctx, "SHOW wal_sender_timeout").ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(results[0].Rows[0][0]), "10s"; got != want {
+		t.Errorf("wal_sender_timeout of the CDC relay's replication session = %q, want %q", got, want)
 	}
 }

@@ -74,6 +74,13 @@ type Config struct {
 	// again after it was lost, or while another relay holds the slot. Default 1s.
 	ReconnectInterval time.Duration
 
+	// AlertWebhookURL, when set, receives a POST for every dead-lettered event, with the
+	// polling relay's body (outbox.RelayConfig.AlertWebhookURL); AlertRoutingKey is
+	// copied into it. AlertTimeout bounds one call. Default timeout 5s.
+	AlertWebhookURL string
+	AlertRoutingKey string
+	AlertTimeout    time.Duration
+
 	// StatsInterval is how often outbox_pending_count, the oldest pending age and the
 	// WAL the slot retains are refreshed. Default 1s.
 	StatsInterval time.Duration
@@ -98,6 +105,7 @@ func (c Config) withDefaults() Config {
 	c.OutageBackoffMax = cmp.Or(c.OutageBackoffMax, 10*time.Second)
 	c.ReconnectInterval = cmp.Or(c.ReconnectInterval, time.Second)
 	c.StatsInterval = cmp.Or(c.StatsInterval, time.Second)
+	c.AlertTimeout = cmp.Or(c.AlertTimeout, 5*time.Second)
 	return c
 }
 

@@ -4,9 +4,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -59,11 +67,13 @@ func TestOutageHoldsTheSlotAndDeadLettersNothing(t *testing.T) {
 // A record the broker refuses (larger than the topic's max.message.bytes) is retried,
 // dead-lettered after MaxRejections, and the stream moves on to the next event: a poison
 // record cannot hold it for ever. A later event of the same aggregate goes to the DLQ
-// behind it.
+// behind it. Each dead letter raises one alert at the webhook, as in polling mode.
 func TestPoisonRecordIsDeadLetteredAndTheStreamMovesOn(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.cfg.MaxRejections = 3
+	webhook := newAlertRecorder(t)
+	b.cfg.AlertWebhookURL = webhook.URL
 	setTopicMaxMessageBytes(t, b, 4096)
 	relay := b.start(t)
 
@@ -98,6 +108,41 @@ func TestPoisonRecordIsDeadLetteredAndTheStreamMovesOn(t *testing.T) {
 		got := relay.metric(t, "outbox_dlq_total", "")
 		return got == 2, fmt.Sprintf("outbox_dlq_total = %v, want 2", got)
 	})
+	// insertPayload scans the id as pgx's [16]byte.
+	want := map[string]int{uuid.UUID(poison.([16]byte)).String(): 1, uuid.UUID(follower.([16]byte)).String(): 1}
+	if diff := cmp.Diff(want, webhook.alerts()); diff != "" {
+		t.Errorf("alerts by dedup_key (-want +got):\n%s", diff)
+	}
+}
+
+// alertRecorder is a webhook that counts the alerts it receives by dedup_key.
+type alertRecorder struct {
+	*httptest.Server
+	mu       sync.Mutex
+	received map[string]int
+}
+
+func newAlertRecorder(t *testing.T) *alertRecorder {
+	rec := &alertRecorder{received: map[string]int{}}
+	rec.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var body alertEvent
+		if err := json.NewDecoder(req.Body).Decode(&body); err != nil || body.EventAction != "trigger" {
+			http.Error(w, "not an alert", http.StatusBadRequest)
+			return
+		}
+		rec.mu.Lock()
+		rec.received[body.DedupKey]++
+		rec.mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(rec.Close)
+	return rec
+}
+
+func (rec *alertRecorder) alerts() map[string]int {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return maps.Clone(rec.received)
 }
 
 // insertPayload commits one event whose payload is {"pad": pad}.
@@ -150,5 +195,39 @@ func setTopicMaxMessageBytes(t *testing.T, b *testBundle, n int) {
 			}
 		}
 		return false, "broker does not report max.message.bytes=" + value + " yet"
+	})
+}
+
+// A relay whose replication session the server ended (a walsender terminated, or timed
+// out while the relay was frozen) must stop publishing for that session at its next
+// keepalive, even in the middle of an outage: the slot may belong to another relay by
+// now, and the events are streamed again by whichever session holds it. It then opens
+// a new session, which is all this test can see from outside: a new walsender on the
+// slot while Kafka is still down.
+func TestSessionEndedDuringAnOutageStopsItsRetries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	proxy := testenv.NewKafkaProxy(t)
+	b.cfg.ClientOpts = proxy.ClientOpts()
+	b.start(t)
+	b.insert(t, "up", 1)
+	b.waitPublished(t, 1, 90*time.Second)
+
+	if err := proxy.Proxy.Disable(); err != nil {
+		t.Fatal(err)
+	}
+	b.insert(t, "down", 1)
+	testenv.WaitFor(t, 30*time.Second, func() (bool, string) {
+		n := b.count(t, `SELECT count(*) FROM outbox_events WHERE aggregate_id LIKE 'down-%' AND attempts >= 2`)
+		return n > 0, "the relay is not retrying the event yet"
+	})
+	slot := DefaultSlot(b.dbURL)
+	first := b.count(t, `SELECT coalesce(max(active_pid), 0) FROM pg_replication_slots WHERE slot_name = $1`, slot)
+	if got := b.count(t, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND pg_terminate_backend(active_pid)`, slot); got != 1 {
+		t.Fatalf("terminated %d walsenders of slot %s, want 1", got, slot)
+	}
+	testenv.WaitFor(t, 10*time.Second, func() (bool, string) {
+		pid := b.count(t, `SELECT coalesce(max(active_pid), 0) FROM pg_replication_slots WHERE slot_name = $1`, slot)
+		return pid != 0 && pid != first, fmt.Sprintf("walsender of the slot: pid %d, was %d before it was terminated; Kafka still down", pid, first)
 	})
 }

@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -34,10 +35,16 @@ func (r *Relay) stream(ctx context.Context, conn *replicationConn, p producer) e
 	var batch []outboxEvent
 	var batchStarted time.Time
 	nextStatus := time.Now().Add(r.cfg.StatusInterval)
-	keepAlive := func() {
+	keepAlive := func() error {
 		// Between the retries of an outage: the server takes the report as a sign of
-		// life (wal_sender_timeout), and it confirms nothing new.
-		_ = conn.confirm(ctx, pos.confirmed)
+		// life (wal_sender_timeout), and it confirms nothing new. A report that fails
+		// means the server ended the session (a relay frozen past the timeout finds
+		// this when it wakes): the retries stop, since the slot may be another relay's
+		// by now.
+		if err := conn.confirm(ctx, pos.confirmed); err != nil {
+			return fmt.Errorf("keepalive: the replication session is over: %w", err)
+		}
+		return nil
 	}
 	confirm := func() error {
 		if pos.done > pos.confirmed {
@@ -120,16 +127,20 @@ func (r *Relay) undecodable(ctx context.Context, bad *decodeError) {
 	}
 	queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	defer cancel()
-	if err := r.store.deadLetter(queryCtx, bad.ID, "does not decode from the replication stream: "+bad.Err.Error()); err != nil {
+	dead, err := r.store.deadLetter(queryCtx, bad.ID, "does not decode from the replication stream: "+bad.Err.Error())
+	if err != nil {
 		r.logger.Error("dead-letter undecodable row", slog.Any("err", err))
 		return
 	}
-	r.metrics.outbox.CountDeadLettered()
+	if dead != nil {
+		r.metrics.outbox.CountDeadLettered()
+		r.alertDeadLetter(ctx, dead)
+	}
 }
 
 // publishReplayed publishes the events an operator replayed from the DLQ, if Replayed
 // asked for a look since the last one.
-func (r *Relay) publishReplayed(ctx context.Context, p producer, keepAlive func()) error {
+func (r *Relay) publishReplayed(ctx context.Context, p producer, keepAlive func() error) error {
 	select {
 	case <-r.replayed:
 	default:

@@ -39,7 +39,7 @@ import (
 // broker's verdicts on one produce call come back together, and a later event sent in
 // the same call could land on the topic before its predecessor is judged. The outbox of
 // payments has one event per aggregate, so a batch is one wave.
-func (r *Relay) publish(ctx context.Context, p producer, events []outboxEvent, keepAlive func()) error {
+func (r *Relay) publish(ctx context.Context, p producer, events []outboxEvent, keepAlive func() error) error {
 	for len(events) > 0 {
 		var wave []outboxEvent
 		wave, events = firstPerAggregate(events)
@@ -67,7 +67,7 @@ func firstPerAggregate(events []outboxEvent) (first, rest []outboxEvent) {
 
 // publishWave publishes events of distinct aggregates until each is acknowledged and
 // marked, or dead-lettered.
-func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEvent, keepAlive func()) error {
+func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEvent, keepAlive func() error) error {
 	start := time.Now()
 	queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	held, err := r.holdBack(queryCtx, events)
@@ -116,8 +116,14 @@ func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEven
 	markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.QueryTimeout)
 	defer cancel()
 	if len(acked) > 0 {
-		if err := r.store.markPublished(markCtx, acked); err != nil {
+		unmarked, err := r.store.markPublished(markCtx, acked)
+		if err != nil {
 			return err
+		}
+		if len(unmarked) > 0 {
+			// Kafka has them; the stream must not wait on rows it cannot find.
+			r.logger.Warn("acknowledged events not found in the outbox to mark published; left as they are",
+				slog.Int("events", len(unmarked)), slog.String("first_event_id", unmarked[0].String()))
 		}
 		r.metrics.outbox.CountPublished(len(acked))
 	}
@@ -142,10 +148,15 @@ func (r *Relay) holdBack(ctx context.Context, events []outboxEvent) ([]outboxEve
 			out = append(out, e)
 			continue
 		}
-		if err := r.store.deadLetter(ctx, e.ID, "held back: an earlier event of aggregate "+e.AggregateID+" is in the DLQ"); err != nil {
+		dead, err := r.store.deadLetter(ctx, e.ID, "held back: an earlier event of aggregate "+e.AggregateID+" is in the DLQ")
+		if err != nil {
 			return nil, err
 		}
+		if dead == nil {
+			continue // dead-lettered already, before a restart streamed it again
+		}
 		r.metrics.outbox.CountDeadLettered()
+		r.alertDeadLetter(ctx, dead)
 		r.logger.Warn("event held back behind a dead-lettered event of its aggregate",
 			slog.String("event_id", e.ID.String()), slog.String("aggregate_id", e.AggregateID))
 	}
@@ -155,7 +166,7 @@ func (r *Relay) holdBack(ctx context.Context, events []outboxEvent) ([]outboxEve
 // recordOutage counts a transport failure of events, stores it on their rows (attempts
 // and last_error, never rejections) and waits out the outage backoff of the n-th
 // consecutive failure, keeping the replication connection alive meanwhile.
-func (r *Relay) recordOutage(ctx context.Context, events []outboxEvent, cause error, n int, keepAlive func()) error {
+func (r *Relay) recordOutage(ctx context.Context, events []outboxEvent, cause error, n int, keepAlive func() error) error {
 	for range events {
 		r.metrics.outbox.CountFailure(false)
 	}
@@ -175,7 +186,7 @@ func (r *Relay) recordOutage(ctx context.Context, events []outboxEvent, cause er
 // resendRejected sends a rejected event on its own until the broker takes it (true),
 // it reaches MaxRejections and goes to the DLQ (false), or ctx ends. A transport
 // failure on the way is an outage: it is retried and does not count.
-func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent, keepAlive func()) (bool, error) {
+func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent, keepAlive func() error) (bool, error) {
 	outage := 0
 	for {
 		err := r.produce(ctx, p, e)[0]
@@ -200,15 +211,18 @@ func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent, k
 		rejections := counts[e.ID]
 		if rejections >= r.cfg.MaxRejections {
 			deadCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
-			deadErr := r.store.deadLetter(deadCtx, e.ID, err.Error())
+			dead, deadErr := r.store.deadLetter(deadCtx, e.ID, err.Error())
 			cancel()
 			if deadErr != nil {
 				return false, deadErr
 			}
-			r.metrics.outbox.CountDeadLettered()
 			r.logger.Error("event dead-lettered after repeated rejections; the stream moves on",
 				slog.String("event_id", e.ID.String()), slog.String("aggregate_id", e.AggregateID),
 				slog.Int("rejections", rejections), slog.Any("err", err))
+			if dead != nil {
+				r.metrics.outbox.CountDeadLettered()
+				r.alertDeadLetter(ctx, dead)
+			}
 			return false, nil
 		}
 		if err := waitAlive(ctx, backoff(r.cfg.RetryBase, r.cfg.RetryMax, rejections), keepAlive); err != nil {
@@ -239,8 +253,9 @@ func (r *Relay) produce(ctx context.Context, p producer, events ...outboxEvent) 
 }
 
 // waitAlive waits d, calling keepAlive about every second, and returns ctx's error if
-// ctx ends first.
-func waitAlive(ctx context.Context, d time.Duration, keepAlive func()) error {
+// ctx ends first, or keepAlive's if it fails: the session is over, and the events are
+// streamed again by whichever session holds the slot next.
+func waitAlive(ctx context.Context, d time.Duration, keepAlive func() error) error {
 	deadline := time.Now().Add(d)
 	for {
 		left := time.Until(deadline)
@@ -253,7 +268,9 @@ func waitAlive(ctx context.Context, d time.Duration, keepAlive func()) error {
 			timer.Stop()
 			return ctx.Err()
 		case <-timer.C:
-			keepAlive()
+			if err := keepAlive(); err != nil {
+				return err
+			}
 		}
 	}
 }
