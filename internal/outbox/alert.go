@@ -92,18 +92,22 @@ func (a *alerter) deadLettered(ctx context.Context, dead []DeadLetter) {
 			slog.String("event_id", d.EventID.String()), slog.String("event_type", d.EventType),
 			slog.String("aggregate_id", d.AggregateID), slog.Int("attempts", d.Attempts),
 			slog.String("last_error", d.LastError))
-		if a.webhookURL == "" {
-			continue
-		}
-		calls.Go(func() {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.timeout)
-			defer cancel()
-			if err := a.post(ctx, a.alertFor(d)); err != nil {
-				a.logger.Warn("alert webhook", slog.String("event_id", d.EventID.String()), slog.Any("err", err))
-			}
-		})
+		calls.Go(func() { a.call(ctx, d) })
 	}
 	calls.Wait()
+}
+
+// call posts the alert of d to the webhook, if one is set, under its own AlertTimeout,
+// detached from ctx's deadline, and logs a failure.
+func (a *alerter) call(ctx context.Context, d DeadLetter) {
+	if a.webhookURL == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.timeout)
+	defer cancel()
+	if err := a.post(ctx, a.alertFor(d)); err != nil {
+		a.logger.Warn("alert webhook", slog.String("event_id", d.EventID.String()), slog.Any("err", err))
+	}
 }
 
 func (a *alerter) alertFor(d DeadLetter) alertEvent {

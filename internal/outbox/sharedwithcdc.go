@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
@@ -63,3 +64,14 @@ func (m *Metrics) ObserveBatch(d time.Duration) { m.batchDuration.Observe(d.Seco
 // ObserveCommitToPublish records one event's time from its creation to Kafka's
 // acknowledgement in outbox_commit_to_publish_seconds.
 func (m *Metrics) ObserveCommitToPublish(d time.Duration) { m.commitToPublish.Observe(d.Seconds()) }
+
+// CallAlertWebhook posts the alert of the dead letter d to webhookURL, as the polling
+// relay does for its own (alert.go): the same body, so that one receiver and one
+// runbook serve both modes, the same redirect rule, and errors that name the webhook's
+// host only. It runs under its own timeout, detached from ctx's deadline, logs a
+// failure on logger, and does nothing when webhookURL is "". The caller logs the dead
+// letter itself.
+func CallAlertWebhook(ctx context.Context, logger *slog.Logger, webhookURL, routingKey string, timeout time.Duration, d DeadLetter) {
+	cfg := RelayConfig{AlertWebhookURL: webhookURL, AlertRoutingKey: routingKey, AlertTimeout: timeout}
+	newAlerter(cfg.withDefaults(), logger).call(ctx, d)
+}
