@@ -103,6 +103,15 @@ func measureLatency(ctx context.Context, relay relayUnderTest, s latencySetup) (
 	if err := warmUp(ctx, genPool, relay, r, consumer); err != nil {
 		return latencyResult{}, err
 	}
+	// Then the rate itself for a moment, unmeasured, so that the measurement sees the
+	// relay in its steady state: every worker on a connection of its own, its
+	// statements prepared, the generator's pool open. Both relays get the same.
+	warm := startGenerator(ctx, genPool, relay, r.wake, s.rate, int(steadyWarmUp.Seconds()*float64(s.rate)))
+	_, err = consume(ctx, consumer, len(warm.keys), steadyWarmUp+time.Minute, warm)
+	warm.wait()
+	if err != nil {
+		return latencyResult{}, fmt.Errorf("steady warm-up: %w", err)
+	}
 	var beforeLoad wakeFigures
 	if r.wakeups != nil {
 		if beforeLoad, err = r.wakeups(); err != nil {
@@ -157,6 +166,9 @@ func measureLatency(ctx context.Context, relay relayUnderTest, s latencySetup) (
 	return result, nil
 }
 
+// steadyWarmUp is how long the rate runs, unmeasured, before the measurement.
+const steadyWarmUp = 2 * time.Second
+
 // warmUpTimeout bounds the wait for the warm-up event. A started CDC relay's first
 // record waits for the walsender to decode the WAL from the slot's restart position up
 // to its confirmed one, which on a busy shared server can be gigabytes (make bench cdc).
@@ -191,6 +203,9 @@ func warmUp(ctx context.Context, pool *pgxpool.Pool, relay relayUnderTest, r *ru
 // generator stands in for the API: a paced schedule handed to a few committing
 // goroutines. Its fields other than mu are read only after wait.
 type generator struct {
+	// keys are the record keys (payment ids) the generator commits, chosen before it
+	// starts, so that a consumer can tell its records from an earlier generator's.
+	keys        map[string]bool
 	mu          sync.Mutex
 	committedAt map[string]time.Time // by record key
 	start       time.Time
@@ -202,14 +217,20 @@ type generator struct {
 // startGenerator commits total events at rate per second through relay.insert, each of
 // its own payment, calling wake after each commit.
 func startGenerator(ctx context.Context, pool *pgxpool.Pool, relay relayUnderTest, wake func(), rate, total int) *generator {
-	g := &generator{committedAt: make(map[string]time.Time, total), start: time.Now()}
+	// UUIDv7 payment ids, as the API makes (the payment id is the aggregate id,
+	// indexed in the outbox and its history).
+	ids := make([]uuid.UUID, total)
+	keys := make(map[string]bool, total)
+	for i := range ids {
+		ids[i] = uuid.Must(uuid.NewV7())
+		keys[ids[i].String()] = true
+	}
+	g := &generator{keys: keys, committedAt: make(map[string]time.Time, total), start: time.Now()}
 	jobs := make(chan int, rate)
 	for range 16 {
 		g.workers.Go(func() {
 			for i := range jobs {
-				// A UUIDv7 payment id, as the API makes (it is the aggregate id, indexed in
-				// the outbox and its history).
-				p := event.PaymentCreated{PaymentID: uuid.Must(uuid.NewV7()), UserID: fmt.Sprint("u-", i%1000), Amount: 1999, Currency: "EUR", CreatedAt: time.Now()}
+				p := event.PaymentCreated{PaymentID: ids[i], UserID: fmt.Sprint("u-", i%1000), Amount: 1999, Currency: "EUR", CreatedAt: time.Now()}
 				payload, _ := json.Marshal(p) // a struct of plain fields always encodes
 				key := p.PaymentID.String()
 				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return relay.insert(ctx, tx, key, payload) })
@@ -267,8 +288,9 @@ func millisBetween(a, b time.Time) float64 {
 	return max(0, float64(b.Sub(a).Microseconds())/1000)
 }
 
-// consume receives records until total distinct keys have arrived, the generator fails
-// or timeout passes, and returns when each key first arrived. A record can arrive
+// consume receives records until total distinct keys of gen have arrived, gen fails or
+// timeout passes, and returns when each key first arrived; records of other keys (an
+// earlier generator's) are skipped. A record can arrive
 // before its generator goroutine has noted the commit time, so the two are joined
 // only at the end.
 func consume(ctx context.Context, consumer *kgo.Client, total int, timeout time.Duration, gen *generator) (map[string]arrival, error) {
@@ -282,7 +304,7 @@ func consume(ctx context.Context, consumer *kgo.Client, total int, timeout time.
 			return nil, fmt.Errorf("received %d of %d events within %s", len(received), total, timeout)
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
-			if key := string(r.Key); received[key].at.IsZero() {
+			if key := string(r.Key); gen.keys[key] && received[key].at.IsZero() {
 				received[key] = arrival{at: now, stamped: r.Timestamp}
 			}
 		})
