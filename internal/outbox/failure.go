@@ -107,10 +107,10 @@ func isRejection(err error) bool {
 var errNotJudged = errors.New("lease deadline before the record could be sent on its own")
 
 // isolate returns the error to judge e by, given the outcome err of its publish on the
-// shared client. The broker judges a whole per-partition batch: one oversized record
-// gets every record that shared its batch rejected, and on the shared client that batch
-// may hold other workers' records, even when e's own batch held e alone. So a
-// rejection there is not yet a verdict on e: isolate sends e again on alone, the
+// worker's own client. The broker judges a whole per-partition batch: one oversized
+// record gets every record that shared its batch rejected, and that batch holds the
+// other records of e's claim for the same partition. So a rejection there is not yet a
+// verdict on e: isolate sends e again on alone, the
 // relay's client for resends, one record at a time for the whole relay, and returns
 // the error of that resend (nil when the broker took it), so only the culprit is
 // counted towards the DLQ. Any other outcome, nil included, is returned as is.

@@ -121,7 +121,7 @@ func TestRelayPausesAndDeadLettersNothingWhenEveryTimestampIsRefused(t *testing.
 	skewedHost := &fakeProducer{reject: func(*kgo.Record) error { return kerr.InvalidTimestamp }}
 
 	for range 3 {
-		if _, err := r.runOnce(context.Background(), producers{shared: skewedHost, alone: skewedHost}, wokenByPoll); err != nil {
+		if _, err := r.runOnce(context.Background(), producers{own: skewedHost, alone: skewedHost}, wokenByPoll); err != nil {
 			t.Fatalf("runOnce: %v", err)
 		}
 		// As if each event's own outage backoff had passed, so that the next round
@@ -161,7 +161,7 @@ func TestRelayDeadLettersOneOversizedRecordAmongGoodOnes(t *testing.T) {
 	poison := msgs[2].ID.String()
 	broker := &fakeProducer{reject: rejectIDs(kerr.MessageTooLarge, poison)}
 
-	if _, err := r.runOnce(context.Background(), producers{shared: broker, alone: broker}, wokenByPoll); err != nil {
+	if _, err := r.runOnce(context.Background(), producers{own: broker, alone: broker}, wokenByPoll); err != nil {
 		t.Fatalf("runOnce: %v", err)
 	}
 
@@ -201,7 +201,7 @@ func TestRelayIsolatesRejectionsWithinTheLease(t *testing.T) {
 	reject := rejectIDs(kerr.MessageTooLarge, poison...)
 	shared := &fakeProducer{delay: 100 * time.Millisecond, reject: reject}
 	alone := &fakeProducer{delay: 100 * time.Millisecond, reject: reject}
-	startWorkers(t, r, producers{shared: shared, alone: alone})
+	startWorkers(t, r, producers{own: shared, alone: alone})
 
 	testenv.WaitFor(t, 30*time.Second, func() (bool, string) {
 		got := b.statusCounts(t)

@@ -285,14 +285,18 @@ func newProducer(t *testing.T, r *Relay) *kgo.Client {
 }
 
 // startWorkers runs r's workers over p instead of Kafka clients until the test ends,
-// and checks that they stop.
+// every worker with the same p, and checks that they stop.
 func startWorkers(t *testing.T, r *Relay, p producers) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		r.runWorkers(ctx, p)
+		workers := make([]producers, r.cfg.Workers)
+		for i := range workers {
+			workers[i] = p
+		}
+		r.runWorkers(ctx, workers)
 	}()
 	t.Cleanup(func() {
 		cancel()

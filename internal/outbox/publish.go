@@ -23,13 +23,13 @@ func (r *Relay) publish(ctx context.Context, p producers, events []claimedEvent)
 		byRecord[records[i]] = e
 	}
 	spans := r.startPublishSpans(events, records)
-	results := r.produce(ctx, p.shared, records...)
+	results := r.produce(ctx, p.own, records...)
 
 	var published []claimedEvent
 	var failures []failure
 	for _, res := range results {
 		e := byRecord[res.Record]
-		// A rejection on the shared client is judged again on its own first.
+		// A rejection on the worker's own client is judged again on its own first.
 		err := r.isolate(ctx, p.alone, e, res.Err)
 		spans.end(res.Record, err)
 		switch {

@@ -18,13 +18,15 @@ type producer interface {
 	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
 }
 
-// producers are the relay's two Kafka clients. Two, because franz-go merges the records
-// of concurrent produce calls into the same broker batches, and the broker judges a
-// batch whole: on a client that every worker shares, even a record sent on its own may
-// be refused for another worker's record.
+// producers are the two Kafka clients a worker sends with.
 type producers struct {
-	// shared carries every worker's batches.
-	shared producer
+	// own carries the worker's batches. Each worker has a client of its own: franz-go
+	// merges the records of concurrent produce calls on one client into the same broker
+	// requests, so on a client that every worker shared, one worker's records waited
+	// behind another's (the latency benchmark's p99 was about half again as high,
+	// docs/bench.md), and the broker, which judges a batch whole, could refuse a
+	// worker's record for another worker's.
+	own producer
 	// alone carries only records sent on their own after a rejection, one at a time
 	// for the whole relay (isolate, in failure.go), so its verdict is about that record.
 	alone producer
@@ -99,30 +101,35 @@ func (r *Relay) nudge(source wakeSource) {
 // its own, and the bound follows the configured ShutdownTimeout. It returns an error
 // only when it cannot start.
 func (r *Relay) Run(ctx context.Context) error {
-	shared, err := kgo.NewClient(r.clientOpts()...)
-	if err != nil {
-		return fmt.Errorf("new Kafka producer: %w", err)
-	}
-	defer shared.Close()
 	alone, err := kgo.NewClient(r.clientOpts()...)
 	if err != nil {
 		return fmt.Errorf("new Kafka producer for isolated resends: %w", err)
 	}
 	defer alone.Close()
-	r.runWorkers(ctx, producers{shared: shared, alone: alone})
+	workers := make([]producers, r.cfg.Workers)
+	for i := range workers {
+		own, err := kgo.NewClient(r.clientOpts()...)
+		if err != nil {
+			return fmt.Errorf("new Kafka producer for worker %d: %w", i, err)
+		}
+		defer own.Close()
+		workers[i] = producers{own: own, alone: alone}
+	}
+	r.runWorkers(ctx, workers)
 	return nil
 }
 
-// runWorkers is Run once its Kafka client exists: it runs the workers, the listener
-// and the monitor until ctx ends, then stops them within Run's bound.
-func (r *Relay) runWorkers(ctx context.Context, p producers) {
+// runWorkers is Run once its Kafka clients exist, one pair per worker: it runs the
+// workers, the listener and the monitor until ctx ends, then stops them within Run's
+// bound.
+func (r *Relay) runWorkers(ctx context.Context, workers []producers) {
 	// In-flight work runs under its own context, so that stopping the relay lets the
 	// current batch finish instead of cutting it off mid-publish.
 	workCtx, abandonWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer abandonWork()
 
 	var wg sync.WaitGroup
-	for range r.cfg.Workers {
+	for _, p := range workers {
 		wg.Go(func() { r.work(ctx, workCtx, p) })
 	}
 	wg.Go(func() { r.listen(ctx) })
