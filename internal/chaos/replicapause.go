@@ -49,8 +49,9 @@ func (rp replicaPause) disrupt(ctx context.Context, rn *Run) error {
 	if rn.Replica == nil {
 		return fmt.Errorf("replica-pause needs two API processes (Scenario.Replicas)")
 	}
+	pause := rp.pauseOnce
 	if rn.relayMode == RelayModeCDC {
-		return rp.disruptCDC(ctx, rn) // one slot instead of leases: replicapausecdc.go
+		pause = rp.pauseStreamingOnce // one slot instead of leases: replicapausecdc.go
 	}
 	if err := rn.Faults.Inject(SlowAcks); err != nil {
 		return err
@@ -60,7 +61,7 @@ func (rp replicaPause) disrupt(ctx context.Context, rn *Run) error {
 		if err := waitUntil(ctx, time.Now().Add(between(rp.Gap))); err != nil {
 			return nil
 		}
-		if err := rp.pauseOnce(ctx, rn); err != nil {
+		if err := pause(ctx, rn); err != nil {
 			return err
 		}
 	}

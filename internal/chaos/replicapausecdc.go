@@ -44,24 +44,6 @@ const (
 // that the server ended the paused relay's session.
 const streamLostLog = "replication stream lost; reconnecting"
 
-// disruptCDC is disrupt for the CDC relay.
-func (rp replicaPause) disruptCDC(ctx context.Context, rn *Run) error {
-	if err := rn.Faults.Inject(SlowAcks); err != nil {
-		return err
-	}
-	defer rn.Faults.Clear(SlowAcks) //nolint:errcheck // Reset clears every toxic after the run anyway
-	for i := 0; i < rp.Pauses; i++ {
-		if err := waitUntil(ctx, time.Now().Add(between(rp.Gap))); err != nil {
-			return nil
-		}
-		if err := rp.pauseStreamingOnce(ctx, rn); err != nil {
-			return err
-		}
-	}
-	<-ctx.Done()
-	return nil
-}
-
 // pauseStreamingOnce waits for a streaming replica with outbox rows pending, freezes it
 // past the walsender timeout, then lets it resume alone and records what its late
 // outcomes changed.
