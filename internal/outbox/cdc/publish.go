@@ -30,23 +30,45 @@ import (
 //     it (the polling relay holds them in the table; the stream cannot), so that an
 //     operator replays them in order.
 //
-// publish returns only when every event of the batch is acknowledged and marked, or
-// dead-lettered, or when ctx ends (then nothing of the batch may be confirmed).
+// publish returns only when every event of the batch is acknowledged or dead-lettered,
+// or when ctx ends (then nothing of the batch may be confirmed). Marking the
+// acknowledged ones is the caller's: the stream's marker (pipeline.go) or the
+// catch-up.
 
-// publish sends events (in stream order) and records every outcome on its rows. The
+// publish sends events (in stream order), records every failure on its rows, and
+// returns the ids the broker acknowledged. The
 // events go out in waves of at most one event per aggregate, so that an aggregate's
 // next event is sent only once its previous one is acknowledged or dead-lettered: the
 // broker's verdicts on one produce call come back together, and a later event sent in
 // the same call could land on the topic before its predecessor is judged. The outbox of
 // payments has one event per aggregate, so a batch is one wave.
-func (r *Relay) publish(ctx context.Context, p producer, events []outboxEvent, keepAlive func()) error {
+func (r *Relay) publish(ctx context.Context, p producer, events []outboxEvent) ([]uuid.UUID, error) {
+	var acked []uuid.UUID
 	for len(events) > 0 {
 		var wave []outboxEvent
 		wave, events = firstPerAggregate(events)
-		if err := r.publishWave(ctx, p, wave, keepAlive); err != nil {
-			return err
+		ok, err := r.publishWave(ctx, p, wave)
+		if err != nil {
+			return nil, err
 		}
+		acked = append(acked, ok...)
 	}
+	return acked, nil
+}
+
+// publishAndMark publishes events and marks the acknowledged ones before it returns:
+// the catch-up's path, which runs before the stream and needs no pipeline.
+func (r *Relay) publishAndMark(ctx context.Context, p producer, events []outboxEvent) error {
+	acked, err := r.publish(ctx, p, events)
+	if err != nil || len(acked) == 0 {
+		return err
+	}
+	markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.QueryTimeout)
+	defer cancel()
+	if err := r.store.markPublished(markCtx, acked); err != nil {
+		return err
+	}
+	r.metrics.outbox.CountPublished(len(acked))
 	return nil
 }
 
@@ -65,15 +87,14 @@ func firstPerAggregate(events []outboxEvent) (first, rest []outboxEvent) {
 	return first, rest
 }
 
-// publishWave publishes events of distinct aggregates until each is acknowledged and
-// marked, or dead-lettered.
-func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEvent, keepAlive func()) error {
-	start := time.Now()
+// publishWave publishes events of distinct aggregates until each is acknowledged or
+// dead-lettered, and returns the acknowledged ones.
+func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEvent) ([]uuid.UUID, error) {
 	queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	held, err := r.holdBack(queryCtx, events)
 	cancel()
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	var acked []uuid.UUID
@@ -99,30 +120,20 @@ func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEven
 			break
 		}
 		outage++
-		if err := r.recordOutage(ctx, held, transportErr, outage, keepAlive); err != nil {
-			return err
+		if err := r.recordOutage(ctx, held, transportErr, outage); err != nil {
+			return nil, err
 		}
 	}
 	for _, e := range rejected {
-		ok, err := r.resendRejected(ctx, p, e, keepAlive)
+		ok, err := r.resendRejected(ctx, p, e)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if ok {
 			acked = append(acked, e.ID)
 		}
 	}
-
-	markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.QueryTimeout)
-	defer cancel()
-	if len(acked) > 0 {
-		if err := r.store.markPublished(markCtx, acked); err != nil {
-			return err
-		}
-		r.metrics.outbox.CountPublished(len(acked))
-	}
-	r.metrics.outbox.ObserveBatch(time.Since(start))
-	return nil
+	return acked, nil
 }
 
 // holdBack dead-letters the events whose aggregate already has an event in the DLQ and
@@ -154,14 +165,15 @@ func (r *Relay) holdBack(ctx context.Context, events []outboxEvent) ([]outboxEve
 
 // recordOutage counts a transport failure of events, stores it on their rows (attempts
 // and last_error, never rejections) and waits out the outage backoff of the n-th
-// consecutive failure, keeping the replication connection alive meanwhile.
-func (r *Relay) recordOutage(ctx context.Context, events []outboxEvent, cause error, n int, keepAlive func()) error {
+// consecutive failure. The replication connection stays alive meanwhile on its own:
+// the receiver goes on sending status updates (receiver.go).
+func (r *Relay) recordOutage(ctx context.Context, events []outboxEvent, cause error, n int) error {
 	for range events {
 		r.metrics.outbox.CountFailure(false)
 	}
-	wait := backoff(r.cfg.OutageBackoffBase, r.cfg.OutageBackoffMax, n)
+	pause := backoff(r.cfg.OutageBackoffBase, r.cfg.OutageBackoffMax, n)
 	r.logger.Warn("publish failed; Kafka unreachable? retrying the same events", slog.Int("events", len(events)),
-		slog.Any("err", cause), slog.Duration("retry_in", wait))
+		slog.Any("err", cause), slog.Duration("retry_in", pause))
 	queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	_, err := r.store.recordAttempt(queryCtx, ids(events), false, cause.Error())
 	cancel()
@@ -169,13 +181,13 @@ func (r *Relay) recordOutage(ctx context.Context, events []outboxEvent, cause er
 		// The rows' attempts are for operators only; the stream goes on without them.
 		r.logger.Warn("record the outage on the rows", slog.Any("err", err))
 	}
-	return waitAlive(ctx, wait, keepAlive)
+	return wait(ctx, pause)
 }
 
 // resendRejected sends a rejected event on its own until the broker takes it (true),
 // it reaches MaxRejections and goes to the DLQ (false), or ctx ends. A transport
 // failure on the way is an outage: it is retried and does not count.
-func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent, keepAlive func()) (bool, error) {
+func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent) (bool, error) {
 	outage := 0
 	for {
 		err := r.produce(ctx, p, e)[0]
@@ -184,7 +196,7 @@ func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent, k
 			return true, nil
 		case !outbox.IsRejection(err):
 			outage++
-			if err := r.recordOutage(ctx, []outboxEvent{e}, err, outage, keepAlive); err != nil {
+			if err := r.recordOutage(ctx, []outboxEvent{e}, err, outage); err != nil {
 				return false, err
 			}
 			continue
@@ -211,7 +223,7 @@ func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent, k
 				slog.Int("rejections", rejections), slog.Any("err", err))
 			return false, nil
 		}
-		if err := waitAlive(ctx, backoff(r.cfg.RetryBase, r.cfg.RetryMax, rejections), keepAlive); err != nil {
+		if err := wait(ctx, backoff(r.cfg.RetryBase, r.cfg.RetryMax, rejections)); err != nil {
 			return false, err
 		}
 	}
@@ -238,23 +250,15 @@ func (r *Relay) produce(ctx context.Context, p producer, events ...outboxEvent) 
 	return errs
 }
 
-// waitAlive waits d, calling keepAlive about every second, and returns ctx's error if
-// ctx ends first.
-func waitAlive(ctx context.Context, d time.Duration, keepAlive func()) error {
-	deadline := time.Now().Add(d)
-	for {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return nil
-		}
-		timer := time.NewTimer(min(left, time.Second))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return ctx.Err()
-		case <-timer.C:
-			keepAlive()
-		}
+// wait waits d, and returns ctx's error if ctx ends first.
+func wait(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
 	}
 }
 

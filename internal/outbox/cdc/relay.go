@@ -180,7 +180,7 @@ func (r *Relay) catchUp(ctx context.Context, p producer, snapshot string) error 
 	r.logger.Info("catching up the rows pending before the slot", slog.Int("events", len(events)),
 		slog.Bool("from_snapshot", snapshot != ""))
 	for start := 0; start < len(events); start += r.cfg.BatchSize {
-		if err := r.publish(ctx, p, events[start:min(start+r.cfg.BatchSize, len(events))], func() {}); err != nil {
+		if err := r.publishAndMark(ctx, p, events[start:min(start+r.cfg.BatchSize, len(events))]); err != nil {
 			return err
 		}
 	}
