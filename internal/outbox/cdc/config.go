@@ -48,7 +48,10 @@ type Config struct {
 	QueryTimeout time.Duration
 	// StatusInterval is how often the relay reports its confirmed position to the
 	// server even when nothing is published, which the server also takes as a sign of
-	// life (wal_sender_timeout, 60s by default, must exceed it). Default 10s.
+	// life (wal_sender_timeout, 60s by default, must exceed it). On a quiet stream it is
+	// also the longest a finished batch waits to be confirmed (a busy one confirms at
+	// its next message), and how often the relay looks for replays made through
+	// another replica. Default 10s.
 	StatusInterval time.Duration
 
 	// RetryBase and RetryMax shape the wait before a rejected record is sent again:
