@@ -37,9 +37,12 @@ type Config struct {
 	Publication string
 
 	// BatchSize is the most events one produce call carries. Default 1000, as the
-	// polling relay's claim. There is no batching delay: a batch goes as soon as the
-	// publisher is free, and grows up to BatchSize while it is busy (pipeline.go).
+	// polling relay's claim.
 	BatchSize int
+	// MaxBatchDelay is how long the first event of a batch waits for others before the
+	// batch goes to the publisher (once the publisher is free: a batch grows up to
+	// BatchSize while it is busy, pipeline.go). Default 5ms.
+	MaxBatchDelay time.Duration
 	// PublishTimeout bounds one publish attempt, including time spent waiting on a
 	// broker that does not answer. Default 5s.
 	PublishTimeout time.Duration
@@ -87,6 +90,7 @@ func (c Config) withDefaults() Config {
 	c.Slot = cmp.Or(c.Slot, DefaultSlot(c.DatabaseURL))
 	c.Publication = cmp.Or(c.Publication, "outbox_events_inserts")
 	c.BatchSize = cmp.Or(c.BatchSize, 1000)
+	c.MaxBatchDelay = cmp.Or(c.MaxBatchDelay, 5*time.Millisecond)
 	c.PublishTimeout = cmp.Or(c.PublishTimeout, 5*time.Second)
 	c.QueryTimeout = cmp.Or(c.QueryTimeout, 5*time.Second)
 	c.StatusInterval = cmp.Or(c.StatusInterval, 10*time.Second)

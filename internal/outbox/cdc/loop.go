@@ -44,6 +44,9 @@ func (r *Relay) stream(ctx context.Context, conn *replicationConn, p producer) e
 	}()
 
 	var batch []outboxEvent
+	// due fires MaxBatchDelay after the open batch's first event; ripe is set then.
+	var due <-chan time.Time
+	ripe := false
 	replayCheck := time.NewTicker(r.cfg.StatusInterval)
 	defer replayCheck.Stop()
 	for {
@@ -54,7 +57,7 @@ func (r *Relay) stream(ctx context.Context, conn *replicationConn, p producer) e
 			msgs = nil
 		}
 		var handOff chan<- handedOff // nil, never ready, while there is nothing to send
-		if len(batch) > 0 {
+		if len(batch) >= r.cfg.BatchSize || (len(batch) > 0 && ripe) {
 			handOff = pl.publish
 		}
 		select {
@@ -67,6 +70,9 @@ func (r *Relay) stream(ctx context.Context, conn *replicationConn, p producer) e
 		case handOff <- handedOff{n: pos.nextBatch(), events: batch}:
 			pos.handOff()
 			batch = nil // the publisher owns the old one now
+			due, ripe = nil, false
+		case <-due:
+			ripe = true
 		case n := <-pl.marked:
 			pos.marked(n)
 		case <-replayCheck.C:
@@ -79,12 +85,16 @@ func (r *Relay) stream(ctx context.Context, conn *replicationConn, p producer) e
 			// Ahead of the open batch: a replayed event is older than anything its
 			// aggregate has in the stream.
 			batch = append(replayed, batch...)
+			ripe = true
 			pos.read(len(replayed))
 		case msg := <-msgs:
 			switch {
 			case msg.begin:
 				pos.begin()
 			case msg.insert != nil:
+				if len(batch) == 0 {
+					due = time.After(r.cfg.MaxBatchDelay)
+				}
 				batch = append(batch, *msg.insert)
 				pos.read(1)
 			case msg.undecodable != nil:
