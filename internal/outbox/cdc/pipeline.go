@@ -43,8 +43,8 @@ type published struct {
 // pipeline connects the loop to its goroutines.
 type pipeline struct {
 	// publish takes the loop's open batch. It is unbuffered on purpose: a send succeeds
-	// only when the publisher is free, so a batch goes at once on a quiet stream (no
-	// batching delay) and grows, up to BatchSize, while the publisher is busy.
+	// only when the publisher is free, so a batch that has waited MaxBatchDelay goes at
+	// once on a quiet stream, and grows, up to BatchSize, while the publisher is busy.
 	publish chan handedOff
 	// marked reports each batch marked, by its number. It is closed once every
 	// goroutine of the pipeline has ended.
