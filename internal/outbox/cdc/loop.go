@@ -31,16 +31,18 @@ func (r *Relay) stream(ctx context.Context, conn *replicationConn, p producer) e
 	var pos position
 	defer func() {
 		// Stop reading and publishing; take what the markers still finish; then, with
-		// the connection the receiver no longer uses, confirm it, so that a clean stop
-		// leaves nothing marked to stream again.
+		// the connection the receiver no longer uses, confirm it and end the stream, so
+		// that a clean stop leaves nothing marked to stream again. Errors are dropped:
+		// the stream is ending, and the next session starts from the slot either way.
 		cancel()
 		<-receiverDone
 		pl.finish(pos.marked)
+		endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.QueryTimeout)
+		defer cancel()
 		if pos.done > 0 {
-			confirmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.QueryTimeout)
-			defer cancel()
-			_ = conn.confirm(confirmCtx, pos.done) // the stream is ending; the next session starts from the slot either way
+			_ = conn.confirm(endCtx, pos.done)
 		}
+		_ = conn.stop(endCtx)
 	}()
 
 	var batch []outboxEvent
