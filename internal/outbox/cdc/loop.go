@@ -10,8 +10,9 @@ import (
 
 // The stream loop: take the receiver's messages, gather whole transactions into the
 // open batch, hand it to the pipeline once it is full or has waited MaxBatchDelay and
-// the publisher is free, and let the slot be confirmed as batches finish. The one rule everything here keeps: a position is
-// confirmed only when every event before it is acknowledged and marked (position.go).
+// the publisher is free, and let the slot be confirmed as batches finish. The one rule
+// everything here keeps: a position is confirmed only when every event before it is
+// acknowledged and marked (position.go).
 
 // stream runs one streaming session until ctx ends or something fails. Three goroutines
 // work on it: the receiver reads (receiver.go), the publisher and the markers follow
