@@ -18,8 +18,9 @@ import (
 // What stays serial, and why: publishing. One batch at a time, in stream order, so that
 // an aggregate's next event is sent only once its previous one is acknowledged or
 // dead-lettered (a batch's dead letters are written before the next batch is looked
-// at). Marks touch rows that no other batch touches, so they may run side by side and
-// finish in any order: the loop confirms a batch's end only once it and every batch
+// at). Marks touch rows of their own (an event in two batches, a replay published
+// twice, is moved by whichever mark locks it first; the other finds nothing), so they
+// may run side by side and finish in any order: the loop confirms a batch's end only once it and every batch
 // before it are marked (position.marked).
 
 // markers is how many marks may run at once, each on its own pooled connection: as
