@@ -32,16 +32,16 @@ import (
 //
 // publish returns only when every event of the batch is acknowledged or dead-lettered,
 // or when ctx ends (then nothing of the batch may be confirmed). Marking the
-// acknowledged ones is the caller's: the stream's marker (pipeline.go) or the
-// catch-up.
+// acknowledged ones is the caller's: the stream's markers (pipeline.go) or the
+// catch-up (publishAndMark).
 
 // publish sends events (in stream order), records every failure on its rows, and
-// returns the ids the broker acknowledged. The
-// events go out in waves of at most one event per aggregate, so that an aggregate's
-// next event is sent only once its previous one is acknowledged or dead-lettered: the
-// broker's verdicts on one produce call come back together, and a later event sent in
-// the same call could land on the topic before its predecessor is judged. The outbox of
-// payments has one event per aggregate, so a batch is one wave.
+// returns the ids the broker acknowledged. The events go out in waves of at most one
+// event per aggregate, so that an aggregate's next event is sent only once its previous
+// one is acknowledged or dead-lettered: the broker's verdicts on one produce call come
+// back together, and a later event sent in the same call could land on the topic before
+// its predecessor is judged. The outbox of payments has one event per aggregate, so a
+// batch is one wave.
 func (r *Relay) publish(ctx context.Context, p producer, events []outboxEvent) ([]uuid.UUID, error) {
 	var acked []uuid.UUID
 	for len(events) > 0 {
