@@ -39,9 +39,9 @@ type Config struct {
 	// BatchSize is the most events one produce call carries. Default 1000, as the
 	// polling relay's claim.
 	BatchSize int
-	// MaxBatchDelay is how long the first event of a batch may wait for others before
-	// the batch is sent anyway: the latency a quiet stream pays for batching. Default
-	// 5ms.
+	// MaxBatchDelay is how long the first event of a batch waits for others before the
+	// batch goes to the publisher (once the publisher is free: a batch grows up to
+	// BatchSize while it is busy, pipeline.go). Default 5ms.
 	MaxBatchDelay time.Duration
 	// PublishTimeout bounds one publish attempt, including time spent waiting on a
 	// broker that does not answer. Default 5s.
@@ -51,7 +51,10 @@ type Config struct {
 	QueryTimeout time.Duration
 	// StatusInterval is how often the relay reports its confirmed position to the
 	// server even when nothing is published, which the server also takes as a sign of
-	// life (wal_sender_timeout, 60s by default, must exceed it). Default 10s.
+	// life (wal_sender_timeout, 60s by default, must exceed it). On a quiet stream it is
+	// also the longest a finished batch waits to be confirmed (a busy one confirms at
+	// its next message), and how often the relay looks for replays made through
+	// another replica. Default 10s.
 	StatusInterval time.Duration
 
 	// RetryBase and RetryMax shape the wait before a rejected record is sent again:

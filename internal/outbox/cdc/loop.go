@@ -2,117 +2,113 @@ package cdc
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pglogrepl"
 )
 
-// The stream loop: read messages, gather whole transactions into batches, publish, and
-// confirm. The one rule everything here keeps: a position is confirmed only when every
-// event before it is acknowledged and marked.
+// The stream loop: take the receiver's messages, gather whole transactions into the
+// open batch, hand it to the pipeline once it is full or has waited MaxBatchDelay and
+// the publisher is free, and let the slot be confirmed as batches finish. The one rule
+// everything here keeps: a position is confirmed only when every event before it is
+// acknowledged and marked (position.go).
 
-// position tracks what may be confirmed.
-type position struct {
-	// confirmed is the last position reported to the server.
-	confirmed pglogrepl.LSN
-	// done is the end of the last transaction whose events are all published (or that
-	// had none): the furthest position that may be confirmed.
-	done pglogrepl.LSN
-	// batchEnd is the end of the last transaction whose events are all in the batch:
-	// done becomes it once the batch is published.
-	batchEnd pglogrepl.LSN
-	// inTransaction: a Begin came and its Commit has not. A keepalive in the middle of
-	// a transaction says nothing about the transaction, so it cannot move done.
-	inTransaction bool
-}
-
-// stream runs one streaming session until ctx ends or the connection fails.
+// stream runs one streaming session until ctx ends or something fails. Three goroutines
+// work on it: the receiver reads (receiver.go), the publisher and the markers follow
+// (pipeline.go), and this loop, which alone holds the batch and the position, ties
+// them together.
 func (r *Relay) stream(ctx context.Context, conn *replicationConn, p producer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	rc := newReceiver(conn, r.cfg.StatusInterval)
+	received := make(chan error, 1)
+	receiverDone := make(chan struct{})
+	go func() {
+		defer close(receiverDone)
+		received <- rc.run(ctx)
+	}()
+	pl := r.startPipeline(ctx, p)
+
 	var pos position
+	defer func() {
+		// Stop reading and publishing; take what the markers still finish; then, with
+		// the connection the receiver no longer uses, confirm it and end the stream, so
+		// that a clean stop leaves nothing marked to stream again. Errors are dropped:
+		// the stream is ending, and the next session starts from the slot either way.
+		cancel()
+		<-receiverDone
+		pl.finish(pos.marked)
+		endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.QueryTimeout)
+		defer cancel()
+		if pos.done > 0 {
+			_ = conn.confirm(endCtx, pos.done)
+		}
+		_ = conn.stop(endCtx)
+	}()
+
 	var batch []outboxEvent
-	var batchStarted time.Time
-	nextStatus := time.Now().Add(r.cfg.StatusInterval)
-	keepAlive := func() error {
-		// Between the retries of an outage: the server takes the report as a sign of
-		// life (wal_sender_timeout), and it confirms nothing new. A report that fails
-		// means the server ended the session (a relay frozen past the timeout finds
-		// this when it wakes): the retries stop, since the slot may be another relay's
-		// by now.
-		if err := conn.confirm(ctx, pos.confirmed); err != nil {
-			return fmt.Errorf("keepalive: the replication session is over: %w", err)
-		}
-		return nil
-	}
-	confirm := func() error {
-		if pos.done > pos.confirmed {
-			pos.confirmed = pos.done
-		}
-		nextStatus = time.Now().Add(r.cfg.StatusInterval)
-		return conn.confirm(ctx, pos.confirmed)
-	}
-
+	// due fires MaxBatchDelay after the open batch's first event; ripe is set then.
+	var due <-chan time.Time
+	ripe := false
+	replayCheck := time.NewTicker(r.cfg.StatusInterval)
+	defer replayCheck.Stop()
 	for {
-		if len(batch) > 0 && (len(batch) >= r.cfg.BatchSize || !time.Now().Before(batchStarted.Add(r.cfg.MaxBatchDelay))) {
-			if err := r.publish(ctx, p, batch, keepAlive); err != nil {
-				return err // nothing of the batch confirmed: the next session streams it again
-			}
-			batch = batch[:0]
-			pos.done = pos.batchEnd
-			if err := confirm(); err != nil {
-				return err
-			}
+		// A full batch waits for the publisher, and the stream waits with it: not
+		// reading is what holds the walsender back.
+		msgs := rc.msgs
+		if len(batch) >= r.cfg.BatchSize {
+			msgs = nil
 		}
-		if err := r.publishReplayed(ctx, p, keepAlive); err != nil {
+		var handOff chan<- handedOff // nil, never ready, while there is nothing to send
+		if len(batch) >= r.cfg.BatchSize || (len(batch) > 0 && ripe) {
+			handOff = pl.publish
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-received:
 			return err
-		}
-		if !time.Now().Before(nextStatus) {
+		case err := <-pl.failed:
+			return err // nothing after the last marked batch is confirmed: the next session streams it again
+		case handOff <- handedOff{n: pos.nextBatch(), events: batch}:
+			pos.handOff()
+			batch = nil // the publisher owns the old one now
+			due, ripe = nil, false
+		case <-due:
+			ripe = true
+		case n := <-pl.marked:
+			pos.marked(n)
+		case <-replayCheck.C:
 			r.Replayed() // also look for replays made through another replica's API
-			if err := confirm(); err != nil {
+		case <-r.replayed:
+			replayed, err := r.replayedEvents(ctx)
+			if err != nil {
 				return err
 			}
-		}
-
-		deadline := nextStatus
-		if len(batch) > 0 {
-			deadline = batchStarted.Add(r.cfg.MaxBatchDelay)
-		}
-		msg, err := conn.receive(ctx, deadline)
-		if err != nil {
-			return err
-		}
-		switch {
-		case msg.begin:
-			pos.inTransaction = true
-		case msg.insert != nil:
-			if len(batch) == 0 {
-				batchStarted = time.Now()
-			}
-			batch = append(batch, *msg.insert)
-		case msg.undecodable != nil:
-			r.undecodable(ctx, msg.undecodable)
-		case msg.commitEnd != 0:
-			pos.inTransaction = false
-			pos.batchEnd = msg.commitEnd
-			if len(batch) == 0 {
-				pos.done = msg.commitEnd // a transaction with no event left to publish
-			}
-		case msg.idleAt != 0:
-			if len(batch) == 0 && !pos.inTransaction && msg.idleAt > pos.done {
-				// The server has sent everything before idleAt and nothing is open or
-				// unpublished: the slot may move on past WAL that held no outbox insert
-				// (other tables, other databases), or it would hold that WAL forever
-				// on a quiet outbox.
-				pos.done, pos.batchEnd = msg.idleAt, msg.idleAt
-			}
-			if msg.replyRequested {
-				if err := confirm(); err != nil {
-					return err
+			// Ahead of the open batch: a replayed event is older than anything its
+			// aggregate has in the stream.
+			batch = append(replayed, batch...)
+			ripe = true
+			pos.read(len(replayed))
+		case msg := <-msgs:
+			switch {
+			case msg.begin:
+				pos.begin()
+			case msg.insert != nil:
+				if len(batch) == 0 {
+					due = time.After(r.cfg.MaxBatchDelay)
 				}
+				batch = append(batch, *msg.insert)
+				pos.read(1)
+			case msg.undecodable != nil:
+				r.undecodable(ctx, msg.undecodable)
+			case msg.commitEnd != 0:
+				pos.commit(msg.commitEnd)
+			case msg.idleAt != 0:
+				pos.keepalive(msg.idleAt)
 			}
 		}
+		rc.allow(pos.done)
 	}
 }
 
@@ -127,31 +123,22 @@ func (r *Relay) undecodable(ctx context.Context, bad *decodeError) {
 	}
 	queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	defer cancel()
-	dead, err := r.store.deadLetter(queryCtx, bad.ID, "does not decode from the replication stream: "+bad.Err.Error())
-	if err != nil {
+	if _, err := r.deadLetter(queryCtx, bad.ID, "does not decode from the replication stream: "+bad.Err.Error()); err != nil {
 		r.logger.Error("dead-letter undecodable row", slog.Any("err", err))
-		return
-	}
-	if dead != nil {
-		r.metrics.outbox.CountDeadLettered()
-		r.alertDeadLetter(ctx, dead)
 	}
 }
 
-// publishReplayed publishes the events an operator replayed from the DLQ, if Replayed
-// asked for a look since the last one.
-func (r *Relay) publishReplayed(ctx context.Context, p producer, keepAlive func() error) error {
-	select {
-	case <-r.replayed:
-	default:
-		return nil
-	}
+// replayedEvents reads the events an operator replayed from the DLQ. A replay made
+// while the previous one is still in flight may be published twice: at least once.
+func (r *Relay) replayedEvents(ctx context.Context) ([]outboxEvent, error) {
 	queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	defer cancel()
 	events, err := r.store.pendingAt(queryCtx, "", true)
-	if err != nil || len(events) == 0 {
-		return err
+	if err != nil {
+		return nil, err
 	}
-	r.logger.Info("publishing replayed events", slog.Int("events", len(events)))
-	return r.publish(ctx, p, events, keepAlive)
+	if len(events) > 0 {
+		r.logger.Info("publishing replayed events", slog.Int("events", len(events)))
+	}
+	return events, nil
 }

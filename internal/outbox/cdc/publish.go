@@ -30,24 +30,71 @@ import (
 //     it (the polling relay holds them in the table; the stream cannot), so that an
 //     operator replays them in order.
 //
-// publish returns only when every event of the batch is acknowledged and marked, or
-// dead-lettered, or when ctx ends (then nothing of the batch may be confirmed).
+// publish returns only when every event of the batch is acknowledged or dead-lettered,
+// or when ctx ends (then nothing of the batch may be confirmed). Marking the
+// acknowledged ones is the caller's: the stream's markers (pipeline.go) or the
+// catch-up (publishAndMark).
 
-// publish sends events (in stream order) and records every outcome on its rows. The
-// events go out in waves of at most one event per aggregate, so that an aggregate's
-// next event is sent only once its previous one is acknowledged or dead-lettered: the
-// broker's verdicts on one produce call come back together, and a later event sent in
-// the same call could land on the topic before its predecessor is judged. The outbox of
-// payments has one event per aggregate, so a batch is one wave.
-func (r *Relay) publish(ctx context.Context, p producer, events []outboxEvent, keepAlive func() error) error {
+// publish sends events (in stream order), records every failure on its rows, and
+// returns the ids the broker acknowledged. The events go out in waves of at most one
+// event per aggregate, so that an aggregate's next event is sent only once its previous
+// one is acknowledged or dead-lettered: the broker's verdicts on one produce call come
+// back together, and a later event sent in the same call could land on the topic before
+// its predecessor is judged. The outbox of payments has one event per aggregate, so a
+// batch is one wave.
+func (r *Relay) publish(ctx context.Context, p producer, events []outboxEvent) ([]uuid.UUID, error) {
+	var acked []uuid.UUID
 	for len(events) > 0 {
 		var wave []outboxEvent
 		wave, events = firstPerAggregate(events)
-		if err := r.publishWave(ctx, p, wave, keepAlive); err != nil {
-			return err
+		ok, err := r.publishWave(ctx, p, wave)
+		if err != nil {
+			return nil, err
 		}
+		acked = append(acked, ok...)
 	}
+	return acked, nil
+}
+
+// publishAndMark publishes events and marks the acknowledged ones before it returns:
+// the catch-up's path, which runs before the stream and needs no pipeline.
+func (r *Relay) publishAndMark(ctx context.Context, p producer, events []outboxEvent) error {
+	acked, err := r.publish(ctx, p, events)
+	if err != nil || len(acked) == 0 {
+		return err
+	}
+	markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.QueryTimeout)
+	defer cancel()
+	return r.markAcked(markCtx, acked)
+}
+
+// markAcked moves the acknowledged events acked to the history and counts them. An
+// event the mark cannot find is logged and left: Kafka has it, and the stream must not
+// wait on a row it cannot find (store.markPublished looks again for a moment first).
+func (r *Relay) markAcked(ctx context.Context, acked []uuid.UUID) error {
+	unmarked, err := r.store.markPublished(ctx, acked)
+	if err != nil {
+		return err
+	}
+	if len(unmarked) > 0 {
+		r.logger.Warn("acknowledged events not found in the outbox to mark published; left as they are",
+			slog.Int("events", len(unmarked)), slog.String("first_event_id", unmarked[0].String()))
+	}
+	r.metrics.outbox.CountPublished(len(acked))
 	return nil
+}
+
+// deadLetter moves the event id to the DLQ with reason, counts it and raises its
+// alert. It reports whether it moved the event: one dead-lettered already (a restart
+// streamed it again) is left as it is, and raises nothing.
+func (r *Relay) deadLetter(ctx context.Context, id uuid.UUID, reason string) (bool, error) {
+	dead, err := r.store.deadLetter(ctx, id, reason)
+	if err != nil || dead == nil {
+		return false, err
+	}
+	r.metrics.outbox.CountDeadLettered()
+	r.alertDeadLetter(ctx, dead)
+	return true, nil
 }
 
 // firstPerAggregate splits events into the first event of each aggregate and the rest,
@@ -65,15 +112,14 @@ func firstPerAggregate(events []outboxEvent) (first, rest []outboxEvent) {
 	return first, rest
 }
 
-// publishWave publishes events of distinct aggregates until each is acknowledged and
-// marked, or dead-lettered.
-func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEvent, keepAlive func() error) error {
-	start := time.Now()
+// publishWave publishes events of distinct aggregates until each is acknowledged or
+// dead-lettered, and returns the acknowledged ones.
+func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEvent) ([]uuid.UUID, error) {
 	queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	held, err := r.holdBack(queryCtx, events)
 	cancel()
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	var acked []uuid.UUID
@@ -99,36 +145,20 @@ func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEven
 			break
 		}
 		outage++
-		if err := r.recordOutage(ctx, held, transportErr, outage, keepAlive); err != nil {
-			return err
+		if err := r.recordOutage(ctx, held, transportErr, outage); err != nil {
+			return nil, err
 		}
 	}
 	for _, e := range rejected {
-		ok, err := r.resendRejected(ctx, p, e, keepAlive)
+		ok, err := r.resendRejected(ctx, p, e)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if ok {
 			acked = append(acked, e.ID)
 		}
 	}
-
-	markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.QueryTimeout)
-	defer cancel()
-	if len(acked) > 0 {
-		unmarked, err := r.store.markPublished(markCtx, acked)
-		if err != nil {
-			return err
-		}
-		if len(unmarked) > 0 {
-			// Kafka has them; the stream must not wait on rows it cannot find.
-			r.logger.Warn("acknowledged events not found in the outbox to mark published; left as they are",
-				slog.Int("events", len(unmarked)), slog.String("first_event_id", unmarked[0].String()))
-		}
-		r.metrics.outbox.CountPublished(len(acked))
-	}
-	r.metrics.outbox.ObserveBatch(time.Since(start))
-	return nil
+	return acked, nil
 }
 
 // holdBack dead-letters the events whose aggregate already has an event in the DLQ and
@@ -148,15 +178,13 @@ func (r *Relay) holdBack(ctx context.Context, events []outboxEvent) ([]outboxEve
 			out = append(out, e)
 			continue
 		}
-		dead, err := r.store.deadLetter(ctx, e.ID, "held back: an earlier event of aggregate "+e.AggregateID+" is in the DLQ")
+		moved, err := r.deadLetter(ctx, e.ID, "held back: an earlier event of aggregate "+e.AggregateID+" is in the DLQ")
 		if err != nil {
 			return nil, err
 		}
-		if dead == nil {
+		if !moved {
 			continue // dead-lettered already, before a restart streamed it again
 		}
-		r.metrics.outbox.CountDeadLettered()
-		r.alertDeadLetter(ctx, dead)
 		r.logger.Warn("event held back behind a dead-lettered event of its aggregate",
 			slog.String("event_id", e.ID.String()), slog.String("aggregate_id", e.AggregateID))
 	}
@@ -165,14 +193,15 @@ func (r *Relay) holdBack(ctx context.Context, events []outboxEvent) ([]outboxEve
 
 // recordOutage counts a transport failure of events, stores it on their rows (attempts
 // and last_error, never rejections) and waits out the outage backoff of the n-th
-// consecutive failure, keeping the replication connection alive meanwhile.
-func (r *Relay) recordOutage(ctx context.Context, events []outboxEvent, cause error, n int, keepAlive func() error) error {
+// consecutive failure. The replication connection stays alive meanwhile on its own:
+// the receiver goes on sending status updates (receiver.go).
+func (r *Relay) recordOutage(ctx context.Context, events []outboxEvent, cause error, n int) error {
 	for range events {
 		r.metrics.outbox.CountFailure(false)
 	}
-	wait := backoff(r.cfg.OutageBackoffBase, r.cfg.OutageBackoffMax, n)
+	pause := backoff(r.cfg.OutageBackoffBase, r.cfg.OutageBackoffMax, n)
 	r.logger.Warn("publish failed; Kafka unreachable? retrying the same events", slog.Int("events", len(events)),
-		slog.Any("err", cause), slog.Duration("retry_in", wait))
+		slog.Any("err", cause), slog.Duration("retry_in", pause))
 	queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	_, err := r.store.recordAttempt(queryCtx, ids(events), false, cause.Error())
 	cancel()
@@ -180,13 +209,13 @@ func (r *Relay) recordOutage(ctx context.Context, events []outboxEvent, cause er
 		// The rows' attempts are for operators only; the stream goes on without them.
 		r.logger.Warn("record the outage on the rows", slog.Any("err", err))
 	}
-	return waitAlive(ctx, wait, keepAlive)
+	return wait(ctx, pause)
 }
 
 // resendRejected sends a rejected event on its own until the broker takes it (true),
 // it reaches MaxRejections and goes to the DLQ (false), or ctx ends. A transport
 // failure on the way is an outage: it is retried and does not count.
-func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent, keepAlive func() error) (bool, error) {
+func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent) (bool, error) {
 	outage := 0
 	for {
 		err := r.produce(ctx, p, e)[0]
@@ -195,7 +224,7 @@ func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent, k
 			return true, nil
 		case !outbox.IsRejection(err):
 			outage++
-			if err := r.recordOutage(ctx, []outboxEvent{e}, err, outage, keepAlive); err != nil {
+			if err := r.recordOutage(ctx, []outboxEvent{e}, err, outage); err != nil {
 				return false, err
 			}
 			continue
@@ -211,7 +240,7 @@ func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent, k
 		rejections := counts[e.ID]
 		if rejections >= r.cfg.MaxRejections {
 			deadCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
-			dead, deadErr := r.store.deadLetter(deadCtx, e.ID, err.Error())
+			_, deadErr := r.deadLetter(deadCtx, e.ID, err.Error())
 			cancel()
 			if deadErr != nil {
 				return false, deadErr
@@ -219,13 +248,9 @@ func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent, k
 			r.logger.Error("event dead-lettered after repeated rejections; the stream moves on",
 				slog.String("event_id", e.ID.String()), slog.String("aggregate_id", e.AggregateID),
 				slog.Int("rejections", rejections), slog.Any("err", err))
-			if dead != nil {
-				r.metrics.outbox.CountDeadLettered()
-				r.alertDeadLetter(ctx, dead)
-			}
 			return false, nil
 		}
-		if err := waitAlive(ctx, backoff(r.cfg.RetryBase, r.cfg.RetryMax, rejections), keepAlive); err != nil {
+		if err := wait(ctx, backoff(r.cfg.RetryBase, r.cfg.RetryMax, rejections)); err != nil {
 			return false, err
 		}
 	}
@@ -252,26 +277,15 @@ func (r *Relay) produce(ctx context.Context, p producer, events ...outboxEvent) 
 	return errs
 }
 
-// waitAlive waits d, calling keepAlive about every second, and returns ctx's error if
-// ctx ends first, or keepAlive's if it fails: the session is over, and the events are
-// streamed again by whichever session holds the slot next.
-func waitAlive(ctx context.Context, d time.Duration, keepAlive func() error) error {
-	deadline := time.Now().Add(d)
-	for {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return nil
-		}
-		timer := time.NewTimer(min(left, time.Second))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return ctx.Err()
-		case <-timer.C:
-			if err := keepAlive(); err != nil {
-				return err
-			}
-		}
+// wait waits d, and returns ctx's error if ctx ends first.
+func wait(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
 	}
 }
 

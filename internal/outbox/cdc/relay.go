@@ -72,9 +72,10 @@ func (r *Relay) Replayed() {
 // Run streams until ctx ends. It reconnects after any failure of the replication
 // connection (a PostgreSQL restart, a terminated walsender), waits while another relay
 // holds the slot, and resumes from the slot's confirmed position each time. On ctx's
-// end it stops at once, within one PublishTimeout plus one QueryTimeout: a batch whose
-// publish is cut short is not confirmed, so the next relay streams it again
-// (duplicates, never a gap), and rows Kafka already acknowledged are still marked. Unlike
+// end it stops at once, within one PublishTimeout plus two QueryTimeouts (the marks
+// still running, then the last confirm): a batch whose publish is cut short is not
+// confirmed, so the next relay streams it again (duplicates, never a gap), and rows
+// Kafka already acknowledged are still marked and confirmed. Unlike
 // the polling relay it needs no grace period, because it holds no lease that another
 // relay would have to wait out. It returns an error only when it cannot start.
 func (r *Relay) Run(ctx context.Context) error {
@@ -180,7 +181,7 @@ func (r *Relay) catchUp(ctx context.Context, p producer, snapshot string) error 
 	r.logger.Info("catching up the rows pending before the slot", slog.Int("events", len(events)),
 		slog.Bool("from_snapshot", snapshot != ""))
 	for start := 0; start < len(events); start += r.cfg.BatchSize {
-		if err := r.publish(ctx, p, events[start:min(start+r.cfg.BatchSize, len(events))], func() error { return nil }); err != nil {
+		if err := r.publishAndMark(ctx, p, events[start:min(start+r.cfg.BatchSize, len(events))]); err != nil {
 			return err
 		}
 	}

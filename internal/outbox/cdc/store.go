@@ -136,8 +136,21 @@ func (s store) deadLetter(ctx context.Context, id uuid.UUID, reason string) (*ou
 // blockedAggregates returns which of the aggregates have a dead-lettered event that has
 // not been replayed. Their later events are held back with it (polling mode holds them
 // in the table; the stream cannot wait, so they go to the DLQ behind it, to be replayed
-// in order). The lookup reads the (aggregate_id, seq) index.
+// in order). The lookup reads the (aggregate_id, seq) index once per aggregate, so it
+// first asks whether the DLQ holds any entry not replayed, which it nearly never does:
+// a failed row always has one (both relays write the two in one transaction, and a
+// replay clears both in one). Without that question first, the lookup of a batch of a
+// few hundred events took 10-30 ms in a drain on the loaded machine, a third of the
+// publisher's time, and it runs before every batch.
 func (s store) blockedAggregates(ctx context.Context, aggregates []string) (map[string]bool, error) {
+	var dlqHolds bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox_dlq WHERE replayed_at IS NULL)`).Scan(&dlqHolds)
+	if err != nil {
+		return nil, fmt.Errorf("look for dead letters: %w", err)
+	}
+	if !dlqHolds {
+		return nil, nil
+	}
 	rows, _ := s.pool.Query(ctx, `
 		SELECT DISTINCT aggregate_id FROM outbox_events
 		WHERE aggregate_id = ANY($1) AND status = 'failed'`, aggregates)

@@ -113,6 +113,29 @@ func (c *replicationConn) confirm(ctx context.Context, pos pglogrepl.LSN) error 
 	return nil
 }
 
+// stop ends streaming the way the protocol does: CopyDone, then the server's answers up
+// to its ReadyForQuery. The server handles a connection's messages in order, so when
+// stop returns every status update sent before it has moved the slot: a relay that
+// has stopped no longer moves the slot's confirmed position behind its caller's back.
+func (c *replicationConn) stop(ctx context.Context) error {
+	c.conn.Frontend().Send(&pgproto3.CopyDone{})
+	if err := c.conn.Frontend().Flush(); err != nil {
+		return fmt.Errorf("end the replication stream: %w", err)
+	}
+	for {
+		msg, err := c.conn.ReceiveMessage(ctx)
+		if err != nil {
+			return fmt.Errorf("end the replication stream: %w", err)
+		}
+		switch msg := msg.(type) {
+		case *pgproto3.ErrorResponse:
+			return fmt.Errorf("end the replication stream: %w", pgconn.ErrorResponseToPgError(msg))
+		case *pgproto3.ReadyForQuery:
+			return nil
+		}
+	}
+}
+
 // A streamMessage is what one receive produced: at most one of its parts is set.
 type streamMessage struct {
 	// insert is an inserted outbox row.

@@ -1,0 +1,120 @@
+package cdc
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// The pipeline behind the stream loop: one goroutine publishes batches, a few others
+// mark them published, and the loop meanwhile reads the next batch. Serially (read,
+// then publish, then mark, then read again) a drain of 100,000 events spent most of
+// each turn in the mark, a durable commit of a few hundred row moves, during which
+// nothing was read or sent; with one marker behind a free-running publisher, the
+// marker became the limit (docs/adr/0003 quotes the measurements).
+//
+// What stays serial, and why: publishing. One batch at a time, in stream order, so that
+// an aggregate's next event is sent only once its previous one is acknowledged or
+// dead-lettered (a batch's dead letters are written before the next batch is looked
+// at). Marks touch rows of their own (an event in two batches, a replay published
+// twice, is moved by whichever mark locks it first; the other finds nothing), so they
+// may run side by side and finish in any order: the loop confirms a batch's end only once it and every batch
+// before it are marked (position.marked).
+
+// markers is how many marks may run at once, each on its own pooled connection: as
+// many as the polling relay's workers, whose batches overlap the same way.
+const markers = 4
+
+// A handedOff batch is the loop's open batch on its way to the publisher, numbered in
+// hand-off order (position.nextBatch).
+type handedOff struct {
+	n      int
+	events []outboxEvent
+}
+
+// published is a batch the broker has judged: its acknowledged events, to be marked.
+type published struct {
+	n       int
+	acked   []uuid.UUID
+	started time.Time
+}
+
+// pipeline connects the loop to its goroutines.
+type pipeline struct {
+	// publish takes the loop's open batch. It is unbuffered on purpose: a send succeeds
+	// only when the publisher is free, so a batch that has waited MaxBatchDelay goes at
+	// once on a quiet stream, and grows, up to BatchSize, while the publisher is busy.
+	publish chan handedOff
+	// marked reports each batch marked, by its number. It is closed once every
+	// goroutine of the pipeline has ended.
+	marked chan int
+	// failed carries the errors that ended goroutines: each sends at most one.
+	failed chan error
+	wg     sync.WaitGroup
+}
+
+// startPipeline starts the publisher and the markers. They run until ctx ends or the
+// loop closes publish; the markers still mark what the publisher got acknowledged
+// before it stopped.
+func (r *Relay) startPipeline(ctx context.Context, p producer) *pipeline {
+	pl := &pipeline{publish: make(chan handedOff), marked: make(chan int), failed: make(chan error, 1+markers)}
+	// Room for one batch per marker beyond those being marked: the publisher runs ahead
+	// of slow marks by that much, then waits.
+	toMark := make(chan published, markers)
+	pl.wg.Go(func() {
+		defer close(toMark)
+		for b := range pl.publish {
+			started := time.Now()
+			acked, err := r.publish(ctx, p, b.events)
+			if err != nil {
+				pl.failed <- err // nothing of this batch is confirmed: streamed again later
+				return
+			}
+			select {
+			case toMark <- published{n: b.n, acked: acked, started: started}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	for range markers {
+		pl.wg.Go(func() { r.markAll(ctx, toMark, pl) })
+	}
+	go func() {
+		pl.wg.Wait()
+		close(pl.marked)
+	}()
+	return pl
+}
+
+// markAll marks published batches one at a time and reports each to the loop. It stops
+// at its first failed mark: that batch is never reported, so the loop never confirms
+// past it.
+func (r *Relay) markAll(ctx context.Context, toMark <-chan published, pl *pipeline) {
+	for b := range toMark {
+		if len(b.acked) > 0 {
+			// Not cut short by ctx: these events are on the topic, and a row that says
+			// so spares a republish after the restart.
+			markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.QueryTimeout)
+			err := r.markAcked(markCtx, b.acked)
+			cancel()
+			if err != nil {
+				pl.failed <- err
+				return
+			}
+		}
+		r.metrics.outbox.ObserveBatch(time.Since(b.started))
+		pl.marked <- b.n // the loop reads marked until it is closed
+	}
+}
+
+// finish stops the pipeline after the loop: no more batches, and every batch the
+// markers still report is handed to done. It returns once every goroutine has ended.
+func (pl *pipeline) finish(done func(batch int)) {
+	close(pl.publish)
+	for n := range pl.marked {
+		done(n)
+	}
+}
