@@ -10,11 +10,16 @@ import (
 // The "probe all" rung is our claim with one condition taken out by a text replacement:
 // if the claim's wording changes, the replacement must not silently leave the claim as it
 // is, or the rung would measure ours twice under two names.
-func TestProbeAllRungDiffersFromOurClaimOnlyByTheFlag(t *testing.T) {
+func TestProbeAllRungIsOurClaimWithoutTheFlag(t *testing.T) {
 	if claimProbingEveryRowSQL == outbox.ClaimSQL {
 		t.Fatal("claimProbingEveryRowSQL equals outbox.ClaimSQL: the replacement no longer matches the claim")
 	}
 	if strings.Contains(claimProbingEveryRowSQL, "may_have_predecessor") {
 		t.Error("claimProbingEveryRowSQL still reads may_have_predecessor")
+	}
+	// Nothing else differs: putting the flag back gives our claim again.
+	restored := strings.Replace(claimProbingEveryRowSQL, "(NOT EXISTS (", "(NOT e.may_have_predecessor OR NOT EXISTS (", 1)
+	if restored != outbox.ClaimSQL {
+		t.Errorf("claimProbingEveryRowSQL with the flag put back differs from outbox.ClaimSQL:\n%s", restored)
 	}
 }
