@@ -79,6 +79,12 @@ type failure struct {
 	Err      string
 	Rejected bool          // the broker refused this record: counts towards the DLQ
 	RetryIn  time.Duration // per-event backoff before the row may be claimed again
+	// HeldBack: the record was not sent, because its partition stopped answering
+	// (breaker.go). It counts no attempt and says nothing about the broker.
+	HeldBack bool
+	// Probed: a transport failure of a record sent to a partition that had stopped
+	// answering already, as the breaker's probe. It says nothing about the others.
+	Probed bool
 }
 
 // isRejection reports whether err means the broker refused this record for a reason
@@ -153,35 +159,47 @@ func (r *Relay) failureOf(e claimedEvent, err error) failure {
 // judgeFailures is the failure path of one batch after its publish, of which acked
 // events were acknowledged: it counts and logs the failures, and pauses the relay when
 // the broker acknowledged nothing and a transport failure says it is down, or ends the
-// pause otherwise. runOnce calls it for every batch, failures or not, because a batch
+// pause when the broker answered: in this batch, or in another while this one waited
+// (answered), which makes its failures a partition's, not the broker's. Records held back, or sent only as the probe of a
+// partition known to be down (breaker.go), say nothing about the broker: they neither
+// pause the relay nor end its pause. runOnce calls it for every batch, failures or not, because a batch
 // that reached the broker is what ends an outage pause; record then stores every
 // failure on its row (store.recordFailures), and runOnce alerts on each dead letter.
-func (r *Relay) judgeFailures(acked int, failures []failure) {
+func (r *Relay) judgeFailures(acked int, failures []failure, answered bool) {
 	var transport []failure
+	rejected, outage := 0, 0
 	for _, f := range failures {
-		if f.Rejected {
+		switch {
+		case f.HeldBack:
+			continue
+		case f.Rejected:
+			rejected++
 			r.logger.Warn("broker rejected event",
 				slog.String("event_id", f.ID.String()), slog.String("err", f.Err))
 			continue
+		case !f.Probed:
+			outage++
 		}
 		transport = append(transport, f)
 	}
 	r.metrics.publishFailures.WithLabelValues(reasonTransport).Add(float64(len(transport)))
-	r.metrics.publishFailures.WithLabelValues(reasonRejected).Add(float64(len(failures) - len(transport)))
+	r.metrics.publishFailures.WithLabelValues(reasonRejected).Add(float64(rejected))
 
 	switch {
-	case len(transport) == 0 || acked > 0:
+	case acked > 0 || rejected > 0 || (outage > 0 && answered):
 		// The broker answered, even if only to refuse a record or for some partitions.
 		r.outage.succeeded()
 		if len(transport) > 0 {
 			r.logger.Warn("Kafka unavailable for some partitions; their events back off, the others flow",
 				slog.Int("events", len(transport)), slog.Int("acked", acked), slog.String("err", transport[0].Err))
 		}
-	default:
+	case outage > 0:
 		pause := r.outage.failed()
 		r.logger.Warn("Kafka unavailable; relay backs off, events stay pending",
 			slog.Int("events", len(transport)), slog.Duration("pause", pause), slog.String("err", transport[0].Err))
 	}
+	// Otherwise nothing was sent but to partitions known to be down (held back, or a
+	// failed probe): that says nothing about the broker, so the pause stays as it is.
 }
 
 // backoff is base doubled n times, capped at max, with "equal jitter": a random value

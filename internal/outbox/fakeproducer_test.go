@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/dscourse/payments-outbox/internal/event"
 )
@@ -22,6 +23,13 @@ type fakeProducer struct {
 	// those, as a broker fails the records of one unavailable partition while the
 	// other partitions of the same call are written.
 	partitionDown func(*kgo.Record) error
+	// partitions is how many partitions the topic has (default 1). Each record goes to
+	// the one keyPartition says, as with the relay's real clients.
+	partitions int
+	// silent, when set, is the partition whose records get no answer, as when its
+	// leader is cut off from the relay: they fail only when the call's context ends,
+	// and the call returns only then, while the other records are written.
+	silent *int32
 
 	mu          sync.Mutex
 	acked       map[string]int // event id → how often the record was acknowledged
@@ -29,6 +37,33 @@ type fakeProducer struct {
 	inFlight    int
 	maxInFlight int // the most calls that overlapped
 	maxRecords  int // the most records one call carried
+	silentCalls []silentCall
+}
+
+// silentCall is a call that carried a record of the silent partition: when it started
+// and ended, and whether it carried records of other partitions too, which the broker
+// acknowledged.
+type silentCall struct {
+	start, end time.Time
+	mixed      bool
+}
+
+func (p *fakeProducer) partitionCount() int { return max(p.partitions, 1) }
+
+// RequestCachedMetadata answers with the topic of each record and its partition count.
+func (p *fakeProducer) RequestCachedMetadata(_ context.Context, req *kmsg.MetadataRequest, _ time.Duration) (*kmsg.MetadataResponse, error) {
+	resp := kmsg.NewPtrMetadataResponse()
+	for _, rt := range req.Topics {
+		t := kmsg.NewMetadataResponseTopic()
+		t.Topic = rt.Topic
+		for i := range p.partitionCount() {
+			part := kmsg.NewMetadataResponseTopicPartition()
+			part.Partition = int32(i)
+			t.Partitions = append(t.Partitions, part)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp, nil
 }
 
 func (p *fakeProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults {
@@ -37,12 +72,27 @@ func (p *fakeProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.P
 	p.inFlight++
 	p.maxInFlight = max(p.maxInFlight, p.inFlight)
 	p.maxRecords = max(p.maxRecords, len(rs))
+	silentPartition := p.silent
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
 		p.inFlight--
 		p.mu.Unlock()
 	}()
+
+	silent, mixed := false, false
+	for _, r := range rs {
+		r.Partition = keyPartition(r.Key, p.partitionCount())
+		isSilent := silentPartition != nil && r.Partition == *silentPartition
+		silent, mixed = silent || isSilent, mixed || !isSilent
+	}
+	if silent {
+		started := time.Now()
+		<-ctx.Done()
+		p.mu.Lock()
+		p.silentCalls = append(p.silentCalls, silentCall{start: started, end: time.Now(), mixed: mixed})
+		p.mu.Unlock()
+	}
 
 	var verdict error
 	if p.delay > 0 {
@@ -68,6 +118,9 @@ func (p *fakeProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.P
 		if err == nil && partitionDown != nil {
 			err = partitionDown(r)
 		}
+		if err == nil && silentPartition != nil && r.Partition == *silentPartition {
+			err = ctx.Err()
+		}
 		results[i] = kgo.ProduceResult{Record: r, Err: err}
 		if err == nil {
 			if p.acked == nil {
@@ -84,6 +137,47 @@ func (p *fakeProducer) setPartitionDown(fn func(*kgo.Record) error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.partitionDown = fn
+}
+
+// setSilent makes partition part stop answering, or, with nil, answer again.
+func (p *fakeProducer) setSilent(part *int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.silent = part
+}
+
+// overlappingSilentCalls counts the calls to the silent partition that started while
+// another was waiting, among those that started once the relay could know that the
+// partition does not answer: after the first call that failed for it while the broker
+// acknowledged its other records. Calls already waiting then are left out.
+func (p *fakeProducer) overlappingSilentCalls() (overlapping, total int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var known time.Time // calls are appended as they end
+	for _, c := range p.silentCalls {
+		if c.mixed {
+			known = c.end
+			break
+		}
+	}
+	if known.IsZero() {
+		return 0, 0
+	}
+	var after []silentCall
+	for _, c := range p.silentCalls {
+		if c.start.After(known) {
+			after = append(after, c)
+		}
+	}
+	for i, c := range after {
+		for j, other := range after {
+			if i != j && other.start.Before(c.start) && other.end.After(c.start) {
+				overlapping++
+				break
+			}
+		}
+	}
+	return overlapping, len(after)
 }
 
 // ackCount returns how often the record of event id was acknowledged.

@@ -23,6 +23,9 @@ type Metrics struct {
 	commitToClaim    *prometheus.HistogramVec
 	deleted          prometheus.Counter
 	leasesExpired    prometheus.Counter
+	heldBack         prometheus.Counter
+	// partitionsUnavailable is how many partitions the breaker holds open.
+	partitionsUnavailable prometheus.Gauge
 }
 
 // Failure reasons, the values of the reason label of outbox_publish_failures_total.
@@ -86,6 +89,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "outbox_leases_expired_total",
 			Help: "Batches whose transaction the database ended because it outlived the lease; their events are published again.",
 		}),
+		heldBack: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "outbox_held_back_total",
+			Help: "Events not sent, and left pending, because their partition had stopped answering while others did.",
+		}),
+		partitionsUnavailable: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "outbox_partitions_unavailable",
+			Help: "Partitions that stopped answering while others did, whose events the relay holds back.",
+		}),
 	}
 	// Pre-create both reasons so a dashboard shows 0, not "no data", before a fault.
 	m.publishFailures.WithLabelValues(reasonTransport)
@@ -94,7 +105,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		m.claims.WithLabelValues(string(source))
 	}
 	for _, c := range []prometheus.Collector{m.pending, m.oldestPendingAge, m.published, m.publishFailures,
-		m.deadLettered, m.batchDuration, m.commitToPublish, m.claims, m.commitToClaim, m.deleted, m.leasesExpired} {
+		m.deadLettered, m.batchDuration, m.commitToPublish, m.claims, m.commitToClaim, m.deleted, m.leasesExpired,
+		m.heldBack, m.partitionsUnavailable} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register outbox metrics: %w", err)
 		}

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -12,21 +13,45 @@ import (
 
 // publish sends a claimed batch in one ProduceSync bounded by PublishTimeout and
 // sorts the events into acknowledged and failed; failure.go says what a failure is and
-// what becomes of it. An event that is neither was not judged before ctx's deadline
-// (the lease's, see runOnce): the batch's commit leaves its row as it was, and a later
-// claim takes it again. It runs no statement: the batch's transaction waits, idle.
-func (r *Relay) publish(ctx context.Context, p producers, events []claimedEvent) ([]claimedEvent, []failure) {
+// what becomes of it. The records of a partition that stopped answering are held back
+// instead, unsent, and count as failures that no attempt caused (breaker.go). An event
+// that is neither acknowledged nor failed was not judged before ctx's deadline (the
+// lease's, see runOnce): the batch's commit leaves its row as it was, and a later claim
+// takes it again. It runs no statement: the batch's transaction waits, idle.
+//
+// answered reports whether the broker acknowledged a record of this relay, in this
+// batch or another, while the batch waited: if it did, the batch's transport failures
+// are about their partitions, not about the broker.
+func (r *Relay) publish(ctx context.Context, p producers, events []claimedEvent) (published []claimedEvent, failures []failure, answered bool) {
 	records := make([]*kgo.Record, len(events))
 	byRecord := make(map[*kgo.Record]claimedEvent, len(events))
 	for i, e := range events {
 		records[i] = r.kafkaRecord(e)
 		byRecord[records[i]] = e
 	}
-	spans := r.startPublishSpans(events, records)
-	results := r.produce(ctx, p.own, records...)
+	var partitionOf map[*kgo.Record]int32
+	if r.breaker.anyOpen() {
+		partitionOf = r.partitionsOf(ctx, p.own, records)
+	}
+	admitted := r.breaker.admit(records, partitionOf)
 
-	var published []claimedEvent
-	var failures []failure
+	var send []*kgo.Record
+	var sendEvents []claimedEvent
+	for _, rec := range records {
+		if wait, held := admitted.holdFor[rec]; held {
+			failures = append(failures, r.heldBack(byRecord[rec], partitionOf[rec], wait))
+			continue
+		}
+		send, sendEvents = append(send, rec), append(sendEvents, byRecord[rec])
+	}
+	if len(send) == 0 {
+		return nil, failures, false
+	}
+	spans := r.startPublishSpans(sendEvents, send)
+	sent := time.Now()
+	results := r.produce(ctx, p.own, send...)
+	partitionOf, answered = r.judgePartitions(ctx, p.own, admitted, sent, results, partitionOf)
+
 	for _, res := range results {
 		e := byRecord[res.Record]
 		// A rejection on the worker's own client is judged again on its own first.
@@ -36,13 +61,82 @@ func (r *Relay) publish(ctx context.Context, p producers, events []claimedEvent)
 		case errors.Is(err, errNotJudged):
 			continue
 		case err != nil:
-			failures = append(failures, r.failureOf(e, err))
+			f := r.failureOf(e, err)
+			f.Probed = partitionOf != nil && admitted.probed[partitionOf[res.Record]]
+			failures = append(failures, f)
 			continue
 		}
 		published = append(published, e)
 		r.metrics.commitToPublish.Observe(time.Since(e.CreatedAt).Seconds())
 	}
-	return published, failures
+	return published, failures, answered
+}
+
+// judgePartitions tells the breaker, partition by partition, what the broker made of a
+// batch's records sent at sent, and reports whether the broker answered this relay
+// meanwhile (publish). It returns the partition of each record when it knows them. It
+// needs to know where the records went only when some hit a transport failure while
+// the broker answered (a partition may have stopped answering), or when a partition
+// was open already (partitionOf is given); otherwise it only ends the batch's probe, if
+// any.
+func (r *Relay) judgePartitions(ctx context.Context, p producer, admitted admission, sent time.Time, results kgo.ProduceResults, partitionOf map[*kgo.Record]int32) (map[*kgo.Record]int32, bool) {
+	var anyTransport bool
+	for _, res := range results {
+		if res.Err == nil {
+			r.breaker.acked()
+		}
+		anyTransport = anyTransport || (res.Err != nil && !isRejection(res.Err))
+	}
+	answered := r.breaker.answeredSince(sent)
+	if partitionOf == nil && anyTransport && answered {
+		records := make([]*kgo.Record, len(results))
+		for i, res := range results {
+			records[i] = res.Record
+		}
+		partitionOf = r.partitionsOf(ctx, p, records)
+	}
+	acked, failed := map[int32]bool{}, map[int32]bool{}
+	if partitionOf != nil {
+		for _, res := range results {
+			part := partitionOf[res.Record]
+			switch {
+			case res.Err == nil:
+				acked[part] = true
+			case !isRejection(res.Err):
+				failed[part] = true
+			}
+		}
+		for part := range acked {
+			delete(failed, part)
+		}
+	}
+	r.breaker.judged(admitted, acked, failed, answered)
+	r.metrics.partitionsUnavailable.Set(float64(r.breaker.openCount()))
+	return partitionOf, answered
+}
+
+// partitionsOf is the partition of each record, by the rule the relay's clients
+// partition with (keyPartition), or nil when the topic's partition count is unknown.
+func (r *Relay) partitionsOf(ctx context.Context, p producer, records []*kgo.Record) map[*kgo.Record]int32 {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
+	defer cancel()
+	n := partitionCount(ctx, p, r.cfg.Topic)
+	if n == 0 {
+		return nil
+	}
+	out := make(map[*kgo.Record]int32, len(records))
+	for _, rec := range records {
+		out[rec] = keyPartition(rec.Key, n)
+	}
+	return out
+}
+
+// heldBack is the failure of an event whose partition's breaker is open: it was not
+// sent, waits until the breaker may let it through, and counts no attempt.
+func (r *Relay) heldBack(e claimedEvent, partition int32, wait time.Duration) failure {
+	r.metrics.heldBack.Inc()
+	return failure{ID: e.ID, HeldBack: true, RetryIn: wait,
+		Err: fmt.Sprintf("held back, not sent: partition %d stopped answering while others did", partition)}
 }
 
 // produce is one bounded publish attempt: a context deadline, backed by

@@ -11,11 +11,15 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // producer is what the relay needs from a Kafka client; *kgo.Client satisfies it.
 type producer interface {
 	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
+	// RequestCachedMetadata answers from the client's metadata cache where it can:
+	// the partition breaker asks it for the topic's partition count (breaker.go).
+	RequestCachedMetadata(ctx context.Context, req *kmsg.MetadataRequest, limit time.Duration) (*kmsg.MetadataResponse, error)
 }
 
 // producers are the two Kafka clients a worker sends with.
@@ -44,6 +48,7 @@ type Relay struct {
 	metrics *Metrics
 	alerter *alerter
 	outage  *outageBackoff
+	breaker *partitionBreaker
 	// isolating holds the one record the relay is sending on its own, if any: a slot
 	// that a worker takes before using producers.alone (isolate).
 	isolating chan struct{}
@@ -67,6 +72,7 @@ func NewRelay(pool *pgxpool.Pool, cfg RelayConfig, logger *slog.Logger, metrics 
 		metrics:   metrics,
 		alerter:   newAlerter(cfg, logger),
 		outage:    &outageBackoff{base: cfg.OutageBackoffBase, max: cfg.OutageBackoffMax},
+		breaker:   newPartitionBreaker(cfg.OutageBackoffBase, cfg.OutageBackoffMax, cfg.PublishTimeout),
 		isolating: make(chan struct{}, 1),
 		wake:      make(chan wakeSource, 1),
 	}, nil
@@ -185,6 +191,10 @@ func (r *Relay) clientOpts() []kgo.Opt {
 		// ProduceSync flushes its own records at once; lingering would only add
 		// latency.
 		kgo.ProducerLinger(0),
+		// Kafka's rule for keyed records, pinned rather than left to the client's
+		// default, because the partition breaker computes with it where a record goes
+		// before it is sent (keyPartition, in breaker.go).
+		kgo.RecordPartitioner(keyPartitioner),
 	}
 	return append(opts, r.cfg.ClientOpts...)
 }
@@ -239,7 +249,7 @@ func (r *Relay) runOnce(ctx context.Context, p producers, woken wakeSource) (int
 	// database never has to end this transaction under a worker that is still working
 	// on its rows (docs/adr/0002).
 	leaseCtx, cancelLease := context.WithDeadline(ctx, leaseStart.Add(r.cfg.Lease-r.cfg.QueryTimeout))
-	published, failures := r.publish(leaseCtx, p, events)
+	published, failures, answered := r.publish(leaseCtx, p, events)
 	cancelLease()
 
 	// Record what happened even if ctx was cancelled meanwhile: acknowledged events
@@ -251,7 +261,7 @@ func (r *Relay) runOnce(ctx context.Context, p producers, woken wakeSource) (int
 		// broker's. Mark what was acknowledged; the commit hands the rest back.
 		failures = nil
 	} else {
-		r.judgeFailures(len(published), failures)
+		r.judgeFailures(len(published), failures, answered)
 	}
 	dead, err := r.record(recordCtx, tx, published, failures)
 	if err != nil {

@@ -193,7 +193,7 @@ func markPublished(ctx context.Context, q Execer, ids []uuid.UUID) (int64, error
 }
 
 // recordFailures records failed publishes in the batch's transaction tx. Every failure
-// counts an attempt and sets last_error; only a rejection counts towards the DLQ, and
+// sets last_error and counts an attempt, but for an event held back unsent (breaker.go); only a rejection counts towards the DLQ, and
 // the one that reaches maxRejections marks the event 'failed' and copies it to
 // outbox_dlq in the same statement (why: failure.go). It returns the events it
 // dead-lettered, for the alert, and then makes tx wait for the WAL flush at its
@@ -203,17 +203,18 @@ func (s store) recordFailures(ctx context.Context, tx pgx.Tx, failures []failure
 	ids := make([]uuid.UUID, len(failures))
 	errs := make([]string, len(failures))
 	rejected := make([]bool, len(failures))
+	sent := make([]bool, len(failures))
 	retrySecs := make([]float64, len(failures))
 	for i, f := range failures {
-		ids[i], errs[i], rejected[i], retrySecs[i] = f.ID, f.Err, f.Rejected, f.RetryIn.Seconds()
+		ids[i], errs[i], rejected[i], sent[i], retrySecs[i] = f.ID, f.Err, f.Rejected, !f.HeldBack, f.RetryIn.Seconds()
 	}
 	rows, _ := tx.Query(ctx, `
 		WITH outcome AS (
-			SELECT * FROM unnest($1::uuid[], $2::text[], $3::bool[], $4::float8[])
-				AS o(id, last_error, rejected, retry_secs)
+			SELECT * FROM unnest($1::uuid[], $2::text[], $3::bool[], $4::float8[], $6::bool[])
+				AS o(id, last_error, rejected, retry_secs, sent)
 		), updated AS (
 			UPDATE outbox_events e
-			SET attempts = e.attempts + 1,
+			SET attempts = e.attempts + o.sent::int,
 			    rejections = e.rejections + o.rejected::int,
 			    last_error = o.last_error,
 			    status = CASE WHEN o.rejected AND e.rejections + 1 >= $5 THEN 'failed' ELSE 'pending' END,
@@ -229,7 +230,7 @@ func (s store) recordFailures(ctx context.Context, tx pgx.Tx, failures []failure
 			SET attempts = EXCLUDED.attempts, last_error = EXCLUDED.last_error,
 			    failed_at = now(), replayed_at = NULL
 		RETURNING event_id, event_type, aggregate_id, attempts, last_error, failed_at, replayed_at`,
-		ids, errs, rejected, retrySecs, maxRejections)
+		ids, errs, rejected, retrySecs, maxRejections, sent)
 	dead, err := pgx.CollectRows(rows, scanDeadLetter)
 	if err != nil {
 		return nil, fmt.Errorf("record publish failures: %w", err)

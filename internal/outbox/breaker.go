@@ -1,0 +1,189 @@
+package outbox
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// When one partition stops answering while the others are healthy (its leader is cut
+// off from this relay), every record sent to it waits the whole PublishTimeout before it
+// fails, and so does every other record of its produce call: a batch returns only once
+// the broker has judged all of it. New events keep hashing to that partition, so nearly
+// every batch would carry one of them, and every worker would spend most of its time
+// waiting on the one partition that cannot answer. The healthy partitions' events wait
+// with them (the partition-offline chaos scenario measures it: issue 16).
+//
+// The partition breaker stops that. A partition whose records hit a transport failure
+// while the broker acknowledged other records of this relay (in the same batch or in
+// another one, since the failed batch was sent) is "open": the broker answers, but not
+// for it. The next batches hold its records back without sending them: they stay
+// pending, with last_error saying why, until the breaker lets them through again
+// (store.recordFailures counts no attempt for them). Once the partition has been open
+// for its backoff, one batch for the whole relay probes it: it sends that partition's
+// records, so at most one worker at a time waits on a partition that may still be down.
+// An acknowledgement closes the breaker; another failure keeps it open, for twice as
+// long (OutageBackoffBase doubled per failure, up to OutageBackoffMax).
+//
+// Holding back never reorders an aggregate: a held-back event stays in the outbox, and
+// the claim's order rule keeps every later event of its aggregate behind it.
+
+// partitionBreaker is the relay's record of partitions that stopped answering, shared
+// by its workers. Each Relay (each API replica) keeps its own.
+type partitionBreaker struct {
+	base, max time.Duration
+	// probeTime is how long a probe may take: a batch's publish timeout.
+	probeTime time.Duration
+
+	mu   sync.Mutex
+	open map[int32]*openPartition
+	// probeEnds is when the probe out now is over, the zero time when none is.
+	probeEnds time.Time
+	// lastAck is when the broker last acknowledged a record of this relay.
+	lastAck time.Time
+}
+
+// openPartition is a partition that stopped answering.
+type openPartition struct {
+	failures int       // consecutive failed publishes to it
+	until    time.Time // its records are held back before this
+}
+
+func newPartitionBreaker(base, max, probeTime time.Duration) *partitionBreaker {
+	return &partitionBreaker{base: base, max: max, probeTime: probeTime, open: map[int32]*openPartition{}}
+}
+
+// anyOpen reports whether some partition is open: only then does a batch need to know
+// where its records go.
+func (b *partitionBreaker) anyOpen() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.open) > 0
+}
+
+// openCount is how many partitions are open, for the metric.
+func (b *partitionBreaker) openCount() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.open)
+}
+
+// admission is what the breaker decided for one batch.
+type admission struct {
+	// holdFor is, for each record held back, how long until the breaker may let its
+	// partition through; records not in it are sent.
+	holdFor map[*kgo.Record]time.Duration
+	// probed are the open partitions this batch sends to: its probe.
+	probed map[int32]bool
+}
+
+// admit decides which of a batch's records go out, given the partition of each. A
+// record of a closed partition goes. One of an open partition goes only as this
+// batch's probe: its backoff is over and no other batch is probing. Taking the probe
+// holds every other batch off the open partitions until it is over (probeTime).
+// Without partitionOf (no partition open, or the partition count unknown) every record
+// goes.
+func (b *partitionBreaker) admit(records []*kgo.Record, partitionOf map[*kgo.Record]int32) admission {
+	a := admission{holdFor: map[*kgo.Record]time.Duration{}, probed: map[int32]bool{}}
+	if partitionOf == nil {
+		return a
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	for _, rec := range records {
+		p := partitionOf[rec]
+		op := b.open[p]
+		switch {
+		case op == nil || a.probed[p]:
+			continue // closed, or already part of this batch's probe
+		case now.Before(op.until):
+			a.holdFor[rec] = op.until.Sub(now)
+		case now.Before(b.probeEnds) && len(a.probed) == 0:
+			a.holdFor[rec] = b.probeEnds.Sub(now) // another batch is probing
+		default:
+			b.probeEnds = now.Add(b.probeTime)
+			op.until = b.probeEnds // until the probe's outcome, nothing else goes
+			a.probed[p] = true
+		}
+	}
+	return a
+}
+
+// acked notes that the broker acknowledged a record of this relay just now.
+func (b *partitionBreaker) acked() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lastAck = time.Now()
+}
+
+// answeredSince reports whether the broker acknowledged a record of this relay after
+// t: then a batch sent at t that got no answer met a partition that does not answer,
+// not a broker down for all.
+func (b *partitionBreaker) answeredSince(t time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lastAck.After(t)
+}
+
+// judged records the broker's verdicts on the partitions a batch sent to: acked are the
+// partitions with an acknowledged record, failed those with a transport failure and no
+// acknowledgement. A failure opens a closed partition only when the broker answered
+// since the batch was sent (answered), so that the broker is up, if not for it; a
+// broker down for all is the relay's outage pause (failure.go), not this. It ends the
+// batch's probe, if it was one.
+func (b *partitionBreaker) judged(a admission, acked, failed map[int32]bool, answered bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(a.probed) > 0 {
+		b.probeEnds = time.Time{}
+	}
+	for p := range acked {
+		delete(b.open, p)
+	}
+	for p := range failed {
+		op := b.open[p]
+		if op == nil {
+			if !answered {
+				continue
+			}
+			op = &openPartition{}
+			b.open[p] = op
+		}
+		op.until = time.Now().Add(backoff(b.base, b.max, op.failures))
+		op.failures++
+	}
+}
+
+// keyPartition is the partition Kafka's rule puts a record with this key in, among n:
+// the murmur2 hash of the key, modulo n, the rule of Kafka's own producer for keyed
+// records. The relay's clients are configured to partition by it (clientOpts), so
+// the breaker knows where a record goes before it is sent.
+func keyPartition(key []byte, n int) int32 {
+	return int32(keyPartitioner.ForTopic("").Partition(&kgo.Record{Key: key}, n))
+}
+
+// keyPartitioner partitions a keyed record by the murmur2 hash of its key.
+var keyPartitioner = kgo.StickyKeyPartitioner(nil)
+
+// partitionCount is the number of partitions of topic, from the client's metadata
+// cache (the producer keeps it current), or 0 when it is not known.
+func partitionCount(ctx context.Context, p producer, topic string) int {
+	req := kmsg.NewPtrMetadataRequest()
+	t := kmsg.NewMetadataRequestTopic()
+	t.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, t)
+	resp, err := p.RequestCachedMetadata(ctx, req, time.Minute)
+	if err != nil {
+		return 0
+	}
+	for _, rt := range resp.Topics {
+		if rt.Topic != nil && *rt.Topic == topic && rt.ErrorCode == 0 {
+			return len(rt.Partitions)
+		}
+	}
+	return 0
+}
