@@ -41,7 +41,9 @@ const minHealthyRate = 0.5
 // the relay of 2026-12-01 (before the fix of issue 16): with 2 × 3 the other partitions
 // kept 23 % and 19 % of their rate during the cut in two runs (FAIL); with the defaults,
 // in a control run, 83 % (the head never filled, so every batch still carried healthy
-// events past the cut).
+// events past the cut). The same day, with per-worker clients but before the partition
+// breaker, 37 % and 49 % (FAIL): every batch holding one event of the cut partition
+// waited the publish timeout. With the breaker (internal/outbox/breaker.go), 111 %.
 var partitionOfflineEnv = []string{"RELAY_WORKERS=2", "RELAY_BATCH_SIZE=3"}
 
 func (o *partitionOffline) disrupt(ctx context.Context, rn *Run) error {

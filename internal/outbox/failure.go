@@ -43,13 +43,14 @@ import (
 //     to the head, fill every claim, fail every batch, and the healthy partitions
 //     would publish nothing. Their aggregates' later events still wait for them (the
 //     claim's order rule does not depend on the claim's order). A batch in which the
-//     broker acknowledged nothing means, as far as this relay can tell, a broker down
-//     for all: then the whole Relay pauses too, none of its workers claims until the
-//     outage backoff has passed, and each such batch doubles the pause, up to
-//     OutageBackoffMax, so that an outage is not hammered by every worker. While one
-//     partition is down, a batch that holds only its events pauses the relay in this
-//     way until the next batch gets an acknowledgement: healthy partitions keep
-//     flowing, with that much more latency.
+//     broker acknowledged nothing, while it acknowledged nothing else of this relay
+//     either, means, as far as this relay can tell, a broker down for all: then the
+//     whole Relay pauses too, none of its workers claims until the outage backoff has
+//     passed, and each such batch doubles the pause, up to OutageBackoffMax, so that an
+//     outage is not hammered by every worker. A partition that fails while the broker
+//     acknowledges other records is one partition down, not the broker: it pauses
+//     nothing, and the partition breaker (breaker.go) holds its later events back
+//     unsent, so that they do not hold every batch for a publish timeout each.
 //
 // Before a rejection counts, the record is sent again on its own (isolate): the broker
 // judges batches, not records, so a rejection shared with other records says only that
