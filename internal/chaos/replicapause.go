@@ -290,7 +290,7 @@ func (rp replicaPause) aloneWindows(r *Report, rn *Run) [][2]time.Time {
 const resumedAlone = "replica resumed (SIGCONT), the other frozen"
 
 // resumeAlone records resumedAlone, then sends p the SIGCONT. The record comes first
-// because the windows that start at it (aloneWindows, fencedAfterResume) must hold
+// because the windows that start at it (aloneWindows, unfencedAfterResume) must hold
 // every line p writes once it wakes, and p may write one at once: a relay whose timer
 // fell due during the pause acts on it as soon as it runs, while the harness, on a busy
 // machine, may get the CPU back only later. One run timed the resume after the signal

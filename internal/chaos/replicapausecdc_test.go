@@ -56,14 +56,14 @@ func TestUnfencedAfterResume(t *testing.T) {
 	}
 }
 
-// The run that read "2 of 3" (reports/chaos-replica-pause-cdc.json, run
-// chaos-replica-pause-1796151664), with its own log lines and resume times: api logged
-// its first lost session at 19.369525 s, 2.2 ms before the harness recorded the resume
-// at 19.371680 s, a record then taken after the SIGCONT. The matching is right to leave
-// that line out, since a window that started earlier by a tolerance would also take in
-// lines from before a pause; what was wrong is the instant, which resumeAlone now takes
-// before the signal (TestResumeAloneRecordsWhileStopped). The other two lines, 38 ms
-// and 21 ms after their resumes, count.
+// The run whose row read "2 of 3" (chaos-replica-pause-1796151664, CDC relay), with
+// its own log lines and resume times: api logged its first lost session at 19.369525 s,
+// 2.2 ms before the harness recorded the resume at 19.371680 s, a record then taken
+// after the SIGCONT. The matching is right to leave that line out: a tolerance would
+// only guess how late the harness gets the CPU back after the signal. What was wrong is
+// the instant, which resumeAlone now takes before the signal
+// (TestResumeAloneRecordsWhileStopped). The other two lines, 38 ms and 21 ms after
+// their resumes, count.
 func TestUnfencedAfterResumeFailedRun(t *testing.T) {
 	t.Parallel()
 	origin := time.Date(2026, 12, 1, 19, 1, 4, 604961379, time.UTC)
