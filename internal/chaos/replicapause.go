@@ -95,10 +95,9 @@ func (rp replicaPause) pauseOnce(ctx context.Context, rn *Run) error {
 	if err != nil {
 		return err
 	}
-	if err := rn.API.Thaw(); err != nil {
+	if err := rn.resumeAlone(rn.API); err != nil {
 		return err
 	}
-	rn.disrupted(resumedAlone, rn.API.Name)
 	waitErr := waitUntil(ctx, time.Now().Add(rp.Alone))
 	if err := rn.API.Freeze(); err != nil {
 		return err
@@ -289,6 +288,18 @@ func (rp replicaPause) aloneWindows(r *Report, rn *Run) [][2]time.Time {
 
 // resumedAlone is the disruption that starts a paused replica's time alone.
 const resumedAlone = "replica resumed (SIGCONT), the other frozen"
+
+// resumeAlone records resumedAlone, then sends p the SIGCONT. The record comes first
+// because the windows that start at it (aloneWindows, unfencedAfterResume) must hold
+// every line p writes once it wakes, and p may write one at once: a relay whose timer
+// fell due during the pause acts on it as soon as it runs, while the harness, on a busy
+// machine, may get the CPU back only later. One run timed the resume after the signal
+// and found the CDC relay's "replication stream lost" line 2 ms before it. Taken
+// before the signal, the instant precedes anything p does awake.
+func (rn *Run) resumeAlone(p *Process) error {
+	rn.disrupted(resumedAlone, p.Name)
+	return p.Thaw()
+}
 
 // validity is the scenario's own rows: the pauses happened with rows leased, the paused
 // replica's late outcomes were fenced (its own log), and changed nothing (the harness's

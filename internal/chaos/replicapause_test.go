@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -228,4 +229,51 @@ func TestUntouchableRowsOfBatchTransactions(t *testing.T) {
 	if changed := changedRows(before, after); len(changed) != 0 {
 		t.Errorf("changed rows = %v, want none once the lock is gone", changed)
 	}
+}
+
+// The resume of a paused replica opens the windows in which its log lines count
+// (aloneWindows, unfencedAfterResume), so it must be recorded before the replica can
+// write anything: while it is still stopped. Recorded after the SIGCONT, it let the CDC
+// relay's "replication stream lost" fall 2 ms before its window in one run.
+func TestResumeAloneRecordsWhileStopped(t *testing.T) {
+	t.Parallel()
+	p := &Process{Name: "api", Argv: []string{"sleep", "300"}, LogPath: filepath.Join(t.TempDir(), "api.log")}
+	if err := p.Start(); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { _ = p.Kill() })
+	cmd, _ := p.current()
+	pid := cmd.Process.Pid
+	if err := p.Freeze(); err != nil {
+		t.Fatalf("freeze: %v", err)
+	}
+	waitFor(t, "sleep to stop", func() (bool, bool) { return true, procState(pid) == "T" })
+	states := &stateWhenLogged{pid: pid}
+	rn := &Run{origin: time.Now(), logger: slog.New(states)}
+	if err := rn.resumeAlone(p); err != nil {
+		t.Fatalf("resumeAlone: %v", err)
+	}
+	if diff := cmp.Diff([]string{"T"}, states.seen); diff != "" {
+		t.Errorf("state of the process when its resume was recorded (-want +got):\n%s", diff)
+	}
+	if d := rn.Disruptions(); len(d) != 1 || d[0].What != resumedAlone || d[0].Detail != "api" {
+		t.Errorf("disruptions = %+v, want one %q of api", d, resumedAlone)
+	}
+	waitFor(t, "sleep to run again", func() (bool, bool) { return true, procState(pid) != "T" })
+}
+
+// stateWhenLogged is a slog.Handler that notes, for each record, the state of process
+// pid at that moment: Run.disrupted logs each disruption as it records it.
+type stateWhenLogged struct {
+	pid  int
+	seen []string
+}
+
+func (h *stateWhenLogged) Enabled(context.Context, slog.Level) bool { return true }
+func (h *stateWhenLogged) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *stateWhenLogged) WithGroup(string) slog.Handler            { return h }
+
+func (h *stateWhenLogged) Handle(context.Context, slog.Record) error {
+	h.seen = append(h.seen, procState(h.pid))
+	return nil
 }

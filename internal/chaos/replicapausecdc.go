@@ -84,10 +84,9 @@ func (rp replicaPause) pauseStreamingOnce(ctx context.Context, rn *Run) error {
 	if err != nil {
 		return err
 	}
-	if err := paused.Thaw(); err != nil {
+	if err := rn.resumeAlone(paused); err != nil {
 		return err
 	}
-	rn.disrupted(resumedAlone, paused.Name)
 	waitErr := waitUntil(ctx, time.Now().Add(rp.Alone))
 	if err := paused.Freeze(); err != nil {
 		return err
@@ -182,7 +181,11 @@ func (rp replicaPause) validityCDC(r *Report, rn *Run) []Check {
 			takeovers++
 		}
 	}
-	fenced, resumed := fencedAfterResume(r.Disruptions, rn, time.Now())
+	unfenced, resumed := unfencedAfterResume(r.Disruptions, rn, time.Now())
+	fencedGot := fmt.Sprintf("%d of %d resumed relays", resumed-len(unfenced), resumed)
+	if len(unfenced) > 0 {
+		fencedGot += "; no such line from " + strings.Join(unfenced, ", ")
+	}
 	changes := rn.lateChanges()
 	changed := fmt.Sprintf("%d rows changed", len(changes))
 	if len(changes) > 0 {
@@ -194,19 +197,20 @@ func (rp replicaPause) validityCDC(r *Report, rn *Run) []Check {
 		check(Validity, "the other replica took the slot over during the pause ("+streamingMetric+")", "> 0",
 			fmt.Sprintf("%d of %d pauses", takeovers, pauses), takeovers > 0),
 		check(Validity, "every paused relay found its session ended by the server before the next one resumed (its log: "+streamLostLog+")", "all resumed",
-			fmt.Sprintf("%d of %d resumed relays", fenced, resumed), resumed > 0 && fenced == resumed),
+			fencedGot, resumed > 0 && len(unfenced) == 0),
 		check(Validity, "the service's own copies in the topic (the other replica streamed the paused one's events again)", "> 0", r.Evidence.ServiceCopies, r.Evidence.ServiceCopies > 0),
 		orderInFlightCheck(r),
 		check(SLO, "late outcomes of the paused replica changed nothing (published rows)", "0", changed, len(changes) == 0),
 	}
 }
 
-// fencedAfterResume counts the resumed relays (resumedAlone disruptions, whose detail
-// names the process) and those that logged streamLostLog between their resume and the
-// next relay's resume, or end for the last one. A relay notices the end of its session
-// only when it next talks to the server, which may be after its time alone, but one
-// that has not noticed by the next resume still publishes for a session that is over.
-func fencedAfterResume(disruptions []Disruption, rn *Run, end time.Time) (fenced, resumed int) {
+// unfencedAfterResume counts the resumed relays (resumedAlone disruptions, whose detail
+// names the process) and returns those that did not log streamLostLog between their
+// resume and the next relay's resume, or end for the last one, each as its name and
+// resume time. A relay notices the end of its session only when it next talks to the
+// server, which may be after its time alone, but one that has not noticed by the next
+// resume still publishes for a session that is over.
+func unfencedAfterResume(disruptions []Disruption, rn *Run, end time.Time) (unfenced []string, resumed int) {
 	logs := map[string]string{rn.API.Name: rn.API.LogPath, rn.Replica.Name: rn.Replica.LogPath}
 	var starts []Disruption
 	for _, d := range disruptions {
@@ -220,9 +224,9 @@ func fencedAfterResume(disruptions []Disruption, rn *Run, end time.Time) (fenced
 		if i+1 < len(starts) {
 			until = at(starts[i+1])
 		}
-		if sessionsEnded(logs[d.Detail], at(d), until) > 0 {
-			fenced++
+		if sessionsEnded(logs[d.Detail], at(d), until) <= 0 {
+			unfenced = append(unfenced, fmt.Sprintf("%s resumed at %.3f s", d.Detail, d.AtSeconds))
 		}
 	}
-	return fenced, len(starts)
+	return unfenced, len(starts)
 }
