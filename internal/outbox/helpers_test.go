@@ -294,7 +294,7 @@ func startWorkers(t *testing.T, r *Relay, p producers) {
 		defer close(done)
 		workers := make([]producers, r.cfg.Workers)
 		for i := range workers {
-			workers[i] = p
+			workers[i] = p // a copy each: a worker's producers are its own
 		}
 		r.runWorkers(ctx, workers)
 	}()

@@ -22,7 +22,7 @@ import (
 // answered reports whether the broker acknowledged a record of this relay, in this
 // batch or another, while the batch waited: if it did, the batch's transport failures
 // are about their partitions, not about the broker.
-func (r *Relay) publish(ctx context.Context, p producers, events []claimedEvent) (published []claimedEvent, failures []failure, answered bool) {
+func (r *Relay) publish(ctx context.Context, p *producers, events []claimedEvent) (published []claimedEvent, failures []failure, answered bool) {
 	records := make([]*kgo.Record, len(events))
 	byRecord := make(map[*kgo.Record]claimedEvent, len(events))
 	for i, e := range events {
@@ -48,8 +48,15 @@ func (r *Relay) publish(ctx context.Context, p producers, events []claimedEvent)
 		return nil, failures, false
 	}
 	spans := r.startPublishSpans(sendEvents, send)
+	if p.ownFailed {
+		r.reconnect(ctx, p.own)
+	}
 	sent := time.Now()
 	results := r.produce(ctx, p.own, send...)
+	p.ownFailed = false
+	for _, res := range results {
+		p.ownFailed = p.ownFailed || (res.Err != nil && !isRejection(res.Err))
+	}
 	partitionOf, answered = r.judgePartitions(ctx, p.own, admitted, sent, results, partitionOf)
 
 	for _, res := range results {
@@ -137,6 +144,20 @@ func (r *Relay) heldBack(e claimedEvent, partition int32, wait time.Duration) fa
 	r.metrics.heldBack.Inc()
 	return failure{ID: e.ID, HeldBack: true, RetryIn: wait,
 		Err: fmt.Sprintf("held back, not sent: partition %d stopped answering while others did", partition)}
+}
+
+// reconnect opens p's produce connections under a timeout of their own, before a
+// publish after a transport failure. A publish that timed out with records on the wire
+// makes the client drop that connection, and a new one costs a round trip of its own
+// (Kafka's ApiVersions handshake) before the produce's. Against a broker that answers
+// in more than half a publish timeout, counting both against one timeout made every
+// publish time out in turn, drop its connection again, and never succeed
+// (TestRelayKeepsPublishingThroughSlowAcksAfterATimeout). Its error is the produce's
+// to report: a broker that cannot be reached fails the produce too.
+func (r *Relay) reconnect(ctx context.Context, p producer) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
+	defer cancel()
+	_ = p.EnsureProduceConnectionIsOpen(ctx, -1)
 }
 
 // produce is one bounded publish attempt: a context deadline, backed by

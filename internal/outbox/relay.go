@@ -20,6 +20,9 @@ type producer interface {
 	// RequestCachedMetadata answers from the client's metadata cache where it can:
 	// the partition breaker asks it for the topic's partition count (breaker.go).
 	RequestCachedMetadata(ctx context.Context, req *kmsg.MetadataRequest, limit time.Duration) (*kmsg.MetadataResponse, error)
+	// EnsureProduceConnectionIsOpen opens the produce connections to the brokers
+	// (-1: all) that are not open: see reconnect, in publish.go.
+	EnsureProduceConnectionIsOpen(ctx context.Context, brokers ...int32) error
 }
 
 // producers are the two Kafka clients a worker sends with.
@@ -34,6 +37,10 @@ type producers struct {
 	// alone carries only records sent on their own after a rejection, one at a time
 	// for the whole relay (isolate, in failure.go), so its verdict is about that record.
 	alone producer
+	// ownFailed says that own's last publish had a transport failure: its next one
+	// opens the connections first (reconnect, in publish.go). Each worker has its own
+	// producers, so only its goroutine touches it.
+	ownFailed bool
 }
 
 // Relay publishes committed outbox events to Kafka: each batch is one transaction that
@@ -135,8 +142,8 @@ func (r *Relay) runWorkers(ctx context.Context, workers []producers) {
 	defer abandonWork()
 
 	var wg sync.WaitGroup
-	for _, p := range workers {
-		wg.Go(func() { r.work(ctx, workCtx, p) })
+	for i := range workers {
+		wg.Go(func() { r.work(ctx, workCtx, &workers[i]) })
 	}
 	wg.Go(func() { r.listen(ctx) })
 	wg.Go(func() { r.monitor(ctx) })
@@ -201,7 +208,7 @@ func (r *Relay) clientOpts() []kgo.Opt {
 
 // work is one worker: claim, publish, record, until ctx ends. Batches run under
 // workCtx, which outlives ctx by the shutdown grace period.
-func (r *Relay) work(ctx, workCtx context.Context, p producers) {
+func (r *Relay) work(ctx, workCtx context.Context, p *producers) {
 	poll := time.NewTicker(r.cfg.PollInterval)
 	defer poll.Stop()
 	woken := wokenByPoll // the first claim looks for what is there, as a poll does
@@ -230,7 +237,7 @@ func (r *Relay) work(ctx, workCtx context.Context, p producers) {
 // runOnce claims one batch, publishes it and records the outcome, all in the batch's
 // transaction (store.claim). It returns how many events it claimed. woken says what
 // made the worker claim, for the metrics.
-func (r *Relay) runOnce(ctx context.Context, p producers, woken wakeSource) (int, error) {
+func (r *Relay) runOnce(ctx context.Context, p *producers, woken wakeSource) (int, error) {
 	// The lease is measured from before the claim: the database's idle timer starts
 	// after it, so a deadline taken from this clock read ends first.
 	leaseStart := time.Now()
