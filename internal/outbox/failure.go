@@ -135,7 +135,7 @@ func (r *Relay) isolate(ctx context.Context, alone producer, e claimedEvent, err
 		return errNotJudged
 	}
 	defer func() { <-r.isolating }()
-	err = r.produce(ctx, alone, r.kafkaRecord(e))[0].Err
+	err = r.produce(ctx, alone, r.cfg.PublishTimeout, r.kafkaRecord(e))[0].Err
 	if err != nil && ctx.Err() != nil {
 		return errNotJudged
 	}

@@ -50,9 +50,6 @@ type silentCall struct {
 
 func (p *fakeProducer) partitionCount() int { return max(p.partitions, 1) }
 
-// EnsureProduceConnectionIsOpen has no connection to open.
-func (p *fakeProducer) EnsureProduceConnectionIsOpen(context.Context, ...int32) error { return nil }
-
 // RequestCachedMetadata answers with the topic of each record and its partition count.
 func (p *fakeProducer) RequestCachedMetadata(_ context.Context, req *kmsg.MetadataRequest, _ time.Duration) (*kmsg.MetadataResponse, error) {
 	resp := kmsg.NewPtrMetadataResponse()

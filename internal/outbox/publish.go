@@ -48,15 +48,9 @@ func (r *Relay) publish(ctx context.Context, p *producers, events []claimedEvent
 		return nil, failures, false
 	}
 	spans := r.startPublishSpans(sendEvents, send)
-	if p.ownFailed {
-		r.reconnect(ctx, p.own)
-	}
 	sent := time.Now()
-	results := r.produce(ctx, p.own, send...)
-	p.ownFailed = false
-	for _, res := range results {
-		p.ownFailed = p.ownFailed || (res.Err != nil && !isRejection(res.Err))
-	}
+	results := r.produce(ctx, p.own, p.nextTimeout(r.cfg.PublishTimeout), send...)
+	p.judgeTimeout(results, r.cfg.PublishTimeout, r.cfg.Lease-r.cfg.QueryTimeout)
 	partitionOf, answered = r.judgePartitions(ctx, p.own, admitted, sent, results, partitionOf)
 
 	for _, res := range results {
@@ -146,24 +140,10 @@ func (r *Relay) heldBack(e claimedEvent, partition int32, wait time.Duration) fa
 		Err: fmt.Sprintf("held back, not sent: partition %d stopped answering while others did", partition)}
 }
 
-// reconnect opens p's produce connections under a timeout of their own, before a
-// publish after a transport failure. A publish that timed out with records on the wire
-// makes the client drop that connection, and a new one costs a round trip of its own
-// (Kafka's ApiVersions handshake) before the produce's. Against a broker that answers
-// in more than half a publish timeout, counting both against one timeout made every
-// publish time out in turn, drop its connection again, and never succeed
-// (TestRelayKeepsPublishingThroughSlowAcksAfterATimeout). Its error is the produce's
-// to report: a broker that cannot be reached fails the produce too.
-func (r *Relay) reconnect(ctx context.Context, p producer) {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
-	defer cancel()
-	_ = p.EnsureProduceConnectionIsOpen(ctx, -1)
-}
-
-// produce is one bounded publish attempt: a context deadline, backed by
+// produce is one publish attempt bounded by timeout: a context deadline, backed by
 // kgo.RecordDeliveryTimeout, so a broker that never answers cannot hold a worker.
-func (r *Relay) produce(ctx context.Context, p producer, records ...*kgo.Record) kgo.ProduceResults {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
+func (r *Relay) produce(ctx context.Context, p producer, timeout time.Duration, records ...*kgo.Record) kgo.ProduceResults {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	skewTimestamps(records, r.cfg.FaultTimestampSkew)
 	return p.ProduceSync(ctx, records...)
