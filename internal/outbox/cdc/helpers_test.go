@@ -120,6 +120,13 @@ type testRelay struct {
 // start runs a relay with b.cfg until stop is called or the test ends.
 func (b *testBundle) start(t *testing.T) *testRelay {
 	t.Helper()
+	return b.startOn(t, nil)
+}
+
+// startOn is start with the producer p in place of the relay's Kafka client (a fake
+// broker), or with the relay's own client when p is nil.
+func (b *testBundle) startOn(t *testing.T, p producer) *testRelay {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	om, err := outbox.NewMetrics(reg)
 	if err != nil {
@@ -135,7 +142,14 @@ func (b *testBundle) start(t *testing.T) *testRelay {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	go func() {
+		if p == nil {
+			done <- r.Run(ctx)
+			return
+		}
+		r.run(ctx, p)
+		done <- nil
+	}()
 	stopped := false
 	stop := func() {
 		if stopped {

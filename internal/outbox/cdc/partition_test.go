@@ -1,0 +1,133 @@
+package cdc
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/testenv"
+)
+
+// While one partition never answers (its leader cut off from the relay, as in the
+// partition-offline chaos scenario), its events are parked beside the stream and the
+// other partitions' events, committed after them, are published; the slot is not
+// confirmed past the first parked event, so a crash would republish it. Once the
+// partition answers again, the parked events are published, each aggregate's second
+// event only after its first was acknowledged, and the slot moves past everything.
+func TestSilentPartitionIsParkedWhileTheOthersFlow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const partitions = 3
+	fake := newFakeProducer(partitions)
+	relay := b.startOn(t, fake)
+	b.insert(t, "warmup", 3)
+	b.waitPublished(t, 3, 90*time.Second)
+
+	silent := int32(0)
+	var silentAggs, healthyAggs []string
+	for i := range 12 {
+		agg := fmt.Sprintf("agg-%d", i)
+		if outbox.KeyPartition([]byte(agg), partitions) == silent {
+			silentAggs = append(silentAggs, agg)
+		} else {
+			healthyAggs = append(healthyAggs, agg)
+		}
+	}
+	if len(silentAggs) == 0 || len(healthyAggs) == 0 {
+		t.Fatalf("aggregates %v on the silent partition, %v elsewhere: want some of each", silentAggs, healthyAggs)
+	}
+	fake.setSilent(&silent)
+
+	// Two events per aggregate, each in its own transaction, the silent partition's
+	// first in each round: every healthy event commits after a parked one, so a slot
+	// confirmed past the parked events would show.
+	beforeParked := b.currentLSN(t)
+	byAggregate := map[string][]uuid.UUID{}
+	var silentIDs, healthyIDs []uuid.UUID
+	for range 2 {
+		for _, agg := range append(append([]string{}, silentAggs...), healthyAggs...) {
+			id := b.insertEvent(t, agg)
+			byAggregate[agg] = append(byAggregate[agg], id)
+			if outbox.KeyPartition([]byte(agg), partitions) == silent {
+				silentIDs = append(silentIDs, id)
+			} else {
+				healthyIDs = append(healthyIDs, id)
+			}
+		}
+	}
+
+	testenv.WaitFor(t, 60*time.Second, func() (bool, string) {
+		got := b.count(t, `SELECT count(*) FROM outbox_published WHERE id = ANY($1)`, healthyIDs)
+		return got == len(healthyIDs), fmt.Sprintf("%d of the %d events of the answering partitions published while partition %d is silent",
+			got, len(healthyIDs), silent)
+	})
+	// The rows say why they wait (GET /payments/{id} shows last_error): the prober
+	// notes the events parked unsent at its next turn.
+	testenv.WaitFor(t, 10*time.Second, func() (bool, string) {
+		got := b.count(t, `SELECT count(*) FROM outbox_events
+			WHERE id = ANY($1) AND status = 'pending' AND last_error LIKE 'parked%partition 0%'`, silentIDs)
+		return got == len(silentIDs), fmt.Sprintf("%d of the %d events of the silent partition pending with a last_error naming it, want all",
+			got, len(silentIDs))
+	})
+	if got := relay.metric(t, "outbox_cdc_parked_events", ""); got == 0 {
+		t.Errorf("outbox_cdc_parked_events = 0 while partition %d is silent", silent)
+	}
+	// The relay reports its position every StatusInterval: over several of them, the
+	// slot stays behind the parked events.
+	holdsFor(t, 4*b.cfg.StatusInterval, func() (bool, string) {
+		got := b.confirmedLSN(t)
+		return got <= beforeParked, fmt.Sprintf("slot confirmed to %d, past %d, before the first parked event", got, beforeParked)
+	})
+
+	fake.setSilent(nil)
+	b.waitPublished(t, 3+len(silentIDs)+len(healthyIDs), 60*time.Second)
+	for agg, ids := range byAggregate {
+		first, second := ids[0].String(), ids[1].String()
+		if acked, sent := fake.ackedAt(first), fake.sentAt(second); acked == 0 || sent < acked {
+			t.Errorf("aggregate %s: second event sent at step %d, first acknowledged at step %d: want the second sent after", agg, sent, acked)
+		}
+	}
+	last := b.currentLSN(t)
+	testenv.WaitFor(t, 30*time.Second, func() (bool, string) {
+		got := b.confirmedLSN(t)
+		return got >= last, fmt.Sprintf("slot confirmed to %d, want at least %d once every event is published", got, last)
+	})
+}
+
+// insertEvent commits one event of aggregate, in a transaction of its own.
+func (b *testBundle) insertEvent(t *testing.T, aggregate string) uuid.UUID {
+	t.Helper()
+	msg := outbox.Message{ID: uuid.New(), Type: "TestEvent", AggregateID: aggregate, Payload: []byte(`{}`), OccurredAt: time.Now()}
+	err := pgx.BeginFunc(context.Background(), b.pool, func(tx pgx.Tx) error {
+		return outbox.Insert(context.Background(), tx, msg)
+	})
+	if err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+	return msg.ID
+}
+
+// currentLSN is the server's current WAL position, as a number.
+func (b *testBundle) currentLSN(t *testing.T) int64 {
+	t.Helper()
+	return int64(b.count(t, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`))
+}
+
+// holdsFor checks cond every 50ms for d, and fails the test the first time it is false.
+func holdsFor(t *testing.T, d time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	ticker := time.NewTicker(50 * time.Millisecond)
+	defer ticker.Stop()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if ok, state := cond(); !ok {
+			t.Fatal(state)
+		}
+		<-ticker.C
+	}
+}
