@@ -76,7 +76,9 @@ type Config struct {
 
 	// OutageBackoffBase and OutageBackoffMax shape the pause after a transport failure
 	// (broker down, timeout) before the same records are sent again: doubled per
-	// consecutive failure, capped. Defaults 100ms and 10s.
+	// consecutive failure, capped. The partition breaker waits the same before it probes
+	// a partition that stopped answering again, and the prober of parked events looks
+	// for work every OutageBackoffBase (probe.go). Defaults 100ms and 10s.
 	OutageBackoffBase time.Duration
 	OutageBackoffMax  time.Duration
 	// ReconnectInterval is the wait before the relay opens its replication connection

@@ -20,8 +20,14 @@ import (
 // dead-lettered (a batch's dead letters are written before the next batch is looked
 // at). Marks touch rows of their own (an event in two batches, a replay published
 // twice, is moved by whichever mark locks it first; the other finds nothing), so they
-// may run side by side and finish in any order: the loop confirms a batch's end only once it and every batch
-// before it are marked (position.marked).
+// may run side by side and finish in any order: the loop confirms a batch's end only
+// once it and every batch before it are marked (position.marked).
+//
+// The one exception to serial publishing: the events of a partition that stopped
+// answering while the others did. They are parked beside the stream (parking.go) and a
+// goroutine of their own, the prober (probe.go), publishes them once the partition
+// answers, while the publisher goes on. A batch with parked events is reported marked
+// only once they are acknowledged and marked too, so the confirm rule is unchanged.
 
 // markers is how many marks may run at once, each on its own pooled connection: as
 // many as the polling relay's workers, whose batches overlap the same way.
@@ -94,6 +100,7 @@ func (r *Relay) startPipeline(ctx context.Context, p producer) *pipeline {
 	})
 	go func() {
 		pl.wg.Wait()
+		r.metrics.parked.Set(0) // the lot ends with the session (parking.go)
 		close(pl.marked)
 	}()
 	return pl

@@ -22,6 +22,11 @@ import (
 //     fault) is retried with the relay's outage backoff for as long as it lasts. The
 //     stream waits, the slot keeps its position, and the WAL it holds grows
 //     (outbox_cdc_wal_retained_bytes); nothing is dead-lettered.
+//   - Unless the broker answered for other records meanwhile: then one partition
+//     stopped answering, not the broker (parkFailed). The partition breaker opens it,
+//     and its events, with every later event of their aggregates, are parked beside the
+//     stream (parking.go) while the stream goes on; the slot stays behind them. Events
+//     of an open partition are parked without being sent (parkWaiting).
 //   - A rejection (outbox.IsRejection: the broker refused this record) is first checked
 //     by sending the record on its own, since the broker judges whole batches. A record
 //     still refused is retried after RetryBase doubled per rejection; the one that
@@ -31,8 +36,8 @@ import (
 //     it (the polling relay holds them in the table; the stream cannot), so that an
 //     operator replays them in order.
 //
-// publish returns only when every event of the batch is acknowledged or dead-lettered,
-// or when ctx ends (then nothing of the batch may be confirmed). Marking the
+// publish returns only when every event of the batch is acknowledged, dead-lettered or
+// parked, or when ctx ends (then nothing of the batch may be confirmed). Marking the
 // acknowledged ones is the caller's: the stream's markers (pipeline.go) or the
 // catch-up (publishAndMark).
 
