@@ -46,12 +46,19 @@ func TestSilentPartitionIsParkedWhileTheOthersFlow(t *testing.T) {
 	// Two events per aggregate, each in its own transaction, the silent partition's
 	// first in each round: every healthy event commits after a parked one, so a slot
 	// confirmed past the parked events would show.
-	beforeParked := b.currentLSN(t)
+	// firstParkedEnd is past the end of the first parked event's transaction: the slot
+	// must stay before it. (Not before its start: a keepalive may confirm a position in
+	// the middle of a transaction not yet streamed, which the server sends again after
+	// a restart all the same.)
+	var firstParkedEnd int64
 	byAggregate := map[string][]uuid.UUID{}
 	var silentIDs, healthyIDs []uuid.UUID
 	for range 2 {
 		for _, agg := range append(append([]string{}, silentAggs...), healthyAggs...) {
 			id := b.insertEvent(t, agg)
+			if firstParkedEnd == 0 {
+				firstParkedEnd = b.currentLSN(t)
+			}
 			byAggregate[agg] = append(byAggregate[agg], id)
 			if outbox.KeyPartition([]byte(agg), partitions) == silent {
 				silentIDs = append(silentIDs, id)
@@ -81,7 +88,7 @@ func TestSilentPartitionIsParkedWhileTheOthersFlow(t *testing.T) {
 	// slot stays behind the parked events.
 	holdsFor(t, 4*b.cfg.StatusInterval, func() (bool, string) {
 		got := b.confirmedLSN(t)
-		return got <= beforeParked, fmt.Sprintf("slot confirmed to %d, past %d, before the first parked event", got, beforeParked)
+		return got < firstParkedEnd, fmt.Sprintf("slot confirmed to %d, past %d, the end of the first parked event's transaction", got, firstParkedEnd)
 	})
 
 	fake.setSilent(nil)
@@ -112,10 +119,11 @@ func (b *testBundle) insertEvent(t *testing.T, aggregate string) uuid.UUID {
 	return msg.ID
 }
 
-// currentLSN is the server's current WAL position, as a number.
+// currentLSN is the server's current WAL insert position, as a number: past the end of
+// every transaction committed before.
 func (b *testBundle) currentLSN(t *testing.T) int64 {
 	t.Helper()
-	return int64(b.count(t, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`))
+	return int64(b.count(t, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint`))
 }
 
 // holdsFor checks cond every 50ms for d, and fails the test the first time it is false.

@@ -13,8 +13,9 @@ import (
 )
 
 // The prober: the goroutine that sends the parked events (parking.go) while the
-// publisher goes on with the stream. Every OutageBackoffBase it takes the first parked
-// event of each aggregate and asks the partition breaker which of them may go: those of
+// publisher goes on with the stream. Every OutageBackoffBase (and at once after a turn
+// that got events acknowledged) it takes the first parked event of each aggregate, up
+// to BatchSize of them, and asks the partition breaker which of them may go: those of
 // a closed partition (it answered again, and these wait only behind their aggregate's
 // earlier events), and those of an open partition once its backoff is over, as the
 // partition's probe. One produce call at a time, so at most one call waits on a
@@ -42,23 +43,32 @@ func (r *Relay) probe(ctx context.Context, p producer, lot *parkingLot, done fun
 			return nil
 		case <-ticker.C:
 		}
-		if err := r.probeOnce(ctx, p, lot, done); err != nil {
-			if ctx.Err() != nil {
-				return nil
+		// A turn that got events acknowledged goes on at once: a partition that
+		// answers again is drained at its own pace, not one batch per tick.
+		for {
+			progressed, err := r.probeOnce(ctx, p, lot, done)
+			r.metrics.parked.Set(float64(lot.size()))
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
 			}
-			return err
+			if !progressed || ctx.Err() != nil {
+				break
+			}
 		}
-		r.metrics.parked.Set(float64(lot.size()))
 	}
 }
 
 // probeOnce sends what the breaker lets through of the first parked event of each
-// aggregate, and settles each by the broker's answer.
-func (r *Relay) probeOnce(ctx context.Context, p producer, lot *parkingLot, done func(batch int)) error {
+// aggregate, and settles each by the broker's answer. It reports whether the broker
+// acknowledged any of them.
+func (r *Relay) probeOnce(ctx context.Context, p producer, lot *parkingLot, done func(batch int)) (bool, error) {
 	r.noteParked(ctx, lot)
 	heads := lot.heads(time.Now(), r.cfg.BatchSize)
 	if len(heads) == 0 {
-		return nil
+		return false, nil
 	}
 	records := make([]*kgo.Record, len(heads))
 	for i, e := range heads {
@@ -76,7 +86,7 @@ func (r *Relay) probeOnce(ctx context.Context, p producer, lot *parkingLot, done
 	send, sendRecords, err := r.unparkBlocked(ctx, lot, send, sendRecords, done)
 	if err != nil || len(send) == 0 {
 		r.breaker.Judge(admitted, nil, nil, false) // ends the probe, if this was one
-		return err
+		return false, err
 	}
 
 	sent := time.Now()
@@ -99,7 +109,7 @@ func (r *Relay) probeOnce(ctx context.Context, p producer, lot *parkingLot, done
 	r.metrics.outbox.SetPartitionsUnavailable(r.breaker.OpenCount())
 
 	if err := r.unparkAcked(ctx, lot, acked, done); err != nil {
-		return err
+		return false, err
 	}
 	if len(transport) > 0 {
 		r.probeFailed(ctx, lot, transport, transportErr)
@@ -107,7 +117,7 @@ func (r *Relay) probeOnce(ctx context.Context, p producer, lot *parkingLot, done
 	for _, e := range rejected {
 		ok, err := r.resendRejected(ctx, p, e.outboxEvent)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if ok {
 			err = r.unparkAcked(ctx, lot, []*parkedEvent{e}, done)
@@ -115,13 +125,16 @@ func (r *Relay) probeOnce(ctx context.Context, p producer, lot *parkingLot, done
 			done(e.batch)
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 	}
-	if len(acked) > 0 {
-		r.logger.Info("parked events published", slog.Int("events", len(acked)), slog.Int("still_parked", lot.size()))
+	switch left := lot.size(); {
+	case len(acked) > 0 && left == 0:
+		r.logger.Info("every parked event published")
+	case len(acked) > 0:
+		r.logger.Debug("parked events published", slog.Int("events", len(acked)), slog.Int("still_parked", left))
 	}
-	return nil
+	return len(acked) > 0, nil
 }
 
 // unparkBlocked dead-letters the events of send whose aggregate has an event in the
