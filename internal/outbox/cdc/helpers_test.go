@@ -111,7 +111,9 @@ func testLogger(t *testing.T) *slog.Logger {
 
 // testRelay is a running relay and its metrics.
 type testRelay struct {
-	relay   *Relay
+	relay *Relay
+	// fake is the producer the relay was started on, if it was a fake.
+	fake    *fakeProducer
 	metrics *Metrics
 	reg     *prometheus.Registry
 	stop    func()
@@ -123,9 +125,9 @@ func (b *testBundle) start(t *testing.T) *testRelay {
 	return b.startOn(t, nil)
 }
 
-// startOn is start with the producer p in place of the relay's Kafka client (a fake
-// broker), or with the relay's own client when p is nil.
-func (b *testBundle) startOn(t *testing.T, p producer) *testRelay {
+// startOn is start with the fake broker p in place of the relay's Kafka client, or
+// with the relay's own client when p is nil.
+func (b *testBundle) startOn(t *testing.T, p *fakeProducer) *testRelay {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	om, err := outbox.NewMetrics(reg)
@@ -167,7 +169,7 @@ func (b *testBundle) startOn(t *testing.T, p producer) *testRelay {
 		}
 	}
 	t.Cleanup(stop)
-	return &testRelay{relay: r, metrics: m, reg: reg, stop: stop}
+	return &testRelay{relay: r, fake: p, metrics: m, reg: reg, stop: stop}
 }
 
 func (r *testRelay) streaming() bool { return testutil.ToFloat64(r.metrics.streaming) == 1 }

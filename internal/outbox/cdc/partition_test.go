@@ -22,9 +22,57 @@ import (
 func TestSilentPartitionIsParkedWhileTheOthersFlow(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	const partitions = 3
-	fake := newFakeProducer(partitions)
+	fake := newFakeProducer(3)
 	relay := b.startOn(t, fake)
+	w := b.parkOnSilentPartition(t, relay, fake)
+
+	fake.setSilent(nil)
+	b.waitPublished(t, 3+len(w.silentIDs)+len(w.healthyIDs), 60*time.Second)
+	for agg, ids := range w.byAggregate {
+		first, second := ids[0].String(), ids[1].String()
+		if acked, sent := fake.ackedAt(first), fake.sentAt(second); acked == 0 || sent < acked {
+			t.Errorf("aggregate %s: second event sent at step %d, first acknowledged at step %d: want the second sent after", agg, sent, acked)
+		}
+	}
+	last := b.currentLSN(t)
+	testenv.WaitFor(t, 30*time.Second, func() (bool, string) {
+		got := b.confirmedLSN(t)
+		return got >= last, fmt.Sprintf("slot confirmed to %d, want at least %d once every event is published", got, last)
+	})
+}
+
+// A relay stopped while events are parked leaves them to the slot: the next relay,
+// which knows nothing of them but the slot's confirmed position (its catch-up is done),
+// streams them again and publishes them.
+func TestParkedEventsAreStreamedAgainAfterARestart(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	first := b.startOn(t, newFakeProducer(3))
+	w := b.parkOnSilentPartition(t, first, first.fake)
+	first.stop()
+
+	next := newFakeProducer(3) // every partition answers
+	b.startOn(t, next)
+	b.waitPublished(t, 3+len(w.silentIDs)+len(w.healthyIDs), 60*time.Second)
+	for _, id := range w.silentIDs {
+		if next.ackedAt(id.String()) == 0 {
+			t.Errorf("parked event %s not published by the relay started after the stop", id)
+		}
+	}
+}
+
+// parkedWorld is what parkOnSilentPartition committed.
+type parkedWorld struct {
+	byAggregate           map[string][]uuid.UUID // two events each, in commit order
+	silentIDs, healthyIDs []uuid.UUID
+}
+
+// parkOnSilentPartition publishes a warm-up, makes partition 0 of fake silent, commits
+// two events for each of 12 aggregates, and returns once the relay has published every
+// event of the other partitions and parked those of partition 0, with the slot
+// confirmed no further than the first parked event.
+func (b *testBundle) parkOnSilentPartition(t *testing.T, relay *testRelay, fake *fakeProducer) parkedWorld {
+	t.Helper()
 	b.insert(t, "warmup", 3)
 	b.waitPublished(t, 3, 90*time.Second)
 
@@ -32,7 +80,7 @@ func TestSilentPartitionIsParkedWhileTheOthersFlow(t *testing.T) {
 	var silentAggs, healthyAggs []string
 	for i := range 12 {
 		agg := fmt.Sprintf("agg-%d", i)
-		if outbox.KeyPartition([]byte(agg), partitions) == silent {
+		if outbox.KeyPartition([]byte(agg), fake.partitions) == silent {
 			silentAggs = append(silentAggs, agg)
 		} else {
 			healthyAggs = append(healthyAggs, agg)
@@ -51,35 +99,34 @@ func TestSilentPartitionIsParkedWhileTheOthersFlow(t *testing.T) {
 	// the middle of a transaction not yet streamed, which the server sends again after
 	// a restart all the same.)
 	var firstParkedEnd int64
-	byAggregate := map[string][]uuid.UUID{}
-	var silentIDs, healthyIDs []uuid.UUID
+	w := parkedWorld{byAggregate: map[string][]uuid.UUID{}}
 	for range 2 {
 		for _, agg := range append(append([]string{}, silentAggs...), healthyAggs...) {
 			id := b.insertEvent(t, agg)
 			if firstParkedEnd == 0 {
 				firstParkedEnd = b.currentLSN(t)
 			}
-			byAggregate[agg] = append(byAggregate[agg], id)
-			if outbox.KeyPartition([]byte(agg), partitions) == silent {
-				silentIDs = append(silentIDs, id)
+			w.byAggregate[agg] = append(w.byAggregate[agg], id)
+			if outbox.KeyPartition([]byte(agg), fake.partitions) == silent {
+				w.silentIDs = append(w.silentIDs, id)
 			} else {
-				healthyIDs = append(healthyIDs, id)
+				w.healthyIDs = append(w.healthyIDs, id)
 			}
 		}
 	}
 
 	testenv.WaitFor(t, 60*time.Second, func() (bool, string) {
-		got := b.count(t, `SELECT count(*) FROM outbox_published WHERE id = ANY($1)`, healthyIDs)
-		return got == len(healthyIDs), fmt.Sprintf("%d of the %d events of the answering partitions published while partition %d is silent",
-			got, len(healthyIDs), silent)
+		got := b.count(t, `SELECT count(*) FROM outbox_published WHERE id = ANY($1)`, w.healthyIDs)
+		return got == len(w.healthyIDs), fmt.Sprintf("%d of the %d events of the answering partitions published while partition %d is silent",
+			got, len(w.healthyIDs), silent)
 	})
 	// The rows say why they wait (GET /payments/{id} shows last_error): the prober
 	// notes the events parked unsent at its next turn.
 	testenv.WaitFor(t, 10*time.Second, func() (bool, string) {
 		got := b.count(t, `SELECT count(*) FROM outbox_events
-			WHERE id = ANY($1) AND status = 'pending' AND last_error LIKE 'parked%partition 0%'`, silentIDs)
-		return got == len(silentIDs), fmt.Sprintf("%d of the %d events of the silent partition pending with a last_error naming it, want all",
-			got, len(silentIDs))
+			WHERE id = ANY($1) AND status = 'pending' AND last_error LIKE 'parked%partition 0%'`, w.silentIDs)
+		return got == len(w.silentIDs), fmt.Sprintf("%d of the %d events of the silent partition pending with a last_error naming it, want all",
+			got, len(w.silentIDs))
 	})
 	if got := relay.metric(t, "outbox_cdc_parked_events", ""); got == 0 {
 		t.Errorf("outbox_cdc_parked_events = 0 while partition %d is silent", silent)
@@ -90,20 +137,7 @@ func TestSilentPartitionIsParkedWhileTheOthersFlow(t *testing.T) {
 		got := b.confirmedLSN(t)
 		return got < firstParkedEnd, fmt.Sprintf("slot confirmed to %d, past %d, the end of the first parked event's transaction", got, firstParkedEnd)
 	})
-
-	fake.setSilent(nil)
-	b.waitPublished(t, 3+len(silentIDs)+len(healthyIDs), 60*time.Second)
-	for agg, ids := range byAggregate {
-		first, second := ids[0].String(), ids[1].String()
-		if acked, sent := fake.ackedAt(first), fake.sentAt(second); acked == 0 || sent < acked {
-			t.Errorf("aggregate %s: second event sent at step %d, first acknowledged at step %d: want the second sent after", agg, sent, acked)
-		}
-	}
-	last := b.currentLSN(t)
-	testenv.WaitFor(t, 30*time.Second, func() (bool, string) {
-		got := b.confirmedLSN(t)
-		return got >= last, fmt.Sprintf("slot confirmed to %d, want at least %d once every event is published", got, last)
-	})
+	return w
 }
 
 // insertEvent commits one event of aggregate, in a transaction of its own.
