@@ -30,6 +30,7 @@ type fakeProducer struct {
 	// that carried it and of its first acknowledgement.
 	firstSent, firstAcked map[string]int
 	acks                  map[string]int // event id → acknowledgements
+	lastAck               time.Time
 }
 
 func newFakeProducer(partitions int) *fakeProducer {
@@ -81,6 +82,7 @@ func (p *fakeProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.P
 		}
 		id := eventID(r)
 		p.acks[id]++
+		p.lastAck = time.Now()
 		if _, ok := p.firstAcked[id]; !ok {
 			p.seq++
 			p.firstAcked[id] = p.seq
@@ -94,6 +96,13 @@ func (p *fakeProducer) setSilent(part *int32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.silent = part
+}
+
+// quietFor is how long ago the last record was acknowledged.
+func (p *fakeProducer) quietFor() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return time.Since(p.lastAck)
 }
 
 // sentAt and ackedAt return the sequence numbers of event id's first send and first

@@ -72,6 +72,10 @@ type parkingLot struct {
 	// waiting counts, per batch not yet marked, its parts still to finish: its mark
 	// (markers) and each of its parked events.
 	waiting map[int]int
+
+	// lastFailedPark is when the publisher last parked the events of a failed call
+	// (publish.go, parkFailed). Only the publisher reads and writes it.
+	lastFailedPark time.Time
 }
 
 func newParkingLot(maxParked int) *parkingLot {

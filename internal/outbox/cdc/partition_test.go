@@ -67,14 +67,21 @@ type parkedWorld struct {
 	silentIDs, healthyIDs []uuid.UUID
 }
 
-// parkOnSilentPartition publishes a warm-up, makes partition 0 of fake silent, commits
-// two events for each of 12 aggregates, and returns once the relay has published every
-// event of the other partitions and parked those of partition 0, with the slot
-// confirmed no further than the first parked event.
+// parkOnSilentPartition publishes a warm-up, waits for a quiet moment, makes partition
+// 0 of fake silent, commits two events for each of 12 aggregates, and returns once the
+// relay has published every event of the other partitions and parked those of
+// partition 0, with the slot confirmed no further than the first parked event.
 func (b *testBundle) parkOnSilentPartition(t *testing.T, relay *testRelay, fake *fakeProducer) parkedWorld {
 	t.Helper()
 	b.insert(t, "warmup", 3)
 	b.waitPublished(t, 3, 90*time.Second)
+	// A quiet outbox first, longer than a publish timeout: the first batch of the silent
+	// partition then fails with no acknowledgement anywhere near it, as a broker down
+	// for all would, and must still be told apart from one (parkFailed).
+	testenv.WaitFor(t, 10*time.Second, func() (bool, string) {
+		quiet := fake.quietFor()
+		return quiet > 2*b.cfg.PublishTimeout, fmt.Sprintf("last acknowledgement %s ago", quiet)
+	})
 
 	silent := int32(0)
 	var silentAggs, healthyAggs []string

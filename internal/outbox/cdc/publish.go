@@ -145,7 +145,6 @@ func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEven
 				break
 			}
 		}
-		sent := time.Now()
 		results := r.send(ctx, p, records)
 		var transport []outboxEvent
 		var transportErr error
@@ -162,7 +161,7 @@ func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEven
 			}
 		}
 		if len(transport) > 0 && lot != nil {
-			if transport, err = r.parkFailed(ctx, p, lot, batch, held, results, sent); err != nil {
+			if transport, err = r.parkFailed(ctx, p, lot, batch, held, results); err != nil {
 				return nil, err
 			}
 		}
@@ -214,21 +213,21 @@ func (r *Relay) parkWaiting(ctx context.Context, p producer, lot *parkingLot, ba
 	return keep, keepRecords, nil
 }
 
-// parkFailed judges the transport failures among the results of a call that sent
-// events at sent (results[i] is events[i]'s): when the broker answered this relay
-// meanwhile or just before, the failures are their partitions', not the broker's, and
-// the breaker opens those partitions (outbox.PartitionBreaker). The failed events of an
-// open partition are recorded on their rows and parked; the other failed events,
-// returned, are an outage, retried in place.
+// parkFailed judges the transport failures among the results of a call (results[i] is
+// events[i]'s): when the broker answered this relay since the publisher last parked a
+// failed call, the failures are their partitions', not the broker's, and the breaker
+// opens those partitions (outbox.PartitionBreaker). The failed events of an open
+// partition are recorded on their rows and parked; the other failed events, returned,
+// are an outage, retried in place.
 //
-// "Just before" (within one PublishTimeout before the call) is where the CDC relay
-// differs from the polling relay, which asks only whether the broker answered while
-// the batch waited: the publisher is serial, so while its call waits no other call of
-// its own can answer, and a batch of one event on a silent partition would look like
-// a broker down for all, holding the stream for the whole cut. At the start of a real
-// outage that misjudges one batch: its partitions open and its events are parked; the
-// next batch then finds no recent answer and waits in place, as before.
-func (r *Relay) parkFailed(ctx context.Context, p producer, lot *parkingLot, batch int, events []outboxEvent, results kgo.ProduceResults, sent time.Time) ([]outboxEvent, error) {
+// "Since the last parked failure" is where the CDC relay differs from the polling
+// relay, which asks whether the broker answered while the batch waited: the publisher
+// is serial, so while its call waits no other call of its own can answer, and a batch of
+// one event on a silent partition would look like a broker down for all, holding the
+// stream for the whole cut. Under this rule a broker down for all costs one misjudged
+// batch: its partitions open and its events are parked; the next batch fails with no
+// answer since, and waits in place, as before.
+func (r *Relay) parkFailed(ctx context.Context, p producer, lot *parkingLot, batch int, events []outboxEvent, results kgo.ProduceResults) ([]outboxEvent, error) {
 	var failed []outboxEvent
 	var cause error
 	for i, res := range results {
@@ -236,10 +235,11 @@ func (r *Relay) parkFailed(ctx context.Context, p producer, lot *parkingLot, bat
 			failed, cause = append(failed, events[i]), res.Err
 		}
 	}
-	answered := r.breaker.AnsweredSince(sent.Add(-r.cfg.PublishTimeout))
+	answered := r.breaker.AnsweredSince(lot.lastFailedPark)
 	if !answered {
 		return failed, nil
 	}
+	lot.lastFailedPark = time.Now()
 	records := make([]*kgo.Record, len(results))
 	for i, res := range results {
 		records[i] = res.Record
