@@ -136,7 +136,8 @@ func (pb *PartitionBreaker) AnsweredSince(t time.Time) bool { return pb.b.answer
 // Judge records the broker's results on the records an Admission let through,
 // partition by partition (partitionOf as given to Admit, or computed after the call): a
 // partition with an acknowledgement closes, one with only transport failures stays
-// open, or opens when answered (AnsweredSince the call was sent).
+// open, or opens when answered (AnsweredSince the call was sent). A call sent without
+// asking Admit (to partitions known to be closed) is judged with the zero Admission.
 func (pb *PartitionBreaker) Judge(a Admission, results kgo.ProduceResults, partitionOf map[*kgo.Record]int32, answered bool) {
 	acked, failed := partitionVerdicts(results, partitionOf)
 	pb.b.judged(a.a, acked, failed, answered)
