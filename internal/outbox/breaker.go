@@ -169,9 +169,15 @@ func keyPartition(key []byte, n int) int32 {
 // keyPartitioner partitions a keyed record by the murmur2 hash of its key.
 var keyPartitioner = kgo.StickyKeyPartitioner(nil)
 
+// metadataCache is the one method partitionCount needs of a Kafka client; *kgo.Client
+// has it, and so does every producer of the relay.
+type metadataCache interface {
+	RequestCachedMetadata(ctx context.Context, req *kmsg.MetadataRequest, limit time.Duration) (*kmsg.MetadataResponse, error)
+}
+
 // partitionCount is the number of partitions of topic, from the client's metadata
 // cache (the producer keeps it current), or 0 when it is not known.
-func partitionCount(ctx context.Context, p producer, topic string) int {
+func partitionCount(ctx context.Context, p metadataCache, topic string) int {
 	req := kmsg.NewPtrMetadataRequest()
 	t := kmsg.NewMetadataRequestTopic()
 	t.Topic = kmsg.StringPtr(topic)

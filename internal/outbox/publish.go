@@ -96,24 +96,33 @@ func (r *Relay) judgePartitions(ctx context.Context, p producer, admitted admiss
 		}
 		partitionOf = r.partitionsOf(ctx, p, records)
 	}
-	acked, failed := map[int32]bool{}, map[int32]bool{}
-	if partitionOf != nil {
-		for _, res := range results {
-			part := partitionOf[res.Record]
-			switch {
-			case res.Err == nil:
-				acked[part] = true
-			case !isRejection(res.Err):
-				failed[part] = true
-			}
-		}
-		for part := range acked {
-			delete(failed, part)
-		}
-	}
+	acked, failed := partitionVerdicts(results, partitionOf)
 	r.breaker.judged(admitted, acked, failed, answered)
 	r.metrics.partitionsUnavailable.Set(float64(r.breaker.openCount()))
 	return partitionOf, answered
+}
+
+// partitionVerdicts sorts the partitions a batch sent to, by the broker's results:
+// acked are those with an acknowledged record, failed those with a transport failure
+// and no acknowledgement (the breaker's judged). Both are empty without partitionOf.
+func partitionVerdicts(results kgo.ProduceResults, partitionOf map[*kgo.Record]int32) (acked, failed map[int32]bool) {
+	acked, failed = map[int32]bool{}, map[int32]bool{}
+	if partitionOf == nil {
+		return acked, failed
+	}
+	for _, res := range results {
+		part := partitionOf[res.Record]
+		switch {
+		case res.Err == nil:
+			acked[part] = true
+		case !isRejection(res.Err):
+			failed[part] = true
+		}
+	}
+	for part := range acked {
+		delete(failed, part)
+	}
+	return acked, failed
 }
 
 // partitionsOf is the partition of each record, by the rule the relay's clients

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // What the change-data-capture relay (package outbox/cdc) shares with the polling relay.
@@ -75,3 +76,93 @@ func CallAlertWebhook(ctx context.Context, logger *slog.Logger, webhookURL, rout
 	cfg := RelayConfig{AlertWebhookURL: webhookURL, AlertRoutingKey: routingKey, AlertTimeout: timeout}
 	newAlerter(cfg.withDefaults(), logger).call(ctx, d)
 }
+
+// The partition breaker (breaker.go), for the CDC relay: one partition that stops
+// answering must not hold the other partitions' events in either mode, and both modes
+// should judge "stopped answering" by one rule. The CDC relay does not hold a broken
+// partition's events back in the table, as the polling relay does; it parks them beside
+// the stream (package cdc, parking.go), but it asks the same breaker when to send them.
+
+// PartitionBreaker records the partitions that stopped answering while the broker
+// answered for others, and when to probe them again. It is safe for concurrent use.
+type PartitionBreaker struct{ b *partitionBreaker }
+
+// NewPartitionBreaker returns a breaker whose open partitions wait base, doubled per
+// failed probe up to max, before the next probe; probeTime is how long one probe may
+// take (the publish timeout).
+func NewPartitionBreaker(base, max, probeTime time.Duration) *PartitionBreaker {
+	return &PartitionBreaker{b: newPartitionBreaker(base, max, probeTime)}
+}
+
+// IsOpen reports whether partition p stopped answering: its records are not to be sent
+// but as a probe (Admit).
+func (pb *PartitionBreaker) IsOpen(p int32) bool {
+	pb.b.mu.Lock()
+	defer pb.b.mu.Unlock()
+	return pb.b.open[p] != nil
+}
+
+// AnyOpen reports whether some partition is open.
+func (pb *PartitionBreaker) AnyOpen() bool { return pb.b.anyOpen() }
+
+// OpenCount is how many partitions are open, for outbox_partitions_unavailable.
+func (pb *PartitionBreaker) OpenCount() int { return pb.b.openCount() }
+
+// An Admission is what the breaker decided for one produce call (Admit).
+type Admission struct{ a admission }
+
+// Holds reports whether rec is to be held back, unsent.
+func (a Admission) Holds(rec *kgo.Record) bool {
+	_, held := a.a.holdFor[rec]
+	return held
+}
+
+// Admit decides which of records may be sent, given the partition of each (nil: all
+// may): a record of a closed partition may, and one of an open partition only as the
+// probe of that partition, once its backoff is over and no other probe is out. Every
+// Admit must be followed by a Judge of what was sent, which ends its probe.
+func (pb *PartitionBreaker) Admit(records []*kgo.Record, partitionOf map[*kgo.Record]int32) Admission {
+	return Admission{pb.b.admit(records, partitionOf)}
+}
+
+// Acked notes that the broker acknowledged a record of this relay just now.
+func (pb *PartitionBreaker) Acked() { pb.b.acked() }
+
+// AnsweredSince reports whether the broker acknowledged a record of this relay after
+// t: a call sent at t whose records got no answer then met a partition that does not
+// answer, not a broker down for all.
+func (pb *PartitionBreaker) AnsweredSince(t time.Time) bool { return pb.b.answeredSince(t) }
+
+// Judge records the broker's results on the records an Admission let through,
+// partition by partition (partitionOf as given to Admit, or computed after the call): a
+// partition with an acknowledgement closes, one with only transport failures stays
+// open, or opens when answered (AnsweredSince the call was sent). A call sent without
+// asking Admit (to partitions known to be closed) is judged with the zero Admission.
+func (pb *PartitionBreaker) Judge(a Admission, results kgo.ProduceResults, partitionOf map[*kgo.Record]int32, answered bool) {
+	acked, failed := partitionVerdicts(results, partitionOf)
+	pb.b.judged(a.a, acked, failed, answered)
+}
+
+// KeyPartition is the partition, among n, that the relay's clients put a record with
+// this key in (PartitionByKey): Kafka's murmur2 rule for keyed records.
+func KeyPartition(key []byte, n int) int32 { return keyPartition(key, n) }
+
+// PartitionByKey is the client option that pins a Kafka client to KeyPartition, so that
+// the relay knows where a record goes before it sends it.
+func PartitionByKey() kgo.Opt { return kgo.RecordPartitioner(keyPartitioner) }
+
+// MetadataCache is what PartitionCount needs of a Kafka client; *kgo.Client has it.
+type MetadataCache = metadataCache
+
+// PartitionCount is the number of partitions of topic from p's metadata cache, or 0
+// when it is not known.
+func PartitionCount(ctx context.Context, p MetadataCache, topic string) int {
+	return partitionCount(ctx, p, topic)
+}
+
+// CountHeldBack adds n events to outbox_held_back_total: not sent, because their
+// partition had stopped answering while others did.
+func (m *Metrics) CountHeldBack(n int) { m.heldBack.Add(float64(n)) }
+
+// SetPartitionsUnavailable sets outbox_partitions_unavailable.
+func (m *Metrics) SetPartitionsUnavailable(n int) { m.partitionsUnavailable.Set(float64(n)) }

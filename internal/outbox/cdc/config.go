@@ -68,9 +68,17 @@ type Config struct {
 	// outages never count. Default 5.
 	MaxRejections int
 
+	// MaxParked bounds the events parked beside the stream while their partition does
+	// not answer (parking.go), so that the other partitions' events flow meanwhile. When
+	// it is full the stream waits for the partition, as without parking. Each parked
+	// event is held in memory with its payload. Default 10,000.
+	MaxParked int
+
 	// OutageBackoffBase and OutageBackoffMax shape the pause after a transport failure
 	// (broker down, timeout) before the same records are sent again: doubled per
-	// consecutive failure, capped. Defaults 100ms and 10s.
+	// consecutive failure, capped. The partition breaker waits the same before it probes
+	// a partition that stopped answering again, and the prober of parked events looks
+	// for work every OutageBackoffBase (probe.go). Defaults 100ms and 10s.
 	OutageBackoffBase time.Duration
 	OutageBackoffMax  time.Duration
 	// ReconnectInterval is the wait before the relay opens its replication connection
@@ -104,6 +112,7 @@ func (c Config) withDefaults() Config {
 	c.RetryBase = cmp.Or(c.RetryBase, 100*time.Millisecond)
 	c.RetryMax = cmp.Or(c.RetryMax, 2*time.Second)
 	c.MaxRejections = cmp.Or(c.MaxRejections, 5)
+	c.MaxParked = cmp.Or(c.MaxParked, 10_000)
 	c.OutageBackoffBase = cmp.Or(c.OutageBackoffBase, 100*time.Millisecond)
 	c.OutageBackoffMax = cmp.Or(c.OutageBackoffMax, 10*time.Second)
 	c.ReconnectInterval = cmp.Or(c.ReconnectInterval, time.Second)
@@ -149,8 +158,8 @@ func (c Config) Validate() error {
 	if !slotName.MatchString(c.Slot) {
 		errs = append(errs, fmt.Errorf("slot name %q: use 1 to 63 lower-case letters, digits and _ in RELAY_CDC_SLOT", c.Slot))
 	}
-	if c.BatchSize < 1 || c.MaxRejections < 1 {
-		errs = append(errs, fmt.Errorf("batch size (%d) and max rejections (%d) must be positive", c.BatchSize, c.MaxRejections))
+	if c.BatchSize < 1 || c.MaxRejections < 1 || c.MaxParked < 1 {
+		errs = append(errs, fmt.Errorf("batch size (%d), max rejections (%d) and max parked events (%d) must be positive", c.BatchSize, c.MaxRejections, c.MaxParked))
 	}
 	if c.RetryMax < c.RetryBase || c.OutageBackoffMax < c.OutageBackoffBase {
 		errs = append(errs, errors.New("a backoff maximum is below its base: raise RELAY_OUTAGE_BACKOFF_MAX"))

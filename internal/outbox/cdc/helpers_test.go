@@ -111,7 +111,9 @@ func testLogger(t *testing.T) *slog.Logger {
 
 // testRelay is a running relay and its metrics.
 type testRelay struct {
-	relay   *Relay
+	relay *Relay
+	// fake is the producer the relay was started on, if it was a fake.
+	fake    *fakeProducer
 	metrics *Metrics
 	reg     *prometheus.Registry
 	stop    func()
@@ -119,6 +121,13 @@ type testRelay struct {
 
 // start runs a relay with b.cfg until stop is called or the test ends.
 func (b *testBundle) start(t *testing.T) *testRelay {
+	t.Helper()
+	return b.startOn(t, nil)
+}
+
+// startOn is start with the fake broker p in place of the relay's Kafka client, or
+// with the relay's own client when p is nil.
+func (b *testBundle) startOn(t *testing.T, p *fakeProducer) *testRelay {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	om, err := outbox.NewMetrics(reg)
@@ -135,7 +144,14 @@ func (b *testBundle) start(t *testing.T) *testRelay {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	go func() {
+		if p == nil {
+			done <- r.Run(ctx)
+			return
+		}
+		r.run(ctx, p)
+		done <- nil
+	}()
 	stopped := false
 	stop := func() {
 		if stopped {
@@ -153,7 +169,7 @@ func (b *testBundle) start(t *testing.T) *testRelay {
 		}
 	}
 	t.Cleanup(stop)
-	return &testRelay{relay: r, metrics: m, reg: reg, stop: stop}
+	return &testRelay{relay: r, fake: p, metrics: m, reg: reg, stop: stop}
 }
 
 func (r *testRelay) streaming() bool { return testutil.ToFloat64(r.metrics.streaming) == 1 }

@@ -9,8 +9,8 @@ import (
 )
 
 // Metrics are the CDC relay's Prometheus metrics: the outbox's own (the same names in
-// both relay modes, see outbox.Metrics) and two about the slot, which only this mode
-// has.
+// both relay modes, see outbox.Metrics) and three about the slot and the stream, which
+// only this mode has.
 type Metrics struct {
 	outbox *outbox.Metrics
 	// walRetained is what a slot costs while nobody reads it: PostgreSQL keeps every
@@ -22,6 +22,9 @@ type Metrics struct {
 	// streaming is 1 while this relay holds the slot and 0 while it waits for it (a
 	// second replica) or reconnects.
 	streaming prometheus.Gauge
+	// parked is how many events wait beside the stream for a partition that stopped
+	// answering (parking.go); the slot stays behind the oldest of them.
+	parked prometheus.Gauge
 }
 
 // NewMetrics registers the slot's metrics with reg and wraps om, the outbox metrics of
@@ -37,8 +40,12 @@ func NewMetrics(reg prometheus.Registerer, om *outbox.Metrics) (*Metrics, error)
 			Name: "outbox_cdc_streaming",
 			Help: "1 while this CDC relay streams from its replication slot, 0 while it waits for it or reconnects.",
 		}),
+		parked: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "outbox_cdc_parked_events",
+			Help: "Events the CDC relay parked beside the stream because their partition stopped answering; the slot is confirmed only up to the oldest.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.walRetained, m.streaming} {
+	for _, c := range []prometheus.Collector{m.walRetained, m.streaming, m.parked} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register CDC relay metrics: %w", err)
 		}

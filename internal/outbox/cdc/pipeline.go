@@ -20,8 +20,14 @@ import (
 // dead-lettered (a batch's dead letters are written before the next batch is looked
 // at). Marks touch rows of their own (an event in two batches, a replay published
 // twice, is moved by whichever mark locks it first; the other finds nothing), so they
-// may run side by side and finish in any order: the loop confirms a batch's end only once it and every batch
-// before it are marked (position.marked).
+// may run side by side and finish in any order: the loop confirms a batch's end only
+// once it and every batch before it are marked (position.marked).
+//
+// The one exception to serial publishing: the events of a partition that stopped
+// answering while the others did. They are parked beside the stream (parking.go) and a
+// goroutine of their own, the prober (probe.go), publishes them once the partition
+// answers, while the publisher goes on. A batch with parked events is reported marked
+// only once they are acknowledged and marked too, so the confirm rule is unchanged.
 
 // markers is how many marks may run at once, each on its own pooled connection: as
 // many as the polling relay's workers, whose batches overlap the same way.
@@ -55,11 +61,15 @@ type pipeline struct {
 	wg     sync.WaitGroup
 }
 
-// startPipeline starts the publisher and the markers. They run until ctx ends or the
-// loop closes publish; the markers still mark what the publisher got acknowledged
-// before it stopped.
+// startPipeline starts the publisher, the markers and the prober (probe.go). They run
+// until ctx ends or the loop closes publish; the markers still mark what the publisher
+// got acknowledged before it stopped.
 func (r *Relay) startPipeline(ctx context.Context, p producer) *pipeline {
-	pl := &pipeline{publish: make(chan handedOff), marked: make(chan int), failed: make(chan error, 1+markers)}
+	pl := &pipeline{publish: make(chan handedOff), marked: make(chan int), failed: make(chan error, 2+markers)}
+	lot := newParkingLot(r.cfg.MaxParked)
+	// done reports a batch all of whose parts are done: its mark, and each of its
+	// parked events (parking.go). The loop reads marked until it is closed.
+	done := func(n int) { pl.marked <- n }
 	// Room for one batch per marker beyond those being marked: the publisher runs ahead
 	// of slow marks by that much, then waits.
 	toMark := make(chan published, markers)
@@ -67,7 +77,8 @@ func (r *Relay) startPipeline(ctx context.Context, p producer) *pipeline {
 		defer close(toMark)
 		for b := range pl.publish {
 			started := time.Now()
-			acked, err := r.publish(ctx, p, b.events)
+			lot.expect(b.n)
+			acked, err := r.publish(ctx, p, b.events, lot, b.n)
 			if err != nil {
 				pl.failed <- err // nothing of this batch is confirmed: streamed again later
 				return
@@ -80,19 +91,25 @@ func (r *Relay) startPipeline(ctx context.Context, p producer) *pipeline {
 		}
 	})
 	for range markers {
-		pl.wg.Go(func() { r.markAll(ctx, toMark, pl) })
+		pl.wg.Go(func() { r.markAll(ctx, toMark, lot, done, pl) })
 	}
+	pl.wg.Go(func() {
+		if err := r.probe(ctx, p, lot, done); err != nil {
+			pl.failed <- err
+		}
+	})
 	go func() {
 		pl.wg.Wait()
+		r.metrics.parked.Set(0) // the lot ends with the session (parking.go)
 		close(pl.marked)
 	}()
 	return pl
 }
 
-// markAll marks published batches one at a time and reports each to the loop. It stops
-// at its first failed mark: that batch is never reported, so the loop never confirms
-// past it.
-func (r *Relay) markAll(ctx context.Context, toMark <-chan published, pl *pipeline) {
+// markAll marks published batches one at a time and reports each whose parked events
+// are done too (lot.finish). It stops at its first failed mark: that batch is never
+// reported, so the loop never confirms past it.
+func (r *Relay) markAll(ctx context.Context, toMark <-chan published, lot *parkingLot, done func(int), pl *pipeline) {
 	for b := range toMark {
 		if len(b.acked) > 0 {
 			// Not cut short by ctx: these events are on the topic, and a row that says
@@ -106,7 +123,9 @@ func (r *Relay) markAll(ctx context.Context, toMark <-chan published, pl *pipeli
 			}
 		}
 		r.metrics.outbox.ObserveBatch(time.Since(b.started))
-		pl.marked <- b.n // the loop reads marked until it is closed
+		if lot.finish(b.n) {
+			done(b.n)
+		}
 	}
 }
 

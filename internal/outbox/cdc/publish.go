@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -21,6 +22,11 @@ import (
 //     fault) is retried with the relay's outage backoff for as long as it lasts. The
 //     stream waits, the slot keeps its position, and the WAL it holds grows
 //     (outbox_cdc_wal_retained_bytes); nothing is dead-lettered.
+//   - Unless the broker answered for other records meanwhile: then one partition
+//     stopped answering, not the broker (parkFailed). The partition breaker opens it,
+//     and its events, with every later event of their aggregates, are parked beside the
+//     stream (parking.go) while the stream goes on; the slot stays behind them. Events
+//     of an open partition are parked without being sent (parkWaiting).
 //   - A rejection (outbox.IsRejection: the broker refused this record) is first checked
 //     by sending the record on its own, since the broker judges whole batches. A record
 //     still refused is retried after RetryBase doubled per rejection; the one that
@@ -30,8 +36,8 @@ import (
 //     it (the polling relay holds them in the table; the stream cannot), so that an
 //     operator replays them in order.
 //
-// publish returns only when every event of the batch is acknowledged or dead-lettered,
-// or when ctx ends (then nothing of the batch may be confirmed). Marking the
+// publish returns only when every event of the batch is acknowledged, dead-lettered or
+// parked, or when ctx ends (then nothing of the batch may be confirmed). Marking the
 // acknowledged ones is the caller's: the stream's markers (pipeline.go) or the
 // catch-up (publishAndMark).
 
@@ -42,12 +48,16 @@ import (
 // back together, and a later event sent in the same call could land on the topic before
 // its predecessor is judged. The outbox of payments has one event per aggregate, so a
 // batch is one wave.
-func (r *Relay) publish(ctx context.Context, p producer, events []outboxEvent) ([]uuid.UUID, error) {
+//
+// lot, when set, is where the events of a partition that stopped answering are parked
+// (parking.go), as parts of batch number batch: publish returns without them, and the
+// prober publishes them later. The catch-up has no lot, and waits for every event.
+func (r *Relay) publish(ctx context.Context, p producer, events []outboxEvent, lot *parkingLot, batch int) ([]uuid.UUID, error) {
 	var acked []uuid.UUID
 	for len(events) > 0 {
 		var wave []outboxEvent
 		wave, events = firstPerAggregate(events)
-		ok, err := r.publishWave(ctx, p, wave)
+		ok, err := r.publishWave(ctx, p, wave, lot, batch)
 		if err != nil {
 			return nil, err
 		}
@@ -59,7 +69,7 @@ func (r *Relay) publish(ctx context.Context, p producer, events []outboxEvent) (
 // publishAndMark publishes events and marks the acknowledged ones before it returns:
 // the catch-up's path, which runs before the stream and needs no pipeline.
 func (r *Relay) publishAndMark(ctx context.Context, p producer, events []outboxEvent) error {
-	acked, err := r.publish(ctx, p, events)
+	acked, err := r.publish(ctx, p, events, nil, 0)
 	if err != nil || len(acked) == 0 {
 		return err
 	}
@@ -112,9 +122,9 @@ func firstPerAggregate(events []outboxEvent) (first, rest []outboxEvent) {
 	return first, rest
 }
 
-// publishWave publishes events of distinct aggregates until each is acknowledged or
-// dead-lettered, and returns the acknowledged ones.
-func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEvent) ([]uuid.UUID, error) {
+// publishWave publishes events of distinct aggregates until each is acknowledged,
+// dead-lettered or parked (in lot, when set), and returns the acknowledged ones.
+func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEvent, lot *parkingLot, batch int) ([]uuid.UUID, error) {
 	queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	held, err := r.holdBack(queryCtx, events)
 	cancel()
@@ -126,18 +136,33 @@ func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEven
 	var rejected []outboxEvent
 	outage := 0
 	for len(held) > 0 {
-		results := r.produce(ctx, p, held...)
+		records := r.records(held)
+		if lot != nil {
+			if held, records, err = r.parkWaiting(ctx, p, lot, batch, held, records); err != nil {
+				return nil, err
+			}
+			if len(held) == 0 {
+				break
+			}
+		}
+		results := r.send(ctx, p, records)
 		var transport []outboxEvent
 		var transportErr error
-		for i, err := range results {
+		for i, res := range results {
 			switch {
-			case err == nil:
+			case res.Err == nil:
+				r.breaker.Acked()
 				acked = append(acked, held[i].ID)
 				r.metrics.outbox.ObserveCommitToPublish(time.Since(held[i].CreatedAt))
-			case outbox.IsRejection(err):
+			case outbox.IsRejection(res.Err):
 				rejected = append(rejected, held[i])
 			default:
-				transport, transportErr = append(transport, held[i]), err
+				transport, transportErr = append(transport, held[i]), res.Err
+			}
+		}
+		if len(transport) > 0 && lot != nil {
+			if transport, err = r.parkFailed(ctx, p, lot, batch, held, results); err != nil {
+				return nil, err
 			}
 		}
 		held = transport
@@ -159,6 +184,115 @@ func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEven
 		}
 	}
 	return acked, nil
+}
+
+// parkWaiting parks the events that must not be sent now: those whose aggregate has
+// parked events (they wait behind them), and those of a partition the breaker holds
+// open. It returns the others, with their records.
+func (r *Relay) parkWaiting(ctx context.Context, p producer, lot *parkingLot, batch int, events []outboxEvent, records []*kgo.Record) ([]outboxEvent, []*kgo.Record, error) {
+	var partitionOf map[*kgo.Record]int32
+	if r.breaker.AnyOpen() {
+		partitionOf = r.partitionsOf(ctx, p, records)
+	}
+	var keep []outboxEvent
+	var keepRecords []*kgo.Record
+	for i, e := range events {
+		partition, known := partitionOf[records[i]]
+		if !known {
+			partition = -1
+		}
+		if !lot.holds(e.AggregateID) && (!known || !r.breaker.IsOpen(partition)) {
+			keep, keepRecords = append(keep, e), append(keepRecords, records[i])
+			continue
+		}
+		if err := lot.park(ctx, e, batch, partition, false); err != nil {
+			return nil, nil, err
+		}
+	}
+	r.metrics.parked.Set(float64(lot.size()))
+	return keep, keepRecords, nil
+}
+
+// parkFailed judges the transport failures among the results of a call (results[i] is
+// events[i]'s): when the broker answered this relay since the publisher last parked a
+// failed call, the failures are their partitions', not the broker's, and the breaker
+// opens those partitions (outbox.PartitionBreaker). The failed events of an open
+// partition are recorded on their rows and parked; the other failed events, returned,
+// are an outage, retried in place.
+//
+// "Since the last parked failure" is where the CDC relay differs from the polling
+// relay, which asks whether the broker answered while the batch waited: the publisher
+// is serial, so while its call waits no other call of its own can answer, and a batch of
+// one event on a silent partition would look like a broker down for all, holding the
+// stream for the whole cut. Under this rule a broker down for all costs one misjudged
+// batch: its partitions open and its events are parked; the next batch fails with no
+// answer since, and waits in place, as before.
+func (r *Relay) parkFailed(ctx context.Context, p producer, lot *parkingLot, batch int, events []outboxEvent, results kgo.ProduceResults) ([]outboxEvent, error) {
+	var failed []outboxEvent
+	var cause error
+	for i, res := range results {
+		if res.Err != nil && !outbox.IsRejection(res.Err) {
+			failed, cause = append(failed, events[i]), res.Err
+		}
+	}
+	answered := r.breaker.AnsweredSince(lot.lastFailedPark)
+	if !answered {
+		return failed, nil
+	}
+	lot.lastFailedPark = time.Now()
+	records := make([]*kgo.Record, len(results))
+	for i, res := range results {
+		records[i] = res.Record
+	}
+	partitionOf := r.partitionsOf(ctx, p, records)
+	if partitionOf == nil {
+		return failed, nil // where the records went is unknown: an outage
+	}
+	r.breaker.Judge(outbox.Admission{}, results, partitionOf, answered)
+	r.metrics.outbox.SetPartitionsUnavailable(r.breaker.OpenCount())
+
+	var park []outboxEvent
+	var parkPartitions []int32
+	failed = failed[:0]
+	for i, res := range results {
+		if res.Err == nil || outbox.IsRejection(res.Err) {
+			continue
+		}
+		if part := partitionOf[res.Record]; r.breaker.IsOpen(part) {
+			park, parkPartitions = append(park, events[i]), append(parkPartitions, part)
+		} else {
+			failed = append(failed, events[i])
+		}
+	}
+	if len(park) == 0 {
+		return failed, nil
+	}
+	for range park {
+		r.metrics.outbox.CountFailure(false)
+	}
+	byPartition := map[int32][]uuid.UUID{}
+	for i, e := range park {
+		byPartition[parkPartitions[i]] = append(byPartition[parkPartitions[i]], e.ID)
+	}
+	for part, ids := range byPartition {
+		reason := fmt.Sprintf("parked: partition %d stopped answering while others did: %v", part, cause)
+		queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
+		_, err := r.store.recordAttempt(queryCtx, ids, false, reason)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			// The rows' attempts are for operators only; the stream goes on without them.
+			r.logger.Warn("record the failed publish on the rows", slog.Any("err", err))
+		}
+	}
+	for i, e := range park {
+		if err := lot.park(ctx, e, batch, parkPartitions[i], true); err != nil {
+			return nil, err
+		}
+	}
+	r.metrics.parked.Set(float64(lot.size()))
+	r.logger.Warn("partition stopped answering while others did; its events are parked and the stream goes on",
+		slog.Int("events", len(park)), slog.Int("parked", lot.size()), slog.Any("err", cause))
+	return failed, nil
 }
 
 // holdBack dead-letters the events whose aggregate already has an event in the DLQ and
@@ -256,25 +390,68 @@ func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent) (
 	}
 }
 
-// produce is one bounded publish attempt of events. It returns each event's outcome at
-// the event's index: ProduceSync returns its results in the order the broker's answers
-// came, not in the order of the records.
+// produce is one bounded publish attempt of events, with each event's outcome at the
+// event's index.
 func (r *Relay) produce(ctx context.Context, p producer, events ...outboxEvent) []error {
-	records := make([]*kgo.Record, len(events))
-	index := make(map[*kgo.Record]int, len(events))
+	results := r.send(ctx, p, r.records(events))
+	errs := make([]error, len(results))
+	for i, res := range results {
+		errs[i] = res.Err
+	}
+	return errs
+}
+
+// records builds the Kafka records of events, in order.
+func (r *Relay) records(events []outboxEvent) []*kgo.Record {
 	now := time.Now().Add(r.cfg.FaultTimestampSkew)
+	out := make([]*kgo.Record, len(events))
 	for i, e := range events {
-		envelope := event.Envelope{ID: e.ID, Type: e.Type, Key: e.AggregateID, OccurredAt: e.CreatedAt, Payload: e.Payload}
-		records[i] = envelope.Record(r.cfg.Topic, now)
-		index[records[i]] = i
+		out[i] = r.recordAt(e, now)
+	}
+	return out
+}
+
+// record builds the Kafka record of e.
+func (r *Relay) record(e outboxEvent) *kgo.Record {
+	return r.recordAt(e, time.Now().Add(r.cfg.FaultTimestampSkew))
+}
+
+func (r *Relay) recordAt(e outboxEvent, now time.Time) *kgo.Record {
+	envelope := event.Envelope{ID: e.ID, Type: e.Type, Key: e.AggregateID, OccurredAt: e.CreatedAt, Payload: e.Payload}
+	return envelope.Record(r.cfg.Topic, now)
+}
+
+// send is one bounded publish attempt of records. It returns the results in the order
+// of records: ProduceSync returns them in the order the broker's answers came.
+func (r *Relay) send(ctx context.Context, p producer, records []*kgo.Record) kgo.ProduceResults {
+	index := make(map[*kgo.Record]int, len(records))
+	for i, rec := range records {
+		index[rec] = i
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
 	defer cancel()
-	errs := make([]error, len(events))
+	out := make(kgo.ProduceResults, len(records))
 	for _, res := range p.ProduceSync(ctx, records...) {
-		errs[index[res.Record]] = res.Err
+		out[index[res.Record]] = res
 	}
-	return errs
+	return out
+}
+
+// partitionsOf is the partition of each record, by the rule the relay's client
+// partitions with (outbox.KeyPartition), or nil when the topic's partition count is
+// unknown.
+func (r *Relay) partitionsOf(ctx context.Context, p producer, records []*kgo.Record) map[*kgo.Record]int32 {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
+	defer cancel()
+	n := outbox.PartitionCount(ctx, p, r.cfg.Topic)
+	if n == 0 {
+		return nil
+	}
+	out := make(map[*kgo.Record]int32, len(records))
+	for _, rec := range records {
+		out[rec] = outbox.KeyPartition(rec.Key, n)
+	}
+	return out
 }
 
 // wait waits d, and returns ctx's error if ctx ends first.

@@ -19,11 +19,16 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dscourse/payments-outbox/internal/outbox"
 )
 
 // producer is what the relay needs from a Kafka client; *kgo.Client satisfies it.
 type producer interface {
 	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
+	// RequestCachedMetadata answers from the client's metadata cache: the partition
+	// breaker needs the topic's partition count to know where a record goes.
+	outbox.MetadataCache
 }
 
 // Relay streams the outbox's inserts from a replication slot to Kafka. One goroutine
@@ -35,6 +40,10 @@ type Relay struct {
 	store   store
 	logger  *slog.Logger
 	metrics *Metrics
+	// breaker records the partitions that stopped answering while others did, whose
+	// events are parked (parking.go). It outlives sessions: a partition still down after
+	// a reconnect is still known to be.
+	breaker *outbox.PartitionBreaker
 	// replayed carries nudges to look for events an operator replayed from the DLQ:
 	// replay is an UPDATE, which the insert-only stream does not carry.
 	replayed chan struct{}
@@ -53,6 +62,7 @@ func NewRelay(pool *pgxpool.Pool, cfg Config, logger *slog.Logger, metrics *Metr
 		store:    store{pool: pool},
 		logger:   logger.With(slog.String("component", "outbox_cdc_relay"), slog.String("slot", cfg.Slot)),
 		metrics:  metrics,
+		breaker:  outbox.NewPartitionBreaker(cfg.OutageBackoffBase, cfg.OutageBackoffMax, cfg.PublishTimeout),
 		replayed: make(chan struct{}, 1),
 	}, nil
 }
@@ -84,18 +94,23 @@ func (r *Relay) Run(ctx context.Context) error {
 		return fmt.Errorf("new Kafka producer: %w", err)
 	}
 	defer client.Close()
+	r.run(ctx, client)
+	return nil
+}
 
+// run is Run's loop on the producer p (a fake broker in tests).
+func (r *Relay) run(ctx context.Context, p producer) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { r.monitor(ctx) })
 	r.logger.Info("CDC relay started", slog.String("publication", r.cfg.Publication), slog.String("topic", r.cfg.Topic))
 	for {
-		err := r.session(ctx, client)
+		err := r.session(ctx, p)
 		r.metrics.streaming.Set(0)
 		switch {
 		case ctx.Err() != nil:
 			r.logger.Info("CDC relay stopped")
-			return nil
+			return
 		case errors.Is(err, errSlotBusy):
 			r.logger.Debug("another relay streams from the slot; waiting to take over")
 		case err != nil:
@@ -105,7 +120,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			r.logger.Info("CDC relay stopped")
-			return nil
+			return
 		case <-time.After(r.cfg.ReconnectInterval):
 		}
 	}
@@ -125,6 +140,9 @@ func (r *Relay) clientOpts() []kgo.Opt {
 		kgo.DialTimeout(3 * time.Second),
 		kgo.MetadataMinAge(250 * time.Millisecond),
 		kgo.ProducerLinger(0),
+		// Pinned, as in the polling relay, because the breaker computes where a
+		// record goes before it is sent.
+		outbox.PartitionByKey(),
 	}
 	return append(opts, r.cfg.ClientOpts...)
 }

@@ -101,6 +101,17 @@ func (s store) recordAttempt(ctx context.Context, ids []uuid.UUID, rejected bool
 	return out, nil
 }
 
+// recordHeldBack sets last_error on the rows of events the relay holds back unsent
+// (parked, parking.go), and counts no attempt: nothing was sent. The polling relay does
+// the same for the events its breaker holds back.
+func (s store) recordHeldBack(ctx context.Context, ids []uuid.UUID, lastError string) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE outbox_events SET last_error = $2 WHERE id = ANY($1) AND status = 'pending'`,
+		ids, lastError); err != nil {
+		return fmt.Errorf("record held-back events: %w", err)
+	}
+	return nil
+}
+
 // deadLetter moves an event to the DLQ in one transaction, as the polling relay does:
 // the row becomes 'failed' and a copy goes to outbox_dlq, where an operator replays it.
 // reason becomes its last_error. It returns the dead letter for the alert, or nil when

@@ -1,0 +1,129 @@
+package cdc
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/dscourse/payments-outbox/internal/event"
+	"github.com/dscourse/payments-outbox/internal/outbox"
+)
+
+// fakeProducer stands in for the Kafka client where a test needs a partition that does
+// not answer while the others do, which a real cluster gives only with a broker cut
+// off (the partition-offline chaos scenario). Every record goes to the partition
+// outbox.KeyPartition says, as with the relay's real client. It keeps a log of what was
+// sent and acknowledged, in one sequence, so that a test can check an aggregate's order.
+type fakeProducer struct {
+	partitions int
+
+	mu sync.Mutex
+	// silent, when set, is the partition whose records get no answer, as when its
+	// leader is cut off from the relay: they fail only when the call's context ends,
+	// and the call returns only then, while the other records are written.
+	silent *int32
+	seq    int
+	// firstSent and firstAcked are, per event id, the sequence number of the first call
+	// that carried it and of its first acknowledgement.
+	firstSent, firstAcked map[string]int
+	acks                  map[string]int // event id → acknowledgements
+	lastAck               time.Time
+}
+
+func newFakeProducer(partitions int) *fakeProducer {
+	return &fakeProducer{partitions: partitions, firstSent: map[string]int{}, firstAcked: map[string]int{}, acks: map[string]int{}}
+}
+
+// RequestCachedMetadata answers with the topic of each request and its partitions.
+func (p *fakeProducer) RequestCachedMetadata(_ context.Context, req *kmsg.MetadataRequest, _ time.Duration) (*kmsg.MetadataResponse, error) {
+	resp := kmsg.NewPtrMetadataResponse()
+	for _, rt := range req.Topics {
+		t := kmsg.NewMetadataResponseTopic()
+		t.Topic = rt.Topic
+		for i := range p.partitions {
+			part := kmsg.NewMetadataResponseTopicPartition()
+			part.Partition = int32(i)
+			t.Partitions = append(t.Partitions, part)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp, nil
+}
+
+func (p *fakeProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults {
+	p.mu.Lock()
+	silent := p.silent
+	hasSilent := false
+	for _, r := range rs {
+		r.Partition = outbox.KeyPartition(r.Key, p.partitions)
+		hasSilent = hasSilent || (silent != nil && r.Partition == *silent)
+		id := eventID(r)
+		if _, ok := p.firstSent[id]; !ok {
+			p.seq++
+			p.firstSent[id] = p.seq
+		}
+	}
+	p.mu.Unlock()
+	if hasSilent {
+		<-ctx.Done() // a broker that never answers: the call waits for its deadline
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	results := make(kgo.ProduceResults, len(rs))
+	for i, r := range rs {
+		results[i] = kgo.ProduceResult{Record: r}
+		if silent != nil && r.Partition == *silent {
+			results[i].Err = ctx.Err()
+			continue
+		}
+		id := eventID(r)
+		p.acks[id]++
+		p.lastAck = time.Now()
+		if _, ok := p.firstAcked[id]; !ok {
+			p.seq++
+			p.firstAcked[id] = p.seq
+		}
+	}
+	return results
+}
+
+// setSilent makes partition part stop answering, or, with nil, answer again.
+func (p *fakeProducer) setSilent(part *int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.silent = part
+}
+
+// quietFor is how long ago the last record was acknowledged.
+func (p *fakeProducer) quietFor() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return time.Since(p.lastAck)
+}
+
+// sentAt and ackedAt return the sequence numbers of event id's first send and first
+// acknowledgement (0: never).
+func (p *fakeProducer) sentAt(id string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.firstSent[id]
+}
+
+func (p *fakeProducer) ackedAt(id string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.firstAcked[id]
+}
+
+func eventID(r *kgo.Record) string {
+	for _, h := range r.Headers {
+		if h.Key == event.HeaderID {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
