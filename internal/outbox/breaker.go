@@ -35,7 +35,7 @@ import (
 // by its workers. Each Relay (each API replica) keeps its own.
 type partitionBreaker struct {
 	base, max time.Duration
-	// probeTime is how long a probe may take: a batch's publish timeout.
+	// probeTime is how long a probe may take, unless its caller says (admitFor).
 	probeTime time.Duration
 
 	mu   sync.Mutex
@@ -87,6 +87,13 @@ type admission struct {
 // Without partitionOf (no partition open, or the partition count unknown) every record
 // goes.
 func (b *partitionBreaker) admit(records []*kgo.Record, partitionOf map[*kgo.Record]int32) admission {
+	return b.admitFor(records, partitionOf, b.probeTime)
+}
+
+// admitFor is admit for a batch whose publish may take probeTime: a probe holds the
+// others off for as long as it may really last, or a second probe would start while
+// the first still waits.
+func (b *partitionBreaker) admitFor(records []*kgo.Record, partitionOf map[*kgo.Record]int32, probeTime time.Duration) admission {
 	a := admission{holdFor: map[*kgo.Record]time.Duration{}, probed: map[int32]bool{}}
 	if partitionOf == nil {
 		return a
@@ -105,7 +112,7 @@ func (b *partitionBreaker) admit(records []*kgo.Record, partitionOf map[*kgo.Rec
 		case now.Before(b.probeEnds) && len(a.probed) == 0:
 			a.holdFor[rec] = b.probeEnds.Sub(now) // another batch is probing
 		default:
-			b.probeEnds = now.Add(b.probeTime)
+			b.probeEnds = now.Add(probeTime)
 			op.until = b.probeEnds // until the probe's outcome, nothing else goes
 			a.probed[p] = true
 		}

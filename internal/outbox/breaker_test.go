@@ -31,7 +31,7 @@ func TestBreakerLetsOnlyOneBatchAtATimeWaitOnAPartitionThatStoppedAnswering(t *t
 	const partitions, silent = 6, int32(2)
 	broker := &fakeProducer{partitions: partitions}
 	broker.setSilent(new(silent))
-	startWorkers(t, r, producers{own: broker, alone: broker})
+	startWorkers(t, r, broker, broker)
 
 	// Events arrive while the partition is silent, as under load: two events per
 	// aggregate, so each aggregate's order is at stake too.

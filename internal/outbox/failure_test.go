@@ -201,7 +201,7 @@ func TestRelayIsolatesRejectionsWithinTheLease(t *testing.T) {
 	reject := rejectIDs(kerr.MessageTooLarge, poison...)
 	shared := &fakeProducer{delay: 100 * time.Millisecond, reject: reject}
 	alone := &fakeProducer{delay: 100 * time.Millisecond, reject: reject}
-	startWorkers(t, r, producers{own: shared, alone: alone})
+	startWorkers(t, r, shared, alone)
 
 	testenv.WaitFor(t, 30*time.Second, func() (bool, string) {
 		got := b.statusCounts(t)

@@ -44,7 +44,7 @@ func TestRelayKeepsHealthyPartitionsFlowingWhileOneIsDown(t *testing.T) {
 		return nil
 	}
 	broker := &fakeProducer{partitionDown: partitionDown}
-	startWorkers(t, r, producers{own: broker, alone: broker})
+	startWorkers(t, r, broker, broker)
 
 	testenv.WaitFor(t, 10*time.Second, func() (bool, string) {
 		got := b.count(t, `SELECT count(*) FROM outbox_published WHERE aggregate_id LIKE 'up-%'`)

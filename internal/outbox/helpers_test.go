@@ -284,9 +284,9 @@ func newProducer(t *testing.T, r *Relay) *kgo.Client {
 	return cl
 }
 
-// startWorkers runs r's workers over p instead of Kafka clients until the test ends,
-// every worker with the same p, and checks that they stop.
-func startWorkers(t *testing.T, r *Relay, p producers) {
+// startWorkers runs r's workers over own and alone instead of Kafka clients until the
+// test ends, every worker with the same two, and checks that they stop.
+func startWorkers(t *testing.T, r *Relay, own, alone producer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -294,7 +294,7 @@ func startWorkers(t *testing.T, r *Relay, p producers) {
 		defer close(done)
 		workers := make([]producers, r.cfg.Workers)
 		for i := range workers {
-			workers[i] = p // a copy each: a worker's producers are its own
+			workers[i] = producers{own: own, alone: alone}
 		}
 		r.runWorkers(ctx, workers)
 	}()

@@ -33,7 +33,8 @@ func (r *Relay) publish(ctx context.Context, p *producers, events []claimedEvent
 	if r.breaker.anyOpen() {
 		partitionOf = r.partitionsOf(ctx, p.own, records)
 	}
-	admitted := r.breaker.admit(records, partitionOf)
+	timeout := p.timeouts.Next(r.cfg.PublishTimeout)
+	admitted := r.breaker.admitFor(records, partitionOf, timeout)
 
 	var send []*kgo.Record
 	var sendEvents []claimedEvent
@@ -49,8 +50,8 @@ func (r *Relay) publish(ctx context.Context, p *producers, events []claimedEvent
 	}
 	spans := r.startPublishSpans(sendEvents, send)
 	sent := time.Now()
-	results := r.produce(ctx, p.own, p.nextTimeout(r.cfg.PublishTimeout), send...)
-	p.judgeTimeout(results, r.cfg.PublishTimeout, r.cfg.Lease-r.cfg.QueryTimeout)
+	results := r.produce(ctx, p.own, timeout, send...)
+	p.timeouts.Judge(results, r.cfg.PublishTimeout, r.cfg.Lease-r.cfg.QueryTimeout)
 	partitionOf, answered = r.judgePartitions(ctx, p.own, admitted, sent, results, partitionOf)
 
 	for _, res := range results {

@@ -34,38 +34,9 @@ type producers struct {
 	// alone carries only records sent on their own after a rejection, one at a time
 	// for the whole relay (isolate, in failure.go), so its verdict is about that record.
 	alone producer
-	// timeouts counts own's consecutive publishes with a transport failure: each
-	// gives the next twice as long (nextTimeout). Each worker has its own producers,
-	// so only its goroutine touches it.
-	timeouts int
-}
-
-// nextTimeout is how long the next publish on own may take: base, doubled for each
-// publish in a row that had a transport failure (judgeTimeout), as a TCP sender backs
-// off its retransmission timer. A publish that timed out with records on the wire
-// makes franz-go drop that connection, and a new one costs a round trip of its own
-// (Kafka's ApiVersions handshake) before the produce's. Against a broker that answers
-// in more than half a publish timeout, a publish that had to fit both in one timeout
-// timed out in turn, dropped its connection again, and never succeeded; with twice as
-// long it fits, and the publishes after it, on the open connection, fit in one again
-// (TestRelayKeepsPublishingThroughSlowAcksAfterATimeout).
-func (p *producers) nextTimeout(base time.Duration) time.Duration {
-	return base << min(p.timeouts, 4)
-}
-
-// judgeTimeout counts the publish that gave results against own's next timeout: a
-// transport failure doubles it, up to budget (what the lease leaves a publish), and
-// anything else, the broker's answer, resets it.
-func (p *producers) judgeTimeout(results kgo.ProduceResults, base, budget time.Duration) {
-	for _, res := range results {
-		if res.Err != nil && !isRejection(res.Err) {
-			if p.nextTimeout(base) < budget {
-				p.timeouts++
-			}
-			return
-		}
-	}
-	p.timeouts = 0
+	// timeouts backs off own's publish timeout after transport failures
+	// (PublishTimeouts).
+	timeouts PublishTimeouts
 }
 
 // Relay publishes committed outbox events to Kafka: each batch is one transaction that

@@ -125,6 +125,12 @@ func (pb *PartitionBreaker) Admit(records []*kgo.Record, partitionOf map[*kgo.Re
 	return Admission{pb.b.admit(records, partitionOf)}
 }
 
+// AdmitFor is Admit for a send that may take probeTime rather than the breaker's
+// own: a probe holds the others off for as long as it may really last.
+func (pb *PartitionBreaker) AdmitFor(records []*kgo.Record, partitionOf map[*kgo.Record]int32, probeTime time.Duration) Admission {
+	return Admission{pb.b.admitFor(records, partitionOf, probeTime)}
+}
+
 // Acked notes that the broker acknowledged a record of this relay just now.
 func (pb *PartitionBreaker) Acked() { pb.b.acked() }
 

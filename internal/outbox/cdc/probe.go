@@ -75,7 +75,7 @@ func (r *Relay) probeOnce(ctx context.Context, p producer, lot *parkingLot, done
 		records[i] = r.record(e.outboxEvent)
 	}
 	partitionOf := r.partitionsOf(ctx, p, records)
-	admitted := r.breaker.Admit(records, partitionOf)
+	admitted := r.breaker.AdmitFor(records, partitionOf, r.probeTimeouts.Next(r.cfg.PublishTimeout))
 	var send []*parkedEvent
 	var sendRecords []*kgo.Record
 	for i, rec := range records {
@@ -90,7 +90,7 @@ func (r *Relay) probeOnce(ctx context.Context, p producer, lot *parkingLot, done
 	}
 
 	sent := time.Now()
-	results := r.send(ctx, p, sendRecords)
+	results := r.send(ctx, p, sendRecords, &r.probeTimeouts)
 	var acked, transport, rejected []*parkedEvent
 	var transportErr error
 	for i, res := range results {

@@ -145,7 +145,7 @@ func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEven
 				break
 			}
 		}
-		results := r.send(ctx, p, records)
+		results := r.send(ctx, p, records, &r.publishTimeouts)
 		var transport []outboxEvent
 		var transportErr error
 		for i, res := range results {
@@ -393,7 +393,7 @@ func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent) (
 // produce is one bounded publish attempt of events, with each event's outcome at the
 // event's index.
 func (r *Relay) produce(ctx context.Context, p producer, events ...outboxEvent) []error {
-	results := r.send(ctx, p, r.records(events))
+	results := r.send(ctx, p, r.records(events), &r.publishTimeouts)
 	errs := make([]error, len(results))
 	for i, res := range results {
 		errs[i] = res.Err
@@ -421,19 +421,23 @@ func (r *Relay) recordAt(e outboxEvent, now time.Time) *kgo.Record {
 	return envelope.Record(r.cfg.Topic, now)
 }
 
-// send is one bounded publish attempt of records. It returns the results in the order
-// of records: ProduceSync returns them in the order the broker's answers came.
-func (r *Relay) send(ctx context.Context, p producer, records []*kgo.Record) kgo.ProduceResults {
+// send is one bounded publish attempt of records, within the timeout that timeouts
+// gives it: PublishTimeout, doubled after each send in a row with a transport failure
+// (outbox.PublishTimeouts says why: a slow broker would make every retry time out), up
+// to four times PublishTimeout. It returns the results in the order of records:
+// ProduceSync returns them in the order the broker's answers came.
+func (r *Relay) send(ctx context.Context, p producer, records []*kgo.Record, timeouts *outbox.PublishTimeouts) kgo.ProduceResults {
 	index := make(map[*kgo.Record]int, len(records))
 	for i, rec := range records {
 		index[rec] = i
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeouts.Next(r.cfg.PublishTimeout))
 	defer cancel()
 	out := make(kgo.ProduceResults, len(records))
 	for _, res := range p.ProduceSync(ctx, records...) {
 		out[index[res.Record]] = res
 	}
+	timeouts.Judge(out, r.cfg.PublishTimeout, 4*r.cfg.PublishTimeout)
 	return out
 }
 

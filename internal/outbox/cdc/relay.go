@@ -44,6 +44,9 @@ type Relay struct {
 	// events are parked (parking.go). It outlives sessions: a partition still down after
 	// a reconnect is still known to be.
 	breaker *outbox.PartitionBreaker
+	// publishTimeouts and probeTimeouts back off the publish timeout of the
+	// publisher's sends and of the prober's after transport failures (send).
+	publishTimeouts, probeTimeouts outbox.PublishTimeouts
 	// replayed carries nudges to look for events an operator replayed from the DLQ:
 	// replay is an UPDATE, which the insert-only stream does not carry.
 	replayed chan struct{}
