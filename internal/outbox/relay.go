@@ -59,6 +59,9 @@ type Relay struct {
 	// is enough: a nudge means "look again", and a worker that looks sees every row
 	// committed so far.
 	wake chan wakeSource
+	// busy counts the workers in a batch, so that an idle worker woken by a commit can
+	// leave it to them (wakeup.go).
+	busy busyWorkers
 }
 
 // NewRelay returns a relay over the outbox in pool. It starts nothing; call Run.
@@ -220,12 +223,9 @@ func (r *Relay) work(ctx, workCtx context.Context, p *producers) {
 			woken = wokenByBusy
 			continue // more may be ready: successors of what we just published
 		}
-		select {
-		case <-ctx.Done():
+		var ok bool
+		if woken, ok = r.waitForWork(ctx, poll.C, err != nil); !ok {
 			return
-		case woken = <-r.wake:
-		case <-poll.C:
-			woken = wokenByPoll
 		}
 	}
 }
@@ -241,6 +241,8 @@ func (r *Relay) runOnce(ctx context.Context, p *producers, woken wakeSource) (in
 	if err != nil || len(events) == 0 {
 		return 0, err
 	}
+	r.busy.started(len(events) == r.cfg.BatchSize)
+	defer r.busy.ended()
 	r.metrics.observeClaim(woken, events)
 	if len(events) == r.cfg.BatchSize {
 		r.nudge(wokenByFullBatch) // there is probably more: let an idle worker take it

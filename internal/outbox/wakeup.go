@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -29,6 +30,79 @@ const (
 )
 
 var wakeSources = []wakeSource{wokenByNudge, wokenByNotify, wokenByPoll, wokenByBusy, wokenByFullBatch}
+
+// waitForWork waits, idle, until a worker should claim, and says why; false when ctx
+// ended. A nudge or a notification is a commit: while another worker is busy with a
+// batch it claimed just now, that worker claims again as soon as it is done (work
+// claims again after every batch that found events) and sees the commit then, so the
+// idle worker leaves it to it and waits on. So at a rate that one worker keeps up
+// with, one worker claims, each batch holds what committed during the last one, and
+// the relay does not spend a transaction and a produce request on every commit, as
+// it did when every commit woke a worker of its own (each batch then held about one
+// event: issue 16's latency benchmark). A poll, a full batch, or a batch that has
+// gone on longer than joinAfter (a slow broker, a partition that does not answer)
+// wakes the idle worker whatever the others do. After a failed batch (failed), the
+// worker waits for its next poll only: it did not claim again, so it must not
+// leave a commit to itself.
+func (r *Relay) waitForWork(ctx context.Context, poll <-chan time.Time, failed bool) (wakeSource, bool) {
+	wake := r.wake
+	if failed {
+		wake = nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return "", false
+		case <-poll:
+			return wokenByPoll, true
+		case source := <-wake:
+			if (source == wokenByNudge || source == wokenByNotify) && r.busy.keepingUp() {
+				continue
+			}
+			return source, true
+		}
+	}
+}
+
+// joinAfter is how long a batch may go on before idle workers stop leaving new commits
+// to its worker. A batch at the relay's usual rates takes a few milliseconds: a claim,
+// a produce round trip, a mark. One that takes longer is waiting on something, and
+// the commits behind it must not wait with it.
+const joinAfter = 20 * time.Millisecond
+
+// busyWorkers counts the workers between a claim that found events and the end of
+// that batch.
+type busyWorkers struct {
+	mu     sync.Mutex
+	n      int
+	latest time.Time // when the latest of those claims returned
+	full   bool      // whether it filled its batch: then more is waiting than one worker takes
+}
+
+func (b *busyWorkers) started(full bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.n++
+	b.latest = time.Now()
+	b.full = full
+}
+
+func (b *busyWorkers) ended() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.n--
+}
+
+// keepingUp reports whether a worker is in a batch it claimed less than joinAfter ago,
+// and that batch was not full: it will claim again when it is done, and one worker is
+// enough for what is waiting. After a full batch, a backlog is waiting, and every
+// worker is wanted (the full batch's own nudge may have been lost in the wake slot to a
+// commit's).
+func (b *busyWorkers) keepingUp() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.n > 0 && !b.full && time.Since(b.latest) < joinAfter
+}
 
 // notifyChannel is the channel the outbox_events_notify trigger signals on every
 // committed insert (migrations/payments/00003_outbox_relay.sql).
