@@ -167,6 +167,17 @@ func (l *longTransaction) vacuum(ctx context.Context, stats *pgx.Conn, heldAt ti
 	l.mu.Lock()
 	l.kept = -1
 	l.mu.Unlock()
+	// The rows counted are those published from the hold's start to the VACUUM's: one
+	// published while the VACUUM runs may leave its dead version after the VACUUM has
+	// counted (a CDC relay's markers move rows at any moment), which read as "the fault
+	// did not bite" by a row or two. published_at is on the database's clock and heldAt
+	// on the harness's: the hold's start is taken as the database's now() minus the
+	// hold's age, both read just before the VACUUM.
+	var vacuumAt time.Time
+	if err := stats.QueryRow(ctx, `SELECT now()`).Scan(&vacuumAt); err != nil {
+		return
+	}
+	heldFor := time.Since(heldAt)
 	if _, err := stats.Exec(ctx, `VACUUM outbox_events`); err != nil {
 		return
 	}
@@ -175,14 +186,13 @@ func (l *longTransaction) vacuum(ctx context.Context, stats *pgx.Conn, heldAt ti
 	if err != nil {
 		return
 	}
-	// published_at is on the database's clock and heldAt on the harness's: the hold's
-	// start is taken as the database's now() minus the hold's age.
 	table, err := publishedEventsTable(ctx, stats)
 	if err != nil {
 		return
 	}
-	err = stats.QueryRow(ctx, `SELECT count(*) FROM `+table+` WHERE published_at > now() - make_interval(secs => $1)`,
-		time.Since(heldAt).Seconds()).Scan(&published)
+	err = stats.QueryRow(ctx, `SELECT count(*) FROM `+table+`
+		WHERE published_at > $1::timestamptz - make_interval(secs => $2) AND published_at <= $1::timestamptz`,
+		vacuumAt, heldFor.Seconds()).Scan(&published)
 	if err != nil {
 		return
 	}
