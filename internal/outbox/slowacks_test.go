@@ -45,8 +45,13 @@ func TestRelayKeepsPublishingThroughSlowAcksAfterATimeout(t *testing.T) {
 	})
 
 	// Now answers take 1.2 s: late, but inside a publish timeout.
-	if _, err := proxy.Proxy.UpdateToxic("slow", 1, toxiclient.Attributes{"latency": 1200}); err != nil {
-		t.Fatalf("update toxic: %v", err)
+	// A new toxic rather than UpdateToxic, which writes the latency while the proxy's
+	// links read it (a data race inside Toxiproxy that -race reports).
+	if err := proxy.Proxy.RemoveToxic("slow"); err != nil {
+		t.Fatalf("remove toxic: %v", err)
+	}
+	if _, err := proxy.Proxy.AddToxic("slower", "latency", "downstream", 1, toxiclient.Attributes{"latency": 1200}); err != nil {
+		t.Fatalf("add toxic: %v", err)
 	}
 	for i := range 10 {
 		b.insert(t, newMessage(t, fmt.Sprintf("slow-%d", i), 0))

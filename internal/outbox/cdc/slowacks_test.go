@@ -34,8 +34,13 @@ func TestStreamKeepsPublishingThroughSlowAcksAfterATimeout(t *testing.T) {
 		got := relay.metric(t, "outbox_publish_failures_total", "transport")
 		return got > 0, fmt.Sprintf("transport failures %v while answers took 3 s, want > 0", got)
 	})
-	if _, err := proxy.Proxy.UpdateToxic("slow", 1, toxiclient.Attributes{"latency": 1200}); err != nil {
-		t.Fatalf("update toxic: %v", err)
+	// A new toxic rather than UpdateToxic, which writes the latency while the proxy's
+	// links read it (a data race inside Toxiproxy that -race reports).
+	if err := proxy.Proxy.RemoveToxic("slow"); err != nil {
+		t.Fatalf("remove toxic: %v", err)
+	}
+	if _, err := proxy.Proxy.AddToxic("slower", "latency", "downstream", 1, toxiclient.Attributes{"latency": 1200}); err != nil {
+		t.Fatalf("add toxic: %v", err)
 	}
 	b.insert(t, "slow", 10)
 	b.waitPublished(t, 12, 40*time.Second)
