@@ -80,14 +80,19 @@ func DecodeTransitionRequest(w http.ResponseWriter, r *http.Request, id uuid.UUI
 	if err != nil {
 		return req, decodeError(err)
 	}
-	if len(bytes.TrimSpace(raw)) == 0 {
+	if len(raw) == 0 {
 		return req, nil
 	}
 	if err := requireJSON(r.Header.Get("Content-Type")); err != nil {
 		return req, err
 	}
-	// JSON null decodes into a struct as if it were {}; the body must be an object.
-	if trimmed := bytes.TrimSpace(raw); trimmed[0] != '{' {
+	// JSON null decodes into a struct as if it were {}; the body must be an object. A body
+	// of white space only is not JSON either: "no body" is an empty one.
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 {
+		return req, Errorf(Invalid, "", "the body must be empty or a JSON object (%s takes %s), not white space only", action, transitionFields(action))
+	}
+	if trimmed[0] != '{' {
 		return req, Errorf(Invalid, "", "the body must be a JSON object (%s takes %s), not %s", action, transitionFields(action), jsonKind(trimmed[0]))
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))

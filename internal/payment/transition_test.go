@@ -228,6 +228,8 @@ func TestLifecycleBadInputWritesNothing(t *testing.T) {
 		{name: "body null", body: `null`, wantStatus: 400},
 		{name: "capture with a null body", path: "/payments/" + id + "/capture", body: `null`, wantStatus: 400},
 		{name: "body an array", body: `[]`, wantStatus: 400},
+		// And this one: a body of white space only is not JSON, and not "no body".
+		{name: "cancel with a white-space body", path: "/payments/" + id + "/cancel", body: ` `, wantStatus: 400},
 	}
 	before := b.lifecycle(t, id)
 	for _, tt := range tests {
