@@ -50,7 +50,7 @@ func TestBreakerLetsOnlyOneBatchAtATimeWaitOnAPartitionThatStoppedAnswering(t *t
 		got := b.count(t, `SELECT count(*) FROM outbox_published`)
 		return got == 2*healthy, fmt.Sprintf("events published while partition %d is silent: %d, want %d (every healthy partition's)", silent, got, 2*healthy)
 	})
-	overlapping, calls := broker.overlappingSilentCalls(100 * time.Millisecond)
+	overlapping, calls := broker.overlappingSilentCalls(b.cfg.PublishTimeout)
 	if calls == 0 {
 		t.Errorf("no call to the silent partition after the relay could know it was silent: no probe")
 	}
