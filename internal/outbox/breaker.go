@@ -200,3 +200,18 @@ func partitionCount(ctx context.Context, p metadataCache, topic string) int {
 	}
 	return 0
 }
+
+// partitionsOf is the partition of each record of topic, by the rule the relay's
+// clients partition with (keyPartition), or nil when the topic's partition count is
+// unknown. Both relays use it (PartitionsOf).
+func partitionsOf(ctx context.Context, p metadataCache, topic string, records []*kgo.Record) map[*kgo.Record]int32 {
+	n := partitionCount(ctx, p, topic)
+	if n == 0 {
+		return nil
+	}
+	out := make(map[*kgo.Record]int32, len(records))
+	for _, rec := range records {
+		out[rec] = keyPartition(rec.Key, n)
+	}
+	return out
+}

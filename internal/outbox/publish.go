@@ -126,20 +126,12 @@ func partitionVerdicts(results kgo.ProduceResults, partitionOf map[*kgo.Record]i
 	return acked, failed
 }
 
-// partitionsOf is the partition of each record, by the rule the relay's clients
-// partition with (keyPartition), or nil when the topic's partition count is unknown.
+// partitionsOf is the partition of each record (partitionsOf in breaker.go), asking
+// the client's metadata cache for the partition count under one QueryTimeout.
 func (r *Relay) partitionsOf(ctx context.Context, p producer, records []*kgo.Record) map[*kgo.Record]int32 {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	defer cancel()
-	n := partitionCount(ctx, p, r.cfg.Topic)
-	if n == 0 {
-		return nil
-	}
-	out := make(map[*kgo.Record]int32, len(records))
-	for _, rec := range records {
-		out[rec] = keyPartition(rec.Key, n)
-	}
-	return out
+	return partitionsOf(ctx, p, r.cfg.Topic, records)
 }
 
 // heldBack is the failure of an event whose partition's breaker is open: it was not

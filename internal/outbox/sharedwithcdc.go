@@ -157,13 +157,13 @@ func KeyPartition(key []byte, n int) int32 { return keyPartition(key, n) }
 // the relay knows where a record goes before it sends it.
 func PartitionByKey() kgo.Opt { return kgo.RecordPartitioner(keyPartitioner) }
 
-// MetadataCache is what PartitionCount needs of a Kafka client; *kgo.Client has it.
+// MetadataCache is what PartitionsOf needs of a Kafka client; *kgo.Client has it.
 type MetadataCache = metadataCache
 
-// PartitionCount is the number of partitions of topic from p's metadata cache, or 0
-// when it is not known.
-func PartitionCount(ctx context.Context, p MetadataCache, topic string) int {
-	return partitionCount(ctx, p, topic)
+// PartitionsOf is the partition of each record of topic by KeyPartition, with the
+// partition count from p's metadata cache, or nil when that count is not known.
+func PartitionsOf(ctx context.Context, p MetadataCache, topic string, records []*kgo.Record) map[*kgo.Record]int32 {
+	return partitionsOf(ctx, p, topic, records)
 }
 
 // CountHeldBack adds n events to outbox_held_back_total: not sent, because their

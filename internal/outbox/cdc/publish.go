@@ -447,15 +447,7 @@ func (r *Relay) send(ctx context.Context, p producer, records []*kgo.Record, tim
 func (r *Relay) partitionsOf(ctx context.Context, p producer, records []*kgo.Record) map[*kgo.Record]int32 {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	defer cancel()
-	n := outbox.PartitionCount(ctx, p, r.cfg.Topic)
-	if n == 0 {
-		return nil
-	}
-	out := make(map[*kgo.Record]int32, len(records))
-	for _, rec := range records {
-		out[rec] = outbox.KeyPartition(rec.Key, n)
-	}
-	return out
+	return outbox.PartitionsOf(ctx, p, r.cfg.Topic, records)
 }
 
 // wait waits d, and returns ctx's error if ctx ends first.
