@@ -82,12 +82,13 @@ func (r *Relay) publish(ctx context.Context, p *producers, events []claimedEvent
 // was open already (partitionOf is given); otherwise it only ends the batch's probe, if
 // any.
 func (r *Relay) judgePartitions(ctx context.Context, p producer, admitted admission, sent time.Time, results kgo.ProduceResults, partitionOf map[*kgo.Record]int32) (map[*kgo.Record]int32, bool) {
-	var anyTransport bool
+	var anyAcked, anyTransport bool
 	for _, res := range results {
-		if res.Err == nil {
-			r.breaker.acked()
-		}
+		anyAcked = anyAcked || res.Err == nil
 		anyTransport = anyTransport || (res.Err != nil && !isRejection(res.Err))
+	}
+	if anyAcked {
+		r.breaker.acked() // once per batch: it takes the breaker's lock
 	}
 	answered := r.breaker.answeredSince(sent)
 	if partitionOf == nil && anyTransport && answered {

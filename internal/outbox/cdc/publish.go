@@ -148,10 +148,10 @@ func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEven
 		results := r.send(ctx, p, records, &r.publishTimeouts)
 		var transport []outboxEvent
 		var transportErr error
+		ackedBefore := len(acked)
 		for i, res := range results {
 			switch {
 			case res.Err == nil:
-				r.breaker.Acked()
 				acked = append(acked, held[i].ID)
 				r.metrics.outbox.ObserveCommitToPublish(time.Since(held[i].CreatedAt))
 			case outbox.IsRejection(res.Err):
@@ -159,6 +159,9 @@ func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEven
 			default:
 				transport, transportErr = append(transport, held[i]), res.Err
 			}
+		}
+		if len(acked) > ackedBefore {
+			r.breaker.Acked() // once per call: it takes the breaker's lock
 		}
 		if len(transport) > 0 && lot != nil {
 			if transport, err = r.parkFailed(ctx, p, lot, batch, held, results); err != nil {
