@@ -40,7 +40,9 @@ type partitionBreaker struct {
 
 	mu   sync.Mutex
 	open map[int32]*openPartition
-	// probeEnds is when the probe out now is over, the zero time when none is.
+	// probeEnds is the zero time when no probe is out. While one is, it is the
+	// deadline after which the breaker stops waiting for that probe's verdict (its
+	// worker never reported back); judged ends the probe as soon as it does.
 	probeEnds time.Time
 	// lastAck is when the broker last acknowledged a record of this relay.
 	lastAck time.Time
@@ -83,7 +85,7 @@ type admission struct {
 // admit decides which of a batch's records go out, given the partition of each. A
 // record of a closed partition goes. One of an open partition goes only as this
 // batch's probe: its backoff is over and no other batch is probing. Taking the probe
-// holds every other batch off the open partitions until it is over (probeTime).
+// holds every other batch off the open partitions until its verdict is judged.
 // Without partitionOf (no partition open, or the partition count unknown) every record
 // goes.
 func (b *partitionBreaker) admit(records []*kgo.Record, partitionOf map[*kgo.Record]int32) admission {
@@ -112,13 +114,22 @@ func (b *partitionBreaker) admitFor(records []*kgo.Record, partitionOf map[*kgo.
 		case now.Before(b.probeEnds) && len(a.probed) == 0:
 			a.holdFor[rec] = b.probeEnds.Sub(now) // another batch is probing
 		default:
-			b.probeEnds = now.Add(probeTime)
+			b.probeEnds = now.Add(probeVerdictWait(probeTime))
 			op.until = b.probeEnds // until the probe's outcome, nothing else goes
 			a.probed[p] = true
 		}
 	}
 	return a
 }
+
+// probeVerdictWait is how long the breaker waits for the verdict on a probe whose
+// publish may take probeTime. The publish starts after the admission and its verdict
+// reaches judged after the publish returns, so a probe that waits its whole timeout
+// reports back a little later than probeTime after its admission. Ending the probe at
+// probeTime would let a second batch probe while the first is still being judged (a
+// test under -race caught it); twice probeTime only matters when a worker never reports
+// back at all.
+func probeVerdictWait(probeTime time.Duration) time.Duration { return 2 * probeTime }
 
 // acked notes that the broker acknowledged a record of this relay just now.
 func (b *partitionBreaker) acked() {

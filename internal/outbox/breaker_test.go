@@ -69,14 +69,52 @@ func TestBreakerLetsOnlyOneBatchAtATimeWaitOnAPartitionThatStoppedAnswering(t *t
 
 	broker.setSilent(nil)
 	b.waitAllPublished(t, 2*n, 20*time.Second)
-	if got := b.count(t, `SELECT count(*) FROM outbox_published a JOIN outbox_published z
-		ON a.aggregate_id = z.aggregate_id AND a.seq < z.seq AND a.published_at > z.published_at`); got != 0 {
+	if got := b.publishedOutOfOrder(t, broker); got != 0 {
 		t.Errorf("events published before an earlier event of their aggregate: %d, want 0", got)
 	}
 	testenv.WaitFor(t, 5*time.Second, func() (bool, string) {
 		got := testutil.ToFloat64(b.metrics.partitionsUnavailable)
 		return got == 0, fmt.Sprintf("outbox_partitions_unavailable = %v once the partition answers, want 0", got)
 	})
+}
+
+// A probe that waits its whole publish timeout reaches judged a little after that
+// timeout. Until it does, the probe is still out: no second batch may probe the
+// partition meanwhile (under -race, the test above caught one that did).
+func TestBreakerKeepsAProbeOutUntilItsVerdictIsJudged(t *testing.T) {
+	t.Parallel()
+	const probeTime = 500 * time.Millisecond
+	b := newPartitionBreaker(time.Millisecond, time.Millisecond, probeTime)
+	batch := func(key string) ([]*kgo.Record, map[*kgo.Record]int32) {
+		rec := &kgo.Record{Key: []byte(key)}
+		return []*kgo.Record{rec}, map[*kgo.Record]int32{rec: 1}
+	}
+	b.judged(admission{}, nil, map[int32]bool{1: true}, true) // partition 1 opens
+	time.Sleep(10 * time.Millisecond)                         // past its backoff
+
+	records, partitionOf := batch("first")
+	probe := b.admit(records, partitionOf)
+	if !probe.probed[1] {
+		t.Fatalf("first batch after the backoff: probed %v, want partition 1", probe.probed)
+	}
+	// The probe's publish took its whole timeout, and a little more; its worker has
+	// not judged it yet.
+	time.Sleep(probeTime + 100*time.Millisecond)
+	records, partitionOf = batch("second")
+	second := b.admit(records, partitionOf)
+	if second.probed[1] {
+		t.Errorf("a second batch probed partition 1 while the first probe awaited its verdict")
+	}
+	if _, held := second.holdFor[records[0]]; !held {
+		t.Errorf("the second batch's record of partition 1 was not held back")
+	}
+
+	b.judged(probe, nil, map[int32]bool{1: true}, true) // the probe failed
+	time.Sleep(10 * time.Millisecond)                   // past the new backoff
+	records, partitionOf = batch("third")
+	if third := b.admit(records, partitionOf); !third.probed[1] {
+		t.Errorf("first batch after the probe's verdict and its backoff: probed %v, want partition 1", third.probed)
+	}
 }
 
 // The breaker computes where a record goes before it is sent; the relay's real client

@@ -33,6 +33,7 @@ type fakeProducer struct {
 
 	mu          sync.Mutex
 	acked       map[string]int // event id → how often the record was acknowledged
+	ackOrder    []string       // event ids, in the order of their acknowledgements
 	calls       int
 	inFlight    int
 	maxInFlight int // the most calls that overlapped
@@ -127,6 +128,7 @@ func (p *fakeProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.P
 				p.acked = map[string]int{}
 			}
 			p.acked[header(r, event.HeaderID)]++
+			p.ackOrder = append(p.ackOrder, header(r, event.HeaderID))
 		}
 	}
 	return results
@@ -179,6 +181,20 @@ func (p *fakeProducer) overlappingSilentCalls(grace time.Duration) (overlapping,
 		}
 	}
 	return overlapping, len(after)
+}
+
+// firstAcks returns, for each event id acknowledged, the position of its first
+// acknowledgement among all of them: the order in which the broker wrote the events.
+func (p *fakeProducer) firstAcks() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	first := make(map[string]int, len(p.ackOrder))
+	for i, id := range p.ackOrder {
+		if _, seen := first[id]; !seen {
+			first[id] = i
+		}
+	}
+	return first
 }
 
 // ackCount returns how often the record of event id was acknowledged.

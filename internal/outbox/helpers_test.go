@@ -330,3 +330,36 @@ func (l *logBuffer) String() string {
 func (l *logBuffer) logger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(l, nil))
 }
+
+// publishedOutOfOrder counts the pairs of published events of one aggregate that the
+// broker wrote in the opposite order of their commits (seq). It asks the broker, not
+// published_at: that is when the marking transaction began, and a batch may begin
+// before another one's commit lets it claim the next event of an aggregate.
+func (b *testBundle) publishedOutOfOrder(t *testing.T, broker *fakeProducer) int {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(),
+		`SELECT id::text, aggregate_id FROM outbox_published ORDER BY aggregate_id, seq`)
+	if err != nil {
+		t.Fatalf("read published events: %v", err)
+	}
+	type published struct{ ID, Aggregate string }
+	events, err := pgx.CollectRows(rows, pgx.RowToStructByPos[published])
+	if err != nil {
+		t.Fatalf("read published events: %v", err)
+	}
+	written := broker.firstAcks()
+	outOfOrder := 0
+	for i, e := range events {
+		for _, later := range events[i+1:] {
+			if later.Aggregate != e.Aggregate {
+				break
+			}
+			earlierAt, ok1 := written[e.ID]
+			laterAt, ok2 := written[later.ID]
+			if !ok1 || !ok2 || laterAt < earlierAt {
+				outOfOrder++
+			}
+		}
+	}
+	return outOfOrder
+}
