@@ -121,7 +121,7 @@ func TestRelayPausesAndDeadLettersNothingWhenEveryTimestampIsRefused(t *testing.
 	skewedHost := &fakeProducer{reject: func(*kgo.Record) error { return kerr.InvalidTimestamp }}
 
 	for range 3 {
-		if _, err := r.runOnce(context.Background(), &producers{own: skewedHost, alone: skewedHost}, wokenByPoll); err != nil {
+		if _, err := r.runOnce(context.Background(), &worker{own: skewedHost, alone: skewedHost}, wokenByPoll); err != nil {
 			t.Fatalf("runOnce: %v", err)
 		}
 		// As if each event's own outage backoff had passed, so that the next round
@@ -161,7 +161,7 @@ func TestRelayDeadLettersOneOversizedRecordAmongGoodOnes(t *testing.T) {
 	poison := msgs[2].ID.String()
 	broker := &fakeProducer{reject: rejectIDs(kerr.MessageTooLarge, poison)}
 
-	if _, err := r.runOnce(context.Background(), &producers{own: broker, alone: broker}, wokenByPoll); err != nil {
+	if _, err := r.runOnce(context.Background(), &worker{own: broker, alone: broker}, wokenByPoll); err != nil {
 		t.Fatalf("runOnce: %v", err)
 	}
 

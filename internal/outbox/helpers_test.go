@@ -292,9 +292,9 @@ func startWorkers(t *testing.T, r *Relay, own, alone producer) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		workers := make([]producers, r.cfg.Workers)
+		workers := make([]worker, r.cfg.Workers)
 		for i := range workers {
-			workers[i] = producers{own: own, alone: alone}
+			workers[i] = worker{own: own, alone: alone}
 		}
 		r.runWorkers(ctx, workers)
 	}()

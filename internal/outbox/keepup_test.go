@@ -9,15 +9,16 @@ import (
 	"github.com/dscourse/payments-outbox/internal/testenv"
 )
 
-// The rule of waitForWork, on its own: a commit's nudge is left to a worker in a young
-// batch that was not full, and taken once that batch is over, full, or old; a poll is
-// always taken.
+// The rule of waitForWork, on its own: a commit's nudge is left to a worker in a
+// streak whose latest claim is young and was not full, and taken once that streak is
+// over, full, or old; so is a poll. A worker whose streak ends learns whether a commit
+// was left to it during its latest claim.
 func TestIdleWorkerLeavesACommitToAWorkerKeepingUp(t *testing.T) {
 	t.Parallel()
 	r := &Relay{wake: make(chan wakeSource, 1)}
 	poll := make(chan time.Time, 1)
-	// Each wait is shorter than joinAfter, and each check starts a batch of its own, so
-	// that the batch is young when the nudge comes.
+	// Each wait is shorter than joinAfter, and each check follows a claim of its own,
+	// so that the streak's latest claim is young when the nudge comes.
 	waitFor := func(t *testing.T, wantWoken bool, what string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), joinAfter/2)
@@ -27,52 +28,69 @@ func TestIdleWorkerLeavesACommitToAWorkerKeepingUp(t *testing.T) {
 			t.Fatalf("%s: woken %v (by %q), want %v", what, woken, source, wantWoken)
 		}
 	}
+	var busy streak // the other worker's
+	claim := func(full bool) {
+		busy.claimStart = time.Now()
+		r.busy.found(&busy, full)
+	}
 
-	r.busy.started(false)
+	claim(false)
 	r.nudge(wokenByNudge)
-	waitFor(t, false, "a nudge while another worker is in a young batch that was not full")
-	r.busy.ended()
-	r.busy.started(false)
+	waitFor(t, false, "a nudge while another worker is in a streak that keeps up")
+	claim(false)
 	r.nudge(wokenByNotify)
 	waitFor(t, false, "a NOTIFY while another worker keeps up")
-	r.busy.ended()
-	r.busy.started(false)
+	claim(false)
 	poll <- time.Now()
-	waitFor(t, true, "a poll while another worker keeps up")
+	waitFor(t, false, "a poll while another worker keeps up")
 
-	r.busy.ended()
+	busy.claimStart = time.Now() // a claim that finds nothing
+	if r.busy.stop(&busy) {
+		t.Errorf("stop reported a commit left during a claim when none was")
+	}
 	r.nudge(wokenByNudge)
-	waitFor(t, true, "a nudge once that batch is over")
+	waitFor(t, true, "a nudge once that streak is over")
+	poll <- time.Now()
+	waitFor(t, true, "a poll once that streak is over")
 
-	r.busy.started(true)
+	claim(false)
+	busy.claimStart = time.Now() // its next claim, which will find nothing
+	r.nudge(wokenByNudge)
+	waitFor(t, false, "a nudge during the next claim of a worker in a streak")
+	if !r.busy.stop(&busy) {
+		t.Errorf("stop did not report the commit left during the worker's latest claim: it would wait for a poll")
+	}
+
+	claim(true)
 	r.nudge(wokenByNudge)
 	waitFor(t, true, "a nudge while another worker is in a full batch")
-	r.busy.ended()
+	r.busy.stop(&busy)
 
-	r.busy.started(false)
+	claim(false)
 	time.Sleep(2 * joinAfter)
 	r.nudge(wokenByNudge)
-	waitFor(t, true, "a nudge while another worker's batch has gone on for longer than joinAfter")
+	waitFor(t, true, "a nudge while another worker's latest claim is older than joinAfter")
 }
 
 // A commit left to a busy worker is never lost: with polls an hour apart, each event
-// committed while another worker publishes is published by that worker's next claim.
-// Each round commits one event, then a second while the first one's publish (10 ms)
-// is under way, and nothing more until both are out.
+// committed while another worker is in a streak is published by that worker's next
+// claim. Each round commits one event, then a second a moment later, from while the
+// first one's publish (4 ms) is under way to while its worker makes the claim that
+// finds nothing and ends its streak, and nothing more until both are out.
 func TestNoCommitLeftToABusyWorkerIsLost(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.cfg.Workers = 4
 	b.cfg.PollInterval = time.Hour
 	r := b.newRelay(t)
-	broker := &fakeProducer{delay: 10 * time.Millisecond}
+	broker := &fakeProducer{delay: 4 * time.Millisecond}
 	startWorkers(t, r, broker, broker)
 
-	const rounds = 10
+	const rounds = 40
 	for i := range rounds {
 		b.insert(t, newMessage(t, fmt.Sprintf("first-%d", i), 0))
 		r.Notify()
-		time.Sleep(4 * time.Millisecond)
+		time.Sleep(time.Duration(2+i%10) * time.Millisecond)
 		b.insert(t, newMessage(t, fmt.Sprintf("second-%d", i), 0))
 		r.Notify()
 		testenv.WaitFor(t, 5*time.Second, func() (bool, string) {

@@ -22,7 +22,7 @@ import (
 // answered reports whether the broker acknowledged a record of this relay, in this
 // batch or another, while the batch waited: if it did, the batch's transport failures
 // are about their partitions, not about the broker.
-func (r *Relay) publish(ctx context.Context, p *producers, events []claimedEvent) (published []claimedEvent, failures []failure, answered bool) {
+func (r *Relay) publish(ctx context.Context, w *worker, events []claimedEvent) (published []claimedEvent, failures []failure, answered bool) {
 	records := make([]*kgo.Record, len(events))
 	byRecord := make(map[*kgo.Record]claimedEvent, len(events))
 	for i, e := range events {
@@ -31,9 +31,9 @@ func (r *Relay) publish(ctx context.Context, p *producers, events []claimedEvent
 	}
 	var partitionOf map[*kgo.Record]int32
 	if r.breaker.anyOpen() {
-		partitionOf = r.partitionsOf(ctx, p.own, records)
+		partitionOf = r.partitionsOf(ctx, w.own, records)
 	}
-	timeout := p.timeouts.Next(r.cfg.PublishTimeout)
+	timeout := w.timeouts.Next(r.cfg.PublishTimeout)
 	admitted := r.breaker.admitFor(records, partitionOf, timeout)
 
 	var send []*kgo.Record
@@ -50,14 +50,14 @@ func (r *Relay) publish(ctx context.Context, p *producers, events []claimedEvent
 	}
 	spans := r.startPublishSpans(sendEvents, send)
 	sent := time.Now()
-	results := r.produce(ctx, p.own, timeout, send...)
-	p.timeouts.Judge(results, r.cfg.PublishTimeout, r.cfg.Lease-r.cfg.QueryTimeout)
-	partitionOf, answered = r.judgePartitions(ctx, p.own, admitted, sent, results, partitionOf)
+	results := r.produce(ctx, w.own, timeout, send...)
+	w.timeouts.Judge(results, r.cfg.PublishTimeout, r.cfg.Lease-r.cfg.QueryTimeout)
+	partitionOf, answered = r.judgePartitions(ctx, w.own, admitted, sent, results, partitionOf)
 
 	for _, res := range results {
 		e := byRecord[res.Record]
 		// A rejection on the worker's own client is judged again on its own first.
-		err := r.isolate(ctx, p.alone, e, res.Err)
+		err := r.isolate(ctx, w.alone, e, res.Err)
 		spans.end(res.Record, err)
 		switch {
 		case errors.Is(err, errNotJudged):

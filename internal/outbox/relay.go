@@ -22,8 +22,9 @@ type producer interface {
 	RequestCachedMetadata(ctx context.Context, req *kmsg.MetadataRequest, limit time.Duration) (*kmsg.MetadataResponse, error)
 }
 
-// producers are the two Kafka clients a worker sends with.
-type producers struct {
+// worker is what one worker goroutine owns: the two Kafka clients it sends with, and
+// its own state between batches.
+type worker struct {
 	// own carries the worker's batches. Each worker has a client of its own: franz-go
 	// merges the records of concurrent produce calls on one client into the same broker
 	// requests, so on a client that every worker shared, one worker's records waited
@@ -37,6 +38,8 @@ type producers struct {
 	// timeouts backs off own's publish timeout after transport failures
 	// (PublishTimeouts).
 	timeouts PublishTimeouts
+	// streak is the worker's part in the relay's count of busy workers (wakeup.go).
+	streak streak
 }
 
 // Relay publishes committed outbox events to Kafka: each batch is one transaction that
@@ -53,7 +56,7 @@ type Relay struct {
 	outage  *outageBackoff
 	breaker *partitionBreaker
 	// isolating holds the one record the relay is sending on its own, if any: a slot
-	// that a worker takes before using producers.alone (isolate).
+	// that a worker takes before using worker.alone (isolate).
 	isolating chan struct{}
 	// wake carries nudges to idle workers, each saying where it came from. One slot
 	// is enough: a nudge means "look again", and a worker that looks sees every row
@@ -118,14 +121,14 @@ func (r *Relay) Run(ctx context.Context) error {
 		return fmt.Errorf("new Kafka producer for isolated resends: %w", err)
 	}
 	defer alone.Close()
-	workers := make([]producers, r.cfg.Workers)
+	workers := make([]worker, r.cfg.Workers)
 	for i := range workers {
 		own, err := kgo.NewClient(r.clientOpts()...)
 		if err != nil {
 			return fmt.Errorf("new Kafka producer for worker %d: %w", i, err)
 		}
 		defer own.Close()
-		workers[i] = producers{own: own, alone: alone}
+		workers[i] = worker{own: own, alone: alone}
 	}
 	r.runWorkers(ctx, workers)
 	return nil
@@ -134,7 +137,7 @@ func (r *Relay) Run(ctx context.Context) error {
 // runWorkers is Run once its Kafka clients exist, one pair per worker: it runs the
 // workers, the listener and the monitor until ctx ends, then stops them within Run's
 // bound.
-func (r *Relay) runWorkers(ctx context.Context, workers []producers) {
+func (r *Relay) runWorkers(ctx context.Context, workers []worker) {
 	// In-flight work runs under its own context, so that stopping the relay lets the
 	// current batch finish instead of cutting it off mid-publish.
 	workCtx, abandonWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -207,7 +210,7 @@ func (r *Relay) clientOpts() []kgo.Opt {
 
 // work is one worker: claim, publish, record, until ctx ends. Batches run under
 // workCtx, which outlives ctx by the shutdown grace period.
-func (r *Relay) work(ctx, workCtx context.Context, p *producers) {
+func (r *Relay) work(ctx, workCtx context.Context, w *worker) {
 	poll := time.NewTicker(r.cfg.PollInterval)
 	defer poll.Stop()
 	woken := wokenByPoll // the first claim looks for what is there, as a poll does
@@ -215,13 +218,24 @@ func (r *Relay) work(ctx, workCtx context.Context, p *producers) {
 		if !sleep(ctx, r.outage.remaining()) {
 			return
 		}
-		claimed, err := r.runOnce(workCtx, p, woken)
+		w.streak.claimStart = time.Now()
+		claimed, err := r.runOnce(workCtx, w, woken)
 		if err != nil && !errors.Is(err, context.Canceled) {
 			r.logger.Error("relay batch", slog.Any("err", err))
 		}
 		if claimed > 0 && err == nil {
 			woken = wokenByBusy
 			continue // more may be ready: successors of what we just published
+		}
+		// The worker goes idle. A commit that an idle worker left to it during this
+		// last claim may have come too late for the claim to see: claim again, or,
+		// after a failure (the worker waits for its poll), hand it to another worker.
+		if r.busy.stop(&w.streak) {
+			if err == nil {
+				woken = wokenByNudge
+				continue
+			}
+			r.nudge(wokenByNudge)
 		}
 		var ok bool
 		if woken, ok = r.waitForWork(ctx, poll.C, err != nil); !ok {
@@ -233,7 +247,7 @@ func (r *Relay) work(ctx, workCtx context.Context, p *producers) {
 // runOnce claims one batch, publishes it and records the outcome, all in the batch's
 // transaction (store.claim). It returns how many events it claimed. woken says what
 // made the worker claim, for the metrics.
-func (r *Relay) runOnce(ctx context.Context, p *producers, woken wakeSource) (int, error) {
+func (r *Relay) runOnce(ctx context.Context, w *worker, woken wakeSource) (int, error) {
 	// The lease is measured from before the claim: the database's idle timer starts
 	// after it, so a deadline taken from this clock read ends first.
 	leaseStart := time.Now()
@@ -241,8 +255,7 @@ func (r *Relay) runOnce(ctx context.Context, p *producers, woken wakeSource) (in
 	if err != nil || len(events) == 0 {
 		return 0, err
 	}
-	r.busy.started(len(events) == r.cfg.BatchSize)
-	defer r.busy.ended()
+	r.busy.found(&w.streak, len(events) == r.cfg.BatchSize)
 	r.metrics.observeClaim(woken, events)
 	if len(events) == r.cfg.BatchSize {
 		r.nudge(wokenByFullBatch) // there is probably more: let an idle worker take it
@@ -254,7 +267,7 @@ func (r *Relay) runOnce(ctx context.Context, p *producers, woken wakeSource) (in
 	// database never has to end this transaction under a worker that is still working
 	// on its rows (docs/adr/0002).
 	leaseCtx, cancelLease := context.WithDeadline(ctx, leaseStart.Add(r.cfg.Lease-r.cfg.QueryTimeout))
-	published, failures, answered := r.publish(leaseCtx, p, events)
+	published, failures, answered := r.publish(leaseCtx, w, events)
 	cancelLease()
 
 	// Record what happened even if ctx was cancelled meanwhile: acknowledged events

@@ -140,7 +140,7 @@ func TestRelayRepublishesAfterCrashBetweenAckAndMark(t *testing.T) {
 	if err != nil || len(claimed) != len(msgs) {
 		t.Fatalf("claim: got %d events, %v; want %d", len(claimed), err, len(msgs))
 	}
-	published, failures, _ := dying.publish(ctx, &producers{own: client, alone: client}, claimed)
+	published, failures, _ := dying.publish(ctx, &worker{own: client, alone: client}, claimed)
 	if len(published) != len(msgs) || len(failures) != 0 {
 		t.Fatalf("publish: %d acknowledged, failures %v; want %d acknowledged", len(published), failures, len(msgs))
 	}

@@ -32,18 +32,21 @@ const (
 var wakeSources = []wakeSource{wokenByNudge, wokenByNotify, wokenByPoll, wokenByBusy, wokenByFullBatch}
 
 // waitForWork waits, idle, until a worker should claim, and says why; false when ctx
-// ended. A nudge or a notification is a commit: while another worker is busy with a
-// batch it claimed just now, that worker claims again as soon as it is done (work
-// claims again after every batch that found events) and sees the commit then, so the
-// idle worker leaves it to it and waits on. So at a rate that one worker keeps up
-// with, one worker claims, each batch holds what committed during the last one, and
-// the relay does not spend a transaction and a produce request on every commit, as
-// it did when every commit woke a worker of its own (each batch then held about one
-// event: issue 16's latency benchmark). A poll, a full batch, or a batch that has
-// gone on longer than joinAfter (a slow broker, a partition that does not answer)
-// wakes the idle worker whatever the others do. After a failed batch (failed), the
-// worker waits for its next poll only: it did not claim again, so it must not
-// leave a commit to itself.
+// ended. A nudge or a notification is a commit: while another worker is in a streak
+// (it claims again at once after every claim that found events, work), that worker
+// sees the commit in its next claim, so the idle worker leaves it to it and waits on.
+// So at a rate that one worker keeps up with, one worker claims, each batch holds
+// what committed during the last one, and the relay does not spend a transaction and
+// a produce request on every commit, as it did when every commit woke a worker of its
+// own (each batch then held about one event: issue 16's latency benchmark). A poll is
+// left to a worker in a streak too: that worker's next claim finds whatever the poll
+// would find (the poll is there for commits whose wake-up was lost, and for events
+// whose retry time came), and each idle worker's poll that claimed beside it cost a
+// transaction and a produce request for a few events. A full batch, or a batch that
+// has gone on longer than joinAfter (a slow broker, a partition that does not
+// answer), wakes the idle worker whatever the others do. After a failed batch
+// (failed), the worker waits for its next poll only: it did not claim again, so it
+// must not leave a commit to itself.
 func (r *Relay) waitForWork(ctx context.Context, poll <-chan time.Time, failed bool) (wakeSource, bool) {
 	wake := r.wake
 	if failed {
@@ -54,6 +57,9 @@ func (r *Relay) waitForWork(ctx context.Context, poll <-chan time.Time, failed b
 		case <-ctx.Done():
 			return "", false
 		case <-poll:
+			if r.busy.keepingUp() {
+				continue
+			}
 			return wokenByPoll, true
 		case source := <-wake:
 			if (source == wokenByNudge || source == wokenByNotify) && r.busy.keepingUp() {
@@ -70,38 +76,69 @@ func (r *Relay) waitForWork(ctx context.Context, poll <-chan time.Time, failed b
 // the commits behind it must not wait with it.
 const joinAfter = 20 * time.Millisecond
 
-// busyWorkers counts the workers between a claim that found events and the end of
-// that batch.
+// busyWorkers counts the workers in a streak: from a claim that found events until
+// one of their claims finds none (or their batch fails). A streak covers the worker's
+// next claim too, not only its batches: when the count dropped between two batches of
+// one worker, every commit landing in that gap woke an idle worker, and at 1,000
+// events/s two or three workers then claimed side by side, each sending its own
+// produce requests on its own connection (the latency benchmark's p99 was about 1.7
+// times one worker's, docs/bench.md).
 type busyWorkers struct {
 	mu     sync.Mutex
-	n      int
-	latest time.Time // when the latest of those claims returned
+	n      int       // workers in a streak
+	latest time.Time // when the latest claim of a streak returned events
 	full   bool      // whether it filled its batch: then more is waiting than one worker takes
+	left   time.Time // when an idle worker last left a commit to a worker in a streak
 }
 
-func (b *busyWorkers) started(full bool) {
+// streak is one worker's part in busyWorkers.
+type streak struct {
+	in         bool
+	claimStart time.Time // when the worker's latest claim began
+}
+
+// found notes that the worker's claim found events; full, that it filled its batch.
+func (b *busyWorkers) found(s *streak, full bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.n++
+	if !s.in {
+		s.in = true
+		b.n++
+	}
 	b.latest = time.Now()
 	b.full = full
 }
 
-func (b *busyWorkers) ended() {
+// stop ends the worker's streak, if it is in one, and reports whether an idle worker
+// left a commit to it since its latest claim began: that claim's snapshot may have
+// been taken before the commit, so the commit may still wait. The check and the end
+// of the streak are one step under the lock, so a commit left is seen either here or
+// by no worker in a streak (then the idle worker takes it).
+func (b *busyWorkers) stop(s *streak) (left bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if !s.in {
+		return false
+	}
+	s.in = false
 	b.n--
+	return b.left.After(s.claimStart)
 }
 
-// keepingUp reports whether a worker is in a batch it claimed less than joinAfter ago,
-// and that batch was not full: it will claim again when it is done, and one worker is
-// enough for what is waiting. After a full batch, a backlog is waiting, and every
+// keepingUp reports whether a worker is in a streak whose latest claim returned less
+// than joinAfter ago and did not fill its batch: it will claim again at once, and one
+// worker is enough for what is waiting. When it reports true, the caller leaves its
+// commit to that worker (stop). After a full batch, a backlog is waiting, and every
 // worker is wanted (the full batch's own nudge may have been lost in the wake slot to a
 // commit's).
 func (b *busyWorkers) keepingUp() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.n > 0 && !b.full && time.Since(b.latest) < joinAfter
+	if b.n > 0 && !b.full && time.Since(b.latest) < joinAfter {
+		b.left = time.Now()
+		return true
+	}
+	return false
 }
 
 // notifyChannel is the channel the outbox_events_notify trigger signals on every
