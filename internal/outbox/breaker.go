@@ -35,8 +35,8 @@ import (
 // by its workers. Each Relay (each API replica) keeps its own.
 type partitionBreaker struct {
 	base, max time.Duration
-	// probeTime is how long a probe may take, unless its caller says (admitFor).
-	probeTime time.Duration
+	// now is the breaker's clock: time.Now, or a test's.
+	now func() time.Time
 
 	mu   sync.Mutex
 	open map[int32]*openPartition
@@ -54,8 +54,8 @@ type openPartition struct {
 	until    time.Time // its records are held back before this
 }
 
-func newPartitionBreaker(base, max, probeTime time.Duration) *partitionBreaker {
-	return &partitionBreaker{base: base, max: max, probeTime: probeTime, open: map[int32]*openPartition{}}
+func newPartitionBreaker(base, max time.Duration) *partitionBreaker {
+	return &partitionBreaker{base: base, max: max, now: time.Now, open: map[int32]*openPartition{}}
 }
 
 // anyOpen reports whether some partition is open: only then does a batch need to know
@@ -82,27 +82,20 @@ type admission struct {
 	probed map[int32]bool
 }
 
-// admit decides which of a batch's records go out, given the partition of each. A
-// record of a closed partition goes. One of an open partition goes only as this
-// batch's probe: its backoff is over and no other batch is probing. Taking the probe
-// holds every other batch off the open partitions until its verdict is judged.
-// Without partitionOf (no partition open, or the partition count unknown) every record
-// goes.
-func (b *partitionBreaker) admit(records []*kgo.Record, partitionOf map[*kgo.Record]int32) admission {
-	return b.admitFor(records, partitionOf, b.probeTime)
-}
-
-// admitFor is admit for a batch whose publish may take probeTime: a probe holds the
-// others off for as long as it may really last, or a second probe would start while
-// the first still waits.
-func (b *partitionBreaker) admitFor(records []*kgo.Record, partitionOf map[*kgo.Record]int32, probeTime time.Duration) admission {
+// admit decides which of a batch's records go out, given the partition of each; the
+// batch's publish may take probeTime (the worker's publish timeout now). A record of
+// a closed partition goes. One of an open partition goes only as this batch's probe:
+// its backoff is over and no other batch is probing. Taking the probe holds every
+// other batch off the open partitions until its verdict is judged. Without
+// partitionOf (no partition open, or the partition count unknown) every record goes.
+func (b *partitionBreaker) admit(records []*kgo.Record, partitionOf map[*kgo.Record]int32, probeTime time.Duration) admission {
 	a := admission{holdFor: map[*kgo.Record]time.Duration{}, probed: map[int32]bool{}}
 	if partitionOf == nil {
 		return a
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := time.Now()
+	now := b.now()
 	for _, rec := range records {
 		p := partitionOf[rec]
 		op := b.open[p]
@@ -135,7 +128,7 @@ func probeVerdictWait(probeTime time.Duration) time.Duration { return 2 * probeT
 func (b *partitionBreaker) acked() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.lastAck = time.Now()
+	b.lastAck = b.now()
 }
 
 // answeredSince reports whether the broker acknowledged a record of this relay after
@@ -171,7 +164,7 @@ func (b *partitionBreaker) judged(a admission, acked, failed map[int32]bool, ans
 			op = &openPartition{}
 			b.open[p] = op
 		}
-		op.until = time.Now().Add(backoff(b.base, b.max, op.failures))
+		op.until = b.now().Add(backoff(b.base, b.max, op.failures))
 		op.failures++
 	}
 }

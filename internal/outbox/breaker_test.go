@@ -84,24 +84,26 @@ func TestBreakerLetsOnlyOneBatchAtATimeWaitOnAPartitionThatStoppedAnswering(t *t
 func TestBreakerKeepsAProbeOutUntilItsVerdictIsJudged(t *testing.T) {
 	t.Parallel()
 	const probeTime = 500 * time.Millisecond
-	b := newPartitionBreaker(time.Millisecond, time.Millisecond, probeTime)
+	b := newPartitionBreaker(time.Millisecond, time.Millisecond)
+	clock := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	b.now = func() time.Time { return clock }
 	batch := func(key string) ([]*kgo.Record, map[*kgo.Record]int32) {
 		rec := &kgo.Record{Key: []byte(key)}
 		return []*kgo.Record{rec}, map[*kgo.Record]int32{rec: 1}
 	}
 	b.judged(admission{}, nil, map[int32]bool{1: true}, true) // partition 1 opens
-	time.Sleep(10 * time.Millisecond)                         // past its backoff
+	clock = clock.Add(10 * time.Millisecond)                  // past its backoff
 
 	records, partitionOf := batch("first")
-	probe := b.admit(records, partitionOf)
+	probe := b.admit(records, partitionOf, probeTime)
 	if !probe.probed[1] {
 		t.Fatalf("first batch after the backoff: probed %v, want partition 1", probe.probed)
 	}
 	// The probe's publish took its whole timeout, and a little more; its worker has
 	// not judged it yet.
-	time.Sleep(probeTime + 100*time.Millisecond)
+	clock = clock.Add(probeTime + 100*time.Millisecond)
 	records, partitionOf = batch("second")
-	second := b.admit(records, partitionOf)
+	second := b.admit(records, partitionOf, probeTime)
 	if second.probed[1] {
 		t.Errorf("a second batch probed partition 1 while the first probe awaited its verdict")
 	}
@@ -110,9 +112,9 @@ func TestBreakerKeepsAProbeOutUntilItsVerdictIsJudged(t *testing.T) {
 	}
 
 	b.judged(probe, nil, map[int32]bool{1: true}, true) // the probe failed
-	time.Sleep(10 * time.Millisecond)                   // past the new backoff
+	clock = clock.Add(10 * time.Millisecond)            // past the new backoff
 	records, partitionOf = batch("third")
-	if third := b.admit(records, partitionOf); !third.probed[1] {
+	if third := b.admit(records, partitionOf, probeTime); !third.probed[1] {
 		t.Errorf("first batch after the probe's verdict and its backoff: probed %v, want partition 1", third.probed)
 	}
 }

@@ -16,35 +16,42 @@ import (
 func TestIdleWorkerLeavesACommitToAWorkerKeepingUp(t *testing.T) {
 	t.Parallel()
 	r := &Relay{wake: make(chan wakeSource, 1)}
+	// The busy count runs on the test's clock, which moves only when the test says: a
+	// streak's age is what the test makes it, however slowly the test runs.
+	clock := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	r.busy.now = func() time.Time { return clock }
+	tick := func() { clock = clock.Add(time.Millisecond) }
 	poll := make(chan time.Time, 1)
-	// Each wait is shorter than joinAfter, and each check follows a claim of its own,
-	// so that the streak's latest claim is young when the nudge comes.
+	// A wake-up that is taken is taken at once; the timeout bounds only the wait that
+	// shows one is left.
 	waitFor := func(t *testing.T, wantWoken bool, what string) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), joinAfter/2)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
 		source, woken := r.waitForWork(ctx, poll, false)
 		if woken != wantWoken {
 			t.Fatalf("%s: woken %v (by %q), want %v", what, woken, source, wantWoken)
 		}
+		tick()
 	}
 	var busy streak // the other worker's
 	claim := func(full bool) {
-		busy.claimStart = time.Now()
+		r.busy.claiming(&busy)
+		tick()
 		r.busy.found(&busy, full)
+		tick()
 	}
 
 	claim(false)
 	r.nudge(wokenByNudge)
 	waitFor(t, false, "a nudge while another worker is in a streak that keeps up")
-	claim(false)
 	r.nudge(wokenByNotify)
 	waitFor(t, false, "a NOTIFY while another worker keeps up")
-	claim(false)
 	poll <- time.Now()
 	waitFor(t, false, "a poll while another worker keeps up")
 
-	busy.claimStart = time.Now() // a claim that finds nothing
+	r.busy.claiming(&busy) // a claim that finds nothing
+	tick()
 	if r.busy.stop(&busy) {
 		t.Errorf("stop reported a commit left during a claim when none was")
 	}
@@ -54,7 +61,8 @@ func TestIdleWorkerLeavesACommitToAWorkerKeepingUp(t *testing.T) {
 	waitFor(t, true, "a poll once that streak is over")
 
 	claim(false)
-	busy.claimStart = time.Now() // its next claim, which will find nothing
+	r.busy.claiming(&busy) // its next claim, which will find nothing
+	tick()
 	r.nudge(wokenByNudge)
 	waitFor(t, false, "a nudge during the next claim of a worker in a streak")
 	if !r.busy.stop(&busy) {
@@ -67,9 +75,9 @@ func TestIdleWorkerLeavesACommitToAWorkerKeepingUp(t *testing.T) {
 	r.busy.stop(&busy)
 
 	claim(false)
-	time.Sleep(2 * joinAfter)
+	clock = clock.Add(joinAfter)
 	r.nudge(wokenByNudge)
-	waitFor(t, true, "a nudge while another worker's latest claim is older than joinAfter")
+	waitFor(t, true, "a nudge while another worker's latest claim is joinAfter old")
 }
 
 // A commit left to a busy worker is never lost: with polls an hour apart, each event

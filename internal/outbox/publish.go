@@ -34,7 +34,7 @@ func (r *Relay) publish(ctx context.Context, w *worker, events []claimedEvent) (
 		partitionOf = r.partitionsOf(ctx, w.own, records)
 	}
 	timeout := w.timeouts.Next(r.cfg.PublishTimeout)
-	admitted := r.breaker.admitFor(records, partitionOf, timeout)
+	admitted := r.breaker.admit(records, partitionOf, timeout)
 
 	var send []*kgo.Record
 	var sendEvents []claimedEvent

@@ -62,8 +62,8 @@ type Relay struct {
 	// is enough: a nudge means "look again", and a worker that looks sees every row
 	// committed so far.
 	wake chan wakeSource
-	// busy counts the workers in a batch, so that an idle worker woken by a commit can
-	// leave it to them (wakeup.go).
+	// busy counts the workers in a streak of claims that find events, so that an idle
+	// worker woken by a commit can leave it to them (wakeup.go).
 	busy busyWorkers
 }
 
@@ -81,7 +81,7 @@ func NewRelay(pool *pgxpool.Pool, cfg RelayConfig, logger *slog.Logger, metrics 
 		metrics:   metrics,
 		alerter:   newAlerter(cfg, logger),
 		outage:    &outageBackoff{base: cfg.OutageBackoffBase, max: cfg.OutageBackoffMax},
-		breaker:   newPartitionBreaker(cfg.OutageBackoffBase, cfg.OutageBackoffMax, cfg.PublishTimeout),
+		breaker:   newPartitionBreaker(cfg.OutageBackoffBase, cfg.OutageBackoffMax),
 		isolating: make(chan struct{}, 1),
 		wake:      make(chan wakeSource, 1),
 	}, nil
@@ -218,7 +218,7 @@ func (r *Relay) work(ctx, workCtx context.Context, w *worker) {
 		if !sleep(ctx, r.outage.remaining()) {
 			return
 		}
-		w.streak.claimStart = time.Now()
+		r.busy.claiming(&w.streak)
 		claimed, err := r.runOnce(workCtx, w, woken)
 		if err != nil && !errors.Is(err, context.Canceled) {
 			r.logger.Error("relay batch", slog.Any("err", err))

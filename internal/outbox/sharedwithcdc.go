@@ -88,10 +88,9 @@ func CallAlertWebhook(ctx context.Context, logger *slog.Logger, webhookURL, rout
 type PartitionBreaker struct{ b *partitionBreaker }
 
 // NewPartitionBreaker returns a breaker whose open partitions wait base, doubled per
-// failed probe up to max, before the next probe; probeTime is how long one probe may
-// take (the publish timeout).
-func NewPartitionBreaker(base, max, probeTime time.Duration) *PartitionBreaker {
-	return &PartitionBreaker{b: newPartitionBreaker(base, max, probeTime)}
+// failed probe up to max, before the next probe.
+func NewPartitionBreaker(base, max time.Duration) *PartitionBreaker {
+	return &PartitionBreaker{b: newPartitionBreaker(base, max)}
 }
 
 // IsOpen reports whether partition p stopped answering: its records are not to be sent
@@ -118,17 +117,12 @@ func (a Admission) Holds(rec *kgo.Record) bool {
 }
 
 // Admit decides which of records may be sent, given the partition of each (nil: all
-// may): a record of a closed partition may, and one of an open partition only as the
-// probe of that partition, once its backoff is over and no other probe is out. Every
-// Admit must be followed by a Judge of what was sent, which ends its probe.
-func (pb *PartitionBreaker) Admit(records []*kgo.Record, partitionOf map[*kgo.Record]int32) Admission {
-	return Admission{pb.b.admit(records, partitionOf)}
-}
-
-// AdmitFor is Admit for a send that may take probeTime rather than the breaker's
-// own: a probe holds the others off for as long as it may really last.
-func (pb *PartitionBreaker) AdmitFor(records []*kgo.Record, partitionOf map[*kgo.Record]int32, probeTime time.Duration) Admission {
-	return Admission{pb.b.admitFor(records, partitionOf, probeTime)}
+// may), for a send that may take probeTime: a record of a closed partition may, and
+// one of an open partition only as the probe of that partition, once its backoff is
+// over and no other probe is out. Every Admit must be followed by a Judge of what was
+// sent, which ends its probe.
+func (pb *PartitionBreaker) Admit(records []*kgo.Record, partitionOf map[*kgo.Record]int32, probeTime time.Duration) Admission {
+	return Admission{pb.b.admit(records, partitionOf, probeTime)}
 }
 
 // Acked notes that the broker acknowledged a record of this relay just now.

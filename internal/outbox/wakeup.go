@@ -89,12 +89,28 @@ type busyWorkers struct {
 	latest time.Time // when the latest claim of a streak returned events
 	full   bool      // whether it filled its batch: then more is waiting than one worker takes
 	left   time.Time // when an idle worker last left a commit to a worker in a streak
+	// now is the clock, time.Now when nil: a test sets its own.
+	now func() time.Time
+}
+
+func (b *busyWorkers) clock() time.Time {
+	if b.now != nil {
+		return b.now()
+	}
+	return time.Now()
 }
 
 // streak is one worker's part in busyWorkers.
 type streak struct {
 	in         bool
 	claimStart time.Time // when the worker's latest claim began
+}
+
+// claiming notes that the worker begins a claim.
+func (b *busyWorkers) claiming(s *streak) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s.claimStart = b.clock()
 }
 
 // found notes that the worker's claim found events; full, that it filled its batch.
@@ -105,7 +121,7 @@ func (b *busyWorkers) found(s *streak, full bool) {
 		s.in = true
 		b.n++
 	}
-	b.latest = time.Now()
+	b.latest = b.clock()
 	b.full = full
 }
 
@@ -134,8 +150,8 @@ func (b *busyWorkers) stop(s *streak) (left bool) {
 func (b *busyWorkers) keepingUp() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.n > 0 && !b.full && time.Since(b.latest) < joinAfter {
-		b.left = time.Now()
+	if now := b.clock(); b.n > 0 && !b.full && now.Sub(b.latest) < joinAfter {
+		b.left = now
 		return true
 	}
 	return false

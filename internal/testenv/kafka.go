@@ -144,6 +144,23 @@ func NewKafkaProxy(tb testing.TB) *KafkaProxy {
 	return &KafkaProxy{Proxy: proxy, Addr: proxy.Listen}
 }
 
+// SlowAnswers makes every answer of the broker reach the client latency late, in
+// place of any latency set before (a latency toxic named "slow-answers"). It removes
+// the old toxic and adds a new one rather than calling UpdateToxic, which writes the
+// latency while the proxy's links read it: a data race inside Toxiproxy that -race
+// reports.
+func (p *KafkaProxy) SlowAnswers(tb testing.TB, latency time.Duration) {
+	tb.Helper()
+	const name = "slow-answers"
+	if err := p.Proxy.RemoveToxic(name); err != nil && !strings.Contains(err.Error(), "not found") {
+		tb.Fatalf("remove toxic %s: %v", name, err)
+	}
+	if _, err := p.Proxy.AddToxic(name, "latency", "downstream", 1,
+		toxiclient.Attributes{"latency": latency.Milliseconds()}); err != nil {
+		tb.Fatalf("add toxic %s: %v", name, err)
+	}
+}
+
 // ClientOpts returns the options that make a kgo client seed from the proxy and reach every
 // broker through it. Append them to the options of kgo.NewClient.
 func (p *KafkaProxy) ClientOpts() []kgo.Opt {

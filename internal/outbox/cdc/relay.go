@@ -65,7 +65,7 @@ func NewRelay(pool *pgxpool.Pool, cfg Config, logger *slog.Logger, metrics *Metr
 		store:    store{pool: pool},
 		logger:   logger.With(slog.String("component", "outbox_cdc_relay"), slog.String("slot", cfg.Slot)),
 		metrics:  metrics,
-		breaker:  outbox.NewPartitionBreaker(cfg.OutageBackoffBase, cfg.OutageBackoffMax, cfg.PublishTimeout),
+		breaker:  outbox.NewPartitionBreaker(cfg.OutageBackoffBase, cfg.OutageBackoffMax),
 		replayed: make(chan struct{}, 1),
 	}, nil
 }

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	toxiclient "github.com/Shopify/toxiproxy/v2/client"
-
 	"github.com/dscourse/payments-outbox/internal/testenv"
 )
 
@@ -26,22 +24,13 @@ func TestStreamKeepsPublishingThroughSlowAcksAfterATimeout(t *testing.T) {
 	b.insert(t, "warm-up", 1)
 	b.waitPublished(t, 1, 90*time.Second)
 
-	if _, err := proxy.Proxy.AddToxic("slow", "latency", "downstream", 1, toxiclient.Attributes{"latency": 3000}); err != nil {
-		t.Fatalf("add toxic: %v", err)
-	}
+	proxy.SlowAnswers(t, 3*time.Second)
 	b.insert(t, "timed-out", 1)
 	testenv.WaitFor(t, 20*time.Second, func() (bool, string) {
 		got := relay.metric(t, "outbox_publish_failures_total", "transport")
 		return got > 0, fmt.Sprintf("transport failures %v while answers took 3 s, want > 0", got)
 	})
-	// A new toxic rather than UpdateToxic, which writes the latency while the proxy's
-	// links read it (a data race inside Toxiproxy that -race reports).
-	if err := proxy.Proxy.RemoveToxic("slow"); err != nil {
-		t.Fatalf("remove toxic: %v", err)
-	}
-	if _, err := proxy.Proxy.AddToxic("slower", "latency", "downstream", 1, toxiclient.Attributes{"latency": 1200}); err != nil {
-		t.Fatalf("add toxic: %v", err)
-	}
+	proxy.SlowAnswers(t, 1200*time.Millisecond)
 	b.insert(t, "slow", 10)
 	b.waitPublished(t, 12, 40*time.Second)
 }
