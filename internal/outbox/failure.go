@@ -198,9 +198,15 @@ func (r *Relay) judgeFailures(acked int, failures []failure, answered bool) {
 		pause := r.outage.failed()
 		r.logger.Warn("Kafka unavailable; relay backs off, events stay pending",
 			slog.Int("events", len(transport)), slog.Duration("pause", pause), slog.String("err", transport[0].Err))
+	case len(transport) > 0:
+		// Only a probe of partitions known to be down failed: that says nothing about
+		// the broker, so the pause stays as it is. It is logged all the same: without
+		// it, a relay whose probes keep failing would fall silent while nothing
+		// publishes.
+		r.logger.Warn("partitions that stopped answering still do not; their events stay held back",
+			slog.Int("events", len(transport)), slog.String("err", transport[0].Err))
 	}
-	// Otherwise nothing was sent but to partitions known to be down (held back, or a
-	// failed probe): that says nothing about the broker, so the pause stays as it is.
+	// Otherwise every record was held back, unsent: nothing new to say.
 }
 
 // backoff is base doubled n times, capped at max, with "equal jitter": a random value

@@ -33,7 +33,7 @@ func (r *Relay) publish(ctx context.Context, w *worker, events []claimedEvent) (
 	if r.breaker.anyOpen() {
 		partitionOf = r.partitionsOf(ctx, w.own, records)
 	}
-	timeout := w.timeouts.Next(r.cfg.PublishTimeout)
+	timeout := w.timeouts.Next(r.cfg.PublishTimeout, r.publishBudget())
 	admitted := r.breaker.admit(records, partitionOf, timeout)
 
 	var send []*kgo.Record
@@ -51,7 +51,7 @@ func (r *Relay) publish(ctx context.Context, w *worker, events []claimedEvent) (
 	spans := r.startPublishSpans(sendEvents, send)
 	sent := time.Now()
 	results := r.produce(ctx, w.own, timeout, send...)
-	w.timeouts.Judge(results, r.cfg.PublishTimeout, r.cfg.Lease-r.cfg.QueryTimeout)
+	w.timeouts.Judge(results)
 	partitionOf, answered = r.judgePartitions(ctx, w.own, admitted, sent, results, partitionOf)
 
 	for _, res := range results {
@@ -142,6 +142,11 @@ func (r *Relay) heldBack(e claimedEvent, partition int32, wait time.Duration) fa
 	return failure{ID: e.ID, HeldBack: true, RetryIn: wait,
 		Err: fmt.Sprintf("held back, not sent: partition %d stopped answering while others did", partition)}
 }
+
+// publishBudget is the longest a batch's publish can take: it must end one
+// QueryTimeout before the lease does (runOnce), so that the batch can still be
+// recorded.
+func (r *Relay) publishBudget() time.Duration { return r.cfg.Lease - r.cfg.QueryTimeout }
 
 // produce is one publish attempt bounded by timeout: a context deadline, backed by
 // kgo.RecordDeliveryTimeout, so a broker that never answers cannot hold a worker.

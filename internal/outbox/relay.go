@@ -266,7 +266,7 @@ func (r *Relay) runOnce(ctx context.Context, w *worker, woken wakeSource) (int, 
 	// is over while the lease holds, however many records need a resend, and the
 	// database never has to end this transaction under a worker that is still working
 	// on its rows (docs/adr/0002).
-	leaseCtx, cancelLease := context.WithDeadline(ctx, leaseStart.Add(r.cfg.Lease-r.cfg.QueryTimeout))
+	leaseCtx, cancelLease := context.WithDeadline(ctx, leaseStart.Add(r.publishBudget()))
 	published, failures, answered := r.publish(leaseCtx, w, events)
 	cancelLease()
 

@@ -18,39 +18,61 @@ import (
 // are slowed for the whole run).
 func TestRelayKeepsPublishingThroughSlowAcksAfterATimeout(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	proxy := testenv.NewKafkaProxy(t)
-	b.cfg.ClientOpts = proxy.ClientOpts()
-	b.cfg.Workers = 1
-	// In the second stretch answers take 0.6 of a publish timeout: a produce alone fits,
-	// with room to spare on a loaded machine; a new connection's handshake and a
-	// produce do not.
-	b.cfg.PublishTimeout = 2 * time.Second
-	b.cfg.Lease = 10 * time.Second
-	startRelay(t, b.newRelay(t))
+	for _, tc := range []struct {
+		name                                string
+		publishTimeout, queryTimeout, lease time.Duration
+		// tooSlow is how long answers take in the first stretch, longer than any
+		// publish may take; slow, in the second.
+		tooSlow, slow time.Duration
+	}{{
+		// Answers take 0.6 of a publish timeout: a produce alone fits, with room to
+		// spare on a loaded machine; a new connection's handshake and a produce do not.
+		name:           "room to double",
+		publishTimeout: 2 * time.Second, queryTimeout: time.Second, lease: 10 * time.Second,
+		tooSlow: 3 * time.Second, slow: 1200 * time.Millisecond,
+	}, {
+		// The chaos scenarios' settings (relayEnv in internal/chaos) with the acks of
+		// replica-pause: a doubled timeout, 6 s, does not fit in the 5 s the lease
+		// leaves a publish, so the back-off must stop at 5 s rather than not start.
+		name:           "lease shorter than a doubling",
+		publishTimeout: 3 * time.Second, queryTimeout: 5 * time.Second, lease: 10 * time.Second,
+		tooSlow: 6 * time.Second, slow: 1500 * time.Millisecond,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			proxy := testenv.NewKafkaProxy(t)
+			b.cfg.ClientOpts = proxy.ClientOpts()
+			b.cfg.Workers = 1
+			b.cfg.PublishTimeout, b.cfg.QueryTimeout, b.cfg.Lease = tc.publishTimeout, tc.queryTimeout, tc.lease
+			startRelay(t, b.newRelay(t))
 
-	b.insert(t, newMessage(t, "warm-up", 0))
-	b.waitAllPublished(t, 1, 15*time.Second)
+			b.insert(t, newMessage(t, "warm-up", 0))
+			b.waitAllPublished(t, 1, 15*time.Second)
 
-	// Answers later than a publish timeout: the next publish times out on the wire.
-	proxy.SlowAnswers(t, 3*time.Second)
-	b.insert(t, newMessage(t, "timed-out", 0))
-	testenv.WaitFor(t, 10*time.Second, func() (bool, string) {
-		got := failuresOf(b.metrics, reasonTransport)
-		return got > 0, "no publish timed out while answers took 3 s"
-	})
+			// Answers later than any publish may take: the next publish times out on
+			// the wire.
+			proxy.SlowAnswers(t, tc.tooSlow)
+			b.insert(t, newMessage(t, "timed-out", 0))
+			testenv.WaitFor(t, 15*time.Second, func() (bool, string) {
+				got := failuresOf(b.metrics, reasonTransport)
+				return got > 0, fmt.Sprintf("no publish timed out while answers took %v", tc.tooSlow)
+			})
 
-	// Now answers take 1.2 s: late, but inside a publish timeout.
-	before := failuresOf(b.metrics, reasonTransport)
-	proxy.SlowAnswers(t, 1200*time.Millisecond)
-	for i := range 10 {
-		b.insert(t, newMessage(t, fmt.Sprintf("slow-%d", i), 0))
-	}
-	b.waitAllPublished(t, 12, 40*time.Second)
-	// Publishing in the end is not enough: without the back-off, the relay got through
-	// only by luck, after dozens of timed-out publishes. With it, at most the publishes
-	// already out when the answers sped up time out (none, in the runs we made).
-	if got := failuresOf(b.metrics, reasonTransport) - before; got > 2 {
-		t.Errorf("publishes that timed out once answers took 1.2 s: %v, want at most 2", got)
+			// Now answers are late, but inside a publish timeout.
+			before := failuresOf(b.metrics, reasonTransport)
+			proxy.SlowAnswers(t, tc.slow)
+			for i := range 10 {
+				b.insert(t, newMessage(t, fmt.Sprintf("slow-%d", i), 0))
+			}
+			b.waitAllPublished(t, 12, 40*time.Second)
+			// Publishing in the end is not enough: without the back-off, the relay got
+			// through only by luck, after dozens of timed-out publishes. With it, at
+			// most the publishes already out when the answers sped up time out (none,
+			// in the runs we made).
+			if got := failuresOf(b.metrics, reasonTransport) - before; got > 2 {
+				t.Errorf("publishes that timed out once answers took %v: %v, want at most 2", tc.slow, got)
+			}
+		})
 	}
 }

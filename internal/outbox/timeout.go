@@ -9,33 +9,44 @@ import (
 
 // PublishTimeouts backs off the publish timeout of a Kafka client after transport
 // failures, as a TCP sender backs off its retransmission timer: after a publish with a
-// transport failure, the next one may take twice as long, and any answer of the broker
-// resets it. The zero value is ready; it is safe for concurrent use.
+// transport failure, the next one may take twice as long, up to what the caller can give
+// a publish at most, and any answer of the broker resets it. The zero value is ready;
+// it is safe for concurrent use.
 //
 // Why: a publish that times out with records on the wire makes franz-go drop that
-// connection, and a new one costs a round trip of its own (Kafka's ApiVersions
-// handshake) before the produce's. Against a broker that answers in more than half a
-// publish timeout, a publish that had to fit both in one timeout timed out in turn,
-// dropped its connection again, and never succeeded; with twice as long it fits, and
-// the publishes after it, on the open connection, fit in one again
-// (TestRelayKeepsPublishingThroughSlowAcksAfterATimeout; docs/adr/0005).
+// connection, and the next publish pays for a new one first: a metadata refresh, then
+// Kafka's ApiVersions handshake, each a round trip of its own, before the produce's.
+// Against a broker that answers in more than a third of a publish timeout, a publish
+// that had to fit all three in one timeout timed out in turn, dropped its connection
+// again, and never succeeded; with longer it fits, and the publishes after it, on the
+// open connection, fit in one again (TestRelayKeepsPublishingThroughSlowAcksAfterATimeout;
+// docs/adr/0005).
 type PublishTimeouts struct {
-	failures atomic.Int32 // publishes in a row with a transport failure
+	failures atomic.Int32 // publishes in a row with a transport failure, at most maxDoublings
 }
 
+// maxDoublings caps the back-off at 16 times the base timeout.
+const maxDoublings = 4
+
 // Next is how long the next publish may take: base, doubled for each publish in a row
-// that had a transport failure, at most 16 times base.
-func (t *PublishTimeouts) Next(base time.Duration) time.Duration {
-	return base << min(t.failures.Load(), 4)
+// that had a transport failure, at most 16 times base and at most budget, what the
+// caller can give a publish at all (never less than base).
+//
+// The budget caps the timeout instead of stopping its growth: with the lease of the
+// chaos scenarios (a 3 s timeout, 5 s of budget) a doubling to 6 s never fitted, so the
+// timeout never grew, and a relay whose connections were all dropped while it was
+// paused, with acks slowed to 1.5 s, timed out for minutes (replica-pause, 2 December
+// 2026): a new connection and a produce took 3.2 to 4.8 s there.
+func (t *PublishTimeouts) Next(base, budget time.Duration) time.Duration {
+	return max(base, min(base<<min(t.failures.Load(), maxDoublings), budget))
 }
 
 // Judge counts a publish by its results: a transport failure doubles the next timeout,
-// as long as it stays within budget (what the caller can give a publish at most), and
-// anything else, an answer of the broker, resets it.
-func (t *PublishTimeouts) Judge(results kgo.ProduceResults, base, budget time.Duration) {
+// and anything else, an answer of the broker, resets it.
+func (t *PublishTimeouts) Judge(results kgo.ProduceResults) {
 	for _, res := range results {
 		if res.Err != nil && !isRejection(res.Err) {
-			if t.Next(base)*2 <= budget {
+			if t.failures.Load() < maxDoublings {
 				t.failures.Add(1)
 			}
 			return

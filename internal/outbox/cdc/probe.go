@@ -75,7 +75,7 @@ func (r *Relay) probeOnce(ctx context.Context, p producer, lot *parkingLot, done
 		records[i] = r.record(e.outboxEvent)
 	}
 	partitionOf := r.partitionsOf(ctx, p, records)
-	admitted := r.breaker.Admit(records, partitionOf, r.probeTimeouts.Next(r.cfg.PublishTimeout))
+	admitted := r.breaker.Admit(records, partitionOf, r.probeTimeouts.Next(r.cfg.PublishTimeout, r.maxPublishTimeout()))
 	var send []*parkedEvent
 	var sendRecords []*kgo.Record
 	for i, rec := range records {

@@ -424,6 +424,10 @@ func (r *Relay) recordAt(e outboxEvent, now time.Time) *kgo.Record {
 	return envelope.Record(r.cfg.Topic, now)
 }
 
+// maxPublishTimeout is the longest the back-off of send lets a publish take: four
+// times PublishTimeout. The CDC relay holds no lease, so nothing else bounds it.
+func (r *Relay) maxPublishTimeout() time.Duration { return 4 * r.cfg.PublishTimeout }
+
 // send is one bounded publish attempt of records, within the timeout that timeouts
 // gives it: PublishTimeout, doubled after each send in a row with a transport failure
 // (outbox.PublishTimeouts says why: a slow broker would make every retry time out), up
@@ -434,13 +438,13 @@ func (r *Relay) send(ctx context.Context, p producer, records []*kgo.Record, tim
 	for i, rec := range records {
 		index[rec] = i
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeouts.Next(r.cfg.PublishTimeout))
+	ctx, cancel := context.WithTimeout(ctx, timeouts.Next(r.cfg.PublishTimeout, r.maxPublishTimeout()))
 	defer cancel()
 	out := make(kgo.ProduceResults, len(records))
 	for _, res := range p.ProduceSync(ctx, records...) {
 		out[index[res.Record]] = res
 	}
-	timeouts.Judge(out, r.cfg.PublishTimeout, 4*r.cfg.PublishTimeout)
+	timeouts.Judge(out)
 	return out
 }
 
