@@ -12,10 +12,10 @@ import (
 // timeout, after one stretch in which it took longer than a whole one, so that a
 // publish timed out with its records on the wire. The relay must go on publishing. A
 // client that cancelled records in flight drops their connection, and a new one costs
-// a round trip of its own (the ApiVersions handshake) before the produce's: if both
-// had to fit in one publish timeout, each publish would time out in turn, drop its
-// connection again, and never end (seen in the replica-pause chaos scenario, whose acks
-// are slowed for the whole run).
+// round trips of its own (a metadata refresh, the ApiVersions handshake) before the
+// produce's: if all had to fit in one publish timeout, each publish would time out in
+// turn, drop its connection again, and never end (seen twice in the replica-pause chaos
+// scenario, whose acks are slowed for the whole run: PublishTimeouts says how).
 func TestRelayKeepsPublishingThroughSlowAcksAfterATimeout(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
