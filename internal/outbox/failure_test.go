@@ -1,9 +1,12 @@
 package outbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -224,5 +227,34 @@ func TestRelayIsolatesRejectionsWithinTheLease(t *testing.T) {
 	}
 	if got := b.count(t, `SELECT count(*) FROM outbox_dlq`); got != len(poison) {
 		t.Errorf("DLQ rows: %d, want %d", got, len(poison))
+	}
+}
+
+// A batch whose only failure is a failed probe of a partition known to be down says
+// nothing about the broker: it leaves the relay's pause as it is. It is logged all
+// the same, or a relay whose probes keep failing would fall silent while nothing
+// publishes (as it did in the replica-pause chaos scenario); a batch whose records
+// were all held back, unsent, has nothing new to say.
+func TestFailedProbeIsLoggedAndPausesNothing(t *testing.T) {
+	t.Parallel()
+	var log bytes.Buffer
+	r := &Relay{
+		logger:  slog.New(slog.NewTextHandler(&log, nil)),
+		metrics: newTestMetrics(t),
+		outage:  &outageBackoff{base: time.Second, max: time.Minute},
+	}
+	heldBack := failure{ID: uuid.New(), HeldBack: true, Err: "held back"}
+	r.judgeFailures(0, []failure{heldBack}, false)
+	if log.Len() != 0 {
+		t.Errorf("a batch held back whole logged %q, want nothing", log.String())
+	}
+
+	probe := failure{ID: uuid.New(), Probed: true, Err: context.DeadlineExceeded.Error()}
+	r.judgeFailures(0, []failure{probe, heldBack}, false)
+	if got := log.String(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, "still do not") {
+		t.Errorf("a failed probe logged %q, want a warning that the partitions still do not answer", got)
+	}
+	if pause := r.outage.remaining(); pause > 0 {
+		t.Errorf("a failed probe paused the relay for %v, want no pause", pause)
 	}
 }

@@ -32,11 +32,9 @@ const maxDoublings = 4
 // that had a transport failure, at most 16 times base and at most budget, what the
 // caller can give a publish at all (never less than base).
 //
-// The budget caps the timeout instead of stopping its growth: with the lease of the
-// chaos scenarios (a 3 s timeout, 5 s of budget) a doubling to 6 s never fitted, so the
-// timeout never grew, and a relay whose connections were all dropped while it was
-// paused, with acks slowed to 1.5 s, timed out for minutes (replica-pause, 2 December
-// 2026): a new connection and a produce took 3.2 to 4.8 s there.
+// The budget caps the timeout rather than stopping its growth: with a 3 s timeout and 5
+// s of budget (the chaos scenarios' lease), a doubling never fits, yet the 5 s are what
+// lets a publish on a new connection fit behind a slow broker (docs/adr/0005).
 func (t *PublishTimeouts) Next(base, budget time.Duration) time.Duration {
 	return max(base, min(base<<min(t.failures.Load(), maxDoublings), budget))
 }

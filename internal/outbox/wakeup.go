@@ -57,12 +57,12 @@ func (r *Relay) waitForWork(ctx context.Context, poll <-chan time.Time, failed b
 		case <-ctx.Done():
 			return "", false
 		case <-poll:
-			if r.busy.keepingUp() {
+			if r.busy.leaveToStreak() {
 				continue
 			}
 			return wokenByPoll, true
 		case source := <-wake:
-			if (source == wokenByNudge || source == wokenByNotify) && r.busy.keepingUp() {
+			if (source == wokenByNudge || source == wokenByNotify) && r.busy.leaveToStreak() {
 				continue
 			}
 			return source, true
@@ -141,13 +141,14 @@ func (b *busyWorkers) stop(s *streak) (left bool) {
 	return b.left.After(s.claimStart)
 }
 
-// keepingUp reports whether a worker is in a streak whose latest claim returned less
-// than joinAfter ago and did not fill its batch: it will claim again at once, and one
-// worker is enough for what is waiting. When it reports true, the caller leaves its
-// commit to that worker (stop). After a full batch, a backlog is waiting, and every
-// worker is wanted (the full batch's own nudge may have been lost in the wake slot to a
-// commit's).
-func (b *busyWorkers) keepingUp() bool {
+// leaveToStreak is asked by an idle worker about a commit (or a poll): it leaves the
+// commit to a worker in a streak, and reports true, when that worker's latest claim
+// returned less than joinAfter ago and did not fill its batch: that worker claims again
+// at once, and one worker is enough for what is waiting. It notes when a commit was
+// left, so that the worker's stop can tell whether its latest claim may have missed
+// one. After a full batch, a backlog is waiting, and every worker is wanted (the full
+// batch's own nudge may have been lost in the wake slot to a commit's).
+func (b *busyWorkers) leaveToStreak() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if now := b.clock(); b.n > 0 && !b.full && now.Sub(b.latest) < joinAfter {
