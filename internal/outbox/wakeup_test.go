@@ -146,6 +146,14 @@ func TestClaimsAreCountedByWhatWokeTheWorker(t *testing.T) {
 	// The workers' first claims, at their start, count as polls: let them pass.
 	b.insert(t, newMessage(t, "warm-up", 0))
 	b.waitAllPublished(t, 1, 15*time.Second)
+	// The worker that published the warm-up claims once more before it goes idle. A
+	// commit during that claim is seen by it (woken "busy") or left to it ("nudge"),
+	// not woken by its NOTIFY: wait until no worker is in a streak.
+	testenv.WaitFor(t, 5*time.Second, func() (bool, string) {
+		r.busy.mu.Lock()
+		defer r.busy.mu.Unlock()
+		return r.busy.n == 0, fmt.Sprintf("%d workers still in a streak", r.busy.n)
+	})
 	claims := func(source wakeSource) float64 {
 		return testutil.ToFloat64(b.metrics.claims.WithLabelValues(string(source)))
 	}
