@@ -87,7 +87,7 @@ type Report struct {
 	ConsumerTransitionsMissing int `json:"consumer_transitions_missing"`
 	ConsumerOwnViolations      int `json:"consumer_own_order_violations"`
 	// LifecycleLoad is whether the load sent the payments through their lifecycle: the
-	// service captured the warm-up payment, and the scenario is not the dual write
+	// service captured the first warm-up payment, and the scenario is not the dual write
 	// (whose point is a lost creation, and whose handler takes creations only).
 	LifecycleLoad bool `json:"lifecycle_load"`
 	// Transitions is what the load generator's lifecycle requests saw.

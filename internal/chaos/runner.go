@@ -90,8 +90,8 @@ func (o Options) ReportDirectory() string { return o.withDefaults().ReportDir }
 // is for a harness failure (a server that would not start); a failed SLO is a report
 // with Pass false.
 //
-// A run is set up (fresh databases, topic and services, no fault), warmed up with one
-// payment, then loaded while the scenario disrupts it; the outcome is observed before
+// A run is set up (fresh databases, topic and services, no fault), warmed up with a
+// few payments one after another, then loaded while the scenario disrupts it; the outcome is observed before
 // the disruption stops, judged against the validity and SLO checks, and cleaned up only
 // if it passed.
 func RunScenario(ctx context.Context, opts Options, stack *NativeStack, sc Scenario) (*Report, error) {
@@ -208,34 +208,54 @@ func setUp(ctx context.Context, opts Options, stack *NativeStack, sc Scenario, r
 	return rn, err
 }
 
-// warmUp sends one payment and waits for its event, before any fault. A Kafka client
-// that has never fetched metadata cannot even learn where to send records while acks
-// are being dropped, so without this the first lost-acks window writes nothing and
-// produces no duplicates: the run would be invalid for a reason that teaches nothing.
+// warmUpPayments is how many payments the warm-up sends, one after another. A Kafka
+// client that has never produced cannot even learn where to send records while acks
+// are being dropped (its metadata, producer id and produce connection all wait on
+// answers), so it writes nothing in the first lost-acks window and produces no
+// duplicates: the run would be invalid for a reason that teaches nothing. A relay may
+// hold several clients: the reference relay holds one per worker (four), and a commit
+// wakes the worker that has been idle longest (a Go channel hands a value to its
+// waiting receivers in turn), so with a single warm-up payment the first burst went to
+// a worker that had never produced, and the short chaos test failed that way every
+// time. Payments one after another reach every worker in turn; twice the reference
+// relay's workers leaves room for a worker that its poll woke out of turn.
+const warmUpPayments = 8
+
+// warmUp sends warmUpPayments payments, each after the previous one's events were
+// published, before any fault.
 //
-// It also captures the warm-up payment, to learn whether the service has the lifecycle
+// It also captures the first one, to learn whether the service has the lifecycle
 // endpoints (a MAY of docs/contract.md): with them the load sends every payment through
 // its lifecycle, without them creations only, and the lifecycle rows are off.
 func warmUp(ctx context.Context, rn *Run, verifier *Verifier, report *Report) error {
-	warm, err := RunLoad(ctx, LoadConfig{BaseURL: rn.API.BaseURL, RunID: report.RunID + "-warmup", Payments: 1})
-	if err != nil || warm.Accepted != 1 {
-		return fmt.Errorf("warm-up payment not accepted (%v): %w", warm.RejectReasons, err)
-	}
-	if !rn.dualWrite {
-		client := &http.Client{Timeout: 10 * time.Second}
-		defer client.CloseIdleConnections()
-		url := strings.TrimRight(rn.API.BaseURL, "/") + "/payments/" + warm.PaymentIDs[0] + "/capture"
-		status, _, reason := postTransition(ctx, client, url, report.RunID+"-warmup-capture", "")
-		report.LifecycleLoad = status == http.StatusOK
-		if !report.LifecycleLoad {
-			report.Notes = append(report.Notes, fmt.Sprintf("the warm-up capture got %s: the load sends creations only, and the lifecycle rows are off", reason))
+	for i := range warmUpPayments {
+		runID := fmt.Sprintf("%s-warmup-%d", report.RunID, i)
+		warm, err := RunLoad(ctx, LoadConfig{BaseURL: rn.API.BaseURL, RunID: runID, Payments: 1})
+		if err != nil || warm.Accepted != 1 {
+			return fmt.Errorf("warm-up payment not accepted (%v): %w", warm.RejectReasons, err)
 		}
+		if i == 0 && !rn.dualWrite {
+			report.LifecycleLoad = captureWorks(ctx, rn, warm.PaymentIDs[0], runID, report)
+		}
+		if _, err := verifier.WaitDrain(ctx, time.Now()); err != nil {
+			return fmt.Errorf("warm-up event not published: %w", err)
+		}
+		report.WarmupPayments++
 	}
-	if _, err := verifier.WaitDrain(ctx, time.Now()); err != nil {
-		return fmt.Errorf("warm-up event not published: %w", err)
-	}
-	report.WarmupPayments = 1
 	return nil
+}
+
+// captureWorks captures the payment id and reports whether the service answered 200;
+// when it did not, a note says what it answered.
+func captureWorks(ctx context.Context, rn *Run, id, runID string, report *Report) bool {
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	url := strings.TrimRight(rn.API.BaseURL, "/") + "/payments/" + id + "/capture"
+	status, _, reason := postTransition(ctx, client, url, runID+"-capture", "")
+	if status != http.StatusOK {
+		report.Notes = append(report.Notes, fmt.Sprintf("the warm-up capture got %s: the load sends creations only, and the lifecycle rows are off", reason))
+	}
+	return status == http.StatusOK
 }
 
 // loadUnderDisruption starts the scenario's disruption, sends the load LoadDelay later,

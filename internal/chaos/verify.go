@@ -119,7 +119,9 @@ func (v *Verifier) WaitDrain(ctx context.Context, loadEnded time.Time) (float64,
 			return time.Since(loadEnded).Seconds(), nil
 		}
 		// Errors are retried: the database may be restarting (db-restart scenario).
-		if werr := waitUntil(ctx, time.Now().Add(time.Second)); werr != nil {
+		// A tenth of a second: drain_seconds is that precise, and the warm-up's payments,
+		// one after another, each wait for this.
+		if werr := waitUntil(ctx, time.Now().Add(100*time.Millisecond)); werr != nil {
 			return -1, fmt.Errorf("wait for the outbox to drain: %d events left (last error: %v): %w", left, err, werr)
 		}
 	}
@@ -226,7 +228,9 @@ func (v *Verifier) waitDecisions(ctx context.Context, inTopic map[string]int, wi
 			}
 			err = fmt.Errorf("%d payments in the topic have no decision yet", missing)
 		}
-		if werr := waitUntil(ctx, time.Now().Add(time.Second)); werr != nil {
+		// A tenth of a second: drain_seconds is that precise, and the warm-up's payments,
+		// one after another, each wait for this.
+		if werr := waitUntil(ctx, time.Now().Add(100*time.Millisecond)); werr != nil {
 			return last, fmt.Errorf("wait for decisions: %w", err)
 		}
 	}
