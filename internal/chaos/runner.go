@@ -215,10 +215,11 @@ func setUp(ctx context.Context, opts Options, stack *NativeStack, sc Scenario, r
 // duplicates: the run would be invalid for a reason that teaches nothing. A relay may
 // hold several clients: the reference relay holds one per worker (four), and a commit
 // wakes the worker that has been idle longest (a Go channel hands a value to its
-// waiting receivers in turn), so with a single warm-up payment the first burst went to
-// a worker that had never produced, and the short chaos test failed that way every
-// time. Payments one after another reach every worker in turn; twice the reference
-// relay's workers leaves room for a worker that its poll woke out of turn.
+// waiting receivers in turn), so with a single warm-up payment the first burst often
+// went to workers that had never produced: the short chaos test wrote nothing in its
+// lost-acks window in two runs of two on a quiet machine. Payments one after another
+// reach the workers in turn; twice the reference relay's workers leaves room for a
+// worker that its poll woke out of turn.
 const warmUpPayments = 8
 
 // warmUp sends warmUpPayments payments, each after the previous one's events were
