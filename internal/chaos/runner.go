@@ -90,10 +90,10 @@ func (o Options) ReportDirectory() string { return o.withDefaults().ReportDir }
 // is for a harness failure (a server that would not start); a failed SLO is a report
 // with Pass false.
 //
-// A run is set up (fresh databases, topic and services, no fault), warmed up with a
-// few payments one after another, then loaded while the scenario disrupts it; the outcome is observed before
-// the disruption stops, judged against the validity and SLO checks, and cleaned up only
-// if it passed.
+// A run is set up (fresh databases, topic and services, no fault), warmed up with a few
+// payments one after another, then loaded while the scenario disrupts it; the outcome
+// is observed before the disruption stops, judged against the validity and SLO checks,
+// and cleaned up only if it passed.
 func RunScenario(ctx context.Context, opts Options, stack *NativeStack, sc Scenario) (*Report, error) {
 	opts = opts.withDefaults()
 	if sc.Payments > 0 {

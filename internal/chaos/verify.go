@@ -228,9 +228,7 @@ func (v *Verifier) waitDecisions(ctx context.Context, inTopic map[string]int, wi
 			}
 			err = fmt.Errorf("%d payments in the topic have no decision yet", missing)
 		}
-		// A tenth of a second: drain_seconds is that precise, and the warm-up's payments,
-		// one after another, each wait for this.
-		if werr := waitUntil(ctx, time.Now().Add(100*time.Millisecond)); werr != nil {
+		if werr := waitUntil(ctx, time.Now().Add(time.Second)); werr != nil {
 			return last, fmt.Errorf("wait for decisions: %w", err)
 		}
 	}
