@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,5 +62,28 @@ func TestCalibrationRefusesWhatCannotPlaceALimit(t *testing.T) {
 				t.Errorf("problem = %q, want it to say %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// A record the calibration called innocent can still be larger than the limit on the
+// wire (its compression came out worse than its type's usual): the run must say the
+// harness's limit refused it, so that the service is not blamed for dead-lettering it.
+func TestOverLimitFindsInnocentRecordsLargerThanTheLimit(t *testing.T) {
+	t.Parallel()
+	c := calibration{PoisonType: event.TypePaymentRefunded, Limit: 421}
+	sizes := []recordSize{
+		{EventID: "poison", Type: event.TypePaymentRefunded, Large: true, Bytes: 442},
+		{EventID: "small refund", Type: event.TypePaymentRefunded, Bytes: 380},
+		{EventID: "at the limit", Type: event.TypePaymentCaptured, Large: true, Bytes: 421},
+		{EventID: "large creation", Type: event.TypePaymentCreated, Large: true, Bytes: 463},
+		{EventID: "large creation", Type: event.TypePaymentCreated, Large: true, Bytes: 463}, // a copy
+		{EventID: "uncompressed refund", Type: event.TypePaymentRefunded, Bytes: 425},
+	}
+	var got []string
+	for _, s := range c.overLimit(sizes) {
+		got = append(got, s.EventID)
+	}
+	if want := []string{"large creation", "uncompressed refund"}; !slices.Equal(got, want) {
+		t.Errorf("over the limit: %q, want %q", got, want)
 	}
 }
