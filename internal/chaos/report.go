@@ -270,8 +270,8 @@ func (r *Report) Advice() string {
 		}
 		return advice
 	case VerdictInvalid:
-		return "INVALID: every SLO held, but the faults did not bite (rows " + quote(r.validityFailures()) +
-			"), so the run proves nothing: rerun it, and if it stays INVALID read docs/contract.md on what the faults need from the service"
+		return "INVALID: every SLO held, but the run did not test what it must (rows " + quote(r.validityFailures()) +
+			": a fault that did not bite, or one the harness could not set up right), so it proves nothing: rerun it, and if it stays INVALID read docs/contract.md on what the faults need from the service"
 	default:
 		return "PASS: every fault bit and every SLO and contract check held"
 	}
