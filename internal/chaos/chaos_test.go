@@ -40,12 +40,24 @@ func TestShortDefaultScenario(t *testing.T) {
 	}
 
 	sc := chaos.Scenarios(true)["default"]
-	report, err := chaos.RunScenario(ctx, chaos.Options{
-		Root: root, Payments: 20, Binaries: bins,
-		ReportDir: t.TempDir(), Logger: logger, Out: t.Output(),
-	}, stack, sc)
-	if err != nil {
-		t.Fatalf("run scenario: %v", err)
+	run := func() *chaos.Report {
+		report, err := chaos.RunScenario(ctx, chaos.Options{
+			Root: root, Payments: 20, Binaries: bins,
+			ReportDir: t.TempDir(), Logger: logger, Out: t.Output(),
+		}, stack, sc)
+		if err != nil {
+			t.Fatalf("run scenario: %v", err)
+		}
+		return report
+	}
+	report := run()
+	// INVALID says the run proved nothing, either way, and advises a rerun: a machine
+	// busy with the other test packages can stall the API past a window (a commit that
+	// waited 5 s for the database), and then no payment of that window counts as held
+	// back. One rerun, as a user would; a FAIL is never rerun, and INVALID twice fails.
+	if report.Verdict() == chaos.VerdictInvalid {
+		t.Logf("first run INVALID, rerun once as its verdict advises: %s", report.Advice())
+		report = run()
 	}
 	for _, c := range report.Checks {
 		if !c.OK {
