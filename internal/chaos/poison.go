@@ -89,11 +89,11 @@ type poisonTally struct {
 	// MaxRejections and Rejections are the most, and the total, rejections on a
 	// dead-lettered row.
 	MaxRejections, Rejections int
-	// OthersFailed and OthersPending count the other events, the poison payments'
-	// earlier ones included, that were dead-lettered or not yet published: the ones
-	// that did not flow. othersFailed are the event ids of the dead-lettered ones.
-	OthersFailed, OthersPending int
-	othersFailed                []string
+	// othersFailed (event ids) and OthersPending (a count) are the other events, the
+	// poison payments' earlier ones included, that were dead-lettered or not yet
+	// published: the ones that did not flow.
+	othersFailed  []string
+	OthersPending int
 	// DLQRows counts outbox_dlq.
 	DLQRows int
 }
@@ -234,7 +234,7 @@ func (p *poison) afterLoad(ctx context.Context, rn *Run) error {
 	// wait behind it for ever and count as lost as well. One at a time, each once
 	// published: then each is alone in its batch, and the drain measures its size
 	// (overLimit).
-	deadLetters := slices.Concat(slices.Sorted(maps.Values(tally.deadLettered)), tally.othersFailed)
+	deadLetters := tally.deadLetters()
 	for _, eventID := range deadLetters {
 		if err := p.replay(ctx, rn.API.BaseURL, eventID); err != nil {
 			p.mu.Lock()
@@ -251,6 +251,11 @@ func (p *poison) afterLoad(ctx context.Context, rn *Run) error {
 	}
 	rn.disrupted("dead letters replayed through POST /admin/dlq/{event_id}/replay", fmt.Sprintf("%d of %d", p.replayed, len(deadLetters)))
 	return nil
+}
+
+// deadLetters are the event ids of every dead letter: the poison's, then the others'.
+func (t poisonTally) deadLetters() []string {
+	return slices.Concat(slices.Sorted(maps.Values(t.deadLettered)), t.othersFailed)
 }
 
 // waitPublished waits until the event's outbox row is neither pending nor failed, for at
@@ -319,7 +324,6 @@ func readPoisonTally(ctx context.Context, conn *pgx.Conn, c calibration) (poison
 				t.MaxRejections = max(t.MaxRejections, rejections)
 			}
 		case status == "failed":
-			t.OthersFailed++
 			t.othersFailed = append(t.othersFailed, eventID)
 		case status == "pending":
 			t.OthersPending++
@@ -386,7 +390,7 @@ func (p *poison) validity(r *Report, _ *Run) []Check {
 			alerted++
 		}
 	}
-	replayGot := fmt.Sprintf("%d of %d dead letters replayed", p.replayed, t.DeadLettered+t.OthersFailed)
+	replayGot := fmt.Sprintf("%d of %d dead letters replayed", p.replayed, len(t.deadLetters()))
 	if len(p.replayErrors) > 0 {
 		replayGot += "; first refusal: " + p.replayErrors[0]
 	}
@@ -409,7 +413,7 @@ func (p *poison) validity(r *Report, _ *Run) []Check {
 		check(SLO, "alert received by the local webhook for each dead letter", fmt.Sprint(t.DeadLettered),
 			fmt.Sprintf("%d (%d alerts in all, %d bodies not alerts)", alerted, sumCounts(received), bad), t.DeadLettered > 0 && alerted == t.DeadLettered),
 		check(SLO, "other events held up (dead-lettered or unpublished when the poison was dead)", "0",
-			fmt.Sprintf("%d (dead-lettered %d, unpublished %d)", t.OthersFailed+t.OthersPending, t.OthersFailed, t.OthersPending), t.OthersFailed+t.OthersPending == 0),
+			fmt.Sprintf("%d (dead-lettered %d, unpublished %d)", len(t.othersFailed)+t.OthersPending, len(t.othersFailed), t.OthersPending), len(t.othersFailed)+t.OthersPending == 0),
 		check(SLO, "replayed events in the topic with their dead-lettered event ids", fmt.Sprint(t.DeadLettered),
 			fmt.Sprintf("%d (%s)", p.replayedWithOriginalID, replayGot), t.DeadLettered > 0 && p.replayedWithOriginalID == t.DeadLettered),
 	}
@@ -421,8 +425,12 @@ func (p *poison) validity(r *Report, _ *Run) []Check {
 	if p.measureErr != nil {
 		overGot += "; measuring failed: " + p.measureErr.Error()
 	}
-	checks = append(checks, check(Validity, "the limit refused only the poison: no other record larger than it, measured alone (topic, after the drain)", "0",
-		overGot, p.measureErr == nil && len(p.overLimit) == 0))
+	const overName = "the limit refused only the poison: no other record larger than it, measured alone (topic, after the drain)"
+	if p.limited {
+		checks = append(checks, check(Validity, overName, "0", overGot, p.measureErr == nil && len(p.overLimit) == 0))
+	} else {
+		checks = append(checks, checkOff(Validity, overName, "0", "no limit was set: nothing measured against it"))
+	}
 	switch {
 	case held == 0:
 		for i, c := range slos {
