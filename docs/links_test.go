@@ -25,16 +25,24 @@ func TestRelativeLinksAndAnchorsResolve(t *testing.T) {
 	}
 	links := 0
 	for _, file := range markdownFiles(t) {
+		// A link's text may wrap onto the next line, so links are read from the whole
+		// prose, and each is reported at the line its target is on.
+		var b strings.Builder
+		last := 0
 		for _, line := range prose(readRepoFile(t, file)) {
-			for _, m := range inlineLink.FindAllStringSubmatch(line.text, -1) {
-				target := m[2]
-				if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
-					continue
-				}
-				links++
-				if problem := resolveLink(file, target, anchorsOf); problem != "" {
-					t.Errorf("%s:%d: link %q: %s", file, line.number, target, problem)
-				}
+			b.WriteString(strings.Repeat("\n", line.number-last))
+			b.WriteString(line.text)
+			last = line.number
+		}
+		text := b.String()
+		for _, m := range inlineLink.FindAllStringSubmatchIndex(text, -1) {
+			target := text[m[4]:m[5]]
+			if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			links++
+			if problem := resolveLink(file, target, anchorsOf); problem != "" {
+				t.Errorf("%s:%d: link %q: %s", file, strings.Count(text[:m[4]], "\n"), target, problem)
 			}
 		}
 	}

@@ -87,7 +87,8 @@ var (
 	atxHeading = regexp.MustCompile(`^ {0,3}#{1,6}\s+(.*?)\s*#*\s*$`)
 	// htmlAnchor is an explicit anchor: <a id="x"> or <a name="x">.
 	htmlAnchor = regexp.MustCompile(`<a\s+(?:id|name)="([^"]+)"`)
-	inlineLink = regexp.MustCompile(`\[([^\]]*)\]\(([^)\s]*)`)
+	// inlineLink is [text](target); the text may wrap, but not across a blank line.
+	inlineLink = regexp.MustCompile(`\[((?:[^\]\n]|\n[^\]\n])*)\]\(([^)\s]*)`)
 	htmlTag    = regexp.MustCompile(`<[^>]+>`)
 )
 
