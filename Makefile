@@ -1,5 +1,7 @@
-# Every target works on a fresh machine: scripts/setup.sh installs the missing system
-# packages (make setup, a dependency of the targets that need them), and the native stack
+# Every target works on a fresh machine: scripts/setup.sh checks the tools it needs and
+# installs the missing ones where apt-get exists, or names them with the command that
+# installs them elsewhere (make setup-chaos before the chaos targets and the stack, which
+# need only Go, PostgreSQL, Java and Maven; make setup before test and lint). The native stack
 # (PostgreSQL, Kafka, Toxiproxy) is started by scripts/stack when it is needed. A stack
 # already started from another checkout of this repository is used as is.
 # `make help` lists the targets.
@@ -25,13 +27,25 @@ help: ## List the targets
 ## ---- set-up -------------------------------------------------------------------
 
 .PHONY: setup
-setup: ## Install the missing system packages (PostgreSQL, Java, Maven, promtool, Node.js); fast when all are present
+setup: ## Install what make test needs and is missing (setup-chaos's tools, promtool, Node.js, Python venv, Chromium, pgbench); fast when all are present
 	@bash scripts/setup.sh
+
+.PHONY: setup-chaos
+setup-chaos: ## Install what make chaos needs and is missing (Go, PostgreSQL 14-17, Java 17+, Maven, the stack scripts' commands); elsewhere than apt, print the install command
+	@bash scripts/setup.sh chaos
+
+# chaos-example (and so chaos-mutants) adds Python's venv, bench adds pgbench: one run of
+# setup.sh each, so that one message names everything that is missing.
+.PHONY: setup-example setup-bench
+setup-example:
+	@bash scripts/setup.sh chaos python
+setup-bench:
+	@bash scripts/setup.sh chaos pgbench
 
 ## ---- native stack -------------------------------------------------------------
 
 .PHONY: stack-up
-stack-up: setup ## Start PostgreSQL, Kafka and Toxiproxy natively (idempotent)
+stack-up: setup-chaos ## Start PostgreSQL, Kafka and Toxiproxy natively (idempotent)
 	@bash $(STACK_PG) start
 	@bash $(STACK_KF) start
 	@bash $(STACK_TP) start
@@ -53,7 +67,7 @@ stack-status: ## Show what the native stack runs
 CLUSTER_BROKERS := 127.0.0.1:21191,127.0.0.1:21192,127.0.0.1:21193
 
 .PHONY: cluster-up
-cluster-up: setup ## Start the three-node Kafka cluster beside the single broker (about 0.35 GiB per node; 40 to 80 s warm on the shared 2-core machine)
+cluster-up: setup-chaos ## Start the three-node Kafka cluster beside the single broker (about 0.35 GiB per node; 40 to 80 s warm on the shared 2-core machine)
 	@bash $(STACK_TP) start >/dev/null
 	@KAFKA_NODES=3 bash $(STACK_KF) start
 
@@ -89,7 +103,7 @@ run-consumer: databases ## Run the antifraud consumer on :8081 against the nativ
 ## ---- check ----------------------------------------------------------------------
 
 .PHONY: test
-test: stack-up lint check-openapi ## Run all tests against real PostgreSQL and Kafka, and every check
+test: setup stack-up lint check-openapi ## Run all tests against real PostgreSQL and Kafka, and every check
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 .PHONY: lint
@@ -107,7 +121,7 @@ check-openapi: ## Fuzz the real API from docs/openapi.yaml with schemathesis (pi
 .PHONY: bench
 # When the three-node cluster answers, the relay is measured on it too, in the same run
 # (KAFKA_CLUSTER_BROKERS; docs/bench.md).
-bench: stack-up ## Measure throughput and latency (and on the cluster, if up); writes reports/bench.json
+bench: setup-bench stack-up ## Measure throughput and latency (and on the cluster, if up); writes reports/bench.json
 	KAFKA_CLUSTER_BROKERS="$${KAFKA_CLUSTER_BROKERS-$$(KAFKA_NODES=3 bash $(STACK_KF) status >/dev/null 2>&1 && echo $(CLUSTER_BROKERS))}" \
 		$(GO) run ./cmd/bench all
 
@@ -118,19 +132,19 @@ bench: stack-up ## Measure throughput and latency (and on the cluster, if up); w
 CHAOS_FLAGS ?=
 
 .PHONY: chaos
-chaos: setup ## Run a chaos scenario (SCENARIO=default|dual-write|kafka-down|relay-crash|consumer-crash|replica-pause|hostile-records|clock-skew|poison|pg-faults|long-transaction|broker-failover|partition-offline|rolling-restart|db-restart; RELAY_MODE=poll|cdc; CHAOS_FLAGS=...); writes reports/chaos-<scenario>.json and .html
+chaos: setup-chaos ## Run a chaos scenario (SCENARIO=default|dual-write|kafka-down|relay-crash|consumer-crash|replica-pause|hostile-records|clock-skew|poison|pg-faults|long-transaction|broker-failover|partition-offline|rolling-restart|db-restart; RELAY_MODE=poll|cdc; CHAOS_FLAGS=...); writes reports/chaos-<scenario>.json and .html
 	$(GO) run ./cmd/chaos -scenario $(SCENARIO) -relay-mode $(RELAY_MODE) $(CHAOS_FLAGS)
 
 .PHONY: chaos-prepare
-chaos-prepare: setup ## Make empty databases and a fresh topic to check a student's service; prints their names
+chaos-prepare: setup-chaos ## Make empty databases and a fresh topic to check a student's service; prints their names
 	@$(GO) run ./cmd/chaos prepare
 
 .PHONY: chaos-example
-chaos-example: setup ## Check examples/python-outbox, a service written from docs/contract.md alone (2 to 4 min)
+chaos-example: setup-example ## Check examples/python-outbox, a service written from docs/contract.md alone (2 to 4 min)
 	GO="$(GO)" bash examples/python-outbox/run.sh
 
 .PHONY: chaos-all
-chaos-all: setup ## Run every chaos scenario (-scenario all: chaos.ScenarioNames) with each relay (poll, then cdc), the cluster ones on the three-node cluster (started if needed, stopped after); prints the verdicts side by side and writes reports/index.html
+chaos-all: setup-chaos ## Run every chaos scenario (-scenario all: chaos.ScenarioNames) with each relay (poll, then cdc), the cluster ones on the three-node cluster (started if needed, stopped after); prints the verdicts side by side and writes reports/index.html
 	$(GO) run ./cmd/chaos -scenario all -relay-mode both $(CHAOS_FLAGS)
 
 .PHONY: chaos-html
@@ -150,7 +164,7 @@ MUTANTS_FLAGS ?=
 # The contract's own test goes first: examples/python-outbox, written from docs/contract.md
 # alone, must PASS with its Kafka client's default timeouts before the mutants that the
 # same harness must FAIL mean anything.
-chaos-mutants: setup chaos-example ## Run the mutation suite: each bug of mutants/ against the scenarios that should catch it; writes reports/mutants.json
+chaos-mutants: chaos-example ## Run the mutation suite: each bug of mutants/ against the scenarios that should catch it; writes reports/mutants.json
 	$(GO) run ./cmd/mutants $(MUTANTS_FLAGS)
 
 ## ---- Docker (needs a Docker engine) ---------------------------------------------

@@ -8,7 +8,7 @@
 #   scripts/stack/postgres.sh restart  fast restart (used by the db-restart chaos scenario)
 #   scripts/stack/postgres.sh destroy  stop and delete the cluster
 #
-# It uses the installed server binaries (pg_config --bindir). When DATABASE_URL is set,
+# It uses the installed server binaries that bindir finds. When DATABASE_URL is set,
 # the project uses that server instead and this script does nothing on start.
 # Authentication is "trust" on loopback only: this cluster is for tests and demos.
 #
@@ -32,14 +32,12 @@ URL="postgres://postgres@127.0.0.1:$PORT/postgres?sslmode=disable"
 #     logical replication slot, which the default wal_level=replica cannot serve.
 SERVER_OPTIONS="-c shared_preload_libraries=pg_stat_statements -c wal_level=logical"
 
+# bindir finds the server as scripts/setup.sh does (PG_BIN, pg_config, the usual places;
+# majors 14 to 17), so that the server started is the one set-up accepted.
 bindir() {
-	local dir
-	dir="$(pg_config --bindir 2>/dev/null || true)"
-	if [[ -x "$dir/initdb" ]]; then echo "$dir"; return; fi
-	for dir in /usr/lib/postgresql/*/bin; do
-		if [[ -x "$dir/initdb" ]]; then echo "$dir"; return; fi
-	done
-	echo "postgres.sh: no PostgreSQL server binaries found (install postgresql-15)" >&2
+	source "$ROOT/scripts/setup-lib.sh"
+	if pg_find; then echo "$PG_FOUND_BIN"; return; fi
+	echo "postgres.sh: no PostgreSQL server of a major from $PG_MIN to $PG_MAX found${PG_REFUSED:+ (refused: $PG_REFUSED)}: set PG_BIN, or run make setup-chaos" >&2
 	exit 1
 }
 
