@@ -35,7 +35,7 @@ SERVER_OPTIONS="-c shared_preload_libraries=pg_stat_statements -c wal_level=logi
 # bindir finds the server as scripts/setup.sh does (PG_BIN, pg_config, the usual places;
 # majors 14 to 17), so that the server started is the one set-up accepted.
 bindir() {
-	source "$ROOT/scripts/setup-lib.sh"
+	source "$ROOT/scripts/stack/pgbin.sh"
 	if pg_find; then echo "$PG_FOUND_BIN"; return; fi
 	echo "postgres.sh: no PostgreSQL server of a major from $PG_MIN to $PG_MAX found${PG_REFUSED:+ (refused: $PG_REFUSED)}: set PG_BIN, or run make setup-chaos" >&2
 	exit 1
