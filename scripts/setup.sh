@@ -163,16 +163,17 @@ install_command() {
 }
 
 # packages_for sets PKGS to the packages of family $1 for every missing need
-# (deduplicated, in order) and MANUAL to the lines of the needs no package provides.
-PKGS= MANUAL=()
+# (deduplicated, in order) and MANUAL to the lines of the needs no package provides, one
+# per line. Strings, not arrays: macOS's bash 3.2 calls an empty array unbound under set -u.
+PKGS= MANUAL=
 packages_for() {
 	local family=$1 need pkg names line seen=" "
-	PKGS= MANUAL=()
+	PKGS= MANUAL=
 	for need in "${MISSING_NEEDS[@]}"; do
 		names="$(pkg_names "$family" "$need")"
 		if [[ -z "$names" ]]; then
 			line="$(manual_line "$family" "$need")"
-			[[ " ${MANUAL[*]} " == *"$line"* ]] || MANUAL+=("$line")
+			[[ "$MANUAL" == *"$line"* ]] || MANUAL+="  $line"$'\n'
 			continue
 		fi
 		for pkg in $names; do
@@ -192,7 +193,7 @@ report() {
 		for i in "${!MISSING_WHAT[@]}"; do echo "  - ${MISSING_WHAT[$i]}"; done
 		echo "Install them with:"
 		[[ -z "$PKGS" ]] || echo "  $(install_command "$family" "$PKGS")"
-		for line in "${MANUAL[@]}"; do echo "  $line"; done
+		printf '%s' "$MANUAL"
 		if [[ "$family" == macos ]]; then keg_only_path "$PKGS"; fi
 		echo "then run make again."
 	} >&2
@@ -296,7 +297,7 @@ if ! have apt-get; then
 fi
 # With apt-get, what no Debian package provides stops the run before anything is installed.
 packages_for debian
-if ((${#MANUAL[@]} > 0)); then
+if [[ -n "$MANUAL" ]]; then
 	report debian
 	exit 1
 fi

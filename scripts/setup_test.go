@@ -73,10 +73,11 @@ func TestMakeChaosStopsBeforeStartingAnything(t *testing.T) {
 }
 
 // TestAptGetOnlyForWhatIsMissing gives setup.sh an apt-get, a sudo and an id that says
-// "not root", all stubs that log their calls: with nothing missing neither apt-get nor
-// sudo runs; with flock missing, apt-get update and one apt-get install of util-linux run
+// "not root", all stubs that log their calls. With nothing missing, neither apt-get nor
+// sudo runs. With flock missing, apt-get update and one apt-get install of util-linux run
 // through sudo, and setup.sh, finding flock still missing (the stubs install nothing),
-// says so and fails.
+// says so and fails. With Go missing too, which no Debian package provides in a version
+// recent enough, nothing is installed: one message names both, and how to get Go.
 func TestAptGetOnlyForWhatIsMissing(t *testing.T) {
 	t.Parallel()
 	realID, err := exec.LookPath("id")
@@ -84,17 +85,22 @@ func TestAptGetOnlyForWhatIsMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
-		name    string
-		without []string
-		want    []string // the calls logged
+		name      string
+		without   []string
+		wantCalls []string // of apt-get and sudo
+		wantOut   string   // "": exit 0 and silent; else a non-zero exit and this in the output
 	}{
 		{name: "nothing missing"},
-		{name: "flock missing", without: []string{"flock"}, want: []string{
+		{name: "flock missing", without: []string{"flock"}, wantCalls: []string{
 			"sudo apt-get update -qq",
 			"apt-get update -qq",
 			"sudo apt-get install -y -qq --no-install-recommends util-linux",
 			"apt-get install -y -qq --no-install-recommends util-linux",
-		}},
+		}, wantOut: "setup: still missing after apt-get install:\n  - flock\n"},
+		{name: "go and flock missing", without: []string{"flock", "go"},
+			wantOut: "  - flock\nInstall them with:\n" +
+				"  sudo apt-get install -y --no-install-recommends util-linux\n" +
+				"  Go: https://go.dev/dl"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -114,17 +120,17 @@ func TestAptGetOnlyForWhatIsMissing(t *testing.T) {
 			if len(logged) > 0 {
 				got = strings.Split(strings.TrimSuffix(string(logged), "\n"), "\n")
 			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			if diff := cmp.Diff(tt.wantCalls, got); diff != "" {
 				t.Errorf("calls of apt-get and sudo (-want +got):\n%s\nsetup.sh said:\n%s", diff, out)
 			}
-			if len(tt.want) == 0 {
+			if tt.wantOut == "" {
 				if code != 0 || out != "" {
 					t.Errorf("setup.sh chaos: exit %d, output:\n%s\nwant exit 0, silent", code, out)
 				}
 				return
 			}
-			if code == 0 || !strings.Contains(out, "setup: still missing after apt-get install:\n  - flock\n") {
-				t.Errorf("setup.sh chaos: exit %d, output:\n%s\nwant flock named still missing, non-zero exit", code, out)
+			if code == 0 || !strings.Contains(out, tt.wantOut) {
+				t.Errorf("setup.sh chaos: exit %d, output:\n%s\nwant a non-zero exit and %q", code, out, tt.wantOut)
 			}
 		})
 	}
