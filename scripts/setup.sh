@@ -186,7 +186,7 @@ packages_for() {
 
 # report prints every missing tool and what installs them on family $1, to stderr.
 report() {
-	local family=$1 line i
+	local family=$1 i
 	packages_for "$family"
 	{
 		echo "setup: missing on this machine ($(family_name "$family")):"
@@ -205,7 +205,7 @@ family_name() {
 	fedora) echo "Fedora or RHEL" ;;
 	arch) echo "Arch Linux" ;;
 	macos) echo macOS ;;
-	*) echo "$(uname -s), no known package manager" ;;
+	*) echo "${SETUP_UNAME:-$(uname -s)}, no known package manager" ;;
 	esac
 }
 
