@@ -382,10 +382,16 @@ func judge(report *Report, sc Scenario, rn *Run, load LoadResult, observed Obser
 	report.LatencyMS = load.Percentiles()
 	report.FaultWindows = rn.Faults.Windows()
 	report.Disruptions = rn.Disruptions()
-	report.Checks = append(sc.Validity(report, rn), sloChecks(report, sc.DualWrite)...)
-	report.Checks = append(report.Checks, contractChecks(report)...)
+	report.Checks = sc.checks(report, rn)
 	report.DurationSeconds = time.Since(origin).Seconds()
 	report.Judge()
+}
+
+// checks are the verdict's rows, in table order: the scenario's validity rows (and its
+// own SLO rows), then the SLOs, then the contract.
+func (sc Scenario) checks(report *Report, rn *Run) []Check {
+	checks := append(sc.Validity(report, rn), sloChecks(report, sc.DualWrite)...)
+	return append(checks, contractChecks(report)...)
 }
 
 // writeReport prints the verdict table to opts.Out and writes the JSON report.

@@ -32,7 +32,9 @@ type Sample struct {
 	// TopicRecords is the sum of the topic's end offsets: every record written, copies
 	// and the harness's own records included.
 	TopicRecords int `json:"topic_records"`
-	// Decisions counts the consumer's decision rows.
+	// Decisions counts the consumer's decision rows. It is read before
+	// PaymentsCommitted, so that payments not decided yet (their difference) is never
+	// negative: a decision follows its payment's commit.
 	Decisions int `json:"decisions"`
 	// DuplicatesAbsorbed is sum(deliveries - 1) of the consumer's processed_events:
 	// deliveries it recognised as copies and did not apply again.

@@ -20,7 +20,10 @@ type chart struct {
 	// Reading tells a student what to look for in it.
 	Reading string
 	YLabel  string
-	Lines   []line
+	// Count marks a chart of whole numbers (a level or a total, not a rate), whose
+	// value axis is ticked at integers.
+	Count bool
+	Lines []line
 }
 
 // A line is one series of a chart.
@@ -63,17 +66,14 @@ func charts(r *chaos.Report) []chart {
 	cs := []chart{
 		{
 			ID: chartPayments, Title: "Payments accepted per second", YLabel: "payments/s",
-			Reading: "The load: the API commits each payment (and, with the outbox, its event row) before it answers 201, so Kafka's faults do not stop it.",
-			Lines:   []line{{Name: "accepted", Color: blue, Points: tl.PerSecond(func(s chaos.Sample) int { return s.PaymentsCommitted }, rateWindow)}},
+			Lines: []line{{Name: "accepted", Color: blue, Points: tl.PerSecond(func(s chaos.Sample) int { return s.PaymentsCommitted }, rateWindow)}},
 		},
 		{
-			ID: chartPending, Title: "Outbox: events waiting for the relay", YLabel: "rows",
-			Reading: "The backlog grows while Kafka is unreachable and drains when it comes back: the events wait in PostgreSQL, none is lost. The dual write keeps no such backlog, so what it fails to publish is gone.",
-			Lines:   []line{{Name: "pending", Color: purple, Points: tl.Level(func(s chaos.Sample) int { return s.OutboxPending })}},
+			ID: chartPending, Title: "Outbox: events waiting for the relay", YLabel: "events", Count: true,
+			Lines: []line{{Name: "pending", Color: purple, Points: tl.Level(func(s chaos.Sample) int { return s.OutboxPending })}},
 		},
 		{
 			ID: chartPublishes, Title: "Publish attempts per second", YLabel: "attempts/s",
-			Reading: "Failures happen only inside the fault windows; each failed event is tried again, and the successes catch up after the window.",
 			Lines: []line{
 				{Name: "succeeded", Color: green, Points: tl.PerSecond(func(s chaos.Sample) int { return s.Published }, rateWindow)},
 				{Name: "failed", Color: red, Points: tl.PerSecond(func(s chaos.Sample) int { return s.PublishFailures }, rateWindow)},
@@ -81,27 +81,26 @@ func charts(r *chaos.Report) []chart {
 		},
 		{
 			ID: chartTopic, Title: "Records written to the topic per second", YLabel: "records/s",
-			Reading: "Requests dropped or proxy down: nothing arrives until the window ends, then the backlog arrives at once. Acks lost: records arrive although the relay sees failures, so some come twice.",
-			Lines:   []line{{Name: "records", Color: blue, Points: tl.PerSecond(func(s chaos.Sample) int { return s.TopicRecords }, rateWindow)}},
+			Lines: []line{{Name: "records", Color: blue, Points: tl.PerSecond(func(s chaos.Sample) int { return s.TopicRecords }, rateWindow)}},
 		},
 		{
 			ID: chartDecisions, Title: "Consumer decisions per second", YLabel: "decisions/s",
-			Reading: "Every payment gets exactly one decision: the consumer follows the topic, whatever the relay went through.",
-			Lines:   []line{{Name: "decisions", Color: green, Points: tl.PerSecond(func(s chaos.Sample) int { return s.Decisions }, rateWindow)}},
+			Lines: []line{{Name: "decisions", Color: green, Points: tl.PerSecond(func(s chaos.Sample) int { return s.Decisions }, rateWindow)}},
 		},
 		undecidedChart(r),
 		{
-			ID: chartDuplicates, Title: "Duplicates absorbed by the consumer (total)", YLabel: "deliveries",
-			Reading: "Copies of events already decided (from the relay's retries and the harness's own) are recognised by their X-Event-Id and change nothing.",
-			Lines:   []line{{Name: "absorbed", Color: purple, Points: tl.Level(func(s chaos.Sample) int { return s.DuplicatesAbsorbed })}},
+			ID: chartDuplicates, Title: "Duplicates absorbed by the consumer (total)", YLabel: "deliveries", Count: true,
+			Lines: []line{{Name: "absorbed", Color: purple, Points: tl.Level(func(s chaos.Sample) int { return s.DuplicatesAbsorbed })}},
 		},
 	}
 	if isDualWrite(r) {
 		cs = append(cs, chart{
-			ID: chartLost, Title: "Publishes the dual write gave up on (total)", YLabel: "events",
-			Reading: "The dual write never tries again: each failed publish is an event lost as it happens, unless the broker wrote it before the fault dropped its answer (acks lost). The verdict counts the real losses at the end, from the topic; \"not decided yet\" above shows them too.",
-			Lines:   []line{{Name: "given up", Color: red, Points: tl.Level(func(s chaos.Sample) int { return s.DualWriteGivenUp })}},
+			ID: chartLost, Title: "Publishes the dual write gave up on (total)", YLabel: "events", Count: true,
+			Lines: []line{{Name: "given up", Color: red, Points: tl.Level(func(s chaos.Sample) int { return s.DualWriteGivenUp })}},
 		})
+	}
+	for i := range cs {
+		cs[i].Reading = readingOf(r, cs[i].ID)
 	}
 	return cs
 }
@@ -139,7 +138,8 @@ func chartOf(c chaos.Check) string {
 // undecidedChart is the one chart every scenario shares, and the shortest statement of
 // the course's claim: payments committed that the consumer has not decided yet. The
 // outbox's line rises in a fault and comes back to zero; the dual write's stays up, by
-// as many events as it lost.
+// as many events as it lost. The harness counts the decisions before the payments (see
+// chaos.Sample), so the difference is never negative.
 func undecidedChart(r *chaos.Report) chart {
 	var pts []chaos.Point
 	if r.Timeline != nil {
@@ -150,8 +150,7 @@ func undecidedChart(r *chaos.Report) chart {
 		}
 	}
 	return chart{
-		ID: chartUndecided, Title: "Payments committed, not decided yet", YLabel: "payments",
-		Reading: "Rises while Kafka fails. With the outbox it comes back to zero once the relay drains; with the dual write it stays up by the events it lost.",
-		Lines:   []line{{Name: "undecided", Color: red, Points: pts}},
+		ID: chartUndecided, Title: "Payments committed, not decided yet", YLabel: "payments", Count: true,
+		Lines: []line{{Name: "undecided", Color: red, Points: pts}},
 	}
 }

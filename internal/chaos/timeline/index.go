@@ -36,10 +36,11 @@ func WriteIndex(dir string, reports []*chaos.Report) (string, error) {
 }
 
 type indexData struct {
-	Outbox, DualWrite *chaos.Report
-	Legend            []legendEntry
-	Lesson            []lessonRow
-	Cards             []cardData
+	Outbox, DualWrite           *chaos.Report
+	OutboxBadge, DualWriteBadge badge
+	Legend                      legend
+	Lesson                      []lessonRow
+	Cards                       []cardData
 }
 
 type lessonRow struct {
@@ -49,6 +50,7 @@ type lessonRow struct {
 
 type cardData struct {
 	Report *chaos.Report
+	Badge  badge
 	SVG    template.HTML
 }
 
@@ -73,7 +75,8 @@ func Index(reports []*chaos.Report) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		data.Lesson, data.Legend = rows, legend(data.Outbox, data.DualWrite)
+		data.Lesson, data.Legend = rows, legendOf(data.Outbox, data.DualWrite)
+		data.OutboxBadge, data.DualWriteBadge = badgeOf(data.Outbox), badgeOf(data.DualWrite)
 	}
 	for _, r := range reports {
 		p, err := newPlot(undecidedChart(r), r, axes{EndS: endOf(r)})
@@ -84,7 +87,7 @@ func Index(reports []*chaos.Report) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		data.Cards = append(data.Cards, cardData{Report: r, SVG: svgs[0]})
+		data.Cards = append(data.Cards, cardData{Report: r, Badge: badgeOf(r), SVG: svgs[0]})
 	}
 	return execute(indexTemplate, data)
 }

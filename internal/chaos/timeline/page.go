@@ -13,7 +13,6 @@ import (
 	"bytes"
 	"fmt"
 	"html/template"
-	"image/color"
 	"os"
 	"path/filepath"
 	"slices"
@@ -63,7 +62,10 @@ func Page(r *chaos.Report) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	data := pageData{Report: r, Advice: r.Advice(), Legend: legend(r)}
+	data := pageData{Report: r, Badge: badgeOf(r), Advice: adviceOf(r), Legend: legendOf(r)}
+	if sc, ok := chaos.Scenarios(false)[r.Scenario]; ok {
+		data.Description = sc.Description
+	}
 	for i, c := range cs {
 		data.Charts = append(data.Charts, chartData{chart: c, SVG: svgs[i]})
 	}
@@ -84,11 +86,15 @@ func isDualWrite(r *chaos.Report) bool {
 
 type pageData struct {
 	Report *chaos.Report
+	Badge  badge
 	Advice string
-	Legend []legendEntry
-	Rows   []rowData
-	Charts []chartData
-	Notes  []string
+	// Description is what the scenario breaks, as the harness describes it (the full
+	// run's figures; -short shortens the windows).
+	Description string
+	Legend      legend
+	Rows        []rowData
+	Charts      []chartData
+	Notes       []string
 }
 
 type rowData struct {
@@ -99,36 +105,6 @@ type rowData struct {
 type chartData struct {
 	chart
 	SVG template.HTML
-}
-
-// A legendEntry explains one colour of the shaded windows.
-type legendEntry struct {
-	Kind, Meaning string
-	CSS           template.CSS
-}
-
-// faultMeanings say in a few words what each kind of window does to the relay.
-var faultMeanings = map[chaos.FaultKind]string{
-	chaos.DropAcks:     "acks lost: the broker writes, its answers are dropped",
-	chaos.DropRequests: "requests dropped: nothing reaches the broker",
-	chaos.ProxyDown:    "proxy down: connections refused",
-}
-
-func legend(reports ...*chaos.Report) []legendEntry {
-	var entries []legendEntry
-	for _, kind := range kindsOf(reports...) {
-		meaning, ok := faultMeanings[kind]
-		if !ok {
-			meaning = string(kind)
-		}
-		entries = append(entries, legendEntry{Kind: string(kind), Meaning: meaning, CSS: cssColor(faultColor(kind))})
-	}
-	return entries
-}
-
-// cssColor writes a colour for a style attribute, alpha included.
-func cssColor(c color.NRGBA) template.CSS {
-	return template.CSS(fmt.Sprintf("rgba(%d,%d,%d,%.2f)", c.R, c.G, c.B, float64(c.A)/255))
 }
 
 func execute(t *template.Template, data any) ([]byte, error) {

@@ -2,7 +2,6 @@ package timeline
 
 import (
 	"image/color"
-	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -19,6 +18,7 @@ var faultColors = map[chaos.FaultKind]color.NRGBA{
 	chaos.DropAcks:     {R: 0xff, G: 0xbb, B: 0x78, A: 0x80},
 	chaos.DropRequests: {R: 0xff, G: 0x98, B: 0x96, A: 0x80},
 	chaos.ProxyDown:    {R: 0xc5, G: 0xb0, B: 0xd5, A: 0x80},
+	chaos.SlowAcks:     {R: 0xae, G: 0xc7, B: 0xe8, A: 0x80},
 }
 
 // otherFault shades a kind of window added to the harness after this file.
@@ -51,6 +51,10 @@ func newPlot(c chart, r *chaos.Report, ax axes) (*plot.Plot, error) {
 	p.Y.Min, p.Y.Max = 0, ax.YMax
 	if ax.YMax <= 0 {
 		p.Y.Max = niceTop(maxValue(c), len(c.Lines) > 1)
+	}
+	p.X.Tick.Marker = integerTicks{}
+	if c.Count {
+		p.Y.Tick.Marker = integerTicks{}
 	}
 	p.Add(plotter.NewGrid())
 	p.Add(&windows{windows: r.FaultWindows})
@@ -142,21 +146,6 @@ func (m *marks) Plot(c draw.Canvas, p *plot.Plot) {
 		x := trX(d.AtSeconds)
 		c.StrokeLine2(style, x, c.Min.Y, x, c.Max.Y)
 	}
-}
-
-// kindsOf lists the kinds of fault a set of runs used, in a stable order, for the
-// legend.
-func kindsOf(reports ...*chaos.Report) []chaos.FaultKind {
-	var kinds []chaos.FaultKind
-	for _, r := range reports {
-		for _, w := range r.FaultWindows {
-			if !slices.Contains(kinds, w.Kind) {
-				kinds = append(kinds, w.Kind)
-			}
-		}
-	}
-	slices.Sort(kinds)
-	return kinds
 }
 
 // fromDisruption returns a copy of r whose times count from its first sample, taken

@@ -1,0 +1,57 @@
+package timeline
+
+import (
+	"fmt"
+
+	"github.com/dscourse/payments-outbox/internal/chaos"
+)
+
+// A badge is the verdict as a page shows it beside a run's name.
+type badge struct {
+	// Class picks its colour: the verdict, or lesson.
+	Class string
+	Text  string
+	// Title is the badge's tooltip: what the word means for this run.
+	Title string
+}
+
+// lessonClass colours the dual write's badge when it showed its loss: neither the
+// green of a service that passed nor the red of one that failed.
+const lessonClass = "LESSON"
+
+// badgeOf is a run's verdict in a word or a few. The dual-write run passes when it
+// loses events, the lesson it exists to show (its lost row is inverted, see
+// chaos.Report.Pass): a green PASS beside "lost 95" would read as a service to copy,
+// so its badge names the loss instead.
+func badgeOf(r *chaos.Report) badge {
+	if r.Outcome == chaos.VerdictPass && isDualWriteRun(r) {
+		return badge{
+			Class: lessonClass,
+			Text:  fmt.Sprintf("lost %d: the expected lesson", r.Lost),
+			Title: "The harness's checks held: the anti-pattern lost events under the faults, as this run exists to show. Not a service to copy.",
+		}
+	}
+	titles := map[string]string{
+		chaos.VerdictPass:    "Every fault bit and every SLO and contract check held.",
+		chaos.VerdictFail:    "An SLO or contract check failed.",
+		chaos.VerdictInvalid: "Every SLO held, but a fault did not bite: the run proves nothing.",
+	}
+	return badge{Class: r.Outcome, Text: r.Outcome, Title: titles[r.Outcome]}
+}
+
+// adviceOf is the line under the verdict table: the report's own advice, except for
+// the dual write that showed its loss, whose "PASS" is the harness's and not the
+// service's.
+func adviceOf(r *chaos.Report) string {
+	if r.Outcome == chaos.VerdictPass && isDualWriteRun(r) {
+		return fmt.Sprintf("The expected lesson: the dual write lost %d of %d committed payments' events under the same faults the outbox survives (the row \"lost: the anti-pattern loses events\" must find a loss, and did). Every other check held.", r.Lost, r.PaymentsCommitted)
+	}
+	return r.Advice()
+}
+
+// isDualWriteRun tells the dual-write run by its scenario, or, for a report of a
+// scenario renamed since, by its timeline, the only one that counts losses as they
+// happen.
+func isDualWriteRun(r *chaos.Report) bool {
+	return r.Scenario == "dual-write" || isDualWrite(r)
+}
