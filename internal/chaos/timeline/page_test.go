@@ -14,13 +14,19 @@ import (
 	"github.com/dscourse/payments-outbox/internal/chaos"
 )
 
-// recorded reads a report of a real run kept in testdata: chaos-default.json and
-// chaos-dual-write.json are the reports of full runs of those scenarios (go run
-// ./cmd/chaos -scenario default, then dual-write) on the native stack, timelines
-// included, so the pages are tested on what a run really writes without running one.
+// recorded reads the report of a real run of a scenario, timeline included, so that
+// the pages are tested on what a run really writes without running one. The default
+// run is the repository's sample (docs/sample, make chaos-sample), the one the README
+// shows; testdata holds a run of every other scenario (go run ./cmd/chaos -scenario
+// <name> on the native stack), their timelines thinned to about one sample a second
+// (about 80 for the longest runs) to keep them small; chaos-dual-write.json is whole.
 func recorded(t *testing.T, scenario string) *chaos.Report {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "chaos-"+scenario+".json"))
+	path := filepath.Join("testdata", "chaos-"+scenario+".json")
+	if scenario == "default" {
+		path = samplePath
+	}
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("read recorded report: %v", err)
 	}
@@ -33,6 +39,9 @@ func recorded(t *testing.T, scenario string) *chaos.Report {
 	}
 	return &r
 }
+
+// samplePath is the repository's sample run, the README's default page.
+var samplePath = filepath.Join("..", "..", "..", "docs", "sample", "chaos-default.json")
 
 var (
 	sectionRE = regexp.MustCompile(`<section class="chart" id="chart-([a-z]+)">`)
