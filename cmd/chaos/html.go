@@ -40,9 +40,10 @@ func writeIndex(dir string, names []string, reports map[string]*chaos.Report, st
 	return nil
 }
 
-// rebuildPages is `chaos html`: it rewrites every page and the index from the JSON
-// reports of a directory, without running anything, as after a change of the pages'
-// layout.
+// rebuildPages is `chaos html`: it rewrites every page, and the index when there are
+// several, from the JSON reports of a directory, without running anything, as after a
+// change of the pages' layout. One report has no index: nothing to set side by side
+// (docs/sample holds only the default run's).
 func rebuildPages(args []string, stdout io.Writer) error {
 	flags := flag.NewFlagSet("chaos html", flag.ContinueOnError)
 	dir := flags.String("dir", "", "directory of the chaos-<scenario>.json reports (default: the repository's reports/)")
@@ -76,8 +77,11 @@ func rebuildPages(args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	if len(names) == 0 {
+	switch len(names) {
+	case 0:
 		return fmt.Errorf("no chaos-<scenario>.json in %s (scenarios: %s)", *dir, strings.Join(chaos.ScenarioNames(), ", "))
+	case 1:
+		return nil
 	}
 	return writeIndex(*dir, names, reports, stdout)
 }
