@@ -20,7 +20,8 @@ type legend struct {
 }
 
 // A windowEntry is one kind of fault window: its colour, its name, what it does, and
-// how many windows of it the run had.
+// how many windows of it the run had (0 in the legend of several runs, where a total
+// would read as one run's).
 type windowEntry struct {
 	Name, Meaning string
 	Count         int
@@ -64,8 +65,8 @@ func legendOf(reports ...*chaos.Report) legend {
 	var lg legend
 	for _, kind := range kindsOf(reports...) {
 		n := 0
-		for _, r := range reports {
-			for _, w := range r.FaultWindows {
+		if len(reports) == 1 {
+			for _, w := range reports[0].FaultWindows {
 				if w.Kind == kind {
 					n++
 				}

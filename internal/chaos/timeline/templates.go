@@ -39,7 +39,7 @@ svg { max-width: 100%; height: auto; display: block; }
 const legendBlock = `{{define "legend"}}<div class="legend">
 {{- if .Windows}}
 <p>Shaded: the windows in which a fault was applied to the relay's connection to Kafka.
-{{- range .Windows}}<span class="swatch" style="background: {{.CSS}}"></span><b class="fault">{{.Name}}</b> ({{.Meaning}}; {{.Count}} window{{if ne .Count 1}}s{{end}}){{end}}</p>
+{{- range .Windows}}<span class="swatch" style="background: {{.CSS}}"></span><b class="fault">{{.Name}}</b> ({{.Meaning}}{{if .Count}}; {{.Count}} window{{if ne .Count 1}}s{{end}}{{end}}){{end}}</p>
 {{- else}}
 <p class="no-windows">Nothing is shaded: this run applied no fault window to the relay's connection to Kafka{{if .Marks}}; its faults are the dashed lines{{end}}.</p>
 {{- end}}

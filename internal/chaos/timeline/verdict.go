@@ -8,7 +8,7 @@ import (
 
 // A badge is the verdict as a page shows it beside a run's name.
 type badge struct {
-	// Class picks its colour: the verdict, or lesson.
+	// Class picks its colour: the verdict (PASS, FAIL, INVALID) or LESSON.
 	Class string
 	Text  string
 	// Title is the badge's tooltip: what the word means for this run.
@@ -44,14 +44,13 @@ func badgeOf(r *chaos.Report) badge {
 // service's.
 func adviceOf(r *chaos.Report) string {
 	if r.Outcome == chaos.VerdictPass && isDualWriteRun(r) {
-		return fmt.Sprintf("The expected lesson: the dual write lost %d of %d committed payments' events under the same faults the outbox survives (the row \"lost: the anti-pattern loses events\" must find a loss, and did). Every other check held.", r.Lost, r.PaymentsCommitted)
+		return fmt.Sprintf("The expected lesson: the dual write lost %d of %d committed payments under the faults the outbox survives (its lost row must find a loss, and did); every other check held.", r.Lost, r.PaymentsCommitted)
 	}
 	return r.Advice()
 }
 
-// isDualWriteRun tells the dual-write run by its scenario, or, for a report of a
-// scenario renamed since, by its timeline, the only one that counts losses as they
-// happen.
+// isDualWriteRun tells the dual-write run by its scenario's name, or by its timeline
+// (isDualWrite), which a report without one lacks.
 func isDualWriteRun(r *chaos.Report) bool {
 	return r.Scenario == "dual-write" || isDualWrite(r)
 }
