@@ -53,6 +53,7 @@ func newPlot(c chart, r *chaos.Report, ax axes) (*plot.Plot, error) {
 		p.Y.Max = niceTop(maxValue(c), len(c.Lines) > 1)
 	}
 	p.X.Tick.Marker = integerTicks{}
+	p.Y.Tick.Marker = rateTicks{}
 	if c.Count {
 		p.Y.Tick.Marker = integerTicks{}
 	}

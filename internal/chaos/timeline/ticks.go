@@ -23,6 +23,19 @@ func (integerTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ticks
 }
 
+// rateTicks marks a rate's axis at whole numbers too, unless its range is too small
+// for them (a trickle of failures a second), where gonum's default ticks, with their
+// decimals, say more.
+type rateTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (rateTicks) Ticks(lo, hi float64) []plot.Tick {
+	if hi-lo < 3 {
+		return plot.DefaultTicks{}.Ticks(lo, hi)
+	}
+	return integerTicks{}.Ticks(lo, hi)
+}
+
 // niceStep is the smallest of 1, 2, 5, 10, 20, 50 ... at least raw.
 func niceStep(raw float64) float64 {
 	if raw <= 1 {

@@ -28,3 +28,24 @@ func TestIntegerTicks(t *testing.T) {
 		}
 	}
 }
+
+// A rate is ticked at whole numbers like a count, but for a range too small for them.
+func TestRateTicks(t *testing.T) {
+	t.Parallel()
+	var got []string
+	for _, tick := range (rateTicks{}).Ticks(0, 46.2) {
+		got = append(got, tick.Label)
+	}
+	if diff := cmp.Diff([]string{"0", "10", "20", "30", "40"}, got); diff != "" {
+		t.Errorf("Ticks(0, 46.2) (-want +got):\n%s", diff)
+	}
+	labelled := 0
+	for _, tick := range (rateTicks{}).Ticks(0, 1.4) {
+		if tick.Label != "" {
+			labelled++
+		}
+	}
+	if labelled < 2 {
+		t.Errorf("Ticks(0, 1.4) has %d labelled ticks: a small rate needs its decimals", labelled)
+	}
+}
