@@ -7,6 +7,9 @@
 // drawn by gonum.org/v1/plot and inlined, the style is inline, and nothing is fetched
 // (no script, no font, no CDN). A page is built from a chaos.Report alone, so it can be
 // rebuilt from a JSON report at any time (go run ./cmd/chaos html).
+//
+// reports/ is generated and not tracked; the repository keeps one run, the default
+// scenario's, as docs/sample (make chaos-sample), with the README's screenshots.
 package timeline
 
 import (
