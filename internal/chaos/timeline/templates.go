@@ -75,7 +75,7 @@ duplicates delivered {{.Report.DuplicatesDelivered}}; drained {{printf "%.1f" .R
 
 <h2 id="timeline">Timeline</h2>
 {{- if .Description}}
-<p class="meta">The scenario: {{.Description}}.</p>
+<p class="meta">The scenario, as a full run applies it (-short shortens it): {{.Description}}.</p>
 {{- end}}
 {{template "legend" .Legend}}
 {{- range .Charts}}
