@@ -118,12 +118,28 @@ lint: setup ## Static checks: go vet, alert rules (promtool), k6 scripts (tsc), 
 check-openapi: ## Fuzz the real API from docs/openapi.yaml with schemathesis (pinned, installed into .stack/)
 	GO="$(GO)" bash scripts/check-openapi.sh
 
+# The benchmarks make bench runs, in this order: each writes its figures into
+# reports/bench.json (generated, not tracked). The ladder and the scale curve have targets
+# of their own. When the three-node cluster answers, the relay is measured on it too, in
+# the same run (KAFKA_CLUSTER_BROKERS; docs/bench.md).
+BENCH_DEFAULT := api cdc consumer relay
+BENCH_CLUSTER  = KAFKA_CLUSTER_BROKERS="$${KAFKA_CLUSTER_BROKERS-$$(KAFKA_NODES=3 bash $(STACK_KF) status >/dev/null 2>&1 && echo $(CLUSTER_BROKERS))}"
+
 .PHONY: bench
-# When the three-node cluster answers, the relay is measured on it too, in the same run
-# (KAFKA_CLUSTER_BROKERS; docs/bench.md).
-bench: setup-bench stack-up ## Measure throughput and latency (and on the cluster, if up); writes reports/bench.json
-	KAFKA_CLUSTER_BROKERS="$${KAFKA_CLUSTER_BROKERS-$$(KAFKA_NODES=3 bash $(STACK_KF) status >/dev/null 2>&1 && echo $(CLUSTER_BROKERS))}" \
-		$(GO) run ./cmd/bench all
+bench: setup-bench stack-up ## The API, CDC, consumer and relay benchmarks, default repetitions (about 25 min on the 2-core machine); writes reports/bench.json
+	$(BENCH_CLUSTER) $(GO) run ./cmd/bench $(BENCH_DEFAULT)
+
+.PHONY: bench-ladder
+bench-ladder: stack-up ## What each of the relay's guarantees costs in the database alone, no Kafka (5 to 10 min); writes reports/bench.json
+	$(GO) run ./cmd/bench ladder
+
+.PHONY: bench-scale
+bench-scale: stack-up ## Both relays against backlogs up to 1,000,000 and histories up to 10,000,000 rows, 3 repetitions (about 1 h, more on a busy machine; 15 GB of disk); writes reports/bench.json
+	$(GO) run ./cmd/bench scale
+
+.PHONY: bench-promote
+bench-promote: ## Merge the figures of reports/bench.json into docs/bench.json, the figures docs/bench.md cites (commit it with the docs that quote them)
+	$(GO) run ./cmd/bench promote
 
 ## ---- chaos ----------------------------------------------------------------------
 

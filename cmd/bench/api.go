@@ -148,10 +148,10 @@ func benchAPI(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return fmt.Errorf("API with each relay: %w", err)
 	}
-	if err := benchreport.Merge("reports/bench.json", withRelays); err != nil {
+	if err := benchreport.Merge(benchreport.Path, withRelays); err != nil {
 		return err
 	}
-	return benchreport.Merge("reports/bench.json", map[string]any{
+	return benchreport.Merge(benchreport.Path, map[string]any{
 		"api_payments_per_s":                 math.Round(api.PaymentsPerSecond),
 		"api_latency_p50_ms":                 hundredths(api.P50Millis),
 		"api_latency_p99_ms":                 hundredths(api.P99Millis),

@@ -51,7 +51,7 @@ func parseCDCFlags(args []string, stdout io.Writer) (cdcBenchConfig, error) {
 	fs.IntVar(&c.latencyRate, "latency-rate", 1000, "events committed per second in the latency and outage measurements")
 	fs.DurationVar(&c.latencyDuration, "latency-duration", 15*time.Second, "length of each latency measurement")
 	fs.DurationVar(&c.outage, "outage", 60*time.Second, "how long the CDC relay is stopped while events are committed")
-	fs.StringVar(&c.report, "report", "reports/bench.json", "JSON report to merge the figures into")
+	fs.StringVar(&c.report, "report", benchreport.Path, "JSON report to merge the figures into")
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("parse flags: %w", err)
 	}

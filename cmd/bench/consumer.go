@@ -75,7 +75,7 @@ func benchConsumer(ctx context.Context, args []string, getenv func(string) strin
 
 	fmt.Fprintf(stdout, "consumer, each event once:  %8.0f events/s (%d events)\n", once, consumerBenchEvents)
 	fmt.Fprintf(stdout, "consumer, each event twice: %8.0f deliveries/s (%d deliveries, half of them duplicates)\n", twice, 2*consumerBenchEvents)
-	return benchreport.Merge("reports/bench.json", map[string]any{
+	return benchreport.Merge(benchreport.Path, map[string]any{
 		"consumer_events_per_s":     math.Round(once),
 		"consumer_dup_events_per_s": math.Round(twice),
 		"consumer_bench_events":     consumerBenchEvents,

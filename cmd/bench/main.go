@@ -1,13 +1,16 @@
 // Command bench measures the service on the native stack and merges the figures into
-// reports/bench.json. It is a benchmark, not a test: it takes minutes and its numbers
-// depend on the machine.
+// reports/bench.json (generated, not tracked). It is a benchmark, not a test: it takes
+// minutes and its numbers depend on the machine.
 //
 //	go run ./cmd/bench api        the API's write rate against the database's own ceiling, and with each relay running
 //	go run ./cmd/bench relay      the relay's drain rate, latency and WAL per event, against the floor
 //	go run ./cmd/bench ladder     what each of the relay's guarantees costs in the database alone (no Kafka)
 //	go run ./cmd/bench cdc        the CDC relay beside the polling relay, and the WAL its slot holds in an outage
+//	go run ./cmd/bench consumer   the antifraud consumer's rate, each event once and each twice
 //	go run ./cmd/bench scale      both relays against the backlog's and the table's size; cleanup and partitioned retention
-//	go run ./cmd/bench all        every benchmark, in name order, with default settings
+//	go run ./cmd/bench api relay  several benchmarks, in the order given, with default settings
+//	go run ./cmd/bench all        every benchmark, in name order, with default settings (the scale curve takes the better part of an hour)
+//	go run ./cmd/bench promote    merge reports/bench.json into docs/bench.json, the figures docs/bench.md cites
 //
 // A single benchmark takes flags after its name (go run ./cmd/bench relay -h lists them),
 // for smoke runs with small sizes and for the relay's profiles and plans (docs/bench.md).
@@ -34,13 +37,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/dscourse/payments-outbox/internal/benchreport"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/migrations"
 )
 
 // A benchmark measures one thing, prints what it found to stdout and merges its
-// figures into reports/bench.json (internal/benchreport). It reads its flags from args
-// (empty under "all"), and DATABASE_URL (an admin URL: it creates databases of its own)
+// figures into benchreport.Path (reports/bench.json). It reads its flags from args
+// (empty when several run), and DATABASE_URL (an admin URL: it creates databases of its own)
 // and KAFKA_BROKERS through getenv.
 type benchmark func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error
 
@@ -68,24 +72,53 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	all := benchmarks()
-	names := slices.Sorted(maps.Keys(all))
-	if len(args) < 2 || (args[1] == "all" && len(args) > 2) {
-		return fmt.Errorf("usage: bench %s [flags] | bench all", strings.Join(names, "|"))
+	if len(args) == 2 && args[1] == "promote" {
+		if err := benchreport.Promote(benchreport.Path, benchreport.Published); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "merged %s into %s\n", benchreport.Path, benchreport.Published)
+		return nil
 	}
-	selected, flags := []string{args[1]}, args[2:]
-	if args[1] == "all" {
-		selected = names
-	} else if all[args[1]] == nil {
-		return fmt.Errorf("unknown benchmark %q: choose one of %s, or all", args[1], strings.Join(names, ", "))
+	all := benchmarks()
+	selected, flags, err := selectBenchmarks(all, args[1:])
+	if err != nil {
+		return err
 	}
 	for _, name := range selected {
 		fmt.Fprintf(stdout, "== bench %s\n", name)
+		start := time.Now()
 		if err := all[name](ctx, flags, getenv, stdout); err != nil {
 			return fmt.Errorf("benchmark %s: %w", name, err)
 		}
+		fmt.Fprintf(stdout, "== bench %s took %s\n", name, time.Since(start).Round(time.Second))
 	}
 	return nil
+}
+
+// selectBenchmarks reads the command line after the program's name: one benchmark and
+// its flags, several benchmarks without flags, or "all".
+func selectBenchmarks(all map[string]benchmark, args []string) (selected, flags []string, err error) {
+	names := slices.Sorted(maps.Keys(all))
+	usage := fmt.Errorf("usage: bench %s [flags] | bench NAME NAME... | bench all | bench promote", strings.Join(names, "|"))
+	i := slices.IndexFunc(args, func(a string) bool { return strings.HasPrefix(a, "-") })
+	if i < 0 {
+		i = len(args)
+	}
+	selected, flags = args[:i], args[i:]
+	switch {
+	case len(selected) == 0:
+		return nil, nil, usage
+	case slices.Equal(selected, []string{"all"}) && len(flags) == 0:
+		return names, nil, nil
+	case len(selected) > 1 && len(flags) > 0:
+		return nil, nil, fmt.Errorf("flags %q go with one benchmark, not %d", flags, len(selected))
+	}
+	for _, name := range selected {
+		if all[name] == nil {
+			return nil, nil, fmt.Errorf("unknown benchmark %q: choose among %s, or all", name, strings.Join(names, ", "))
+		}
+	}
+	return selected, flags, nil
 }
 
 // createDatabase creates an empty database named prefix_<random> next to adminURL's and

@@ -120,7 +120,7 @@ func benchLadder(ctx context.Context, args []string, getenv func(string) string,
 	fs.IntVar(&cfg.reps, "reps", 3, "repetitions; each figure is their median, with min and max")
 	fs.IntVar(&cfg.workers, "workers", 4, "concurrent loops per rung, as RELAY_WORKERS")
 	fs.IntVar(&cfg.batch, "batch", 1000, "rows per claim, as RELAY_BATCH_SIZE")
-	fs.StringVar(&cfg.report, "report", "reports/bench.json", "JSON report to merge the figures into")
+	fs.StringVar(&cfg.report, "report", benchreport.Path, "JSON report to merge the figures into")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("parse flags: %w", err)
 	}

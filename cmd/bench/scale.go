@@ -58,7 +58,7 @@ func parseScaleFlags(args []string, stdout io.Writer) (scaleBenchConfig, error) 
 	fs.IntVar(&c.reps, "reps", 3, "repetitions; each figure is their median, with min and max")
 	fs.IntVar(&c.latencyRate, "latency-rate", 1000, "events committed per second in the latency measurements")
 	fs.DurationVar(&c.latencyDuration, "latency-duration", 15*time.Second, "length of each latency measurement")
-	fs.StringVar(&c.report, "report", "reports/bench.json", "JSON report to merge the figures into")
+	fs.StringVar(&c.report, "report", benchreport.Path, "JSON report to merge the figures into")
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("parse flags: %w", err)
 	}
