@@ -27,11 +27,8 @@ import (
 
 	"github.com/google/uuid"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/benchreport"
-	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/migrations"
 )
 
@@ -60,16 +57,13 @@ func benchAPI(ctx context.Context, args []string, getenv func(string) string, st
 	if err := noFlags("api", args, stdout); err != nil {
 		return err
 	}
-	adminURL, err := devstack.PostgresURL(getenv)
+	env, err := openEnv(ctx, getenv)
 	if err != nil {
 		return err
 	}
-	brokers, err := devstack.KafkaBrokers(getenv)
-	if err != nil {
-		return err
-	}
+	defer env.close()
 
-	base, stop, err := startAPI(ctx, adminURL, brokers)
+	base, stop, err := startAPI(ctx, env)
 	if err != nil {
 		return err
 	}
@@ -79,28 +73,22 @@ func benchAPI(ctx context.Context, args []string, getenv func(string) string, st
 	if _, err := attackAPI(base, apiBenchWarmup); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
-	dbURL, dropDB, err := createDatabase(ctx, adminURL, "bench_db")
+	dbURL, dropDB, err := env.migratedDatabase(ctx, "bench_db", migrations.Payments)
 	if err != nil {
 		return err
 	}
 	defer dropDB()
-	if err := devstack.MigrateDatabase(ctx, dbURL, migrations.Payments); err != nil {
-		return err
-	}
 	// The same transaction on a database without the outbox's NOTIFY trigger: what the
 	// wake-up costs the API. PostgreSQL serialises the commits of transactions that
 	// notify: the committing backend takes a lock that it holds until its commit is
 	// over, the WAL flush included ("Serialize writers by acquiring a special lock that
 	// we hold till after commit", PreCommit_Notify in
 	// https://github.com/postgres/postgres/blob/REL_15_STABLE/src/backend/commands/async.c).
-	quietURL, dropQuiet, err := createDatabase(ctx, adminURL, "bench_db_no_notify")
+	quietURL, dropQuiet, err := env.migratedDatabase(ctx, "bench_db_no_notify", migrations.Payments)
 	if err != nil {
 		return err
 	}
 	defer dropQuiet()
-	if err := devstack.MigrateDatabase(ctx, quietURL, migrations.Payments); err != nil {
-		return err
-	}
 	if err := execOnce(ctx, quietURL, `DROP TRIGGER outbox_events_notify ON outbox_events`); err != nil {
 		return fmt.Errorf("drop the NOTIFY trigger: %w", err)
 	}
@@ -144,7 +132,7 @@ func benchAPI(ctx context.Context, args []string, getenv func(string) string, st
 		api.PaymentsPerSecond, db.TransactionsPerSecond, ratio)
 
 	stopAPI() // before the rounds with each relay, which start APIs of their own
-	withRelays, err := apiWithRelays(ctx, adminURL, brokers, stdout)
+	withRelays, err := apiWithRelays(ctx, env, stdout)
 	if err != nil {
 		return fmt.Errorf("API with each relay: %w", err)
 	}
@@ -179,12 +167,12 @@ type apiResult struct {
 // startAPI builds cmd/api and runs it against a fresh database, its relay publishing
 // to a throwaway topic as in production. It returns the base URL and a function that
 // stops the API (SIGINT, as an orchestrator would) and removes what it made.
-func startAPI(ctx context.Context, adminURL string, brokers []string) (base string, stop func(), err error) {
-	dbURL, dropDB, err := createDatabase(ctx, adminURL, "bench_api")
+func startAPI(ctx context.Context, env benchEnv) (base string, stop func(), err error) {
+	dbURL, dropDB, err := env.createDatabase(ctx, "bench_api")
 	if err != nil {
 		return "", nil, err
 	}
-	base, stopAPI, err := startAPIOn(ctx, dbURL, brokers)
+	base, stopAPI, err := startAPIOn(ctx, env, dbURL)
 	if err != nil {
 		dropDB()
 		return "", nil, err
@@ -192,10 +180,10 @@ func startAPI(ctx context.Context, adminURL string, brokers []string) (base stri
 	return base, func() { stopAPI(); dropDB() }, nil
 }
 
-// startAPIOn is startAPI on an existing database (the API migrates it), with env
+// startAPIOn is startAPI on an existing database (the API migrates it), with vars
 // ("KEY=value") added to the API's environment. The returned function stops the API
 // and deletes its topic; the database is the caller's.
-func startAPIOn(ctx context.Context, dbURL string, brokers []string, env ...string) (base string, stop func(), err error) {
+func startAPIOn(ctx context.Context, env benchEnv, dbURL string, vars ...string) (base string, stop func(), err error) {
 	var cleanups []func()
 	stop = func() {
 		for _, f := range slices.Backward(cleanups) {
@@ -208,12 +196,7 @@ func startAPIOn(ctx context.Context, dbURL string, brokers []string, env ...stri
 		}
 	}()
 
-	client, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return "", nil, fmt.Errorf("new Kafka client: %w", err)
-	}
-	cleanups = append(cleanups, client.Close)
-	topic, dropTopic, err := createTopic(ctx, kadm.NewClient(client), "bench.api")
+	topic, dropTopic, err := env.createTopic(ctx, "bench.api")
 	if err != nil {
 		return "", nil, err
 	}
@@ -232,8 +215,8 @@ func startAPIOn(ctx context.Context, dbURL string, brokers []string, env ...stri
 	cmd := exec.CommandContext(apiCtx, bin)
 	cmd.Env = append(os.Environ(),
 		"DATABASE_URL="+dbURL, "HTTP_ADDR=127.0.0.1:0",
-		"KAFKA_BROKERS="+strings.Join(brokers, ","), "KAFKA_TOPIC="+topic)
-	cmd.Env = append(cmd.Env, env...)
+		"KAFKA_BROKERS="+strings.Join(env.brokers, ","), "KAFKA_TOPIC="+topic)
+	cmd.Env = append(cmd.Env, vars...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 20 * time.Second
 	logs, err := cmd.StdoutPipe()

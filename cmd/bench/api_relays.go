@@ -26,24 +26,19 @@ type apiRelayRound struct {
 }
 
 // apiWithRelays runs the rounds and returns the report's fields.
-func apiWithRelays(ctx context.Context, adminURL string, brokers []string, stdout io.Writer) (map[string]any, error) {
-	admin, err := pgxpool.New(ctx, adminURL)
-	if err != nil {
-		return nil, fmt.Errorf("open admin pool: %w", err)
-	}
-	defer admin.Close()
-	dbURL, dropDB, err := createDatabase(ctx, adminURL, "bench_api_relays")
+func apiWithRelays(ctx context.Context, env benchEnv, stdout io.Writer) (map[string]any, error) {
+	dbURL, dropDB, err := env.createDatabase(ctx, "bench_api_relays")
 	if err != nil {
 		return nil, err
 	}
 	defer dropDB()
-	dropCDCSlot := func() error { return dropSlot(context.WithoutCancel(ctx), admin, dbURL) }
+	dropCDCSlot := func() error { return dropSlot(context.WithoutCancel(ctx), env.admin, dbURL) }
 	defer dropCDCSlot() // before the database; an error here was already reported below
 
 	rounds := map[string][]apiRelayRound{}
 	for round := 1; round <= apiRelayRounds; round++ {
 		for _, mode := range []string{"poll", "cdc"} {
-			r, err := attackWithRelay(ctx, dbURL, brokers, mode)
+			r, err := attackWithRelay(ctx, env, dbURL, mode)
 			if err != nil {
 				return nil, fmt.Errorf("round %d with RELAY_MODE=%s: %w", round, mode, err)
 			}
@@ -78,8 +73,8 @@ func apiWithRelays(ctx context.Context, adminURL string, brokers []string, stdou
 
 // attackWithRelay starts cmd/api on dbURL with the relay of mode in its process, warms
 // it up and attacks it, then reads how far its relay was behind.
-func attackWithRelay(ctx context.Context, dbURL string, brokers []string, mode string) (apiRelayRound, error) {
-	base, stop, err := startAPIOn(ctx, dbURL, brokers, "RELAY_MODE="+mode)
+func attackWithRelay(ctx context.Context, env benchEnv, dbURL, mode string) (apiRelayRound, error) {
+	base, stop, err := startAPIOn(ctx, env, dbURL, "RELAY_MODE="+mode)
 	if err != nil {
 		return apiRelayRound{}, err
 	}

@@ -23,11 +23,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/benchreport"
-	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -75,54 +72,36 @@ func benchCDC(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	adminURL, err := devstack.PostgresURL(getenv)
+	env, err := openEnv(ctx, getenv)
 	if err != nil {
 		return err
 	}
-	brokers, err := devstack.KafkaBrokers(getenv)
-	if err != nil {
-		return err
-	}
-	admin, err := pgxpool.New(ctx, adminURL)
-	if err != nil {
-		return fmt.Errorf("open admin pool: %w", err)
-	}
-	defer admin.Close()
-	kafka, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return fmt.Errorf("new Kafka admin client: %w", err)
-	}
-	defer kafka.Close()
+	defer env.close()
 
 	// One database per relay: the CDC relay's slot and its marks never meet the polling
 	// relay's rows.
-	pollURL, dropPoll, err := createDatabase(ctx, adminURL, "bench_poll")
+	pollURL, dropPoll, err := env.migratedDatabase(ctx, "bench_poll", migrations.Payments)
 	if err != nil {
 		return err
 	}
 	defer dropPoll()
-	cdcURL, dropCDC, err := createDatabase(ctx, adminURL, "bench_cdc")
+	cdcURL, dropCDC, err := env.migratedDatabase(ctx, "bench_cdc", migrations.Payments)
 	if err != nil {
 		return err
 	}
 	defer dropCDC()
 	// Deferred after dropCDC, so it runs first: the slot must go before its database.
 	defer func() {
-		if err := dropSlot(context.WithoutCancel(ctx), admin, cdcURL); err != nil {
+		if err := dropSlot(context.WithoutCancel(ctx), env.admin, cdcURL); err != nil {
 			fmt.Fprintln(stdout, "warning:", err)
 		}
 	}()
-	for _, dbURL := range []string{pollURL, cdcURL} {
-		if err := devstack.MigrateDatabase(ctx, dbURL, migrations.Payments); err != nil {
-			return err
-		}
-	}
 
 	logger := slog.New(slog.DiscardHandler)
 	b := cdcBench{
-		cfg: cfg, admin: admin, adm: kadm.NewClient(kafka), brokers: brokers, pollURL: pollURL, cdcURL: cdcURL,
-		poll: ourRelay{cfg: outbox.RelayConfig{Brokers: brokers, Workers: 4, BatchSize: 1000}, logger: logger},
-		cdc:  cdcRelay{brokers: brokers, logger: logger},
+		benchEnv: env, cfg: cfg, pollURL: pollURL, cdcURL: cdcURL,
+		poll: ourRelay{cfg: outbox.RelayConfig{Brokers: env.brokers, Workers: 4, BatchSize: 1000}, logger: logger},
+		cdc:  cdcRelay{brokers: env.brokers, logger: logger},
 	}
 	var all []cdcFigures
 	for rep := 1; rep <= cfg.reps; rep++ {
@@ -142,10 +121,8 @@ func benchCDC(ctx context.Context, args []string, getenv func(string) string, st
 
 // cdcBench is one run of the CDC benchmark.
 type cdcBench struct {
+	benchEnv
 	cfg             cdcBenchConfig
-	admin           *pgxpool.Pool
-	adm             *kadm.Client
-	brokers         []string
 	pollURL, cdcURL string
 	poll            ourRelay
 	cdc             cdcRelay
@@ -154,8 +131,8 @@ type cdcBench struct {
 func (b cdcBench) repetition(ctx context.Context) (cdcFigures, error) {
 	var f cdcFigures
 	var err error
-	rb := relayBench{cfg: relayBenchConfig{backlog: b.cfg.backlog, latencyRate: b.cfg.latencyRate, latencyDuration: b.cfg.latencyDuration},
-		admin: b.admin, adm: b.adm, brokers: b.brokers}
+	rb := relayBench{benchEnv: b.benchEnv,
+		cfg: relayBenchConfig{backlog: b.cfg.backlog, latencyRate: b.cfg.latencyRate, latencyDuration: b.cfg.latencyDuration}}
 	if f.pollDrain, err = rb.drain(ctx, b.poll, b.pollURL, nil); err != nil {
 		return f, fmt.Errorf("polling relay's drain: %w", err)
 	}
@@ -200,7 +177,7 @@ func (b cdcBench) outage(ctx context.Context) (float64, error) {
 		return 0, err
 	}
 
-	topic, dropTopic, err := createTopic(ctx, b.adm, "bench.cdc-outage")
+	topic, dropTopic, err := b.createTopic(ctx, "bench.cdc-outage")
 	if err != nil {
 		return 0, err
 	}

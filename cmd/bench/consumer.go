@@ -18,7 +18,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/antifraud"
@@ -42,33 +41,23 @@ func benchConsumer(ctx context.Context, args []string, getenv func(string) strin
 	if err := noFlags("consumer", args, stdout); err != nil {
 		return err
 	}
-	adminURL, err := devstack.PostgresURL(getenv)
+	// The records are produced on the run's client. The fill is not what is measured:
+	// large batches, no waiting per record.
+	env, err := openEnv(ctx, getenv, kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20))
 	if err != nil {
 		return err
 	}
-	brokers, err := devstack.KafkaBrokers(getenv)
-	if err != nil {
-		return err
-	}
-
-	client, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
-		// The fill is not what is measured: large batches, no waiting per record.
-		kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20))
-	if err != nil {
-		return fmt.Errorf("new Kafka client: %w", err)
-	}
-	defer client.Close()
-	adm := kadm.NewClient(client)
+	defer env.close()
 
 	records := consumerBenchRecords(consumerBenchEvents)
 
 	// 1. Every event once.
-	once, err := consumerBenchRun(ctx, adm, client, adminURL, brokers, consumerBenchCopy(records), stdout)
+	once, err := consumerBenchRun(ctx, env, consumerBenchCopy(records), stdout)
 	if err != nil {
 		return fmt.Errorf("events once: %w", err)
 	}
 	// 2. Every event twice: the stream, then the same stream again.
-	twice, err := consumerBenchRun(ctx, adm, client, adminURL, brokers, append(consumerBenchCopy(records), consumerBenchCopy(records)...), stdout)
+	twice, err := consumerBenchRun(ctx, env, append(consumerBenchCopy(records), consumerBenchCopy(records)...), stdout)
 	if err != nil {
 		return fmt.Errorf("events twice: %w", err)
 	}
@@ -86,8 +75,8 @@ func benchConsumer(ctx context.Context, args []string, getenv func(string) strin
 
 // consumerBenchRun fills a fresh topic with records, consumes it with a fresh group into a
 // fresh database, checks the outcome, and returns the records consumed per second.
-func consumerBenchRun(ctx context.Context, adm *kadm.Client, producer *kgo.Client, adminURL string, brokers []string, records []*kgo.Record, stdout io.Writer) (float64, error) {
-	topic, dropTopic, err := createTopic(ctx, adm, "bench.consumer")
+func consumerBenchRun(ctx context.Context, env benchEnv, records []*kgo.Record, stdout io.Writer) (float64, error) {
+	topic, dropTopic, err := env.createTopic(ctx, "bench.consumer")
 	if err != nil {
 		return 0, err
 	}
@@ -97,12 +86,12 @@ func consumerBenchRun(ctx context.Context, adm *kadm.Client, producer *kgo.Clien
 	for _, r := range records {
 		r.Topic = topic
 	}
-	if err := consumerBenchProduce(ctx, producer, records); err != nil {
+	if err := consumerBenchProduce(ctx, env.kafka, records); err != nil {
 		return 0, err
 	}
 	fmt.Fprintf(stdout, "  filled %s with %d records in %s\n", topic, len(records), time.Since(start).Round(time.Millisecond))
 
-	pool, drop, err := migratedPool(ctx, adminURL, "bench_antifraud", migrations.Antifraud, 0)
+	pool, drop, err := env.migratedPool(ctx, "bench_antifraud", migrations.Antifraud, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -114,7 +103,7 @@ func consumerBenchRun(ctx context.Context, adm *kadm.Client, producer *kgo.Clien
 		return 0, err
 	}
 	consumer, err := antifraud.NewConsumer(pool, antifraud.Config{
-		Brokers: brokers,
+		Brokers: env.brokers,
 		Topic:   topic,
 		Group:   devstack.UniqueName("bench-antifraud-"),
 	}, slog.New(slog.DiscardHandler), metrics)

@@ -34,12 +34,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kadm"
-
 	"github.com/dscourse/payments-outbox/internal/benchreport"
-	"github.com/dscourse/payments-outbox/internal/devstack"
-	"github.com/dscourse/payments-outbox/migrations"
 )
 
 // A benchmark measures one thing, prints what it found to stdout and merges its
@@ -119,69 +114,6 @@ func selectBenchmarks(all map[string]benchmark, args []string) (selected, flags 
 		}
 	}
 	return selected, flags, nil
-}
-
-// createDatabase creates an empty database named prefix_<random> next to adminURL's and
-// returns its URL and a function that drops it. A benchmark that fails to drop leaves
-// only a throwaway database behind, so the drop's error is not reported.
-func createDatabase(ctx context.Context, adminURL, prefix string) (string, func(), error) {
-	name := devstack.UniqueName(prefix + "_")
-	dbURL, err := devstack.CreateDatabase(ctx, adminURL, name)
-	if err != nil {
-		return "", nil, err
-	}
-	drop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = devstack.DropDatabase(ctx, adminURL, name)
-	}
-	return dbURL, drop, nil
-}
-
-// migratedPool creates a database (createDatabase), applies set to it and opens a pool of
-// at most maxConns connections on it (0: pgxpool's default). The returned function closes
-// the pool and drops the database.
-func migratedPool(ctx context.Context, adminURL, prefix string, set migrations.Set, maxConns int32) (*pgxpool.Pool, func(), error) {
-	dbURL, drop, err := createDatabase(ctx, adminURL, prefix)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := devstack.MigrateDatabase(ctx, dbURL, set); err != nil {
-		drop()
-		return nil, nil, err
-	}
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		drop()
-		return nil, nil, fmt.Errorf("parse database URL: %w", err)
-	}
-	if maxConns > 0 {
-		cfg.MaxConns = maxConns
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		drop()
-		return nil, nil, fmt.Errorf("open pool: %w", err)
-	}
-	return pool, func() { pool.Close(); drop() }, nil
-}
-
-// createTopic creates a topic named prefix.<random> with 3 partitions, like
-// payments.events, waits until every partition has a leader, and returns its name and a
-// function that deletes it.
-func createTopic(ctx context.Context, adm *kadm.Client, prefix string) (string, func(), error) {
-	name := devstack.UniqueName(prefix + ".")
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := devstack.CreateTopic(ctx, adm, name, 3); err != nil {
-		return "", nil, err
-	}
-	drop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = devstack.DeleteTopic(ctx, adm, name)
-	}
-	return name, drop, nil
 }
 
 // noFlags is the flag parsing of a benchmark that has none: it rejects any argument and

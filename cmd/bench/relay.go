@@ -23,12 +23,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/dscourse/payments-outbox/internal/benchreport"
-	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -82,33 +77,21 @@ func benchRelay(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	adminURL, err := devstack.PostgresURL(getenv)
+	env, err := openEnv(ctx, getenv)
 	if err != nil {
 		return err
 	}
-	brokers, err := devstack.KafkaBrokers(getenv)
+	defer env.close()
+	relayCfg, err := relayConfigFromEnv(getenv, env.brokers)
 	if err != nil {
 		return err
 	}
-	relayCfg, err := relayConfigFromEnv(getenv, brokers)
-	if err != nil {
-		return err
-	}
-
-	admin, err := pgxpool.New(ctx, adminURL)
-	if err != nil {
-		return fmt.Errorf("open admin pool: %w", err)
-	}
-	defer admin.Close()
-	ourURL, dropOurs, err := createDatabase(ctx, adminURL, "bench_relay")
+	ourURL, dropOurs, err := env.migratedDatabase(ctx, "bench_relay", migrations.Payments)
 	if err != nil {
 		return err
 	}
 	defer dropOurs()
-	if err := devstack.MigrateDatabase(ctx, ourURL, migrations.Payments); err != nil {
-		return err
-	}
-	floorURL, dropFloor, err := createDatabase(ctx, adminURL, "bench_floor")
+	floorURL, dropFloor, err := env.createDatabase(ctx, "bench_floor")
 	if err != nil {
 		return err
 	}
@@ -116,16 +99,11 @@ func benchRelay(ctx context.Context, args []string, getenv func(string) string, 
 	if err := execOnce(ctx, floorURL, floorTableSQL); err != nil {
 		return fmt.Errorf("create floor table: %w", err)
 	}
-	kafka, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return fmt.Errorf("new Kafka admin client: %w", err)
-	}
-	defer kafka.Close()
 	b := relayBench{
-		cfg: cfg, admin: admin, adm: kadm.NewClient(kafka), brokers: brokers, ourURL: ourURL, floorURL: floorURL,
+		benchEnv: env, cfg: cfg, ourURL: ourURL, floorURL: floorURL,
 		ours:       ourRelay{cfg: relayCfg, logger: slog.New(slog.DiscardHandler)},
-		floor:      floorRelay{brokers: brokers},
-		sameSchema: sameSchemaRelay{brokers: brokers},
+		floor:      floorRelay{brokers: env.brokers},
+		sameSchema: sameSchemaRelay{brokers: env.brokers},
 	}
 	cluster, err := newClusterBench(ctx, b, getenv)
 	if err != nil {
@@ -180,10 +158,8 @@ func relayConfigFromEnv(getenv func(string) string, brokers []string) (outbox.Re
 
 // relayBench is one run of the relay benchmark: its databases, broker and relays.
 type relayBench struct {
+	benchEnv
 	cfg              relayBenchConfig
-	admin            *pgxpool.Pool
-	adm              *kadm.Client
-	brokers          []string
 	ourURL, floorURL string
 	ours             ourRelay
 	floor            floorRelay
@@ -236,7 +212,7 @@ func (b relayBench) repetition(ctx context.Context, rep int) (relayFigures, erro
 
 // drain measures one drain of relay on a fresh topic.
 func (b relayBench) drain(ctx context.Context, relay relayUnderTest, dbURL string, around func() (func() error, error)) (drainResult, error) {
-	topic, dropTopic, err := createTopic(ctx, b.adm, "bench.relay-drain")
+	topic, dropTopic, err := b.createTopic(ctx, "bench.relay-drain")
 	if err != nil {
 		return drainResult{}, err
 	}
@@ -267,7 +243,7 @@ func (b relayBench) tracedLatency(ctx context.Context, relay relayUnderTest, dbU
 	if err := settle(ctx, b.admin); err != nil {
 		return latencyResult{}, err
 	}
-	topic, dropTopic, err := createTopic(ctx, b.adm, "bench.relay-latency")
+	topic, dropTopic, err := b.createTopic(ctx, "bench.relay-latency")
 	if err != nil {
 		return latencyResult{}, err
 	}
@@ -276,15 +252,4 @@ func (b relayBench) tracedLatency(ctx context.Context, relay relayUnderTest, dbU
 		dbURL: dbURL, brokers: b.brokers, topic: topic, rate: b.cfg.latencyRate, duration: b.cfg.latencyDuration,
 		trace: trace,
 	})
-}
-
-// execOnce runs sql on a connection of its own to dbURL.
-func execOnce(ctx context.Context, dbURL, sql string) error {
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		return fmt.Errorf("open pool: %w", err)
-	}
-	defer pool.Close()
-	_, err = pool.Exec(ctx, sql)
-	return err
 }

@@ -53,7 +53,7 @@ func newClusterBench(ctx context.Context, b relayBench, getenv func(string) stri
 		return nil, fmt.Errorf("KAFKA_CLUSTER_BROKERS=%s: %d brokers registered, want 3 for replication factor 3", env, len(meta.Brokers))
 	}
 	c := &clusterBench{relayBench: b, close: cl.Close}
-	c.adm, c.brokers, c.claims = adm, brokers, nil
+	c.kafka, c.adm, c.brokers, c.claims = cl, adm, brokers, nil
 	c.ours.cfg.Brokers = brokers
 	return c, nil
 }

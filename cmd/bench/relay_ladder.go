@@ -124,20 +124,16 @@ func benchLadder(ctx context.Context, args []string, getenv func(string) string,
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("parse flags: %w", err)
 	}
-	adminURL, err := devstack.PostgresURL(getenv)
+	env, err := openPostgres(ctx, getenv)
 	if err != nil {
 		return err
 	}
-	admin, err := pgxpool.New(ctx, adminURL)
-	if err != nil {
-		return fmt.Errorf("open admin pool: %w", err)
-	}
-	defer admin.Close()
+	defer env.close()
 
 	rungs := ladderRungs(cfg)
 	urls := make([]string, len(rungs))
 	for i, r := range rungs {
-		url, drop, err := createDatabase(ctx, adminURL, "bench_ladder")
+		url, drop, err := env.createDatabase(ctx, "bench_ladder")
 		if err != nil {
 			return err
 		}
@@ -155,7 +151,7 @@ func benchLadder(ctx context.Context, args []string, getenv func(string) string,
 		load = append(load, loadAverage())
 		fmt.Fprintf(stdout, "repetition %d (load average %.2f)\n", rep, load[len(load)-1])
 		for i, r := range rungs {
-			d, err := measureDrain(ctx, r, drainSetup{admin: admin, dbURL: urls[i], backlog: cfg.backlog})
+			d, err := measureDrain(ctx, r, drainSetup{admin: env.admin, dbURL: urls[i], backlog: cfg.backlog})
 			if err != nil {
 				return fmt.Errorf("%s: %w", r.name, err)
 			}

@@ -26,12 +26,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/dscourse/payments-outbox/internal/benchreport"
-	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -95,15 +90,12 @@ func parseSizes(list string) ([]int, error) {
 
 // scaleBench is one run of the scale benchmark.
 type scaleBench struct {
-	cfg      scaleBenchConfig
-	adminURL string
-	admin    *pgxpool.Pool
-	adm      *kadm.Client
-	brokers  []string
-	poll     ourRelay
-	cdc      cdcRelay
-	stdout   io.Writer
-	report   map[string]any
+	benchEnv
+	cfg    scaleBenchConfig
+	poll   ourRelay
+	cdc    cdcRelay
+	stdout io.Writer
+	report map[string]any
 }
 
 // benchScale runs the scale benchmark and merges its figures into the report.
@@ -112,29 +104,16 @@ func benchScale(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	adminURL, err := devstack.PostgresURL(getenv)
+	env, err := openEnv(ctx, getenv)
 	if err != nil {
 		return err
 	}
-	brokers, err := devstack.KafkaBrokers(getenv)
-	if err != nil {
-		return err
-	}
-	admin, err := pgxpool.New(ctx, adminURL)
-	if err != nil {
-		return fmt.Errorf("open admin pool: %w", err)
-	}
-	defer admin.Close()
-	kafka, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return fmt.Errorf("new Kafka admin client: %w", err)
-	}
-	defer kafka.Close()
+	defer env.close()
 	logger := slog.New(slog.DiscardHandler)
 	b := scaleBench{
-		cfg: cfg, adminURL: adminURL, admin: admin, adm: kadm.NewClient(kafka), brokers: brokers, stdout: stdout,
-		poll: ourRelay{cfg: outbox.RelayConfig{Brokers: brokers, Workers: 4, BatchSize: 1000}, logger: logger},
-		cdc:  cdcRelay{brokers: brokers, logger: logger},
+		benchEnv: env, cfg: cfg, stdout: stdout,
+		poll: ourRelay{cfg: outbox.RelayConfig{Brokers: env.brokers, Workers: 4, BatchSize: 1000}, logger: logger},
+		cdc:  cdcRelay{brokers: env.brokers, logger: logger},
 		report: map[string]any{
 			"scale_bench_reps":        cfg.reps,
 			"scale_bench_measured_at": time.Now().UTC().Format(time.RFC3339),
@@ -171,23 +150,18 @@ func benchScale(ctx context.Context, args []string, getenv func(string) string, 
 // drains measures the drain of a backlog of n, for both relays, each on a database of
 // its own.
 func (b scaleBench) drains(ctx context.Context, n int) error {
-	pollURL, dropPoll, err := createDatabase(ctx, b.adminURL, "bench_scale_poll")
+	pollURL, dropPoll, err := b.migratedDatabase(ctx, "bench_scale_poll", migrations.Payments)
 	if err != nil {
 		return err
 	}
 	defer dropPoll()
-	cdcURL, dropCDC, err := createDatabase(ctx, b.adminURL, "bench_scale_cdc")
+	cdcURL, dropCDC, err := b.migratedDatabase(ctx, "bench_scale_cdc", migrations.Payments)
 	if err != nil {
 		return err
 	}
 	defer dropCDC()
 	defer b.dropSlotOf(ctx, cdcURL) // before the database (defers run in reverse)
-	for _, dbURL := range []string{pollURL, cdcURL} {
-		if err := devstack.MigrateDatabase(ctx, dbURL, migrations.Payments); err != nil {
-			return err
-		}
-	}
-	rb := relayBench{cfg: relayBenchConfig{backlog: n}, admin: b.admin, adm: b.adm, brokers: b.brokers}
+	rb := relayBench{benchEnv: b.benchEnv, cfg: relayBenchConfig{backlog: n}}
 	var poll, cdc, load samples
 	for rep := 1; rep <= b.cfg.reps; rep++ {
 		p, err := rb.drain(ctx, b.poll, pollURL, nil)

@@ -18,7 +18,7 @@ import (
 // history measures everything that depends on n published rows in the table, on a
 // database of its own.
 func (b scaleBench) history(ctx context.Context, n int) error {
-	pool, drop, err := migratedPool(ctx, b.adminURL, "bench_scale_history", migrations.Payments, 0)
+	pool, drop, err := b.migratedPool(ctx, "bench_scale_history", migrations.Payments, 0)
 	if err != nil {
 		return err
 	}
@@ -51,8 +51,7 @@ func (b scaleBench) history(ctx context.Context, n int) error {
 // latencies measures, for both relays beside the history, commit-to-consumed latency
 // and (for the polling relay) its claim statements' time.
 func (b scaleBench) latencies(ctx context.Context, dbURL, suffix string) error {
-	rb := relayBench{cfg: relayBenchConfig{latencyRate: b.cfg.latencyRate, latencyDuration: b.cfg.latencyDuration},
-		admin: b.admin, adm: b.adm, brokers: b.brokers}
+	rb := relayBench{benchEnv: b.benchEnv, cfg: relayBenchConfig{latencyRate: b.cfg.latencyRate, latencyDuration: b.cfg.latencyDuration}}
 	var pollP50, pollP99, claimP50, claimP99, cdcP50, cdcP99, load samples
 	poll := keepHistory{relayUnderTest: b.poll}
 	for rep := 1; rep <= b.cfg.reps; rep++ {
@@ -157,7 +156,7 @@ func (b scaleBench) retention(ctx context.Context, pool *pgxpool.Pool, suffix st
 
 // latencyTraced is latency with a tracer on the relay's pool (nil for none).
 func (b relayBench) latencyTraced(ctx context.Context, relay relayUnderTest, dbURL string, tracer *claimTimer) (latencyResult, error) {
-	topic, dropTopic, err := createTopic(ctx, b.adm, "bench.scale-latency")
+	topic, dropTopic, err := b.createTopic(ctx, "bench.scale-latency")
 	if err != nil {
 		return latencyResult{}, err
 	}
