@@ -1,6 +1,6 @@
 package main
 
-// The API benchmark (issue 2): payments/s through the real cmd/api binary over HTTP,
+// The API benchmark: payments/s through the real cmd/api binary over HTTP,
 // against the ceiling of the database itself for the same transaction, measured by
 // pgbench on the same server; then the API's rate with each relay in its process
 // (api_relays.go). Figures go to reports/bench.json.
@@ -48,7 +48,7 @@ const (
 )
 
 // apiBenchRounds is how many times each phase runs, alternating API and pgbench, the
-// best of each being kept: on a shared 2-core machine a neighbour's burst can halve one
+// best of each being kept: on a shared machine a neighbour's burst can halve one
 // phase, and alternating keeps such a burst from favouring one side.
 const apiBenchRounds = 2
 

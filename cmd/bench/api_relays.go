@@ -1,6 +1,6 @@
 package main
 
-// The API's create rate with each relay running (issue 13): cmd/api with RELAY_MODE=poll
+// The API's create rate with each relay running: cmd/api with RELAY_MODE=poll
 // and with RELAY_MODE=cdc, in alternating rounds, on one database and one broker, each
 // round attacked as the API benchmark attacks it. The polling relay's claims, marks and
 // NOTIFY trigger compete with the API for the database; the CDC relay's cost there is

@@ -1,6 +1,6 @@
 package main
 
-// The CDC benchmark (issue 13): the change-data-capture relay beside the polling relay,
+// The CDC benchmark: the change-data-capture relay beside the polling relay,
 // in the same run, on the same PostgreSQL and Kafka broker, measured by the same code
 // (relay_drain.go, relay_latency.go). Each repetition measures
 //
@@ -12,7 +12,8 @@ package main
 //     while events keep being committed at that rate.
 //
 // Each figure in reports/bench.json is the median of the repetitions, with its min and
-// max, and the load average of each repetition is recorded: the machine is shared.
+// max, and the load average of each repetition is recorded beside them: other work on
+// the machine lowers every figure.
 
 import (
 	"context"
@@ -215,7 +216,7 @@ func cdcReport(all []cdcFigures, cfg cdcBenchConfig) map[string]any {
 		"cdc_bench_reps":        cfg.reps,
 		"cdc_bench_outage_s":    cfg.outage.Seconds(),
 		"cdc_bench_measured_at": time.Now().UTC().Format(time.RFC3339),
-		"cdc_bench_note": "go run ./cmd/bench cdc: medians of cdc_bench_reps repetitions (_min, _max: the spread) on a shared, loaded machine; " +
+		"cdc_bench_note": "go run ./cmd/bench cdc: medians of cdc_bench_reps repetitions (_min, _max: the spread; cdc_bench_load_avg_1m: the machine's load); " +
 			"poll = internal/outbox's relay (4 workers x 1000), cdc = internal/outbox/cdc's relay, each on its own database, same broker, same run; " +
 			"drain = a backlog committed while the relay was stopped (for cdc the slot existed, so it comes down the stream), until every row is marked published; " +
 			"latency = commit to consumed at cdc_bench latency rate; " +

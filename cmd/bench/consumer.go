@@ -1,6 +1,6 @@
 package main
 
-// The consumer benchmark (issue 4): how fast the antifraud consumer works through a
+// The consumer benchmark: how fast the antifraud consumer works through a
 // pre-filled topic of 100,000 PaymentCreated events with dedup on, from a fresh group into
 // a fresh database; then the same with every event delivered twice (the whole stream, then
 // all of it again, as after a relay that republished everything). Figures go to

@@ -2,9 +2,9 @@ package main
 
 // The outbox rows the benchmarks start from, each kind made by one function here, and
 // the outbox's size read by one function: the only code of the scale benchmark that
-// knows the outbox's schema. When the schema changes, these are what to change. Since
-// issue 16 the outbox holds the events still to publish (outbox_events) and the
-// published ones apart (outbox_published, written once by the relay's mark).
+// knows the outbox's schema. When the schema changes, these are what to change. The
+// outbox holds the events still to publish (outbox_events) and the published ones apart
+// (outbox_published, written once by the relay's mark).
 
 import (
 	"context"

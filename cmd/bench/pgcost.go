@@ -1,6 +1,6 @@
 package main
 
-// The physical cost of a drain (issue 16): WAL bytes and records, WAL flushes and
+// The physical cost of a drain: WAL bytes and records, WAL flushes and
 // commits, read from PostgreSQL's statistics before and after, divided by the events.
 
 import (

@@ -1,6 +1,6 @@
 package main
 
-// The relay benchmark (issues 3 and 16): our relay against the floor, in the same run, on
+// The relay benchmark: our relay against the floor, in the same run, on
 // the same PostgreSQL and the same Kafka broker. Each repetition measures
 //
 //   - the drain rate of a backlog (100,000 events by default) committed before the relay

@@ -1,6 +1,6 @@
 package main
 
-// The relay against the three-node cluster (issue 10), beside the single broker, in the
+// The relay against the three-node cluster, beside the single broker, in the
 // same run: KAFKA_CLUSTER_BROKERS names the cluster's brokers (make bench sets it when
 // `KAFKA_NODES=3 scripts/stack/kafka.sh status` answers). Topics created there get the
 // cluster's defaults, three replicas and min.insync.replicas=2, and the relay always

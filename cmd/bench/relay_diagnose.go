@@ -1,6 +1,6 @@
 package main
 
-// Where the relay's time goes (issue 16): CPU and block profiles of our relay during a
+// Where the relay's time goes: CPU and block profiles of our relay during a
 // drain, the plan of its claim at a full backlog, and per-statement figures from
 // pg_stat_statements. They come from one more drain after the measured repetitions, so
 // that profiling never lowers a reported figure.

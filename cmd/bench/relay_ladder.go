@@ -1,6 +1,6 @@
 package main
 
-// The SQL ladder (issue 16): what each guarantee of the relay costs in the database alone.
+// The SQL ladder: what each guarantee of the relay costs in the database alone.
 // Each rung drains the same backlog with the same workers and batches, and no Kafka at
 // all (a batch is "published" the moment it is claimed), so the only difference between
 // two rungs is the SQL one of them adds:
@@ -12,12 +12,13 @@ package main
 //	ours            our schema, our claim and our mark (internal/outbox): order, event id,
 //	                retries' columns, the history of published events for GET /payments/{id}
 //	ours, mark by id  ours with the mark finding rows by event id (an index descent per
-//	                event), as it did before it found them by the ctids of the claim
+//	                event) instead of by the ctids the claim returned
 //	ours, probe every row  ours with the claim as it was before migration 00010: the
 //	                order rule probed for every candidate row, not only for rows written
 //	                behind another event of their aggregate
-//	first design    our relay before issue 16: a lease written by the claim and a mark
-//	                that updates the row in place, each in its own transaction
+//	first design    our relay's first design (relay_ladder_first.go): a lease written by
+//	                the claim and a mark that updates the row in place, each in its own
+//	                transaction
 //
 // It measures with the drain of the relay benchmark (relay_drain.go): events per second
 // and WAL per event, around the drain only.
@@ -170,7 +171,7 @@ func benchLadder(ctx context.Context, args []string, getenv func(string) string,
 		"ladder_bench_measured_at": time.Now().UTC().Format(time.RFC3339),
 		"ladder_bench_note": "SQL only, no Kafka: each rung drains the backlog with the same workers and batches; " +
 			"floor = the floor's table and loop; floor_order = plus the order rule per aggregate; ours_no_history = our schema and claim, the mark a plain delete; ours = our schema, claim and mark; ours_mark_by_id = ours with the mark by event id instead of ctid; ours_probe_every_row = ours with the order rule probed for every candidate (the claim before migration 00010); " +
-			"first_design = our relay before issue 16 (lease in columns, mark in place); medians with _min, _max; WAL is server-wide",
+			"first_design = our relay's first design (lease in columns, mark in place); medians with _min, _max; WAL is server-wide",
 	}
 	load.addTo(report, "ladder_bench_load_avg_1m", hundredths)
 	for i, r := range rungs {

@@ -1,7 +1,7 @@
 package main
 
-// The first design of our relay (until issue 16, commit 5a98892), kept as the top rung of
-// the SQL ladder: what it cost is the reason for the current one (docs/adr/0002).
+// The first design of our relay, kept as the top rung of the SQL ladder: what it cost is
+// the reason for the current one (docs/adr/0002).
 
 import (
 	"context"

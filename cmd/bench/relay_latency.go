@@ -76,9 +76,9 @@ func measureLatency(ctx context.Context, relay relayUnderTest, s latencySetup) (
 		return latencyResult{}, err
 	}
 
-	// On this 2-core host the database commits barely more than 1,000 durable
-	// transactions per second (db_ceiling_tx_per_s), too close to the target rate, so
-	// the generator's own commits skip waiting for the WAL flush (synchronous_commit=off,
+	// On a small machine the database commits barely more durable transactions per
+	// second than the target rate (db_ceiling_tx_per_s in docs/bench.md), so the
+	// generator's own commits skip waiting for the WAL flush (synchronous_commit=off,
 	// on its own pool). The rows are visible to the relay at the same moment either way,
 	// and the relay's statements stay fully durable.
 	genCfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
@@ -171,7 +171,8 @@ const steadyWarmUp = 2 * time.Second
 
 // warmUpTimeout bounds the wait for the warm-up event. A started CDC relay's first
 // record waits for the walsender to decode the WAL from the slot's restart position up
-// to its confirmed one, which on a busy shared server can be gigabytes (make bench cdc).
+// to its confirmed one: the server's WAL, every database's writes included, which can be
+// gigabytes on a busy server.
 const warmUpTimeout = 3 * time.Minute
 
 // warmUp commits one event and waits until the consumer receives it, so that the

@@ -1,15 +1,16 @@
 package main
 
-// The two minimal relays (issue 16): the floor, a minimal relay on a minimal table of its
-// own, and the same-schema comparison, the same minimal loop on our outbox_events table.
-// The floor says what any polling relay costs on this machine; the same-schema one says
-// how much of the difference is our schema and how much our relay's logic.
+// The two minimal relays: the floor, a minimal relay on a minimal table of its own, and
+// the same-schema comparison, the same minimal loop on our outbox_events table. The
+// floor says what any polling relay costs on the machine it runs on; the same-schema one
+// says how much of the difference is our schema and how much our relay's logic.
 //
 // Both are one loop: BEGIN; SELECT ... FOR UPDATE SKIP LOCKED LIMIT 500; ProduceSync;
 // UPDATE ... WHERE id = ANY(...); COMMIT, polling every 10 ms when idle. They hold a
 // transaction and row locks across the Kafka round trip and have no lease, no order per
 // aggregate beyond their one loop and no failure handling: everything our relay exists
-// to provide, and what the ratios in reports/bench.json put a price on.
+// to provide, and what the ratios relay_to_floor_ratio and relay_to_minimal_ratio
+// (docs/bench.md) put a price on.
 
 import (
 	"context"

@@ -115,7 +115,7 @@ func relayReport(all []relayFigures, cfg relayBenchConfig, relayCfg outbox.Relay
 	return report
 }
 
-// printSummary prints the headline medians and the goals of issue 16.
+// printSummary prints the headline medians beside the relay's goals against the floor.
 func printSummary(w io.Writer, report map[string]any) {
 	fmt.Fprintf(w, "medians of %v: drain %v events/s, floor %v (ratio %v, goal >= 0.8), same-schema minimal %v (ratio %v)\n",
 		report["relay_bench_reps"], report["relay_drain_events_per_s"], report["floor_relay_events_per_s"],

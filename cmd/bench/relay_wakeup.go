@@ -1,7 +1,7 @@
 package main
 
 // What wakes our relay's workers during the latency measurement, and how long after the
-// commit (issue 16): read from the relay's own metrics, outbox_claims_total and
+// commit: read from the relay's own metrics, outbox_claims_total and
 // outbox_commit_to_claim_seconds by woken_by, on the registry the benchmark gave it.
 
 import (

@@ -1,6 +1,6 @@
 package main
 
-// The scale benchmark (issue 13): how the relays' cost grows with the work and with the
+// The scale benchmark: how the relays' cost grows with the work and with the
 // table. In the same run, on the same PostgreSQL and Kafka broker:
 //
 //   - for each backlog size (-backlogs), the drain rate of the polling relay and of the
@@ -117,7 +117,7 @@ func benchScale(ctx context.Context, args []string, getenv func(string) string, 
 		report: map[string]any{
 			"scale_bench_reps":        cfg.reps,
 			"scale_bench_measured_at": time.Now().UTC().Format(time.RFC3339),
-			"scale_bench_note": "go run ./cmd/bench scale: medians of scale_bench_reps repetitions (_min, _max) on a shared machine; " +
+			"scale_bench_note": "go run ./cmd/bench scale: medians of scale_bench_reps repetitions (_min, _max; scale_*_load_avg_1m: the machine's load); " +
 				"poll = internal/outbox's relay (4 workers x 1000), cdc = internal/outbox/cdc's relay; " +
 				"_backlog_N: drain of N pending events; _history_N: N published rows in the table (history over scale_bench_history_days days), " +
 				"latency = commit to consumed at scale_bench_latency_rate_per_s, claim = the polling relay's claim statement (empty claims included), " +
@@ -126,8 +126,8 @@ func benchScale(ctx context.Context, args []string, getenv func(string) string, 
 		},
 	}
 	// Each size is merged into the report as soon as it is measured: a run of the
-	// defaults takes the better part of an hour on a shared server, and what was measured
-	// before a failure is kept.
+	// defaults takes the better part of an hour, and what was measured before a failure
+	// is kept.
 	for _, n := range cfg.backlogs {
 		if err := b.drains(ctx, n); err != nil {
 			return fmt.Errorf("backlog of %d: %w", n, err)

@@ -1,14 +1,14 @@
 package main
 
-// The partitioned alternative for retention (issue 13), as a benchmark fixture only: the
+// The partitioned alternative for retention, as a benchmark fixture only: the
 // history of published events partitioned by day of publication, where retention drops
 // whole days instead of deleting rows in batches. It is built from the real table (its
 // columns, checks, storage settings and indexes are copied from outbox_published), so
 // it follows a change of the real schema without being edited.
 //
-// Since issue 16 the history holds published events only (pending and failed ones stay
-// in outbox_events), so no stuck event can hold a day back, and the history has no
-// unique index to give up.
+// The history holds published events only (pending and failed ones stay in
+// outbox_events), so no stuck event can hold a day back, and the history has no unique
+// index to give up.
 
 import (
 	"context"

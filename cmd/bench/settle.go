@@ -3,8 +3,8 @@ package main
 // Each latency measurement starts from the same state of the database server, whichever
 // relay it measures and whatever ran before it: no autovacuum worker running, and a
 // checkpoint just done. A drain leaves work behind it (autovacuum of the rows it moved,
-// a checkpoint for the WAL it wrote), and a measurement of 15 seconds that shares the
-// two cores with that work has a p99 of that work, not of the relay.
+// a checkpoint for the WAL it wrote), and a measurement of 15 seconds that shares a
+// small machine's CPUs with that work has a p99 of that work, not of the relay.
 
 import (
 	"context"
