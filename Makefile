@@ -126,15 +126,15 @@ BENCH_DEFAULT := api cdc consumer relay
 BENCH_CLUSTER  = KAFKA_CLUSTER_BROKERS="$${KAFKA_CLUSTER_BROKERS-$$(KAFKA_NODES=3 bash $(STACK_KF) status >/dev/null 2>&1 && echo $(CLUSTER_BROKERS))}"
 
 .PHONY: bench
-bench: setup-bench stack-up ## The API, CDC, consumer and relay benchmarks, default repetitions (about 25 min on the 2-core machine); writes reports/bench.json
+bench: setup-bench stack-up ## The API, CDC, consumer and relay benchmarks, default repetitions (16 min on the shared 2-core machine at load 10 to 20, half of it the CDC benchmark); writes reports/bench.json
 	$(BENCH_CLUSTER) $(GO) run ./cmd/bench $(BENCH_DEFAULT)
 
 .PHONY: bench-ladder
-bench-ladder: stack-up ## What each of the relay's guarantees costs in the database alone, no Kafka (5 to 10 min); writes reports/bench.json
+bench-ladder: stack-up ## What each of the relay's guarantees costs in the database alone, no Kafka (3 to 6 min); writes reports/bench.json
 	$(GO) run ./cmd/bench ladder
 
 .PHONY: bench-scale
-bench-scale: stack-up ## Both relays against backlogs up to 1,000,000 and histories up to 10,000,000 rows, 3 repetitions (about 1 h, more on a busy machine; 15 GB of disk); writes reports/bench.json
+bench-scale: stack-up ## Both relays against backlogs up to 1,000,000 and histories up to 10,000,000 rows, 3 repetitions (45 min on a quiet 2-core machine, hours on a busy one; about 15 GB of disk); writes reports/bench.json
 	$(GO) run ./cmd/bench scale
 
 .PHONY: bench-promote
