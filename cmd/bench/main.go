@@ -22,6 +22,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -105,6 +106,8 @@ func selectBenchmarks(all map[string]benchmark, args []string) (selected, flags 
 		return nil, nil, usage
 	case slices.Equal(selected, []string{"all"}) && len(flags) == 0:
 		return names, nil, nil
+	case slices.Contains(selected, "all"):
+		return nil, nil, errors.New("all runs every benchmark with its defaults: it takes no flags and no other names")
 	case len(selected) > 1 && len(flags) > 0:
 		return nil, nil, fmt.Errorf("flags %q go with one benchmark, not %d", flags, len(selected))
 	}
