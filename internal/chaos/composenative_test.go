@@ -96,10 +96,18 @@ func composeNative(p *types.Project, binaries map[string]string, logDir string) 
 // configuration is the native address of the proxy of that name.
 func nativeAddr(p *types.Project, tp composeToxiproxyConfig, started map[string]string, absent, service, port string) (string, error) {
 	if addr, ok := started[service]; ok {
+		// The port the file has the service listen on (HTTP_ADDR), and no other.
+		if listen := p.Services[service].Environment["HTTP_ADDR"]; listen == nil || !strings.HasSuffix(*listen, ":"+port) {
+			return "", fmt.Errorf("%s:%s: the service listens on no such port", service, port)
+		}
 		return addr, nil
 	}
 	switch service {
 	case "postgres":
+		// The container port the file publishes: where the server listens.
+		if _, ok := published(p.Services[service], port); !ok {
+			return "", fmt.Errorf("postgres:%s: the server listens on no such port", port)
+		}
 		return devstack.PostgresUpstream, nil
 	case "kafka":
 		l, err := parseKafkaListeners(p.Services[service])
