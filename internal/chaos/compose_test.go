@@ -2,11 +2,13 @@ package chaos
 
 import (
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/repo"
 )
 
@@ -48,7 +50,13 @@ func TestComposeFileToAVerdict(t *testing.T) {
 	}
 
 	run := func() *Report {
-		services, err := composeNative(project, binaries, t.TempDir())
+		// Kept after the test, as the native runs' are: a failure's first evidence.
+		logDir := filepath.Join(root, ".stack", "chaos", devstack.UniqueName("compose-"))
+		if err := os.MkdirAll(logDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("service logs: %s", logDir)
+		services, err := composeNative(project, binaries, logDir)
 		if err != nil {
 			t.Fatalf("map the compose file onto the native stack: %v", err)
 		}
