@@ -12,6 +12,8 @@ import (
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
 const composePath = "docker-compose.yml"
@@ -233,10 +235,17 @@ func TestComposeBindMountsExist(t *testing.T) {
 func TestComposeHostPortsMatchNative(t *testing.T) {
 	t.Parallel()
 	p := loadProject(t)
+	nativePort := func(addr string) string {
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			t.Fatalf("devstack address %q: %v", addr, err)
+		}
+		return port
+	}
 	want := map[string]string{ // service -> host port published on 127.0.0.1
-		"postgres":  "55432",
-		"kafka":     "19092",
-		"toxiproxy": "8474",
+		"postgres":  nativePort(devstack.PostgresUpstream),
+		"kafka":     nativePort(devstack.DirectBroker), // the HOST listener
+		"toxiproxy": nativePort(devstack.ToxiproxyAPI),
 		"api":       "8080",
 		"api-2":     "8082", // HTTP_ADDR=127.0.0.1:8082 make run-api
 		"consumer":  "8081",

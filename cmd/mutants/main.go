@@ -7,7 +7,9 @@
 //
 // A mutant is killed when a scenario's verdict is FAIL; INVALID is not a kill. It exits 1
 // when a patch no longer applies or builds (the suite's own bug), never because a mutant
-// survived: survivors are listed with what would catch them.
+// survived: survivors are listed with what would catch them. It runs on the native stack
+// only, whether Docker runs or not (STACK=compose is refused: the harness starts each
+// mutant's processes itself).
 package main
 
 import (
@@ -32,7 +34,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
 		os.Exit(1)
 	}
@@ -41,7 +43,7 @@ func main() {
 // errSuiteBroken is returned when a patch no longer applies or builds.
 var errSuiteBroken = errors.New("the mutation suite itself is broken (see SUITE ERROR above)")
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	flags := flag.NewFlagSet("mutants", flag.ContinueOnError)
 	only := flags.String("mutant", "", "comma-separated mutants to try, by name or number prefix (default: all of mutants/)")
 	all := flags.Bool("all", false, "run every scenario of a mutant, not only those up to the first kill")
@@ -70,6 +72,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return checkPatches(ctx, root, selected, stdout)
 	}
 
+	stackKind, reason, err := chaos.ChooseStack(getenv)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "stack: %s (%s)\n", stackKind, reason)
+	if stackKind != chaos.Native {
+		return errors.New("the mutants run on the native stack only: each is a patched copy of our services that the harness builds and starts itself, which it cannot do in Docker; unset STACK")
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	stack := &chaos.NativeStack{Root: root, Logger: logger}
 	if err := stack.Start(ctx); err != nil {

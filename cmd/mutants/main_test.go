@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -44,5 +45,28 @@ func TestSelectMutants(t *testing.T) {
 		if d := cmp.Diff(tt.want, names(got)); d != "" {
 			t.Errorf("selectMutants(%q) (-want +got):\n%s", tt.only, d)
 		}
+	}
+}
+
+// TestMutantsRunNativeOnly: each mutant is a patched build the harness starts itself,
+// so STACK=compose is refused, after a first line that says which stack and why.
+func TestMutantsRunNativeOnly(t *testing.T) {
+	t.Parallel()
+	var out, errOut strings.Builder
+	getenv := func(name string) string {
+		if name == "STACK" {
+			return "compose"
+		}
+		return ""
+	}
+	// Cancelled: were compose not refused, the run would stop at its first wait.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := run(ctx, []string{"-mutant", "06"}, getenv, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "native stack only") {
+		t.Errorf("STACK=compose: got error %v, want one saying the mutants run on the native stack only", err)
+	}
+	if first, _, _ := strings.Cut(out.String(), "\n"); first != "stack: compose (STACK=compose)" {
+		t.Errorf("first line %q, want %q", first, "stack: compose (STACK=compose)")
 	}
 }

@@ -6,8 +6,18 @@
 #
 #   bash examples/python-outbox/run.sh [scenario ...]     (default: default kafka-down)
 #
-# Needs the native stack (started if it is not running) and python3 with venv.
+# Needs the native stack (started if it is not running) and python3 with venv. It runs
+# on the native stack whether Docker runs or not: the Python service runs on the host.
 set -euo pipefail
+
+case ${STACK:-} in
+'') echo "stack: native (the default: the Python service runs on the host, against the native stack)" ;;
+native) echo "stack: native (STACK=native)" ;;
+*)
+	echo "run.sh: STACK=$STACK: the Python example runs on the native stack only (its services run on the host); unset STACK" >&2
+	exit 2
+	;;
+esac
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -159,7 +160,7 @@ func targetRun(opts Options, sc Scenario, report *Report) (*Run, error) {
 	if sc.Name != "default" && sc.Name != "kafka-down" {
 		return nil, fmt.Errorf("scenario %s not runnable against -api-url: it kills or restarts the services, which the harness can do only if it starts them; give -api-cmd and -consumer-cmd instead (docs/contract.md, \"Letting make chaos start your service\")", sc.Name)
 	}
-	report.Stack = "external"
+	report.Stack = cmp.Or(t.Stack, "external")
 	report.Topic, report.PaymentsDatabase, report.ConsumerDatabase = t.Topic, redact(t.PaymentsDB), redact(t.ConsumerDB)
 	return &Run{
 		paymentsDB: t.PaymentsDB, consumerDB: t.ConsumerDB, brokers: t.Brokers, logDir: "(not ours)",

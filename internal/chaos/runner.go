@@ -61,6 +61,9 @@ type Target struct {
 	ConsumerDB string // optional
 	Brokers    []string
 	Topic      string
+	// Stack is what the report calls where the service runs. Default "external";
+	// RunCompose sets "compose".
+	Stack string
 }
 
 func (o Options) withDefaults() Options {
