@@ -6,11 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -234,9 +236,9 @@ func TestComposeHostPortsMatchNative(t *testing.T) {
 	t.Parallel()
 	p := loadProject(t)
 	want := map[string]string{ // service -> host port published on 127.0.0.1
-		"postgres":  "55432",
-		"kafka":     "19092",
-		"toxiproxy": "8474",
+		"postgres":  strconv.Itoa(devstack.DefaultPorts().Postgres),
+		"kafka":     strconv.Itoa(devstack.DefaultPorts().KafkaDirect),
+		"toxiproxy": strconv.Itoa(devstack.DefaultPorts().Toxiproxy),
 		"api":       "8080",
 		"api-2":     "8082", // HTTP_ADDR=127.0.0.1:8082 make run-api
 		"consumer":  "8081",

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/mutants"
 	"github.com/dscourse/payments-outbox/internal/repo"
 )
@@ -85,7 +86,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 
-	cfg := mutants.Config{Root: root, Stack: stack, Short: *short, Payments: *payments, All: *all, Keep: *keep, Logger: logger, Out: stdout}
+	ports, err := devstack.LoadPorts(os.Getenv)
+	if err != nil {
+		return err
+	}
+	cfg := mutants.Config{Root: root, Stack: stack, Ports: ports, Short: *short, Payments: *payments, All: *all, Keep: *keep, Logger: logger, Out: stdout}
 	if *verbose {
 		cfg.Verdicts = stdout
 	}
