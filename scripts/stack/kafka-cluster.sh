@@ -166,19 +166,21 @@ cluster_start() {
 	command -v java >/dev/null || die "java not found (Kafka 4 needs Java 17+)"
 	command -v curl >/dev/null || die "curl not found (apt-get install curl)"
 	local t0=$SECONDS n started=() out deadline
-	ensure_libs
-	cat >"$CLUSTER_RUN/admin.properties" <<-EOF
-		request.timeout.ms=5000
-		default.api.timeout.ms=10000
-	EOF
 	for n in "${CLUSTER_NODES[@]}"; do
 		node_pid "$n" >/dev/null && continue
 		require_free "$(direct_port "$n")" KAFKASTACK_CLUSTER_PORT "cluster node $n DIRECT listener"
 		require_free "$(proxied_port "$n")" KAFKASTACK_CLUSTER_PORT "cluster node $n PROXIED listener"
 		require_free "$(controller_port "$n")" KAFKASTACK_CLUSTER_PORT "cluster node $n CONTROLLER listener"
+		started+=("$n")
+	done
+	ensure_libs
+	cat >"$CLUSTER_RUN/admin.properties" <<-EOF
+		request.timeout.ms=5000
+		default.api.timeout.ms=10000
+	EOF
+	for n in "${started[@]}"; do
 		render_node "$n"
 		format_node "$n"
-		started+=("$n")
 	done
 	# All three at once: a node waits for a quorum of controllers before it serves.
 	for n in "${started[@]}"; do
