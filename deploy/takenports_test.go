@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"context"
 	"net"
 	"net/url"
 	"os"
@@ -128,10 +129,13 @@ func freePortsEnv(t *testing.T) []string {
 
 // runStackScript runs a stack script with env in place of the test's own stack settings:
 // no DATABASE_URL or KAFKA_BROKERS (with them, start would do nothing for another
-// reason), no port variable but those of env.
+// reason), no port variable but those of env. It runs in cleanups too, after the
+// test's context has ended, hence a context of its own.
 func runStackScript(t *testing.T, env []string, path string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), "bash", append([]string{path}, args...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", append([]string{path}, args...)...)
 	ours := map[string]bool{"DATABASE_URL": true, "KAFKA_BROKERS": true, "KAFKA_NODES": true}
 	for _, v := range devstack.PortVars() {
 		ours[v.Name] = true
