@@ -65,10 +65,11 @@ func TestNoPortOutsideItsOnePlace(t *testing.T) {
 	for _, v := range devstack.PortVars() {
 		defaults = append(defaults, strconv.Itoa(v.Default))
 	}
-	// The cluster's ports are counted from its base; their defaults are numbers too.
+	// The cluster's ports are counted from its base: neither they nor the bases of their
+	// kinds (base+100 for PROXIED, ...) may be written as numbers.
 	base := devstack.DefaultPorts().ClusterBase
 	for _, offset := range []int{0, 100, 200, 300} {
-		for node := 1; node <= devstack.ClusterNodes; node++ {
+		for node := 0; node <= devstack.ClusterNodes; node++ {
 			defaults = append(defaults, strconv.Itoa(base+offset+node))
 		}
 	}
