@@ -57,7 +57,8 @@ type Options struct {
 }
 
 // Target is an implementation that keeps docs/contract.md, already running, whose
-// relay reaches Kafka through the native Toxiproxy (seed brokers 127.0.0.1:29092).
+// relay reaches Kafka through the native Toxiproxy (seed brokers
+// devstack.Ports.ProxiedBroker, 127.0.0.1:29092 by default).
 type Target struct {
 	APIURL     string
 	PaymentsDB string

@@ -171,7 +171,8 @@ restart() {
 		fi
 		PGSTACK_HANDED_FROM="$ROOT" exec bash "$by/scripts/stack/postgres.sh" restart
 	fi
-	pg_ctl_start -m fast -w -t 60 restart >/dev/null 2>&1
+	pg_ctl_start -m fast -w -t 60 restart >/dev/null 2>&1 ||
+		{ tail -n 30 "$DATA/server.log" >&2; exit 1; }
 	echo "postgres: restarted at $URL"
 }
 
