@@ -86,7 +86,7 @@ running() {
 # else on the port (another PostgreSQL, any listener) has no owner: it is not ours.
 owner() {
 	local out recorded dir
-	out="$(PGCONNECT_TIMEOUT=3 timeout 10 "$BIN/psql" -X -q -At -F '|' -h 127.0.0.1 -p "$PORT" -U postgres -d postgres \
+	out="$(PGCONNECT_TIMEOUT=3 timeout 10 "$BIN/psql" -X -q -w -At -F '|' -h 127.0.0.1 -p "$PORT" -U postgres -d postgres \
 		-c "SELECT current_setting('payments_outbox.owner', true), current_setting('data_directory')" 2>/dev/null)" || return 1
 	IFS='|' read -r recorded dir <<<"$out"
 	if [[ -n "$recorded" ]]; then
