@@ -29,9 +29,14 @@ server_pid() {
 	echo "$p"
 }
 
-# command_line prints the command line of process $1 (ps, on Linux and macOS alike).
+# command_line prints the command line of process $1: from /proc on Linux (a minimal
+# image may have no ps), from ps elsewhere (macOS has no /proc).
 command_line() {
-	ps -ww -o args= -p "$1" 2>/dev/null
+	if [[ -d /proc/self ]]; then
+		[[ -r "/proc/$1/cmdline" ]] && tr '\0' ' ' <"/proc/$1/cmdline" | sed 's/ $//'
+	else
+		ps -ww -o args= -p "$1" 2>/dev/null
+	fi
 }
 
 # detach runs "$@" in its own session, so that it outlives the caller's process group (a test

@@ -52,6 +52,10 @@ bindir() {
 }
 
 BIN="$(bindir)"
+# psql comes with the server's binaries on Debian, Homebrew and the PGDG packages; PATH's
+# otherwise.
+PSQL="$BIN/psql"
+[[ -x "$PSQL" ]] || PSQL="$(command -v psql)" || { echo "postgres.sh: psql not found (install PostgreSQL's client)" >&2; exit 1; }
 
 # PostgreSQL refuses to run as root, and CI runs as root: run the server as the
 # unprivileged "postgres" user (created by the Debian server package) in that case.
@@ -86,7 +90,7 @@ running() {
 # else on the port (another PostgreSQL, any listener) has no owner: it is not ours.
 owner() {
 	local out recorded dir
-	out="$(PGCONNECT_TIMEOUT=3 timeout 10 "$BIN/psql" -X -q -w -At -F '|' -h 127.0.0.1 -p "$PORT" -U postgres -d postgres \
+	out="$(PGCONNECT_TIMEOUT=3 timeout 10 "$PSQL" -X -q -w -At -F '|' -h 127.0.0.1 -p "$PORT" -U postgres -d postgres \
 		-c "SELECT current_setting('payments_outbox.owner', true), current_setting('data_directory')" 2>/dev/null)" || return 1
 	IFS='|' read -r recorded dir <<<"$out"
 	if [[ -n "$recorded" ]]; then
