@@ -138,11 +138,13 @@ config_owner() {
 # it is not this project's $NAME, and the variable $2 that moves the port ($3 says what
 # the port is for).
 port_taken() {
-	local port=$1 var=$2 what=$3 holder="a process this user cannot see" p
+	local port=$1 var=$2 what=$3 holder p
 	if p="$(listener_pid "$port")"; then
-		holder="pid $p ($(command_line "$p" | cut -c1-80))"
+		holder="pid $p ($(command_line "$p" | cut -c1-80)), which is not this project's $NAME"
+	else
+		holder="a process this user cannot see (another user's), which this checkout cannot tell for this project's $NAME"
 	fi
-	echo "$(basename "$0"): 127.0.0.1:$port ($what) is taken by $holder, which is not this project's $NAME." >&2
+	echo "$(basename "$0"): 127.0.0.1:$port ($what) is taken by $holder." >&2
 	echo "Stop it, or move this stack's port: export $var=<a free port> (every port and its variable: scripts/stack/ports.sh)" >&2
 	exit 1
 }
