@@ -1,7 +1,8 @@
-# lib.sh: what postgres.sh, kafka.sh and toxiproxy.sh share, sourced by each. Each runs one server detached
-# from its caller, with a pid file the server writes itself and a lock serializing start/stop.
-# Before sourcing, the caller sets NAME (for messages); afterwards it sets LOCK, PIDFILE, LOG,
-# STOP_TIMEOUT and defines log.
+# lib.sh: what postgres.sh, kafka.sh and toxiproxy.sh share, sourced by each: the ports
+# (ports.sh, checked here), who started a server, and the one message of a taken port.
+# kafka.sh and toxiproxy.sh run their server detached from the caller, with a pid file the
+# server writes itself and a lock serializing start/stop. Before sourcing, the caller sets
+# NAME (for messages); afterwards it sets LOCK, PIDFILE, LOG, STOP_TIMEOUT and defines log.
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 STATE="$ROOT/.stack"
@@ -92,8 +93,8 @@ write_owner() {
 	echo "$ROOT" >"$1/$OWNER_FILE"
 }
 
-# owner_in prints the checkout recorded in directory $1. A server started by the scripts
-# of before the record kept its state in <checkout>/.stack: that checkout, if its
+# owner_in prints the checkout recorded in directory $1. A server started before the
+# scripts kept this record has its state in <checkout>/.stack: that checkout, if its
 # scripts/stack is there, is its owner.
 owner_in() {
 	local dir=$1 owner

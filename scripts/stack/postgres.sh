@@ -85,9 +85,9 @@ running() {
 }
 
 # owner prints the checkout that started the server answering on $PORT, from its
-# setting payments_outbox.owner. A server started by the scripts of before that setting
-# has none; its data directory in <checkout>/.stack tells (lib.sh owner_in). Anything
-# else on the port (another PostgreSQL, any listener) has no owner: it is not ours.
+# setting payments_outbox.owner. A server started before the scripts set it has none;
+# its data directory in <checkout>/.stack tells (lib.sh owner_in). Anything else on the
+# port (another PostgreSQL, any listener) has no owner: it is not ours.
 owner() {
 	local out recorded dir
 	out="$(PGCONNECT_TIMEOUT=3 timeout 10 "$PSQL" -X -q -w -At -F '|' -h 127.0.0.1 -p "$PORT" -U postgres -d postgres \
@@ -164,9 +164,13 @@ stop() {
 # restart restarts the server on $PORT whichever checkout started it (the db-restart
 # chaos scenario): only that checkout's script knows its data directory, so the restart
 # is handed to it. PGSTACK_HANDED_FROM stops a hand-over from going round in circles.
+# With nothing on the port, this checkout's server is started, as pg_ctl restart does.
 restart() {
 	local by
-	by="$(owner)" || { echo "postgres.sh: no PostgreSQL of this project answers on 127.0.0.1:$PORT" >&2; exit 1; }
+	if ! by="$(owner)"; then
+		require_free "$PORT" PGSTACK_PORT "PostgreSQL"
+		by="$ROOT"
+	fi
 	if [[ "$by" != "$ROOT" ]]; then
 		if [[ -n "${PGSTACK_HANDED_FROM:-}" || ! -f "$by/scripts/stack/postgres.sh" ]]; then
 			print_shared "$by"
