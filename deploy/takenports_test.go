@@ -2,7 +2,10 @@ package deploy
 
 import (
 	"context"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -148,4 +151,66 @@ func runStackScript(t *testing.T, env []string, path string, args ...string) (st
 	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// TestForeignKafkaAndToxiproxyAreNotShared: a server that answers the probes of
+// kafka.sh (an ApiVersions request) or toxiproxy.sh (GET /version), but was not started
+// by scripts/stack, has no owner record: start refuses it, naming the variable, where
+// the scripts used to take any server that answered for a shared stack. The servers
+// here are this test's own, and answer nothing but the probe.
+func TestForeignKafkaAndToxiproxyAreNotShared(t *testing.T) {
+	t.Parallel()
+	kafka := serve(t, func(conn net.Conn) {
+		// The probe's ApiVersions v0 request is 19 bytes; the answer it checks is a size,
+		// correlation id 1 and error code 0 (NONE).
+		if _, err := io.ReadFull(conn, make([]byte, 19)); err == nil {
+			_, _ = conn.Write([]byte{0, 0, 0, 6, 0, 0, 0, 1, 0, 0})
+		}
+	})
+	toxiproxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"version":"2.12.0"}`)
+	}))
+	t.Cleanup(toxiproxy.Close)
+
+	for _, c := range []struct {
+		script, variable string
+		addr             net.Addr
+	}{
+		{"kafka.sh", "KAFKASTACK_DIRECT_PORT", kafka},
+		{"toxiproxy.sh", "TOXISTACK_API_PORT", toxiproxy.Listener.Addr()},
+	} {
+		port := strconv.Itoa(c.addr.(*net.TCPAddr).Port)
+		env := append(freePortsEnv(t), c.variable+"="+port)
+		script := filepath.Join(copyCheckout(t), "scripts", "stack", c.script)
+		out, err := runStackScript(t, env, script, "start")
+		if err == nil || !strings.Contains(out, c.variable+"=") || !strings.Contains(out, "127.0.0.1:"+port) {
+			t.Errorf("%s start with a server not ours on %s: err %v, said:\n%s\nwant a failure naming the port and %s", c.script, port, err, out, c.variable)
+		}
+		if out, err := runStackScript(t, env, script, "status"); err == nil {
+			t.Errorf("%s status with a server not ours on %s: exit 0, want 1; it said:\n%s", c.script, port, out)
+		}
+	}
+}
+
+// serve answers every connection to a loopback listener with handle, until the test ends.
+func serve(t *testing.T, handle func(net.Conn)) net.Addr {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return // closed by the cleanup
+			}
+			go func() {
+				defer conn.Close()
+				handle(conn)
+			}()
+		}
+	}()
+	return l.Addr()
 }
