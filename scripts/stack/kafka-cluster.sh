@@ -156,7 +156,18 @@ print_cluster() {
 	done
 	echo "  brokers  $(cluster_brokers)"
 	echo "  topic    $TOPIC ($TOPIC_PARTITIONS partitions, replication factor 3, min.insync.replicas=2, unclean leader election off)"
-	echo "Stop it with: KAFKA_NODES=3 $ROOT/scripts/stack/kafka.sh stop"
+	print_cluster_owner
+}
+
+# print_cluster_owner says how to stop the cluster: from this checkout, or from the one
+# that started it (node 1's owner record), which this one leaves it to.
+print_cluster_owner() {
+	local by
+	by="$(kafka_owner "$(direct_port 1)")" || by="$ROOT"
+	if [[ "$by" != "$ROOT" ]]; then
+		echo "Started from $by: this checkout uses it and will not stop it"
+	fi
+	echo "Stop it with: KAFKA_NODES=3 $by/scripts/stack/kafka.sh stop"
 }
 
 cluster_start() {
@@ -165,7 +176,13 @@ cluster_start() {
 	flock -w 600 9 || die "another kafka.sh has held $CLUSTER_LOCK for 10 minutes"
 	command -v java >/dev/null || die "java not found (Kafka 4 needs Java 17+)"
 	command -v curl >/dev/null || die "curl not found (apt-get install curl)"
-	local t0=$SECONDS n started=() out deadline
+	local t0=$SECONDS n started=() out deadline by
+	# A cluster another checkout started is used as is (its nodes are that checkout's to
+	# start and stop).
+	if by="$(kafka_owner "$(direct_port 1)")" && [[ "$by" != "$ROOT" ]]; then
+		print_cluster
+		return
+	fi
 	for n in "${CLUSTER_NODES[@]}"; do
 		node_pid "$n" >/dev/null && continue
 		require_free "$(direct_port "$n")" KAFKASTACK_CLUSTER_PORT "cluster node $n DIRECT listener"
@@ -207,9 +224,15 @@ cluster_start() {
 
 # cluster_stop stops the three nodes at once: one after the other, the last would lose
 # its quorum and wait out STOP_TIMEOUT in a controlled shutdown that cannot finish.
+# A cluster another checkout started is left running, its proxies too.
 cluster_stop() {
 	mkdir -p "$CLUSTER_RUN"
-	local n
+	local n ours=
+	for n in "${CLUSTER_NODES[@]}"; do node_pid "$n" >/dev/null && ours=1; done
+	if [[ -z "$ours" ]] && kafka_owner "$(direct_port 1)" >/dev/null; then
+		print_cluster_owner
+		return
+	fi
 	for n in "${CLUSTER_NODES[@]}"; do cluster_stop_node "$n" & done
 	wait
 	remove_proxies
@@ -255,7 +278,26 @@ cluster_status() {
 	print_cluster
 }
 
+# hand_over runs the node verb "$@" with the scripts of the checkout that started the
+# cluster, when that is another one: the chaos scenarios that kill, stop and start
+# nodes run from whichever checkout shares the cluster, and only the owner's pid files
+# and data directories name its nodes. The owner is read from any node that answers.
+# KAFKASTACK_HANDED_FROM stops a hand-over from going round in circles.
+hand_over() {
+	local n by
+	[[ -z "${KAFKASTACK_HANDED_FROM:-}" ]] || return 0
+	for n in "${CLUSTER_NODES[@]}"; do
+		node_pid "$n" >/dev/null && return 0 # ours
+		by="$(kafka_owner "$(direct_port "$n")")" && break
+	done
+	[[ -n "${by:-}" && "$by" != "$ROOT" && -f "$by/scripts/stack/kafka.sh" ]] || return 0
+	KAFKASTACK_HANDED_FROM="$ROOT" KAFKA_NODES=3 exec bash "$by/scripts/stack/kafka.sh" "$@"
+}
+
 cluster_main() {
+	case "${1:-}" in
+	kill-node | stop-node | start-node) check_node "${2:-}" && hand_over "$@" ;;
+	esac
 	case "${1:-}" in
 	start) cluster_start ;;
 	stop) cluster_stop ;;
