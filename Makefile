@@ -3,7 +3,9 @@
 # installs them elsewhere (make setup-chaos before the chaos targets and the stack, which
 # need only Go, PostgreSQL, Java and Maven; make setup before test and lint). The native stack
 # (PostgreSQL, Kafka, Toxiproxy) is started by scripts/stack when it is needed. A stack
-# already started from another checkout of this repository is used as is.
+# already started from another checkout of this repository is used as is. Its ports are
+# moved by the environment variables of scripts/stack/ports.sh (e.g. PGSTACK_PORT=55532
+# when your own PostgreSQL holds 55432): export them, and every target follows.
 # `make help` lists the targets.
 
 SHELL := /bin/bash
@@ -17,6 +19,7 @@ STACK_PG  := scripts/stack/postgres.sh
 STACK_KF  := scripts/stack/kafka.sh
 STACK_TP  := scripts/stack/toxiproxy.sh
 PG_URL     = $(shell bash $(STACK_PG) url)
+KAFKA_URL  = $(or $(KAFKA_BROKERS),$(shell bash $(STACK_KF) brokers))
 API_DB     = $(or $(DATABASE_URL),$(patsubst %/postgres?sslmode=disable,%/payments?sslmode=disable,$(PG_URL)))
 FRAUD_DB   = $(or $(CONSUMER_DATABASE_URL),$(patsubst %/postgres?sslmode=disable,%/antifraud?sslmode=disable,$(PG_URL)))
 
@@ -64,7 +67,7 @@ stack-status: ## Show what the native stack runs
 
 # The three-node Kafka cluster (KRaft, RF 3, min.insync.replicas=2) runs beside the single
 # broker, on ports of its own; the cluster chaos scenarios start it when they need it.
-CLUSTER_BROKERS := 127.0.0.1:21191,127.0.0.1:21192,127.0.0.1:21193
+CLUSTER_BROKERS = $(shell KAFKA_NODES=3 bash $(STACK_KF) brokers)
 
 .PHONY: cluster-up
 cluster-up: setup-chaos ## Start the three-node Kafka cluster beside the single broker (about 0.35 GiB per node; 40 to 80 s warm on the shared 2-core machine)
@@ -93,12 +96,12 @@ migrate: databases ## Apply the migrations of both services
 .PHONY: run-api
 run-api: databases ## Run the API and its relay on :8080 against the native stack
 	@bash $(STACK_KF) start
-	DATABASE_URL="$(API_DB)" $(GO) run ./cmd/api
+	DATABASE_URL="$(API_DB)" KAFKA_BROKERS="$(KAFKA_URL)" $(GO) run ./cmd/api
 
 .PHONY: run-consumer
 run-consumer: databases ## Run the antifraud consumer on :8081 against the native stack
 	@bash $(STACK_KF) start
-	DATABASE_URL="$(FRAUD_DB)" $(GO) run ./cmd/consumer
+	DATABASE_URL="$(FRAUD_DB)" KAFKA_BROKERS="$(KAFKA_URL)" $(GO) run ./cmd/consumer
 
 ## ---- check ----------------------------------------------------------------------
 

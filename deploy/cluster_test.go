@@ -48,8 +48,8 @@ func TestComposeClusterMatchesNative(t *testing.T) {
 		}
 		listeners := parseListeners(t, env(t, s, "KAFKA_LISTENERS"))
 		advertised := parseListeners(t, env(t, s, "KAFKA_ADVERTISED_LISTENERS"))
-		_, directPort, _ := net.SplitHostPort(devstack.ClusterDirectBroker(node))
-		_, proxyPort, _ := net.SplitHostPort(devstack.ClusterProxiedBroker(node))
+		_, directPort, _ := net.SplitHostPort(devstack.DefaultPorts().ClusterDirectBroker(node))
+		_, proxyPort, _ := net.SplitHostPort(devstack.DefaultPorts().ClusterProxiedBroker(node))
 		if got := listeners["DIRECT"].port; got != directPort {
 			t.Errorf("%s DIRECT port = %q, want native %s", name, got, directPort)
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -235,17 +236,10 @@ func TestComposeBindMountsExist(t *testing.T) {
 func TestComposeHostPortsMatchNative(t *testing.T) {
 	t.Parallel()
 	p := loadProject(t)
-	nativePort := func(addr string) string {
-		_, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			t.Fatalf("devstack address %q: %v", addr, err)
-		}
-		return port
-	}
 	want := map[string]string{ // service -> host port published on 127.0.0.1
-		"postgres":  nativePort(devstack.PostgresUpstream),
-		"kafka":     nativePort(devstack.DirectBroker), // the HOST listener
-		"toxiproxy": nativePort(devstack.ToxiproxyAPI),
+		"postgres":  strconv.Itoa(devstack.DefaultPorts().Postgres),
+		"kafka":     strconv.Itoa(devstack.DefaultPorts().KafkaDirect),
+		"toxiproxy": strconv.Itoa(devstack.DefaultPorts().Toxiproxy),
 		"api":       "8080",
 		"api-2":     "8082", // HTTP_ADDR=127.0.0.1:8082 make run-api
 		"consumer":  "8081",

@@ -6,8 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
 // The files of the native stack and the contract that the compose stack must mirror,
@@ -45,6 +48,24 @@ func readProperties(t *testing.T, path string) map[string]string {
 	}
 	if len(props) == 0 {
 		t.Fatalf("%s: no properties found", path)
+	}
+	return props
+}
+
+// nativeBrokerProperties is the native broker's server.properties as kafka.sh renders
+// it with the default ports, those that deploy/docker-compose.yml publishes.
+func nativeBrokerProperties(t *testing.T) map[string]string {
+	t.Helper()
+	ports := devstack.DefaultPorts()
+	render := strings.NewReplacer(
+		"@DIRECT_PORT@", strconv.Itoa(ports.KafkaDirect),
+		"@PROXIED_PORT@", strconv.Itoa(ports.KafkaProxied),
+		"@PROXY_PORT@", strconv.Itoa(ports.KafkaProxy),
+		"@CONTROLLER_PORT@", strconv.Itoa(ports.KafkaController),
+	)
+	props := readProperties(t, kafkaPropertiesPath)
+	for key, value := range props {
+		props[key] = render.Replace(value)
 	}
 	return props
 }

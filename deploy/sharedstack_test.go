@@ -28,9 +28,9 @@ func TestSecondCheckoutSharesTheRunningStack(t *testing.T) {
 				t.Errorf("%s %s in a second checkout: %v\n%s", script, verb, err, out)
 				continue
 			}
-			// "started from outside scripts/stack" is a server these scripts cannot find
-			// the owner of, and so cannot restart for the db-restart scenario: a
-			// PostgreSQL that pg_ctl restarted once has no -D on its command line.
+			// Each server names the checkout that started it in its own state (lib.sh,
+			// "who started a server"), wherever its data lives: without that name the
+			// db-restart scenario could not hand the restart to that checkout.
 			if !strings.Contains(out, "started from /") || strings.Contains(out, "started from "+second) {
 				t.Errorf("%s %s in a second checkout said:\n%s\nwant it to name the checkout that started the server", script, verb, out)
 			}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -19,7 +20,7 @@ import (
 // and those are compared by listener name and port.
 func TestKafkaConfigMatchesNative(t *testing.T) {
 	t.Parallel()
-	native := readProperties(t, kafkaPropertiesPath)
+	native := nativeBrokerProperties(t)
 	kafkaEnv := service(t, loadProject(t), "kafka").Environment
 
 	addressKeys := map[string]bool{
@@ -101,8 +102,8 @@ func TestToxiproxyConfig(t *testing.T) {
 	if !ok || !pg.Enabled {
 		t.Errorf("toxiproxy.json has no enabled proxy %q, the native stack's proxy in front of PostgreSQL", nativePG)
 	}
-	if pg.Upstream != "postgres:5432" || pg.Listen != "0.0.0.0:25432" {
-		t.Errorf("%s %s -> %s, want 0.0.0.0:25432 -> postgres:5432 (the native stack's port)", nativePG, pg.Listen, pg.Upstream)
+	if want := net.JoinHostPort("0.0.0.0", strconv.Itoa(devstack.DefaultPorts().PostgresProxy)); pg.Upstream != "postgres:5432" || pg.Listen != want {
+		t.Errorf("%s %s -> %s, want %s -> postgres:5432 (the native stack's port)", nativePG, pg.Listen, pg.Upstream, want)
 	}
 	nativeProxy := shellVariable(t, "../scripts/stack/toxiproxy.sh", "PROXY")
 	proxy, ok := proxies[nativeProxy]

@@ -70,7 +70,7 @@ var errFailed = errors.New("at least one scenario did not pass (see the verdict 
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(args) > 0 && args[0] == "prepare" {
-		return prepare(ctx, args[1:], stdout)
+		return prepare(ctx, args[1:], getenv, stdout)
 	}
 	if len(args) > 0 && args[0] == "html" {
 		return rebuildPages(args[1:], stdout)
@@ -83,7 +83,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	apiURL := flags.String("api-url", "", "check an already running implementation at this URL instead of building and starting ours")
 	paymentsDB := flags.String("payments-db", "", "with -api-url: URL of its payments database")
 	consumerDB := flags.String("consumer-db", "", "with -api-url: URL of its consumer's database (optional)")
-	brokers := flags.String("brokers", devstack.DirectBroker, "with -api-url: Kafka brokers to read the topic from (direct, never the proxy)")
+	ports, err := devstack.LoadPorts(getenv)
+	if err != nil {
+		return err
+	}
+	brokers := flags.String("brokers", ports.DirectBroker(), "with -api-url: Kafka brokers to read the topic from (direct, never the proxy)")
 	topic := flags.String("topic", event.DefaultTopic, "with -api-url: the topic of payment events")
 	apiCmd := flags.String("api-cmd", "", "start a student's API with this shell command line (with -consumer-cmd; environment in docs/contract.md)")
 	consumerCmd := flags.String("consumer-cmd", "", "start a student's consumer with this shell command line (with -api-cmd)")
@@ -152,7 +156,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}()
 
-	opts := chaos.Options{Root: root, Payments: *payments, Logger: logger, Out: stdout, Commands: commands, RelayMode: *relayMode}
+	opts := chaos.Options{Root: root, Ports: ports, Payments: *payments, Logger: logger, Out: stdout, Commands: commands, RelayMode: *relayMode}
 	switch {
 	case commands != nil:
 		fmt.Fprintf(stdout, "starting the student's services: api %q, consumer %q\n", commands.API, commands.Consumer)

@@ -25,13 +25,17 @@ const topicPartitions = 3
 // against somebody else's service needs (docs/contract.md, "Preparing a run"). It
 // prints them as shell assignments, so that a script can eval its output; with -drop
 // NAME it removes what an earlier prepare made under that name instead.
-func prepare(ctx context.Context, args []string, stdout io.Writer) error {
+func prepare(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	flags := flag.NewFlagSet("chaos prepare", flag.ContinueOnError)
 	drop := flags.String("drop", "", "remove the databases and topic that `chaos prepare` printed as NAME, instead of making new ones")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
 	root, err := repo.Root()
+	if err != nil {
+		return err
+	}
+	ports, err := devstack.LoadPorts(getenv)
 	if err != nil {
 		return err
 	}
@@ -42,7 +46,7 @@ func prepare(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(devstack.DirectBroker))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(ports.DirectBroker()))
 	if err != nil {
 		return fmt.Errorf("new Kafka client: %w", err)
 	}
@@ -51,7 +55,7 @@ func prepare(ctx context.Context, args []string, stdout io.Writer) error {
 
 	if *drop != "" {
 		for _, db := range []string{*drop + "_payments", *drop + "_antifraud"} {
-			if err := devstack.DropDatabase(ctx, devstack.AdminURL, db); err != nil {
+			if err := devstack.DropDatabase(ctx, ports.AdminURL(), db); err != nil {
 				return err
 			}
 		}
@@ -59,11 +63,11 @@ func prepare(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 
 	name := devstack.UniqueName("student_")
-	paymentsURL, err := devstack.CreateDatabase(ctx, devstack.AdminURL, name+"_payments")
+	paymentsURL, err := devstack.CreateDatabase(ctx, ports.AdminURL(), name+"_payments")
 	if err != nil {
 		return err
 	}
-	consumerURL, err := devstack.CreateDatabase(ctx, devstack.AdminURL, name+"_antifraud")
+	consumerURL, err := devstack.CreateDatabase(ctx, ports.AdminURL(), name+"_antifraud")
 	if err != nil {
 		return err
 	}
@@ -82,6 +86,6 @@ CONSUMER_DB='%[3]s'
 TOPIC='%[1]s'
 RELAY_BROKERS='%[4]s'
 CONSUMER_BROKERS='%[5]s'
-`, name, paymentsURL, consumerURL, devstack.ProxiedBroker, devstack.DirectBroker)
+`, name, paymentsURL, consumerURL, ports.ProxiedBroker(), ports.DirectBroker())
 	return nil
 }

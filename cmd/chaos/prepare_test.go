@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 )
 
@@ -48,7 +47,7 @@ func TestPrepareMakesAndDropsARun(t *testing.T) {
 			t.Errorf("database %s has %d tables, want an empty one", db, n)
 		}
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(devstack.DirectBroker))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(vars["CONSUMER_BROKERS"]))
 	if err != nil {
 		t.Fatalf("new Kafka client: %v", err)
 	}

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/mutants"
 	"github.com/dscourse/payments-outbox/internal/repo"
 )
@@ -95,7 +96,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}()
 
-	cfg := mutants.Config{Root: root, Stack: stack, Short: *short, Payments: *payments, All: *all, Keep: *keep, Logger: logger, Out: stdout}
+	ports, err := devstack.LoadPorts(os.Getenv)
+	if err != nil {
+		return err
+	}
+	cfg := mutants.Config{Root: root, Stack: stack, Ports: ports, Short: *short, Payments: *payments, All: *all, Keep: *keep, Logger: logger, Out: stdout}
 	if *verbose {
 		cfg.Verdicts = stdout
 	}

@@ -2,10 +2,12 @@ package chaos_test
 
 import (
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/repo"
 )
 
@@ -39,10 +41,14 @@ func TestShortDefaultScenario(t *testing.T) {
 		t.Fatalf("build: %v", err)
 	}
 
+	ports, err := devstack.LoadPorts(os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sc := chaos.Scenarios(true)["default"]
 	run := func() *chaos.Report {
 		report, err := chaos.RunScenario(ctx, chaos.Options{
-			Root: root, Payments: 20, Binaries: bins,
+			Root: root, Payments: 20, Binaries: bins, Ports: ports,
 			ReportDir: t.TempDir(), Logger: logger, Out: t.Output(),
 		}, stack, sc)
 		if err != nil {

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
 // ComposeServices starts and stops the services of a compose project.
@@ -42,7 +45,8 @@ type ComposeStack struct {
 // errors. The error joins the failures of the harness (a stack that would not start, a
 // scenario that could not run); a failed SLO is a report with Pass false.
 func RunCompose(ctx context.Context, opts Options, stack ComposeStack, names []string, scenarios map[string]Scenario) (map[string]*Report, error) {
-	target, consumerURL, err := composeTarget(stack.Project, stack.View)
+	toxiproxyAPI := cmp.Or(opts.Ports, devstack.DefaultPorts()).ToxiproxyAPI()
+	target, consumerURL, err := composeTarget(stack.Project, stack.View, toxiproxyAPI)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ComposeFile, err)
 	}

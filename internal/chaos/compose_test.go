@@ -36,6 +36,10 @@ func TestComposeFileToAVerdict(t *testing.T) {
 		t.Fatalf("lock: %v", err)
 	}
 	defer unlock()
+	ports, err := devstack.LoadPorts(os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if err := (&NativeStack{Root: root, Logger: logger}).Start(ctx); err != nil {
 		t.Fatalf("start the native stack: %v", err)
@@ -56,12 +60,12 @@ func TestComposeFileToAVerdict(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("service logs: %s", logDir)
-		services, err := composeNative(project, binaries, logDir)
+		services, err := composeNative(project, ports, binaries, logDir)
 		if err != nil {
 			t.Fatalf("map the compose file onto the native stack: %v", err)
 		}
 		var out strings.Builder
-		reports, err := RunCompose(ctx, Options{Root: root, Payments: 20, ReportDir: t.TempDir(), Logger: logger, Out: &out},
+		reports, err := RunCompose(ctx, Options{Root: root, Ports: ports, Payments: 20, ReportDir: t.TempDir(), Logger: logger, Out: &out},
 			ComposeStack{Project: project, View: services.view, Services: services},
 			[]string{"default"}, Scenarios(true))
 		t.Log(out.String())

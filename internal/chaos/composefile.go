@@ -103,7 +103,7 @@ func readComposeToxiproxy(p *types.Project) (composeToxiproxyConfig, error) {
 // consumer (docs/contract.md names them) through view. It also checks what the
 // black-box mode relies on: the Toxiproxy API where the harness drives it, and the api's
 // relay seeded through the proxy the faults break.
-func composeTarget(p *types.Project, view ComposeView) (target *Target, consumerURL string, err error) {
+func composeTarget(p *types.Project, view ComposeView, toxiproxyAPI string) (target *Target, consumerURL string, err error) {
 	read := func(service, variable string) (string, error) {
 		s, err := p.GetService(service)
 		if err != nil {
@@ -128,7 +128,7 @@ func composeTarget(p *types.Project, view ComposeView) (target *Target, consumer
 			return nil, "", err
 		}
 	}
-	if err := checkComposeFaults(p, view); err != nil {
+	if err := checkComposeFaults(p, view, toxiproxyAPI); err != nil {
 		return nil, "", err
 	}
 	return &Target{
@@ -143,10 +143,10 @@ func composeTarget(p *types.Project, view ComposeView) (target *Target, consumer
 }
 
 // checkComposeFaults checks that the faults the harness makes reach the compose
-// stack's relay: it drives Toxiproxy at devstack.ToxiproxyAPI and breaks the proxy
+// stack's relay: it drives Toxiproxy at toxiproxyAPI and breaks the proxy
 // devstack.RelayProxy, so the toxiproxy service's API must be there and every seed
 // broker of the api must be that proxy.
-func checkComposeFaults(p *types.Project, view ComposeView) error {
+func checkComposeFaults(p *types.Project, view ComposeView, toxiproxyAPI string) error {
 	tp, err := readComposeToxiproxy(p)
 	if err != nil {
 		return err
@@ -155,8 +155,8 @@ func checkComposeFaults(p *types.Project, view ComposeView) error {
 	if err != nil {
 		return fmt.Errorf("the Toxiproxy API: %w", err)
 	}
-	if apiAddr != devstack.ToxiproxyAPI {
-		return fmt.Errorf("the Toxiproxy API is at %s on the host, and the harness drives it at %s", apiAddr, devstack.ToxiproxyAPI)
+	if apiAddr != toxiproxyAPI {
+		return fmt.Errorf("the Toxiproxy API is at %s on the host, and the harness drives it at %s", apiAddr, toxiproxyAPI)
 	}
 	api, err := p.GetService(composeAPI)
 	if err != nil {

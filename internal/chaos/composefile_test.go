@@ -26,19 +26,20 @@ func TestComposeTargetFromPublishedPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	view := ComposeView{Addr: PublishedAddrs(p)}
-	got, consumerURL, err := composeTarget(p, view)
+	ports := devstack.DefaultPorts()
+	got, consumerURL, err := composeTarget(p, view, ports.ToxiproxyAPI())
 	if err != nil {
 		t.Fatalf("composeTarget: %v", err)
 	}
 	// The file's own values for what the harness does not share with the native stack:
 	// the services' HTTP ports and the databases' credentials.
-	paymentsDB, _ := devstack.DatabaseURL("postgres://postgres:postgres@"+devstack.PostgresUpstream+"/?sslmode=disable", "payments")
-	antifraudDB, _ := devstack.DatabaseURL("postgres://postgres:postgres@"+devstack.PostgresUpstream+"/?sslmode=disable", "antifraud")
+	paymentsDB, _ := devstack.DatabaseURL("postgres://postgres:postgres@"+ports.PostgresUpstream()+"/?sslmode=disable", "payments")
+	antifraudDB, _ := devstack.DatabaseURL("postgres://postgres:postgres@"+ports.PostgresUpstream()+"/?sslmode=disable", "antifraud")
 	want := &Target{
 		APIURL:     "http://127.0.0.1:" + port(t, p.Services[composeAPI].Environment["HTTP_ADDR"]),
 		PaymentsDB: paymentsDB,
 		ConsumerDB: antifraudDB,
-		Brokers:    []string{devstack.DirectBroker},
+		Brokers:    []string{ports.DirectBroker()},
 		Topic:      event.DefaultTopic,
 		Stack:      Compose,
 	}

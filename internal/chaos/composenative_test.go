@@ -36,6 +36,8 @@ type fileProcesses struct {
 	topic      string
 	partitions int32
 	logDir     string
+	// ports are the native stack's, which the file's addresses map to.
+	ports devstack.Ports
 
 	procs []*Process
 }
@@ -43,8 +45,8 @@ type fileProcesses struct {
 // composeNative is the native side of a compose run: fresh names for the file's
 // databases, topic and group, a port for each service of the project image, and the
 // view that maps the file onto the native stack with them.
-func composeNative(p *types.Project, binaries map[string]string, logDir string) (*fileProcesses, error) {
-	fp := &fileProcesses{project: p, binaries: binaries, services: map[string]string{}, logDir: logDir}
+func composeNative(p *types.Project, ports devstack.Ports, binaries map[string]string, logDir string) (*fileProcesses, error) {
+	fp := &fileProcesses{project: p, ports: ports, binaries: binaries, services: map[string]string{}, logDir: logDir}
 	for name, s := range p.Services {
 		if strings.HasPrefix(s.Image, "payments-outbox:") {
 			addr, err := freeAddr()
@@ -84,17 +86,17 @@ func composeNative(p *types.Project, binaries map[string]string, logDir string) 
 		return nil, err
 	}
 	fp.view.Addr = func(service, port string) (string, error) {
-		return nativeAddr(p, tp, fp.services, absent, service, port)
+		return nativeAddr(p, ports, tp, fp.services, absent, service, port)
 	}
 	return fp, nil
 }
 
 // nativeAddr maps a service's container port to the native stack, from the file and
-// devstack: the postgres service is PostgreSQL at devstack.PostgresUpstream; the kafka
-// service's DIRECT listener, and its listener for the host, are devstack.DirectBroker;
-// the toxiproxy service's API port is devstack.ToxiproxyAPI and each proxy port of its
+// the native stack's ports: the postgres service is PostgreSQL at Ports.PostgresUpstream;
+// the kafka service's DIRECT listener, and its listener for the host, are
+// Ports.DirectBroker; the toxiproxy service's API port is Ports.ToxiproxyAPI and each proxy port of its
 // configuration is the native address of the proxy of that name.
-func nativeAddr(p *types.Project, tp composeToxiproxyConfig, started map[string]string, absent, service, port string) (string, error) {
+func nativeAddr(p *types.Project, ports devstack.Ports, tp composeToxiproxyConfig, started map[string]string, absent, service, port string) (string, error) {
 	if addr, ok := started[service]; ok {
 		// The port the file has the service listen on (HTTP_ADDR), and no other.
 		if listen := p.Services[service].Environment["HTTP_ADDR"]; listen == nil || !strings.HasSuffix(*listen, ":"+port) {
@@ -108,21 +110,21 @@ func nativeAddr(p *types.Project, tp composeToxiproxyConfig, started map[string]
 		if _, ok := published(p.Services[service], port); !ok {
 			return "", fmt.Errorf("postgres:%s: the server listens on no such port", port)
 		}
-		return devstack.PostgresUpstream, nil
+		return ports.PostgresUpstream(), nil
 	case "kafka":
 		l, err := parseKafkaListeners(p.Services[service])
 		if err != nil {
 			return "", err
 		}
 		if port == l.direct.port || port == l.hostContainerPort {
-			return devstack.DirectBroker, nil
+			return ports.DirectBroker(), nil
 		}
 		return "", fmt.Errorf("kafka:%s is listener %q, which the native broker has for nobody but the proxy", port, l.byPort[port])
 	case composeToxiproxy:
 		if port == tp.APIPort {
-			return devstack.ToxiproxyAPI, nil
+			return ports.ToxiproxyAPI(), nil
 		}
-		native := map[string]string{devstack.RelayProxy: devstack.ProxiedBroker, devstack.PostgresProxy: devstack.ProxiedPostgres}
+		native := map[string]string{devstack.RelayProxy: ports.ProxiedBroker(), devstack.PostgresProxy: ports.ProxiedPostgres()}
 		if addr, ok := native[tp.Proxies[port]]; ok {
 			return addr, nil
 		}
@@ -135,11 +137,11 @@ func nativeAddr(p *types.Project, tp composeToxiproxyConfig, started map[string]
 // environment from the file and waits for its /healthz.
 func (fp *fileProcesses) Up(ctx context.Context) error {
 	for _, db := range fp.view.Databases {
-		if _, err := devstack.CreateDatabase(ctx, devstack.AdminURL, db); err != nil {
+		if _, err := devstack.CreateDatabase(ctx, fp.ports.AdminURL(), db); err != nil {
 			return err
 		}
 	}
-	err := withAdmin([]string{devstack.DirectBroker}, func(adm *kadm.Client) error {
+	err := withAdmin([]string{fp.ports.DirectBroker()}, func(adm *kadm.Client) error {
 		return devstack.CreateTopic(ctx, adm, fp.topic, fp.partitions)
 	})
 	if err != nil {
@@ -189,9 +191,9 @@ func (fp *fileProcesses) Down(ctx context.Context) error {
 	}
 	fp.procs = nil
 	for _, db := range fp.view.Databases {
-		errs = append(errs, devstack.DropDatabase(ctx, devstack.AdminURL, db))
+		errs = append(errs, devstack.DropDatabase(ctx, fp.ports.AdminURL(), db))
 	}
-	errs = append(errs, withAdmin([]string{devstack.DirectBroker}, func(adm *kadm.Client) error {
+	errs = append(errs, withAdmin([]string{fp.ports.DirectBroker()}, func(adm *kadm.Client) error {
 		return devstack.DeleteTopic(ctx, adm, fp.topic)
 	}))
 	return errors.Join(errs...)

@@ -51,7 +51,7 @@ func (o *partitionOffline) disrupt(ctx context.Context, rn *Run) error {
 	if broker < 0 {
 		return fmt.Errorf("partition-offline: no broker leads a partition of the topic")
 	}
-	faults, err := NewFaults(devstack.ToxiproxyAPI, devstack.ClusterProxy(broker), rn.origin, rn.logger)
+	faults, err := NewFaults(rn.ports.ToxiproxyAPI(), devstack.ClusterProxy(broker), rn.origin, rn.logger)
 	if err != nil {
 		return err
 	}

@@ -49,8 +49,8 @@ type pgFaults struct {
 
 // prepare creates the proxy if the stack has none yet (a stack started before the
 // scenario existed), and leaves it clean, before the API connects through it.
-func (f *pgFaults) prepare() ([]string, error) {
-	proxy, err := postgresProxy()
+func (f *pgFaults) prepare(ports devstack.Ports) ([]string, error) {
+	proxy, err := postgresProxy(ports)
 	if err != nil {
 		return nil, err
 	}
@@ -59,8 +59,8 @@ func (f *pgFaults) prepare() ([]string, error) {
 
 // postgresProxy returns the proxy in front of PostgreSQL, creating it as
 // scripts/stack/toxiproxy.sh does.
-func postgresProxy() (*toxiproxy.Proxy, error) {
-	cl := toxiproxy.NewClient(devstack.ToxiproxyAPI)
+func postgresProxy(ports devstack.Ports) (*toxiproxy.Proxy, error) {
+	cl := toxiproxy.NewClient(ports.ToxiproxyAPI())
 	proxy, err := cl.Proxy(devstack.PostgresProxy)
 	if err == nil {
 		return proxy, nil
@@ -68,7 +68,7 @@ func postgresProxy() (*toxiproxy.Proxy, error) {
 	if !strings.Contains(err.Error(), "404") {
 		return nil, fmt.Errorf("find Toxiproxy proxy %s: %w", devstack.PostgresProxy, err)
 	}
-	proxy, err = cl.CreateProxy(devstack.PostgresProxy, devstack.ProxiedPostgres, devstack.PostgresUpstream)
+	proxy, err = cl.CreateProxy(devstack.PostgresProxy, ports.ProxiedPostgres(), ports.PostgresUpstream())
 	if err != nil {
 		return nil, fmt.Errorf("create Toxiproxy proxy %s: %w", devstack.PostgresProxy, err)
 	}
@@ -97,12 +97,12 @@ func cleanProxy(proxy *toxiproxy.Proxy) error {
 // disrupt runs the three faults in turn, then leaves the proxy clean and waits for the
 // run to end.
 func (f *pgFaults) disrupt(ctx context.Context, rn *Run) error {
-	proxy, err := postgresProxy()
+	proxy, err := postgresProxy(rn.ports)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if p, err := postgresProxy(); err == nil {
+		if p, err := postgresProxy(rn.ports); err == nil {
 			_ = cleanProxy(p) // the run's end resets every proxy anyway
 		}
 	}()
@@ -126,7 +126,7 @@ const spikeToxic = "chaos_pg_latency"
 // SELECT 1 of the harness's own through the proxy in each.
 func (f *pgFaults) spikes(ctx context.Context, rn *Run, proxy *toxiproxy.Proxy) error {
 	for i := range f.Spikes {
-		probe, err := pgx.Connect(ctx, throughProxy(rn.paymentsDB, devstack.ProxiedPostgres))
+		probe, err := pgx.Connect(ctx, throughProxy(rn.paymentsDB, rn.ports.ProxiedPostgres()))
 		if err != nil {
 			return fmt.Errorf("connect through %s: %w", proxy.Name, err)
 		}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
 // messageSizeLimitConfig is the topic config that bounds a record batch: the broker
@@ -99,7 +101,7 @@ type poisonTally struct {
 }
 
 // prepare starts the webhook and mints the admin token, before the API starts.
-func (p *poison) prepare() ([]string, error) {
+func (p *poison) prepare(devstack.Ports) ([]string, error) {
 	sink, err := startAlertSink()
 	if err != nil {
 		return nil, err

@@ -34,6 +34,8 @@ type Run struct {
 	// nil unless the scenario asks for two (Scenario.Replicas).
 	Replica *Process
 
+	// ports are the native stack's (Options.Ports).
+	ports      devstack.Ports
 	logger     *slog.Logger
 	origin     time.Time
 	loadEndS   float64
@@ -101,9 +103,9 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *Repor
 	} else {
 		report.Stack = "student's commands"
 	}
-	brokers, relayBrokers := []string{devstack.DirectBroker}, []string{devstack.ProxiedBroker}
+	brokers, relayBrokers := []string{opts.Ports.DirectBroker()}, []string{opts.Ports.ProxiedBroker()}
 	if sc.Cluster {
-		brokers, relayBrokers = devstack.ClusterBrokers(), devstack.ClusterProxiedBrokers()
+		brokers, relayBrokers = opts.Ports.ClusterBrokers(), opts.Ports.ClusterProxiedBrokers()
 	}
 	err = withAdmin(brokers, func(adm *kadm.Client) error { return devstack.CreateTopic(ctx, adm, report.Topic, 3) })
 	if err != nil {
@@ -125,13 +127,14 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *Repor
 		RelayMode:  opts.RelayMode,
 		PaymentsDB: paymentsURL, ConsumerDB: consumerURL, Topic: report.Topic, Group: "antifraud-" + report.RunID,
 		APIAddr: apiAddr, ConsumerAddr: consumerAddr, RelayBrokers: relayBrokers, ConsumerBrokers: brokers,
+		ProxiedPostgres: opts.Ports.ProxiedPostgres(),
 	}
 	if sc.Replicas > 1 {
 		if env.ReplicaAddr, err = freeAddr(); err != nil {
 			return nil, err
 		}
 	}
-	rn := &Run{paymentsDB: paymentsURL, consumerDB: consumerURL, brokers: brokers, logDir: logDir, topic: report.Topic, group: env.Group, relayMode: report.RelayMode}
+	rn := &Run{ports: opts.Ports, paymentsDB: paymentsURL, consumerDB: consumerURL, brokers: brokers, logDir: logDir, topic: report.Topic, group: env.Group, relayMode: report.RelayMode}
 	rn.API, rn.Consumer = env.processes(opts.Binaries, opts.Commands, sc, logDir)
 	if env.ReplicaAddr != "" {
 		rn.Replica = env.replica(rn.API, logDir)

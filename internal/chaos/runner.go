@@ -32,7 +32,10 @@ type Options struct {
 	// Binaries maps "./cmd/api" and "./cmd/consumer" to built binaries (Build makes
 	// them). Required unless Target or Commands is set.
 	Binaries map[string]string
-	// AdminURL is the PostgreSQL admin URL. Default devstack.AdminURL.
+	// Ports are the native stack's ports (devstack.LoadPorts). Default
+	// devstack.DefaultPorts().
+	Ports devstack.Ports
+	// AdminURL is the PostgreSQL admin URL. Default Ports.AdminURL().
 	AdminURL string
 	// Logger receives the run's progress. Default: discarded.
 	Logger *slog.Logger
@@ -54,7 +57,8 @@ type Options struct {
 }
 
 // Target is an implementation that keeps docs/contract.md, already running, whose
-// relay reaches Kafka through the native Toxiproxy (seed brokers 127.0.0.1:29092).
+// relay reaches Kafka through the native Toxiproxy (seed brokers
+// devstack.Ports.ProxiedBroker, 127.0.0.1:29092 by default).
 type Target struct {
 	APIURL     string
 	PaymentsDB string
@@ -74,7 +78,8 @@ func (o Options) withDefaults() Options {
 			o.ReportDir = filepath.Join(o.Root, ".stack", "chaos-reports")
 		}
 	}
-	o.AdminURL = cmp.Or(o.AdminURL, devstack.AdminURL)
+	o.Ports = cmp.Or(o.Ports, devstack.DefaultPorts())
+	o.AdminURL = cmp.Or(o.AdminURL, o.Ports.AdminURL())
 	o.RelayMode = cmp.Or(o.RelayMode, RelayModePoll)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -104,7 +109,7 @@ func RunScenario(ctx context.Context, opts Options, stack *NativeStack, sc Scena
 	}
 	logger := opts.Logger.With(slog.String("scenario", sc.Name))
 	if sc.Prepare != nil {
-		env, err := sc.Prepare()
+		env, err := sc.Prepare(opts.Ports)
 		if err != nil {
 			return nil, fmt.Errorf("prepare scenario %s: %w", sc.Name, err)
 		}
@@ -186,7 +191,7 @@ func setUp(ctx context.Context, opts Options, stack *NativeStack, sc Scenario, r
 		// Faults of its own for that broker's proxy (partitionOffline).
 		proxy = devstack.ClusterProxy(1)
 	}
-	faults, err := NewFaults(devstack.ToxiproxyAPI, proxy, origin, logger)
+	faults, err := NewFaults(opts.Ports.ToxiproxyAPI(), proxy, origin, logger)
 	if err != nil {
 		return nil, err
 	}

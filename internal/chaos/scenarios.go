@@ -54,7 +54,8 @@ type Scenario struct {
 	APIThroughPostgresProxy bool
 	// Prepare, when set, runs before the services start and returns environment to add
 	// to our API's: for what only exists once the run does (a webhook's port, a token).
-	Prepare func() (apiEnv []string, err error)
+	// It gets the ports of the native stack the run uses.
+	Prepare func(ports devstack.Ports) (apiEnv []string, err error)
 	// BeforeLoad, when set, runs after the warm-up and before the disruption starts:
 	// for a measurement the disruption depends on. It returns how many payments it
 	// committed, which the run counts with the warm-up's.

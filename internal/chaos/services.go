@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
 // ServiceCommands are the command lines that start a student's API and consumer, so
@@ -60,6 +58,9 @@ type serviceEnv struct {
 	// ReplicaAddr, when set, is the address of a second API process on the same
 	// database (Scenario.Replicas).
 	ReplicaAddr string
+	// ProxiedPostgres is where the Toxiproxy proxy devstack.PostgresProxy listens
+	// (Scenario.APIThroughPostgresProxy).
+	ProxiedPostgres string
 }
 
 // api is the API's environment. Its relay bootstraps through Toxiproxy, where the
@@ -94,7 +95,7 @@ func (e serviceEnv) processes(binaries map[string]string, cmds *ServiceCommands,
 	if sc.APIThroughPostgresProxy {
 		// The API and its relay reach the database through the proxy; nothing else of
 		// the run does, the verifier included.
-		apiEnv.PaymentsDB = throughProxy(e.PaymentsDB, devstack.ProxiedPostgres)
+		apiEnv.PaymentsDB = throughProxy(e.PaymentsDB, e.ProxiedPostgres)
 	}
 	if cmds == nil && e.RelayMode == RelayModeCDC {
 		apiEnv.PaymentsDB = withWalSenderTimeout(apiEnv.PaymentsDB, cdcWalSenderTimeout)

@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"context"
+	"os"
 	"slices"
 	"strconv"
 	"testing"
@@ -23,12 +24,16 @@ func TestClusterIsWhatItClaims(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
+	ports, err := LoadPorts(os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
 	probe, probeCancel := context.WithTimeout(ctx, 5*time.Second)
 	defer probeCancel()
-	if err := ClusterUp(probe); err != nil {
+	if err := ports.ClusterUp(probe); err != nil {
 		t.Skipf("three-node cluster not running, nothing to check (KAFKA_NODES=3 scripts/stack/kafka.sh start): %v", err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(ClusterBrokers()...), kgo.RequiredAcks(kgo.AllISRAcks()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(ports.ClusterBrokers()...), kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +47,7 @@ func TestClusterIsWhatItClaims(t *testing.T) {
 	var ids []int32
 	for _, b := range meta.Brokers {
 		ids = append(ids, b.NodeID)
-		if want := ClusterDirectBroker(b.NodeID); b.Host+":"+itoa(b.Port) != want {
+		if want := ports.ClusterDirectBroker(b.NodeID); b.Host+":"+itoa(b.Port) != want {
 			t.Errorf("broker %d on DIRECT advertises %s:%d, want %s", b.NodeID, b.Host, b.Port, want)
 		}
 	}

@@ -58,12 +58,16 @@ func TestRunScriptReportsFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ports, err := LoadPorts(os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
 	out, err := RunScript(t.Context(), root, "postgres.sh", "url")
 	if err != nil {
 		t.Fatalf("postgres.sh url: %v", err)
 	}
-	if out != AdminURL {
-		t.Errorf("postgres.sh url = %q, want %q", out, AdminURL)
+	if out != ports.AdminURL() {
+		t.Errorf("postgres.sh url = %q, want %q", out, ports.AdminURL())
 	}
 	if _, err := RunScript(t.Context(), root, "postgres.sh", "no-such-verb"); err == nil || !strings.Contains(err.Error(), "usage:") {
 		t.Errorf("postgres.sh no-such-verb: got err %v, want one quoting the usage line", err)

@@ -2,12 +2,14 @@ package mutants
 
 import (
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/repo"
 )
 
@@ -43,8 +45,12 @@ func TestShortNoDedupMutantIsKilled(t *testing.T) {
 	if err := stack.Start(t.Context()); err != nil {
 		t.Fatalf("start the native stack: %v", err)
 	}
+	ports, err := devstack.LoadPorts(os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
 	results, err := Run(t.Context(), Config{
-		Root: root, Stack: stack, Short: true, Payments: 20,
+		Root: root, Stack: stack, Ports: ports, Short: true, Payments: 20,
 		Logger: logger, Out: t.Output(), Verdicts: t.Output(),
 	}, []Mutant{m})
 	if err != nil {

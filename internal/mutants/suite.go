@@ -24,6 +24,9 @@ type Config struct {
 	Root string
 	// Stack is the native stack the scenarios run on, already started. Required.
 	Stack *chaos.NativeStack
+	// Ports are the native stack's ports (devstack.LoadPorts). Default
+	// devstack.DefaultPorts().
+	Ports devstack.Ports
 	// Short runs the scenarios with their shorter fault windows (chaos.Scenarios(true)).
 	Short bool
 	// Payments per scenario run. Default 100, the course's load.
@@ -48,6 +51,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	c.Payments = cmp.Or(c.Payments, 100)
+	c.Ports = cmp.Or(c.Ports, devstack.DefaultPorts())
 	c.LockWait = cmp.Or(c.LockWait, 10*time.Minute)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -186,7 +190,7 @@ func runScenario(ctx context.Context, cfg Config, sc chaos.Scenario, m Mutant, b
 	defer unlock()
 	start := time.Now()
 	report, err := chaos.RunScenario(ctx, chaos.Options{
-		Root: cfg.Root, Payments: cfg.Payments, Binaries: bins,
+		Root: cfg.Root, Payments: cfg.Payments, Binaries: bins, Ports: cfg.Ports,
 		// Reports go under the ignored .stack/, not over the tracked reports/.
 		ReportDir: filepath.Join(cfg.Root, ".stack", "mutants", m.Name),
 		Logger:    cfg.Logger.With(slog.String("mutant", m.Name)),
@@ -219,11 +223,11 @@ func dropRun(ctx context.Context, cfg Config, report *chaos.Report) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	for _, db := range []string{report.PaymentsDatabase, report.ConsumerDatabase} {
-		if err := devstack.DropDatabase(ctx, devstack.AdminURL, db); err != nil {
+		if err := devstack.DropDatabase(ctx, cfg.Ports.AdminURL(), db); err != nil {
 			cfg.Logger.Warn("drop a mutant run's database", slog.Any("err", err))
 		}
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(devstack.DirectBroker))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Ports.DirectBroker()))
 	if err != nil {
 		cfg.Logger.Warn("drop a mutant run's topic", slog.Any("err", err))
 		return

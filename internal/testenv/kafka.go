@@ -126,10 +126,10 @@ type KafkaProxy struct {
 //
 // Why a dialer is needed: a Kafka client dials the seed only to bootstrap, then dials the
 // addresses the broker advertises, which are not the proxy's random port (the DIRECT
-// listener advertises 127.0.0.1:19092, PROXIED the fixed 127.0.0.1:29092 of the native
-// Toxiproxy). ClientOpts therefore adds a kgo.Dialer that sends every connection to the
-// proxy, whatever address the client asked for. That is only right for a single-broker
-// cluster, which is what the tests run on.
+// listener advertises itself, PROXIED the native Toxiproxy's proxy: devstack's
+// Ports.DirectBroker and Ports.ProxiedBroker). ClientOpts therefore adds a kgo.Dialer
+// that sends every connection to the proxy, whatever address the client asked for. That
+// is only right for a single-broker cluster, which is what the tests run on.
 func NewKafkaProxy(tb testing.TB) *KafkaProxy {
 	tb.Helper()
 	upstream := KafkaBrokers(tb)[0]

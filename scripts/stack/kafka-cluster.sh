@@ -6,26 +6,33 @@
 #   KAFKA_NODES=3 scripts/stack/kafka.sh stop           stop the nodes, remove their proxies
 #   KAFKA_NODES=3 scripts/stack/kafka.sh status         exit 0 if all three answer on DIRECT
 #   KAFKA_NODES=3 scripts/stack/kafka.sh logs <n> [-f]  print (or follow) node n's log
+#   KAFKA_NODES=3 scripts/stack/kafka.sh brokers        print the DIRECT addresses, comma-separated
 #   KAFKA_NODES=3 scripts/stack/kafka.sh kill-node <n>  SIGKILL node n (a crash; for chaos)
 #   KAFKA_NODES=3 scripts/stack/kafka.sh stop-node <n>  SIGTERM node n: a controlled shutdown
 #                                                       that moves its leaderships away first
 #   KAFKA_NODES=3 scripts/stack/kafka.sh start-node <n> start node n again, wait for DIRECT
 #
 # It runs beside the single broker and shares none of its ports or files. Its ports are
-# below 32768, outside Linux's ephemeral range, so no outgoing connection holds one. Node n:
+# counted from KAFKASTACK_CLUSTER_PORT (scripts/stack/ports.sh), by default 21190: below
+# 32768, outside Linux's ephemeral range, so no outgoing connection holds one. Node n,
+# with the defaults:
 #   DIRECT     127.0.0.1:2119n  consumer, tests, verifier, replication (never proxied)
 #   PROXIED    127.0.0.1:2129n  advertised as 127.0.0.1:2139n, where the Toxiproxy proxy
 #                               kafka_cluster_n forwards from: the relay seeds at 2139n
 #   CONTROLLER 127.0.0.1:2149n  KRaft quorum
-# Data, config, log and pid of node n live in .stack/kafka-cluster/node-n.
+# Data, config, owner file, log and pid of node n live in .stack/kafka-cluster/node-n.
 
 CLUSTER_NODES=(1 2 3)
+direct_port() { echo $((KAFKASTACK_CLUSTER_PORT + $1)); }
+proxied_port() { echo $((KAFKASTACK_CLUSTER_PORT + 100 + $1)); }
+proxy_port() { echo $((KAFKASTACK_CLUSTER_PORT + 200 + $1)); }
+controller_port() { echo $((KAFKASTACK_CLUSTER_PORT + 300 + $1)); }
 CLUSTER_RUN="$STATE/kafka-cluster"
 CLUSTER_LOCK="$STATE/kafka-cluster.lock"
 # Another fixed id: the cluster's data dirs must never be mistaken for the single broker's.
 CLUSTER_CLUSTER_ID=cGF5bWVudHMtY2x1c3RlcjM
-CLUSTER_VOTERS="1@127.0.0.1:21491,2@127.0.0.1:21492,3@127.0.0.1:21493"
-TOXIPROXY_API=http://127.0.0.1:8474
+CLUSTER_VOTERS="1@127.0.0.1:$(controller_port 1),2@127.0.0.1:$(controller_port 2),3@127.0.0.1:$(controller_port 3)"
+TOXIPROXY_API="http://127.0.0.1:$TOXISTACK_API_PORT"
 # Three JVMs starting at once on a loaded 2-core machine: a node was measured taking over
 # 90 s (the single broker's READY_TIMEOUT) at a load average of 27.
 READY_TIMEOUT=180
@@ -34,8 +41,6 @@ READY_TIMEOUT=180
 CLUSTER_JVM=(-Xms256m -Xmx256m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:ParallelGCThreads=1
 	-XX:ConcGCThreads=1 -XX:CICompilerCount=2 -Djava.awt.headless=true)
 
-direct_port() { echo $((21190 + $1)); }
-proxy_port() { echo $((21390 + $1)); }
 node_dir() { echo "$CLUSTER_RUN/node-$1"; }
 
 # node_pid prints node n's pid if its pid file names a live kafka.Kafka of this checkout.
@@ -54,9 +59,10 @@ render_node() {
 	dir="$(node_dir "$n")"
 	mkdir -p "$dir"
 	sed -e "s|@NODE_ID@|$n|" -e "s|@VOTERS@|$CLUSTER_VOTERS|" \
-		-e "s|@DIRECT_PORT@|$(direct_port "$n")|" -e "s|@PROXIED_PORT@|$((21290 + n))|" \
-		-e "s|@PROXY_PORT@|$(proxy_port "$n")|" -e "s|@CONTROLLER_PORT@|$((21490 + n))|" \
+		-e "s|@DIRECT_PORT@|$(direct_port "$n")|" -e "s|@PROXIED_PORT@|$(proxied_port "$n")|" \
+		-e "s|@PROXY_PORT@|$(proxy_port "$n")|" -e "s|@CONTROLLER_PORT@|$(controller_port "$n")|" \
 		-e "s|@DATA_DIR@|$dir/data|" "$SRC/cluster.properties.tmpl" >"$dir/server.properties"
+	write_owner "$dir"
 }
 
 format_node() {
@@ -98,7 +104,7 @@ wait_node() {
 ensure_proxies() {
 	local body="[" n
 	for n in "${CLUSTER_NODES[@]}"; do
-		body+="{\"name\":\"kafka_cluster_$n\",\"listen\":\"127.0.0.1:$(proxy_port "$n")\",\"upstream\":\"127.0.0.1:$((21290 + n))\",\"enabled\":true}"
+		body+="{\"name\":\"kafka_cluster_$n\",\"listen\":\"127.0.0.1:$(proxy_port "$n")\",\"upstream\":\"127.0.0.1:$(proxied_port "$n")\",\"enabled\":true}"
 		((n < 3)) && body+=","
 	done
 	body+="]"
@@ -150,7 +156,18 @@ print_cluster() {
 	done
 	echo "  brokers  $(cluster_brokers)"
 	echo "  topic    $TOPIC ($TOPIC_PARTITIONS partitions, replication factor 3, min.insync.replicas=2, unclean leader election off)"
-	echo "Stop it with: KAFKA_NODES=3 $ROOT/scripts/stack/kafka.sh stop"
+	print_cluster_owner
+}
+
+# print_cluster_owner says how to stop the cluster: from this checkout, or from the one
+# that started it (node 1's owner record), which this one leaves it to.
+print_cluster_owner() {
+	local by
+	by="$(kafka_owner "$(direct_port 1)")" || by="$ROOT"
+	if [[ "$by" != "$ROOT" ]]; then
+		echo "Started from $by: this checkout uses it and will not stop it"
+	fi
+	echo "Stop it with: KAFKA_NODES=3 $by/scripts/stack/kafka.sh stop"
 }
 
 cluster_start() {
@@ -159,20 +176,28 @@ cluster_start() {
 	flock -w 600 9 || die "another kafka.sh has held $CLUSTER_LOCK for 10 minutes"
 	command -v java >/dev/null || die "java not found (Kafka 4 needs Java 17+)"
 	command -v curl >/dev/null || die "curl not found (apt-get install curl)"
-	local t0=$SECONDS n started=() out deadline
+	local t0=$SECONDS n started=() out deadline by
+	# A cluster another checkout started is used as is (its nodes are that checkout's to
+	# start and stop).
+	if by="$(kafka_owner "$(direct_port 1)")" && [[ "$by" != "$ROOT" ]]; then
+		print_cluster
+		return
+	fi
+	for n in "${CLUSTER_NODES[@]}"; do
+		node_pid "$n" >/dev/null && continue
+		require_free "$(direct_port "$n")" KAFKASTACK_CLUSTER_PORT "cluster node $n DIRECT listener"
+		require_free "$(proxied_port "$n")" KAFKASTACK_CLUSTER_PORT "cluster node $n PROXIED listener"
+		require_free "$(controller_port "$n")" KAFKASTACK_CLUSTER_PORT "cluster node $n CONTROLLER listener"
+		started+=("$n")
+	done
 	ensure_libs
 	cat >"$CLUSTER_RUN/admin.properties" <<-EOF
 		request.timeout.ms=5000
 		default.api.timeout.ms=10000
 	EOF
-	for n in "${CLUSTER_NODES[@]}"; do
-		node_pid "$n" >/dev/null && continue
-		if port_open "$(direct_port "$n")"; then
-			die "127.0.0.1:$(direct_port "$n") is taken by a process this checkout did not start (ss -ltnp 'sport = :$(direct_port "$n")')"
-		fi
+	for n in "${started[@]}"; do
 		render_node "$n"
 		format_node "$n"
-		started+=("$n")
 	done
 	# All three at once: a node waits for a quorum of controllers before it serves.
 	for n in "${started[@]}"; do
@@ -199,9 +224,15 @@ cluster_start() {
 
 # cluster_stop stops the three nodes at once: one after the other, the last would lose
 # its quorum and wait out STOP_TIMEOUT in a controlled shutdown that cannot finish.
+# A cluster another checkout started is left running, its proxies too.
 cluster_stop() {
 	mkdir -p "$CLUSTER_RUN"
-	local n
+	local n ours=
+	for n in "${CLUSTER_NODES[@]}"; do node_pid "$n" >/dev/null && ours=1; done
+	if [[ -z "$ours" ]] && kafka_owner "$(direct_port 1)" >/dev/null; then
+		print_cluster_owner
+		return
+	fi
 	for n in "${CLUSTER_NODES[@]}"; do cluster_stop_node "$n" & done
 	wait
 	remove_proxies
@@ -238,16 +269,35 @@ cluster_start_node() {
 cluster_status() {
 	local n down=0
 	for n in "${CLUSTER_NODES[@]}"; do
-		kafka_answers "$(direct_port "$n")" || down=$((down + 1))
+		kafka_owner "$(direct_port "$n")" >/dev/null || down=$((down + 1))
 	done
 	if ((down > 0)); then
-		echo "Kafka cluster: $down of 3 nodes do not answer"
+		echo "Kafka cluster: $down of 3 nodes do not answer as this project's brokers"
 		return 1
 	fi
 	print_cluster
 }
 
+# hand_over runs the node verb "$@" with the scripts of the checkout that started the
+# cluster, when that is another one: the chaos scenarios that kill, stop and start
+# nodes run from whichever checkout shares the cluster, and only the owner's pid files
+# and data directories name its nodes. The owner is read from any node that answers.
+# KAFKASTACK_HANDED_FROM stops a hand-over from going round in circles.
+hand_over() {
+	local n by
+	[[ -z "${KAFKASTACK_HANDED_FROM:-}" ]] || return 0
+	for n in "${CLUSTER_NODES[@]}"; do
+		node_pid "$n" >/dev/null && return 0 # ours
+		by="$(kafka_owner "$(direct_port "$n")")" && break
+	done
+	[[ -n "${by:-}" && "$by" != "$ROOT" && -f "$by/scripts/stack/kafka.sh" ]] || return 0
+	KAFKASTACK_HANDED_FROM="$ROOT" KAFKA_NODES=3 exec bash "$by/scripts/stack/kafka.sh" "$@"
+}
+
 cluster_main() {
+	case "${1:-}" in
+	kill-node | stop-node | start-node) check_node "${2:-}" && hand_over "$@" ;;
+	esac
 	case "${1:-}" in
 	start) cluster_start ;;
 	stop) cluster_stop ;;
@@ -257,11 +307,12 @@ cluster_main() {
 		LOG="$(node_dir "$2")/kafka.log"
 		logs "${3:-}"
 		;;
+	brokers) cluster_brokers ;;
 	kill-node) check_node "${2:-}" && cluster_kill_node "$2" ;;
 	stop-node) check_node "${2:-}" && cluster_stop_node "$2" ;;
 	start-node) check_node "${2:-}" && cluster_start_node "$2" ;;
 	*)
-		echo "usage: KAFKA_NODES=3 $0 start|stop|status|logs <n> [-f]|kill-node <n>|stop-node <n>|start-node <n>" >&2
+		echo "usage: KAFKA_NODES=3 $0 start|stop|status|logs <n> [-f]|brokers|kill-node <n>|stop-node <n>|start-node <n>" >&2
 		exit 2
 		;;
 	esac

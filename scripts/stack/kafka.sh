@@ -4,18 +4,26 @@
 #   scripts/stack/kafka.sh start      download jars (first time), format, start, wait until ready
 #   scripts/stack/kafka.sh stop       SIGTERM, wait up to 20 s, then SIGKILL
 #   scripts/stack/kafka.sh status     exit 0 if the broker process runs and DIRECT accepts TCP
+#   scripts/stack/kafka.sh logs [-f]  print (or follow) the broker log
+#   scripts/stack/kafka.sh brokers    print the DIRECT address, the seed for the consumer
 #
 # A broker that another checkout started on these ports is recognised (it answers a Kafka
-# request on DIRECT), used as is by start and status, and never stopped from here.
-#   scripts/stack/kafka.sh logs [-f]  print (or follow) the broker log
+# request on DIRECT, and the owner file beside its config names a checkout of this
+# project: lib.sh, "who started a server"), used as is by start and status, and never
+# stopped from here. Any other process on one of the ports makes start fail, naming the
+# port's variable.
 #
-# Listeners (see scripts/stack/kafka/server.properties.tmpl for why there are two client ones):
-#   DIRECT   127.0.0.1:19092  tests, consumer, verifier: never behind Toxiproxy
-#   PROXIED  127.0.0.1:19094  advertised as 127.0.0.1:29092, the Toxiproxy listener
-#            (scripts/stack/toxiproxy.sh); the relay bootstraps at 127.0.0.1:29092
+# Listeners (see scripts/stack/kafka/server.properties.tmpl for why there are two client
+# ones), with their defaults and variables (scripts/stack/ports.sh):
+#   DIRECT     127.0.0.1:19092  KAFKASTACK_DIRECT_PORT: tests, consumer, verifier; never
+#                               behind Toxiproxy
+#   PROXIED    127.0.0.1:19094  KAFKASTACK_PROXIED_PORT, advertised as 127.0.0.1:29092
+#                               (KAFKASTACK_PROXY_PORT), the Toxiproxy listener
+#                               (scripts/stack/toxiproxy.sh) the relay bootstraps at
+#   CONTROLLER 127.0.0.1:19093  KAFKASTACK_CONTROLLER_PORT: KRaft quorum
 #
 # The jars come from Maven Central (scripts/stack/kafka/pom.xml) into .stack/kafka-libs; the
-# broker's data, config, log and pid live in .stack/kafka. `rm -rf .stack/kafka` (broker
+# broker's data, config, owner file, log and pid live in .stack/kafka. `rm -rf .stack/kafka` (broker
 # stopped) gives a fresh, empty broker on the next start.
 #
 # start is idempotent and safe to run concurrently (flock). It creates the topic
@@ -36,7 +44,7 @@ LOG="$RUN/kafka.log"
 SRC="$ROOT/scripts/stack/kafka"
 LOG4J="-Dlog4j2.configurationFile=$SRC/log4j2.properties"
 
-DIRECT_PORT=19092
+DIRECT_PORT="$KAFKASTACK_DIRECT_PORT"
 TOPIC=payments.events
 TOPIC_PARTITIONS=3
 READY_TIMEOUT=90
@@ -70,10 +78,6 @@ die() {
 
 # pid prints the broker's pid if the pid file names a live kafka.Kafka process of this repo.
 pid() { server_pid "kafka.Kafka $CONF"; }
-
-port_open() {
-	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
 
 # ensure_libs copies the broker's runtime classpath into .stack/kafka-libs. A stamp holding the
 # pom's checksum makes it a no-op until the pom changes.
@@ -123,10 +127,17 @@ kafka_answers() {
 	[[ "${bytes[*]:4:6}" == "00 00 00 01 00 00" ]]
 }
 
+# kafka_owner prints the checkout that started the broker answering on port $1 (DIRECT
+# by default); it fails for any other process there, a Kafka broker or not.
+kafka_owner() {
+	local port=${1:-$DIRECT_PORT}
+	kafka_answers "$port" && config_owner "$port" kafka.Kafka
+}
+
 print_listeners() {
 	cat <<EOF
-  DIRECT   127.0.0.1:19092  tests, consumer, verifier (no faults)
-  PROXIED  127.0.0.1:29092  via Toxiproxy (scripts/stack/toxiproxy.sh start), bound on 127.0.0.1:19094
+  DIRECT   127.0.0.1:$DIRECT_PORT  tests, consumer, verifier (no faults)
+  PROXIED  127.0.0.1:$KAFKASTACK_PROXY_PORT  via Toxiproxy (scripts/stack/toxiproxy.sh start), bound on 127.0.0.1:$KAFKASTACK_PROXIED_PORT
   topic    $TOPIC ($TOPIC_PARTITIONS partitions)
 EOF
 }
@@ -137,9 +148,9 @@ print_endpoints() {
 	echo "Stop it with: $ROOT/scripts/stack/kafka.sh stop"
 }
 
-# print_shared_endpoints is print_endpoints for a broker another checkout started.
+# print_shared_endpoints is print_endpoints for a broker checkout $1 started.
 print_shared_endpoints() {
-	print_shared "$DIRECT_PORT"
+	print_shared "$1"
 	print_listeners
 }
 
@@ -154,24 +165,27 @@ start() {
 	exec 9>"$LOCK"
 	flock -w 600 9 || die "another kafka.sh has held $LOCK for 10 minutes"
 
-	local p
+	local p by
 	if p="$(pid)"; then
 		echo "Kafka is already running (pid $p)"
 		print_endpoints "$p"
 		return
 	fi
-	if port_open "$DIRECT_PORT"; then
-		if kafka_answers; then
-			print_shared_endpoints
-			return
-		fi
-		die "127.0.0.1:$DIRECT_PORT is taken by a process that is not a Kafka broker (ss -ltnp 'sport = :$DIRECT_PORT')"
+	if by="$(kafka_owner)"; then
+		print_shared_endpoints "$by"
+		return
 	fi
+	require_free "$DIRECT_PORT" KAFKASTACK_DIRECT_PORT "Kafka DIRECT listener"
+	require_free "$KAFKASTACK_CONTROLLER_PORT" KAFKASTACK_CONTROLLER_PORT "Kafka CONTROLLER listener"
+	require_free "$KAFKASTACK_PROXIED_PORT" KAFKASTACK_PROXIED_PORT "Kafka PROXIED listener"
 	command -v java >/dev/null || die "java not found (Kafka 4 needs Java 17+)"
 
 	local t0=$SECONDS
 	ensure_libs
-	sed "s|@DATA_DIR@|$DATA|" "$SRC/server.properties.tmpl" >"$CONF"
+	sed -e "s|@DATA_DIR@|$DATA|" -e "s|@DIRECT_PORT@|$DIRECT_PORT|g" \
+		-e "s|@PROXIED_PORT@|$KAFKASTACK_PROXIED_PORT|g" -e "s|@PROXY_PORT@|$KAFKASTACK_PROXY_PORT|g" \
+		-e "s|@CONTROLLER_PORT@|$KAFKASTACK_CONTROLLER_PORT|g" "$SRC/server.properties.tmpl" >"$CONF"
+	write_owner "$RUN"
 	cat >"$RUN/admin.properties" <<-EOF
 		request.timeout.ms=5000
 		default.api.timeout.ms=10000
@@ -206,24 +220,29 @@ start() {
 }
 
 stop() {
-	if ! pid >/dev/null && kafka_answers; then
-		print_shared_endpoints
+	local by
+	if ! pid >/dev/null && by="$(kafka_owner)"; then
+		print_shared_endpoints "$by"
 		return
 	fi
 	stop_server "kafka.Kafka $CONF"
 }
 
 status() {
-	local p
+	local p by
 	if p="$(pid)" && port_open "$DIRECT_PORT"; then
 		print_endpoints "$p"
 		return
 	fi
-	if kafka_answers; then
-		print_shared_endpoints
+	if by="$(kafka_owner)"; then
+		print_shared_endpoints "$by"
 		return
 	fi
-	echo "Kafka is not running"
+	if port_open "$DIRECT_PORT"; then
+		echo "Kafka: 127.0.0.1:$DIRECT_PORT is taken, but not by this project's broker (move this stack's port with KAFKASTACK_DIRECT_PORT)"
+	else
+		echo "Kafka is not running"
+	fi
 	return 1
 }
 
@@ -251,8 +270,9 @@ start) start ;;
 stop) stop ;;
 status) status ;;
 logs) logs "${2:-}" ;;
+brokers) echo "127.0.0.1:$DIRECT_PORT" ;;
 *)
-	echo "usage: $0 start|stop|status|logs [-f]" >&2
+	echo "usage: $0 start|stop|status|logs [-f]|brokers" >&2
 	exit 2
 	;;
 esac

@@ -1,10 +1,24 @@
-# lib.sh: what kafka.sh and toxiproxy.sh share, sourced by both. Each runs one server detached
-# from its caller, with a pid file the server writes itself and a lock serializing start/stop.
-# Before sourcing, the caller sets NAME (for messages); afterwards it sets LOCK, PIDFILE, LOG,
-# STOP_TIMEOUT and defines log.
+# lib.sh: what postgres.sh, kafka.sh and toxiproxy.sh share, sourced by each: the ports
+# (ports.sh, checked here), who started a server, and the one message of a taken port.
+# kafka.sh and toxiproxy.sh run their server detached from the caller, with a pid file the
+# server writes itself and a lock serializing start/stop. Before sourcing, the caller sets
+# NAME (for messages); afterwards it sets LOCK, PIDFILE, LOG, STOP_TIMEOUT and defines log.
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 STATE="$ROOT/.stack"
+
+source "$(dirname "${BASH_SOURCE[0]}")/ports.sh"
+for var in "${STACK_PORT_VARS[@]}"; do
+	if ! [[ "${!var}" =~ ^[1-9][0-9]{0,4}$ ]] || ((${!var} > 65535)); then
+		echo "$(basename "$0"): $var=${!var} is not a port number (scripts/stack/ports.sh)" >&2
+		exit 2
+	fi
+done
+unset var
+if ((KAFKASTACK_CLUSTER_PORT > 65535 - 303)); then
+	echo "$(basename "$0"): KAFKASTACK_CLUSTER_PORT=$KAFKASTACK_CLUSTER_PORT leaves no room for the cluster's ports, up to +303" >&2
+	exit 2
+fi
 
 # server_pid prints the pid in $PIDFILE if it names a live process whose command line
 # contains $1: a pid file left by a crash may name an unrelated process by now.
@@ -12,9 +26,18 @@ server_pid() {
 	local p
 	[[ -s "$PIDFILE" ]] || return 1
 	p="$(<"$PIDFILE")"
-	[[ -r "/proc/$p/cmdline" ]] || return 1
-	tr '\0' ' ' <"/proc/$p/cmdline" | grep -qF -- "$1" || return 1
+	command_line "$p" | grep -qF -- "$1" || return 1
 	echo "$p"
+}
+
+# command_line prints the command line of process $1: from /proc on Linux (a minimal
+# image may have no ps), from ps elsewhere (macOS has no /proc).
+command_line() {
+	if [[ -d /proc/self ]]; then
+		[[ -r "/proc/$1/cmdline" ]] && tr '\0' ' ' <"/proc/$1/cmdline" | sed 's/ $//'
+	else
+		ps -ww -o args= -p "$1" 2>/dev/null
+	fi
 }
 
 # detach runs "$@" in its own session, so that it outlives the caller's process group (a test
@@ -53,64 +76,89 @@ stop_server() {
 	echo "$NAME stopped"
 }
 
-# ---- a stack started from another checkout --------------------------------------------
-# The ports are fixed, so there is one stack per machine. A second checkout (a mentor's copy
-# of a student's service beside ours) has no pid file of its own for it: it recognises a
-# healthy server of the right kind on the port (each script's own probe), uses it as is,
-# and never stops it.
+# ---- who started a server -----------------------------------------------------------
+# One stack serves every checkout on the machine that uses the same ports (a mentor's copy
+# of a student's service beside ours): a checkout uses a server another one started, as is,
+# and never stops it. Whether a server on a port is this project's, and which checkout
+# started it, is written in the server's own state, so that it can be found wherever that
+# state lives (PostgreSQL's data directory moves to /tmp when the postgres user cannot
+# enter the checkout): PostgreSQL carries it as a setting (postgres.sh), Kafka and
+# Toxiproxy as the file $OWNER_FILE beside the config file named on their command line.
+# A server whose port answers but has no such record is somebody else's: start fails,
+# naming the port and the variable of ports.sh that moves this stack off it.
+OWNER_FILE=payments-outbox.owner
 
-# listener_pid prints the pid of the process listening on TCP port $1 (ss shows every
-# user's processes to root, only one's own to others).
+# write_owner records this checkout as the owner of the server whose config lives in $1.
+write_owner() {
+	echo "$ROOT" >"$1/$OWNER_FILE"
+}
+
+# owner_in prints the checkout recorded in directory $1. A server started before the
+# scripts kept this record has its state in <checkout>/.stack: that checkout, if its
+# scripts/stack is there, is its owner.
+owner_in() {
+	local dir=$1 owner
+	if [[ -s "$dir/$OWNER_FILE" ]]; then
+		echo "$(<"$dir/$OWNER_FILE")"
+		return
+	fi
+	[[ "$dir/" == */.stack/* ]] || return 1
+	owner="${dir%%/.stack/*}"
+	[[ -f "$owner/scripts/stack/lib.sh" ]] || return 1
+	echo "$owner"
+}
+
+port_open() {
+	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# listener_pid prints the pid of the process listening on TCP port $1: ss on Linux, lsof
+# elsewhere. Both show every user's processes to root, only one's own to others.
 listener_pid() {
-	local p
-	command -v ss >/dev/null || return 1
-	p="$(ss -Hltnp "sport = :$1" 2>/dev/null | grep -o 'pid=[0-9]*' | head -n 1 | cut -d= -f2)"
+	local p=""
+	if command -v ss >/dev/null; then
+		p="$(ss -Hltnp "sport = :$1" 2>/dev/null | grep -o 'pid=[0-9]*' | head -n 1 | cut -d= -f2)"
+	elif command -v lsof >/dev/null; then
+		p="$(lsof -nP -iTCP:"$1" -sTCP:LISTEN -t 2>/dev/null | head -n 1)"
+	fi
 	[[ -n "$p" ]] || return 1
 	echo "$p"
 }
 
-# owner_of prints the checkout whose scripts/stack started the server on port $1. Every
-# server started by these scripts has a path under <checkout>/.stack on its command line
-# (Kafka's classpath, Toxiproxy's binary, PostgreSQL's data directory) or, for a
-# PostgreSQL that `pg_ctl restart` started again, as its working directory: that
-# postmaster gets its data directory from PGDATA, not from -D, and a postmaster's
-# working directory is its data directory. Without the second look, the db-restart
-# scenario could restart a shared server only once.
-owner_of() {
-	local p arg dir
+# config_owner prints the owner of the server listening on port $1 whose command line
+# ends in "$2 <config file>" (kafka.Kafka, -config).
+config_owner() {
+	local p args
 	p="$(listener_pid "$1")" || return 1
-	[[ -r "/proc/$p/cmdline" ]] || return 1
-	while IFS= read -r -d '' arg; do
-		if [[ "$arg" == */.stack/* ]]; then
-			echo "${arg%%/.stack/*}"
-			return
-		fi
-	done <"/proc/$p/cmdline"
-	dir="$(readlink "/proc/$p/cwd" 2>/dev/null)" || return 1
-	if [[ "$dir/" == */.stack/* ]]; then
-		echo "${dir%%/.stack/*}"
-		return
-	fi
-	return 1
+	args="$(command_line "$p")" || return 1
+	[[ "$args" == *" $2 "* ]] || return 1
+	owner_in "$(dirname "${args##* "$2" }")"
 }
 
-# describe_owner says where the server on port $1 comes from, for messages.
-describe_owner() {
-	local owner p
-	if owner="$(owner_of "$1")"; then
-		echo "$owner"
-	elif p="$(listener_pid "$1")"; then
-		echo "outside scripts/stack (pid $p)"
+# port_taken exits with the one message a taken port gets: what holds 127.0.0.1:$1, that
+# it is not this project's $NAME, and the variable $2 that moves the port ($3 says what
+# the port is for).
+port_taken() {
+	local port=$1 var=$2 what=$3 holder p
+	if p="$(listener_pid "$port")"; then
+		holder="pid $p ($(command_line "$p" | cut -c1-80)), which is not this project's $NAME"
 	else
-		echo "another checkout or user (ss -ltnp 'sport = :$1' may tell which)"
+		holder="a process this user cannot see (another user's), which this checkout cannot tell for this project's $NAME"
 	fi
+	echo "$(basename "$0"): 127.0.0.1:$port ($what) is taken by $holder." >&2
+	echo "Stop it, or move this stack's port: export $var=<a free port> (every port and its variable: scripts/stack/ports.sh)" >&2
+	exit 1
 }
 
-# print_shared tells that the $NAME server on port $1 was not started by this checkout,
-# that it is used as is, and how to stop it.
+# require_free calls port_taken when something listens on port $1.
+require_free() {
+	if port_open "$1"; then port_taken "$@"; fi
+}
+
+# print_shared tells that the $NAME server was started by checkout $1, that this one uses
+# it as is, and how to stop it.
 print_shared() {
-	local owner script
-	owner="$(describe_owner "$1")"
+	local owner=$1 script
 	script="$(basename "$0")"
 	echo "$NAME is running, started from $owner: this checkout uses it and will not stop it"
 	if [[ -f "$owner/scripts/stack/$script" ]]; then

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # postgres.sh: a throwaway PostgreSQL cluster owned by this project.
 #
-#   scripts/stack/postgres.sh start    initdb (first time) and start on 127.0.0.1:55432
+#   scripts/stack/postgres.sh start    initdb (first time) and start on 127.0.0.1:$PGSTACK_PORT
 #   scripts/stack/postgres.sh stop     fast shutdown
-#   scripts/stack/postgres.sh status   exit 0 if it answers
+#   scripts/stack/postgres.sh status   exit 0 if this project's server answers
 #   scripts/stack/postgres.sh url      print the admin URL
 #   scripts/stack/postgres.sh restart  fast restart (used by the db-restart chaos scenario)
 #   scripts/stack/postgres.sh destroy  stop and delete the cluster
@@ -11,14 +11,18 @@
 # It uses the installed server binaries that bindir finds. When DATABASE_URL is set,
 # the project uses that server instead and this script does nothing on start.
 # Authentication is "trust" on loopback only: this cluster is for tests and demos.
+# The port is PGSTACK_PORT (default 55432, scripts/stack/ports.sh).
 #
-# A server that another checkout started on the port is used as is by start and status,
-# never stopped from here; restart is handed to the script of the checkout that owns it.
+# The server carries the checkout that started it as the setting payments_outbox.owner,
+# which any client can read (lib.sh, "who started a server"). A server that another
+# checkout started on the port is used as is by start and status, never stopped from
+# here; restart is handed to the script of the checkout that owns it. A server without
+# the setting is not this project's: start fails and names PGSTACK_PORT.
 set -euo pipefail
 
 NAME=PostgreSQL
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-PORT="${PGSTACK_PORT:-55432}"
+PORT="$PGSTACK_PORT"
 LOCK="$STATE/postgres.lock"
 URL="postgres://postgres@127.0.0.1:$PORT/postgres?sslmode=disable"
 
@@ -32,6 +36,12 @@ URL="postgres://postgres@127.0.0.1:$PORT/postgres?sslmode=disable"
 #     logical replication slot, which the default wal_level=replica cannot serve.
 SERVER_OPTIONS="-c shared_preload_libraries=pg_stat_statements -c wal_level=logical"
 
+# This stack's own options, passed with those on every start and restart: the port, so
+# that PGSTACK_PORT moves a data directory that exists, and the owner record. pg_ctl
+# hands -o to a shell, hence the quotes; a checkout path with a quote cannot be quoted so.
+[[ "$ROOT" != *"'"* ]] || { echo "postgres.sh: the checkout's path has a quote: $ROOT" >&2; exit 1; }
+STACK_OPTIONS="-c port=$PORT -c payments_outbox.owner='$ROOT'"
+
 # bindir finds the server as scripts/setup.sh does (PG_BIN, pg_config, the usual places;
 # majors 14 to 17), so that the server started is the one set-up accepted.
 bindir() {
@@ -42,6 +52,10 @@ bindir() {
 }
 
 BIN="$(bindir)"
+# psql comes with the server's binaries on Debian, Homebrew and the PGDG packages; PATH's
+# otherwise.
+PSQL="$BIN/psql"
+[[ -x "$PSQL" ]] || PSQL="$(command -v psql)" || { echo "postgres.sh: psql not found (install PostgreSQL's client)" >&2; exit 1; }
 
 # PostgreSQL refuses to run as root, and CI runs as root: run the server as the
 # unprivileged "postgres" user (created by the Debian server package) in that case.
@@ -67,19 +81,29 @@ datadir() {
 DATA="$(datadir)"
 
 running() {
-	"$BIN/pg_isready" -q -h 127.0.0.1 -p "$PORT" -U postgres >/dev/null 2>&1
+	"$BIN/pg_isready" -q -t 3 -h 127.0.0.1 -p "$PORT" -U postgres >/dev/null 2>&1
 }
 
-# ours succeeds when a live server runs on this checkout's data directory: the first line
-# of postmaster.pid is the postmaster's pid, and the file is left behind by a crash.
-ours() {
-	local p
-	p="$(head -n 1 "$DATA/postmaster.pid" 2>/dev/null)" && [[ -n "$p" && -d "/proc/$p" ]]
+# owner prints the checkout that started the server answering on $PORT, from its
+# setting payments_outbox.owner. A server started before the scripts set it has none;
+# its data directory in <checkout>/.stack tells (lib.sh owner_in). Anything else on the
+# port (another PostgreSQL, any listener) has no owner: it is not ours.
+owner() {
+	local out recorded dir
+	out="$(PGCONNECT_TIMEOUT=3 timeout 10 "$PSQL" -X -q -w -At -F '|' -h 127.0.0.1 -p "$PORT" -U postgres -d postgres \
+		-c "SELECT current_setting('payments_outbox.owner', true), current_setting('data_directory')" 2>/dev/null)" || return 1
+	IFS='|' read -r recorded dir <<<"$out"
+	if [[ -n "$recorded" ]]; then
+		echo "$recorded"
+		return
+	fi
+	[[ "$dir" == */.stack/postgres ]] || return 1
+	owner_in "$dir"
 }
 
-# shared succeeds when the server answering on $PORT was started elsewhere (another
-# checkout): this checkout uses it, and never stops it.
-shared() { running && ! ours; }
+pg_ctl_start() {
+	as_owner "$BIN/pg_ctl" -D "$DATA" -l "$DATA/server.log" -o "$SERVER_OPTIONS $STACK_OPTIONS" "$@"
+}
 
 start() {
 	if [[ -n "${DATABASE_URL:-}" ]]; then
@@ -89,15 +113,17 @@ start() {
 	mkdir -p "$STATE"
 	exec 9>"$LOCK"
 	flock -w 180 9 || { echo "postgres.sh: another start holds $LOCK" >&2; exit 1; }
-	if ours && running; then
-		echo "postgres: already running at $URL"
+	local by
+	if by="$(owner)"; then
+		if [[ "$by" == "$ROOT" ]]; then
+			echo "postgres: already running at $URL"
+		else
+			print_shared "$by"
+			echo "postgres: using it at $URL"
+		fi
 		return
 	fi
-	if shared; then
-		print_shared "$PORT"
-		echo "postgres: using it at $URL"
-		return
-	fi
+	require_free "$PORT" PGSTACK_PORT "PostgreSQL"
 	if [[ ! -f "$DATA/PG_VERSION" ]]; then
 		mkdir -p "$DATA"
 		[[ "$(id -u)" == 0 ]] && chown postgres:postgres "$DATA"
@@ -117,16 +143,16 @@ start() {
 	fi
 	# A crash (or SIGKILL of a test run) can leave a stale pid file; pg_ctl handles it.
 	# 9>&-: the server must not inherit the lock, or it would hold it for its whole life.
-	as_owner "$BIN/pg_ctl" -D "$DATA" -l "$DATA/server.log" -o "$SERVER_OPTIONS" \
-		-w -t 60 start >/dev/null 2>&1 9>&- ||
+	pg_ctl_start -w -t 60 start >/dev/null 2>&1 9>&- ||
 		{ tail -n 30 "$DATA/server.log" >&2; exit 1; }
 	echo "postgres: listening at $URL"
 	echo "postgres: stop with 'scripts/stack/postgres.sh stop' (data in $DATA)"
 }
 
 stop() {
-	if shared; then
-		print_shared "$PORT"
+	local by
+	if by="$(owner)" && [[ "$by" != "$ROOT" ]]; then
+		print_shared "$by"
 		return
 	fi
 	if [[ -f "$DATA/postmaster.pid" ]]; then
@@ -135,24 +161,48 @@ stop() {
 	echo "postgres: stopped"
 }
 
+# restart restarts the server on $PORT whichever checkout started it (the db-restart
+# chaos scenario): only that checkout's script knows its data directory, so the restart
+# is handed to it. PGSTACK_HANDED_FROM stops a hand-over from going round in circles.
+# With nothing on the port, this checkout's server is started, as pg_ctl restart does.
+restart() {
+	local by
+	if ! by="$(owner)"; then
+		require_free "$PORT" PGSTACK_PORT "PostgreSQL"
+		by="$ROOT"
+	fi
+	if [[ "$by" != "$ROOT" ]]; then
+		if [[ -n "${PGSTACK_HANDED_FROM:-}" || ! -f "$by/scripts/stack/postgres.sh" ]]; then
+			print_shared "$by"
+			echo "postgres.sh: cannot restart it from here" >&2
+			exit 1
+		fi
+		PGSTACK_HANDED_FROM="$ROOT" exec bash "$by/scripts/stack/postgres.sh" restart
+	fi
+	pg_ctl_start -m fast -w -t 60 restart >/dev/null 2>&1 ||
+		{ tail -n 30 "$DATA/server.log" >&2; exit 1; }
+	echo "postgres: restarted at $URL"
+}
+
+status() {
+	local by
+	if ! running; then
+		echo "postgres: not running"
+		exit 1
+	fi
+	if ! by="$(owner)"; then
+		echo "postgres: 127.0.0.1:$PORT answers, but not as this project's PostgreSQL (move this stack's port with PGSTACK_PORT)"
+		exit 1
+	fi
+	echo "postgres: running at $URL"
+	if [[ "$by" != "$ROOT" ]]; then print_shared "$by"; fi
+}
+
 case "${1:-}" in
 start) start ;;
 stop) stop ;;
-restart)
-	# The db-restart chaos scenario restarts the server whichever checkout started it:
-	# only that checkout's script knows its data directory.
-	if shared; then
-		owner="$(owner_of "$PORT")" || { print_shared "$PORT"; echo "postgres.sh: cannot restart it from here" >&2; exit 1; }
-		exec bash "$owner/scripts/stack/postgres.sh" restart
-	fi
-	as_owner "$BIN/pg_ctl" -D "$DATA" -l "$DATA/server.log" -o "$SERVER_OPTIONS" -m fast -w -t 60 restart >/dev/null 2>&1
-	echo "postgres: restarted at $URL"
-	;;
-status)
-	if ! running; then echo "postgres: not running"; exit 1; fi
-	echo "postgres: running at $URL"
-	if ! ours; then print_shared "$PORT"; fi
-	;;
+restart) restart ;;
+status) status ;;
 url) echo "$URL" ;;
 destroy)
 	stop

@@ -5,21 +5,28 @@
 #   scripts/stack/toxiproxy.sh stop     SIGTERM, wait up to 20 s, then SIGKILL
 #   scripts/stack/toxiproxy.sh status   exit 0 if the API answers and kafka_relay exists
 #
-# A server that another checkout started is recognised by its API, used as is by start
-# and status (start recreates kafka_relay if it is missing), and never stopped from here.
+# A server that another checkout started is recognised (its API answers, and the owner
+# file beside its config names a checkout of this project: lib.sh, "who started a
+# server"), used as is by start and status (start recreates kafka_relay if it is
+# missing), and never stopped from here. Any other process on one of its ports makes
+# start fail, naming the port's variable.
 #
-# API on 127.0.0.1:8474. Proxy kafka_relay listens on 127.0.0.1:29092 and forwards to
-# 127.0.0.1:19094, the broker's PROXIED listener, which advertises 127.0.0.1:29092: a client
-# that bootstraps at 29092 (the relay under chaos) keeps all its traffic behind the proxy.
-# Proxy postgres_api listens on 127.0.0.1:25432 and forwards to PostgreSQL (127.0.0.1:55432):
-# only the pg-faults chaos scenario points a service at it (its API and relay).
+# Ports, with their defaults and variables (scripts/stack/ports.sh):
+#   API           127.0.0.1:8474   TOXISTACK_API_PORT
+#   kafka_relay   127.0.0.1:29092  KAFKASTACK_PROXY_PORT, forwards to the broker's PROXIED
+#                 listener (KAFKASTACK_PROXIED_PORT), which advertises this address: a client
+#                 that bootstraps here (the relay under chaos) keeps all its traffic behind
+#                 the proxy.
+#   postgres_api  127.0.0.1:25432  PGSTACK_PROXY_PORT, forwards to PostgreSQL (PGSTACK_PORT):
+#                 only the pg-faults chaos scenario points a service at it (its API and relay).
 # Toxics are added and removed through the API, e.g.
 #   curl -s -XPOST 127.0.0.1:8474/proxies/kafka_relay/toxics \
 #     -d '{"name":"blackhole","type":"timeout","stream":"upstream","attributes":{"timeout":0}}'
 #   curl -s -XDELETE 127.0.0.1:8474/proxies/kafka_relay/toxics/blackhole
 #
 # The server is built from the Go module pinned in go.mod (a `tool` directive) into
-# .stack/bin/toxiproxy-server; its pid, log and proxy config live in .stack/toxiproxy.
+# .stack/bin/toxiproxy-server; its pid, log, owner file and proxy config live in
+# .stack/toxiproxy.
 # Tests do not need this: internal/testenv.StartToxiproxy runs one in-process.
 set -euo pipefail
 
@@ -32,7 +39,8 @@ PIDFILE="$RUN/toxiproxy.pid"
 LOG="$RUN/toxiproxy.log"
 CONFIG="$RUN/toxiproxy.json"
 MODULE=github.com/Shopify/toxiproxy/v2
-API=http://127.0.0.1:8474
+API_PORT="$TOXISTACK_API_PORT"
+API="http://127.0.0.1:$API_PORT"
 PROXY=kafka_relay
 PG_PROXY=postgres_api
 READY_TIMEOUT=15
@@ -53,6 +61,12 @@ pid() { server_pid "$BIN"; }
 
 api_up() {
 	curl -fsS -o /dev/null --max-time 2 "$API/version" 2>/dev/null
+}
+
+# toxiproxy_owner prints the checkout that started the server whose API answers on
+# API_PORT; it fails for any other process there.
+toxiproxy_owner() {
+	api_up && config_owner "$API_PORT" -config
 }
 
 proxy_exists() {
@@ -77,8 +91,8 @@ ensure_bin() {
 
 print_proxy() {
 	echo "  API          $API"
-	echo "  $PROXY  127.0.0.1:29092 -> 127.0.0.1:19094 (Kafka PROXIED listener)"
-	echo "  $PG_PROXY 127.0.0.1:25432 -> 127.0.0.1:55432 (PostgreSQL; pg-faults scenario only)"
+	echo "  $PROXY  127.0.0.1:$KAFKASTACK_PROXY_PORT -> 127.0.0.1:$KAFKASTACK_PROXIED_PORT (Kafka PROXIED listener)"
+	echo "  $PG_PROXY 127.0.0.1:$PGSTACK_PROXY_PORT -> 127.0.0.1:$PGSTACK_PORT (PostgreSQL; pg-faults scenario only)"
 }
 
 print_endpoints() {
@@ -92,8 +106,8 @@ print_endpoints() {
 write_config() {
 	cat >"$CONFIG" <<-EOF
 		[
-		  {"name": "$PROXY", "listen": "127.0.0.1:29092", "upstream": "127.0.0.1:19094", "enabled": true},
-		  {"name": "$PG_PROXY", "listen": "127.0.0.1:25432", "upstream": "127.0.0.1:55432", "enabled": true}
+		  {"name": "$PROXY", "listen": "127.0.0.1:$KAFKASTACK_PROXY_PORT", "upstream": "127.0.0.1:$KAFKASTACK_PROXIED_PORT", "enabled": true},
+		  {"name": "$PG_PROXY", "listen": "127.0.0.1:$PGSTACK_PROXY_PORT", "upstream": "127.0.0.1:$PGSTACK_PORT", "enabled": true}
 		]
 	EOF
 }
@@ -104,17 +118,22 @@ start() {
 	exec 9>"$LOCK"
 	flock -w 600 9 || die "another toxiproxy.sh has held $LOCK for 10 minutes"
 
-	local p shared=
+	local p by=
 	write_config
 	if p="$(pid)" && api_up; then
 		echo "Toxiproxy is already running (pid $p)"
-	elif api_up; then
-		# Toxiproxy's API answers: a server another checkout started, used as is.
-		shared=1
+	elif by="$(toxiproxy_owner)"; then
+		: # a server another checkout started, used as is
 	else
+		require_free "$API_PORT" TOXISTACK_API_PORT "Toxiproxy API"
+		# A proxy whose port is taken is only logged by the server, which runs without it.
+		require_free "$KAFKASTACK_PROXY_PORT" KAFKASTACK_PROXY_PORT "Toxiproxy proxy $PROXY"
+		require_free "$PGSTACK_PROXY_PORT" PGSTACK_PROXY_PORT "Toxiproxy proxy $PG_PROXY"
 		ensure_bin
 		: >"$LOG"
-		detach "$BIN" -host 127.0.0.1 -port 8474 -config "$CONFIG"
+		write_owner "$RUN"
+		# -config last: config_owner reads the path from the end of the command line.
+		detach "$BIN" -host 127.0.0.1 -port "$API_PORT" -config "$CONFIG"
 		local deadline=$((SECONDS + READY_TIMEOUT))
 		until [[ -s "$PIDFILE" ]] && api_up; do
 			if [[ -s "$PIDFILE" ]] && ! pid >/dev/null; then die "the server exited during start-up"; fi
@@ -125,10 +144,10 @@ start() {
 	# The config file is read only at start-up; recreate the proxy if someone deleted it.
 	if ! proxy_exists; then
 		curl -fsS -o /dev/null --max-time 5 -XPOST "$API/populate" --data-binary "@$CONFIG" ||
-			die "could not create proxies $PROXY and $PG_PROXY (is 127.0.0.1:29092 or 127.0.0.1:25432 taken?)"
+			die "could not create proxies $PROXY and $PG_PROXY (is 127.0.0.1:$KAFKASTACK_PROXY_PORT or 127.0.0.1:$PGSTACK_PROXY_PORT taken? KAFKASTACK_PROXY_PORT and PGSTACK_PROXY_PORT move them)"
 	fi
-	if [[ -n "$shared" ]]; then
-		print_shared 8474
+	if [[ -n "$by" ]]; then
+		print_shared "$by"
 		print_proxy
 		return
 	fi
@@ -136,23 +155,28 @@ start() {
 }
 
 stop() {
-	if ! pid >/dev/null && api_up; then
-		print_shared 8474
+	local by
+	if ! pid >/dev/null && by="$(toxiproxy_owner)"; then
+		print_shared "$by"
 		return
 	fi
 	stop_server "$BIN"
 }
 
 status() {
-	local p
+	local p by
 	if p="$(pid)" && api_up && proxy_exists; then
 		print_endpoints "$p"
 		return
 	fi
-	if api_up && proxy_exists; then
-		print_shared 8474
+	if by="$(toxiproxy_owner)" && proxy_exists; then
+		print_shared "$by"
 		print_proxy
 		return
+	fi
+	if port_open "$API_PORT" && ! by="$(toxiproxy_owner)"; then
+		echo "Toxiproxy: 127.0.0.1:$API_PORT is taken, but not by this project's Toxiproxy (move this stack's port with TOXISTACK_API_PORT)"
+		return 1
 	fi
 	echo "Toxiproxy is not running (or proxy $PROXY is missing)"
 	return 1
