@@ -101,5 +101,5 @@ func (rn *Run) downFor(ctx context.Context, node int32, d time.Duration) error {
 }
 
 // inSyncWait bounds the wait for a restarted broker to catch up: it must fetch what
-// the others took while it was down, on a 2-core machine shared with everything else.
+// the others took while it was down, on a machine that may be busy with everything else.
 const inSyncWait = 90 * time.Second

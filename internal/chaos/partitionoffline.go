@@ -16,9 +16,9 @@ import (
 // brokers replicate and the consumer reads on DIRECT). That partition is down for the
 // relay; the others are not, and their events must keep flowing.
 //
-// It settles the reading of the relay in issue 10: failed rows go back to the head of
-// the claim order, so once a partition's blocked events fill every worker's batch, the
-// healthy partitions publish nothing until the cut ends.
+// It catches head-of-line blocking: a relay whose failed rows go back to the head of
+// the claim order lets a partition's blocked events fill every worker's batch, and the
+// healthy partitions then publish nothing until the cut ends.
 type partitionOffline struct {
 	// For is how long the cut lasts.
 	For time.Duration
@@ -37,13 +37,12 @@ const minHealthyRate = 0.5
 // partitionOfflineEnv makes the head of the relay's queue small, so that 100 payments
 // can fill it: the head is RELAY_WORKERS × RELAY_BATCH_SIZE rows (4 × 1000 by default,
 // which a production relay at 1000 events/s fills in seconds too). With 2 × 3, six
-// blocked events of one partition are enough, about six seconds of this load. Measured on
-// the relay of 2026-12-01 (before the fix of issue 16): with 2 × 3 the other partitions
-// kept 23 % and 19 % of their rate during the cut in two runs (FAIL); with the defaults,
-// in a control run, 83 % (the head never filled, so every batch still carried healthy
-// events past the cut). The same day, with per-worker clients but before the partition
-// breaker, 37 % and 49 % (FAIL): every batch holding one event of the cut partition
-// waited the publish timeout. With the breaker (internal/outbox/breaker.go), 111 %.
+// blocked events of one partition are enough, about six seconds of this load. With the
+// defaults the head never fills: every batch still carries healthy events past the cut,
+// and a relay that lets a sick partition hold the head would pass. Two designs fail
+// here, well below minHealthyRate: failed rows back at the head of the claim order, and
+// batches that each wait the publish timeout for their one event of the cut partition.
+// The partition breaker (internal/outbox/breaker.go) is the relay's answer to both.
 var partitionOfflineEnv = []string{"RELAY_WORKERS=2", "RELAY_BATCH_SIZE=3"}
 
 func (o *partitionOffline) disrupt(ctx context.Context, rn *Run) error {

@@ -293,8 +293,8 @@ const resumedAlone = "replica resumed (SIGCONT), the other frozen"
 // because the windows that start at it (aloneWindows, unfencedAfterResume) must hold
 // every line p writes once it wakes, and p may write one at once: a relay whose timer
 // fell due during the pause acts on it as soon as it runs, while the harness, on a busy
-// machine, may get the CPU back only later. One run timed the resume after the signal
-// and found the CDC relay's "replication stream lost" line 2 ms before it. Taken
+// machine, may get the CPU back only later: timed after the signal, the resume can
+// come after p's first line (the CDC relay's "replication stream lost", say). Taken
 // before the signal, the instant precedes anything p does awake.
 func (rn *Run) resumeAlone(p *Process) error {
 	rn.disrupted(resumedAlone, p.Name)

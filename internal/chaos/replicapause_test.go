@@ -233,8 +233,8 @@ func TestUntouchableRowsOfBatchTransactions(t *testing.T) {
 
 // The resume of a paused replica opens the windows in which its log lines count
 // (aloneWindows, unfencedAfterResume), so it must be recorded before the replica can
-// write anything: while it is still stopped. Recorded after the SIGCONT, it let the CDC
-// relay's "replication stream lost" fall 2 ms before its window in one run.
+// write anything: while it is still stopped. Recorded after the SIGCONT, it can let the
+// CDC relay's "replication stream lost" fall just before its window.
 func TestResumeAloneRecordsWhileStopped(t *testing.T) {
 	t.Parallel()
 	p := &Process{Name: "api", Argv: []string{"sleep", "300"}, LogPath: filepath.Join(t.TempDir(), "api.log")}

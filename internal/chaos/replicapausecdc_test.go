@@ -56,15 +56,14 @@ func TestUnfencedAfterResume(t *testing.T) {
 	}
 }
 
-// The run whose row read "2 of 3" (chaos-replica-pause-1796151664, CDC relay), with
-// its own log lines and resume times: api logged its first lost session at 19.369525 s,
-// 2.2 ms before the harness recorded the resume at 19.371680 s, a record then taken
-// after the SIGCONT. The matching is right to leave that line out: a tolerance would
-// only guess how late the harness gets the CPU back after the signal. What was wrong is
-// the instant, which resumeAlone now takes before the signal
-// (TestResumeAloneRecordsWhileStopped). The other two lines, 38 ms and 21 ms after
-// their resumes, count.
-func TestUnfencedAfterResumeFailedRun(t *testing.T) {
+// Three resumes of the CDC relay, with the relay's log lines and the resume instants
+// as a harness that recorded each resume after its SIGCONT saw them: api logged its
+// first lost session at 19.369525 s, 2.2 ms before the resume recorded at 19.371680 s.
+// The matching is right to leave that line out: a tolerance would only guess how late
+// the harness gets the CPU back after the signal. The instant is what must be right,
+// and resumeAlone takes it before the signal (TestResumeAloneRecordsWhileStopped). The
+// other two lines, 38 ms and 21 ms after their resumes, count.
+func TestUnfencedAfterResumeLeavesOutALineBeforeTheResume(t *testing.T) {
 	t.Parallel()
 	origin := time.Date(2026, 12, 1, 19, 1, 4, 604961379, time.UTC)
 	rn := twoReplicaLogs(t, origin,
@@ -100,7 +99,7 @@ func twoReplicaLogs(t *testing.T, origin time.Time, api, replica []string) *Run 
 }
 
 // lost is the CDC relay's log line for a session that ended, written at the given UTC
-// time of 2026-12-01.
+// time of the fixture's day.
 func lost(at string) string {
 	return `{"time":"2026-12-01T` + at + `Z","level":"WARN","msg":"replication stream lost; reconnecting","component":"outbox_cdc_relay"}` + "\n"
 }

@@ -13,7 +13,8 @@ import (
 )
 
 // A Report is the outcome of one scenario run, written to reports/chaos-<scenario>.json.
-// The field names are the ones issue 5 lists; the extra fields explain the numbers.
+// Its JSON field names are the report's format, read back by the HTML pages
+// (internal/chaos/timeline); the fields after the headline counts explain them.
 type Report struct {
 	Scenario string `json:"scenario"`
 	// RelayMode is the RELAY_MODE of our API ("poll" or "cdc"); empty for a student's

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// The verdict rules of issue 9: FAIL whenever the service failed a check, whatever
+// The verdict rules: FAIL whenever the service failed a check, whatever
 // validity says; INVALID only when the service held and a fault did not bite; PASS only
 // when everything held.
 func TestVerdict(t *testing.T) {

@@ -224,8 +224,8 @@ func setUp(ctx context.Context, opts Options, stack *NativeStack, sc Scenario, r
 // hold several clients: the reference relay holds one per worker (four), and a commit
 // wakes the worker that has been idle longest (a Go channel hands a value to its
 // waiting receivers in turn), so with a single warm-up payment the first burst often
-// went to workers that had never produced: the short chaos test wrote nothing in its
-// lost-acks window in two runs of two on a quiet machine. Payments one after another
+// goes to workers that have never produced, and the short chaos test writes nothing in
+// its lost-acks window, even on a quiet machine. Payments one after another
 // reach the workers in turn; twice the reference relay's workers leaves room for a
 // worker that its poll woke out of turn.
 const warmUpPayments = 8

@@ -98,9 +98,10 @@ func Scenarios(short bool) map[string]Scenario {
 	if short {
 		// Still longer than the relay's 3 s publish deadline. A burst lands 1 s into its
 		// window, and a payment counts as held back only if it was accepted 2 s before the
-		// window's end (healthyPublishS): 6 s leave its requests 3 s. With 5 s, a busy
-		// machine (API p90 2.2 s under the race detector and two busy loops) had every
-		// payment of the proxy-down burst accepted too late to count: INVALID.
+		// window's end (healthyPublishS): 6 s leave its requests 3 s. 5 s are too few on
+		// a busy machine: with the API's p90 at 2 s (the race detector, other loads), every
+		// payment of the proxy-down burst is accepted too late to count, and the run is
+		// INVALID.
 		cycle = DutyCycle{Faulty: 6 * time.Second, Clean: 4 * time.Second}
 	}
 	// The course sends 100 payments in parallel. Sent in one burst, they are all
@@ -149,13 +150,13 @@ func Scenarios(short bool) map[string]Scenario {
 	pause := replicaPause{Pauses: 3, Pause: 14 * time.Second, Alone: 3 * time.Second, Gap: [2]time.Duration{time.Second, 3 * time.Second}}
 	pauseSpan := 60 * time.Second
 	hostile := &hostileRecords{Foreign: &ForeignRecords{}, For: 13 * time.Second, Every: 500 * time.Millisecond}
-	// The cluster scenarios (cluster.go). A broker takes 5 to 30 s to start on the
-	// shared 2-core machine, so their loads are paced over long enough for every kill
-	// and restart to happen while payments arrive.
+	// The cluster scenarios (cluster.go). A broker takes 5 to 30 s to start on a small,
+	// busy machine, so their loads are paced over long enough for every kill and
+	// restart to happen while payments arrive.
 	failover := brokerFailover{Down: 20 * time.Second}
-	// A rolling restart of three brokers was measured at 90 s on a quiet hour of that
-	// machine and at 75 s per broker on a busy one: every broker must be stopped while
-	// payments still arrive.
+	// A rolling restart of three brokers takes about 90 s on a quiet machine, and up to
+	// 75 s per broker on a busy one: every broker must be stopped while payments still
+	// arrive.
 	failoverSpan, rollingSpan := 90*time.Second, 180*time.Second
 	if short {
 		failover.Down = 10 * time.Second
@@ -246,8 +247,9 @@ func Scenarios(short bool) map[string]Scenario {
 			// dead member to time out. Both are optional tuning in the contract.
 			ConsumerEnv: []string{"ANTIFRAUD_MAX_POLL_RECORDS=10", "KAFKA_SESSION_TIMEOUT=6s"},
 			// About one self-crash in two runs: the lifecycle load makes some 27 batches
-			// of 10 (260 events, not 100), and at 0.05 a batch the consumer killed itself
-			// 4 times, whose 6 s each left the harness room for 1 kill of its own (INVALID).
+			// of 10 (260 events, not 100). At 0.05 a batch the consumer kills itself about
+			// 4 times, and their 6 s each leave the harness room for 1 kill of its own
+			// (INVALID).
 			ReferenceConsumerEnv: []string{"ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=0.02"},
 			Disrupt:              func(ctx context.Context, rn *Run) error { return crashConsumer(ctx, rn, consumerKills) },
 			Validity: func(r *Report, rn *Run) []Check {

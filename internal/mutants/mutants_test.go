@@ -71,7 +71,7 @@ func TestEveryPatchAppliesAndBuilds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The ten bugs of issue 9; more may come, none may go unnoticed.
+	// The ten bugs in mutants/ at least; more may come, none may go unnoticed.
 	if len(all) < 10 {
 		t.Errorf("mutants: got %d patches, want at least 10", len(all))
 	}

@@ -15,7 +15,7 @@ import (
 // the broker has judged all of it. New events keep hashing to that partition, so nearly
 // every batch would carry one of them, and every worker would spend most of its time
 // waiting on the one partition that cannot answer. The healthy partitions' events wait
-// with them (the partition-offline chaos scenario measures it: issue 16).
+// with them (the partition-offline chaos scenario measures it: partitionoffline.go).
 //
 // The partition breaker stops that. A partition whose records hit a transport failure
 // while the broker acknowledged other records of this relay (in the same batch or in

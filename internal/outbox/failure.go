@@ -39,7 +39,7 @@ import (
 //     to OutageBackoffMax), which also sends it to the back of the queue: the claim
 //     takes events in the order they became due (next_attempt_at, then seq), not in
 //     commit order. That is what keeps one unavailable partition from stopping the
-//     others (issue 10): in commit order, its failed events would come straight back
+//     others: in commit order, its failed events would come straight back
 //     to the head, fill every claim, fail every batch, and the healthy partitions
 //     would publish nothing. Their aggregates' later events still wait for them (the
 //     claim's order rule does not depend on the claim's order). A batch in which the

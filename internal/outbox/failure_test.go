@@ -56,7 +56,7 @@ func TestFailureOfTellsRejectionsFromTransportFailures(t *testing.T) {
 			}
 			// A rejection waits out its backoff on its rejections (1 s doubled twice,
 			// jittered); a transport failure the outage backoff on its attempts (100 ms
-			// doubled three times), which takes it off the head of the queue (issue 10).
+			// doubled three times), which takes it off the head of the queue.
 			if tt.wantRejected && (f.RetryIn < 2*time.Second || f.RetryIn > 4*time.Second) {
 				t.Errorf("failureOf(%v).RetryIn = %s, want within [2s, 4s]", tt.err, f.RetryIn)
 			}

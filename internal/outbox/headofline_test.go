@@ -13,7 +13,7 @@ import (
 )
 
 // One partition unavailable (its leader offline, or NOT_ENOUGH_REPLICAS under
-// acks=all) while the others are healthy (issue 10). The failed events are not at
+// acks=all) while the others are healthy. The failed events are not at
 // fault, so they must not be dead-lettered however long it lasts; but they must not
 // fill every claim either: the claim takes the oldest events first, and if the failed
 // ones came straight back to the head of the queue, the healthy partitions would

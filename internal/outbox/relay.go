@@ -27,10 +27,10 @@ type producer interface {
 type worker struct {
 	// own carries the worker's batches. Each worker has a client of its own: franz-go
 	// merges the records of concurrent produce calls on one client into the same broker
-	// requests, so on a client that every worker shared, one worker's records waited
-	// behind another's (the latency benchmark's p99 was about half again as high,
-	// docs/bench.md), and the broker, which judges a batch whole, could refuse a
-	// worker's record for another worker's.
+	// requests, so on a client that every worker shared, one worker's records would
+	// wait behind another's (a higher p99: see docs/bench.md, relay_latency_p99_ms), and
+	// the broker, which judges a batch whole, could refuse a worker's record for
+	// another worker's.
 	own producer
 	// alone carries only records sent on their own after a rejection, one at a time
 	// for the whole relay (isolate, in failure.go), so its verdict is about that record.

@@ -66,10 +66,10 @@ func TestRelayKeepsPublishingThroughSlowAcksAfterATimeout(t *testing.T) {
 				b.insert(t, newMessage(t, fmt.Sprintf("slow-%d", i), 0))
 			}
 			b.waitAllPublished(t, 12, 40*time.Second)
-			// Publishing in the end is not enough: without the back-off, the relay got
+			// Publishing in the end is not enough: without the back-off, the relay gets
 			// through only by luck, after dozens of timed-out publishes. With it, at
-			// most the publishes already out when the answers sped up time out (none,
-			// in the runs we made).
+			// most the publishes already out when the answers sped up time out (usually
+			// none).
 			if got := failuresOf(b.metrics, reasonTransport) - before; got > 2 {
 				t.Errorf("publishes that timed out once answers took %v: %v, want at most 2", tc.slow, got)
 			}

@@ -17,8 +17,8 @@ import (
 // connection, and the next publish pays for a new one first: a metadata refresh, then
 // Kafka's ApiVersions handshake, each a round trip of its own, before the produce's.
 // Against a broker that answers in more than a third of a publish timeout, a publish
-// that had to fit all three in one timeout timed out in turn, dropped its connection
-// again, and never succeeded; with longer it fits, and the publishes after it, on the
+// that had to fit all three in one timeout would time out in turn, drop its connection
+// again, and never get through; with longer it fits, and the publishes after it, on the
 // open connection, fit in one again (TestRelayKeepsPublishingThroughSlowAcksAfterATimeout;
 // docs/adr/0005).
 type PublishTimeouts struct {

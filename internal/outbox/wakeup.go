@@ -37,8 +37,9 @@ var wakeSources = []wakeSource{wokenByNudge, wokenByNotify, wokenByPoll, wokenBy
 // sees the commit in its next claim, so the idle worker leaves it to it and waits on.
 // So at a rate that one worker keeps up with, one worker claims, each batch holds
 // what committed during the last one, and the relay does not spend a transaction and
-// a produce request on every commit, as it did when every commit woke a worker of its
-// own (each batch then held about one event: issue 16's latency benchmark). A poll is
+// a produce request on every commit, as it would if every commit woke a worker of its
+// own (each batch would hold about one event). At 1,000 events/s a worker in a streak
+// takes almost every event (see docs/bench.md, relay_latency_woken_by_*_share). A poll is
 // left to a worker in a streak too: that worker's next claim finds whatever the poll
 // would find (the poll is there for commits whose wake-up was lost, and for events
 // whose retry time came), and each idle worker's poll that claimed beside it cost a
@@ -78,11 +79,11 @@ const joinAfter = 20 * time.Millisecond
 
 // busyWorkers counts the workers in a streak: from a claim that found events until
 // one of their claims finds none (or their batch fails). A streak covers the worker's
-// next claim too, not only its batches: when the count dropped between two batches of
-// one worker, every commit landing in that gap woke an idle worker, and at 1,000
-// events/s two or three workers then claimed side by side, each sending its own
-// produce requests on its own connection (the latency benchmark's p99 was about 1.7
-// times one worker's, docs/bench.md).
+// next claim too, not only its batches: were the count to drop between two batches of
+// one worker, every commit landing in that gap would wake an idle worker, and at 1,000
+// events/s two or three workers would claim side by side, each sending its own produce
+// requests on its own connection, which raises the relay's p99 (see docs/bench.md,
+// relay_latency_p99_ms).
 type busyWorkers struct {
 	mu     sync.Mutex
 	n      int       // workers in a streak

@@ -29,8 +29,9 @@ type store struct {
 // The stream can carry a transaction a moment before other sessions see it: the server
 // sends WAL once the commit record is flushed, and the committing backend leaves the
 // list of running transactions only after that. A move in that moment finds no row,
-// and the event would stay pending for good although Kafka has it (chaos
-// long-transaction, RELAY_MODE=cdc: 7 of 1,800 events, on the shared 2-core machine).
+// and the event would stay pending for good although Kafka has it (the
+// long-transaction chaos scenario with RELAY_MODE=cdc hits that moment for a few
+// events in a thousand on a busy machine).
 // So the events the move missed and that are neither moved nor failed are moved again
 // every markRetryInterval until ctx ends; those still unmarked then are returned (an
 // event published again after the cleaner deleted its history is one of them).
@@ -151,8 +152,8 @@ func (s store) deadLetter(ctx context.Context, id uuid.UUID, reason string) (*ou
 // first asks whether the DLQ holds any entry not replayed, which it nearly never does:
 // a failed row always has one (both relays write the two in one transaction, and a
 // replay clears both in one). Without that question first, the lookup of a batch of a
-// few hundred events took 10-30 ms in a drain on the loaded machine, a third of the
-// publisher's time, and it runs before every batch.
+// few hundred events costs 10-30 ms on a loaded machine, a third of the publisher's
+// time in a drain, and it runs before every batch.
 func (s store) blockedAggregates(ctx context.Context, aggregates []string) (map[string]bool, error) {
 	var dlqHolds bool
 	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox_dlq WHERE replayed_at IS NULL)`).Scan(&dlqHolds)
