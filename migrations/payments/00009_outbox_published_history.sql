@@ -1,15 +1,16 @@
 -- +goose Up
 
--- The relay against the floor, second step (issue 16, docs/bench.md). Marking an event
--- published used to UPDATE its row: a new version of the whole row (payload included)
--- and a new entry in the primary key and in the aggregate index, for every event, on a
--- table kept half empty (fillfactor 50) so that the lease's own UPDATE could stay HOT.
--- Now the relay holds its claim as row locks in one transaction (ADR 0002) and marks an
--- event by moving it: DELETE from outbox_events, INSERT into outbox_published, in that
--- transaction. A delete writes no index entry, and the history below is append-only
--- with two small indexes. outbox_events keeps only the events still to publish (pending)
--- and the dead-lettered ones (failed): it stays as small as the backlog, and so do its
--- indexes and the claim's order check.
+-- Less WAL per event, second step (docs/bench.md: the SQL ladder's `first_design` rung
+-- against `ours`). Up to this migration, marking an event published UPDATEs its row: a
+-- new version of the whole row (payload included) and a new entry in the primary key and
+-- in the aggregate index, for every event, on a table kept half empty (fillfactor 50) so
+-- that the lease's own UPDATE can stay HOT. From here on the relay holds its claim as
+-- row locks in one transaction (ADR 0002) and marks an event by moving it: DELETE from
+-- outbox_events, INSERT into outbox_published, in that transaction. A delete writes no
+-- index entry, and the history below is append-only with two small indexes.
+-- outbox_events keeps only the events still to publish (pending) and the dead-lettered
+-- ones (failed): it stays as small as the backlog, and so do its indexes and the claim's
+-- order check.
 
 -- Published events, kept for GET /payments/{id} and for operators, deleted by the
 -- cleaner after the retention (30 days by default). Written once, never updated.

@@ -3,9 +3,10 @@
 -- The order rule of the claim (internal/outbox/store.go) keeps an event back while an
 -- earlier event of its aggregate is still in the outbox. Checking it is a probe of
 -- outbox_events_aggregate_idx for every candidate row, and it was the largest cost of a
--- claim (go run ./cmd/bench ladder, docs/adr/0002). Most events cannot be behind
--- anything: a payment's creation is its aggregate's first event, and a transition
--- written after the previous event was published finds nothing before it either.
+-- claim (docs/bench.md: the SQL ladder's `ours_probe_every_row` rung against `ours`;
+-- docs/adr/0002). Most events cannot be behind anything: a payment's creation is its
+-- aggregate's first event, and a transition written after the previous event was
+-- published finds nothing before it either.
 --
 -- So the writer answers the question once, in the statement that inserts the event
 -- (outbox.Insert): may_have_predecessor is true when an earlier event of the aggregate
