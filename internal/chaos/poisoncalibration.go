@@ -25,8 +25,8 @@ import (
 //
 // Measured because the sizes are the relay's business: its envelope headers, its
 // compression (snappy by default, per batch), and timestamps whose trailing zeros
-// RFC 3339 drops. A limit computed from one warm-up creation was wrong the day the
-// lifecycle's refunds, 80-odd bytes larger than a creation, joined the load.
+// RFC 3339 drops. A limit computed from one warm-up creation would be wrong for the
+// lifecycle's refunds, 80-odd bytes larger than a creation.
 
 // calibrationPayments is the calibration load: every lifecycle plan twice
 // (lifecycleload.go) and two largest payments (calibrationLargestEvery).
@@ -257,8 +257,8 @@ func sizeOf(r *kgo.Record, bytes int) recordSize {
 // overLimit returns the records that the calibration did not call poison but that,
 // measured alone on the wire, are larger than its limit, each event once. The same
 // event compresses to the same bytes on every send, but two events of one type do
-// not: snappy's output for records of one shape varied by up to 90 bytes in a run
-// (one went out uncompressed), more than the gap the limit sits in. The broker refuses
+// not: snappy's output for records of one shape can vary by up to 90 bytes (a record
+// may go out uncompressed), more than the gap the limit sits in. The broker refuses
 // such a record alone, so dead-lettering it is right; the harness's limit, not the
 // service, was wrong for it.
 func (c calibration) overLimit(sizes []recordSize) []recordSize {

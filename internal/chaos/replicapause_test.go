@@ -88,7 +88,7 @@ func TestLoadSpreadsOverReplicas(t *testing.T) {
 // The second read compares the rows of the first, whatever the time: a row under the
 // other replica's lease that is untouched must not count as changed because its lease,
 // live for more than the margin at the first read, has less than the margin left at
-// the second (it did, and replica-pause FAILED on the correct relay: 42 rows).
+// the second: counted, such rows would make replica-pause FAIL a correct relay.
 func TestUntouchedRowsStayUnchangedWhileTheirLeaseRunsDown(t *testing.T) {
 	t.Parallel()
 	dbURL := testenv.NewDatabase(t, migrations.Payments)

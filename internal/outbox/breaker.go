@@ -119,9 +119,9 @@ func (b *partitionBreaker) admit(records []*kgo.Record, partitionOf map[*kgo.Rec
 // publish may take probeTime. The publish starts after the admission and its verdict
 // reaches judged after the publish returns, so a probe that waits its whole timeout
 // reports back a little later than probeTime after its admission. Ending the probe at
-// probeTime would let a second batch probe while the first is still being judged (a
-// test under -race caught it); twice probeTime only matters when a worker never reports
-// back at all.
+// probeTime would let a second batch probe while the first is still being judged
+// (TestBreakerKeepsAProbeOutUntilItsVerdictIsJudged); twice probeTime only matters when
+// a worker never reports back at all.
 func probeVerdictWait(probeTime time.Duration) time.Duration { return 2 * probeTime }
 
 // acked notes that the broker acknowledged a record of this relay just now.

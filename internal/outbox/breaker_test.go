@@ -80,7 +80,7 @@ func TestBreakerLetsOnlyOneBatchAtATimeWaitOnAPartitionThatStoppedAnswering(t *t
 
 // A probe that waits its whole publish timeout reaches judged a little after that
 // timeout. Until it does, the probe is still out: no second batch may probe the
-// partition meanwhile (under -race, the test above caught one that did).
+// partition meanwhile.
 func TestBreakerKeepsAProbeOutUntilItsVerdictIsJudged(t *testing.T) {
 	t.Parallel()
 	const probeTime = 500 * time.Millisecond

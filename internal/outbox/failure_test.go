@@ -232,9 +232,9 @@ func TestRelayIsolatesRejectionsWithinTheLease(t *testing.T) {
 
 // A batch whose only failure is a failed probe of a partition known to be down says
 // nothing about the broker: it leaves the relay's pause as it is. It is logged all
-// the same, or a relay whose probes keep failing would fall silent while nothing
-// publishes (as it did in the replica-pause chaos scenario); a batch whose records
-// were all held back, unsent, has nothing new to say.
+// the same, or a relay whose probes keep failing (as in the replica-pause chaos
+// scenario) would fall silent while nothing publishes; a batch whose records were all
+// held back, unsent, has nothing new to say.
 func TestFailedProbeIsLoggedAndPausesNothing(t *testing.T) {
 	t.Parallel()
 	var log bytes.Buffer

@@ -10,10 +10,10 @@ import (
 
 // The polling relay's TestRelayKeepsPublishingThroughSlowAcksAfterATimeout, for the
 // stream: a broker that answers in more than half a publish timeout, after a stretch in
-// which it answered later than a whole one. A publish that timed out with its records
-// on the wire dropped its connection, so the next needs the new connection's handshake
-// and its produce, two round trips: within one publish timeout each retry timed out in
-// turn, and the stream never moved on.
+// which it answered later than a whole one. A publish that times out with its records
+// on the wire drops its connection, so the next needs the new connection's handshake
+// and its produce, two round trips: within one publish timeout each retry would time
+// out in turn, and the stream would never move on.
 func TestStreamKeepsPublishingThroughSlowAcksAfterATimeout(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
