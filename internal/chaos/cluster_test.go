@@ -8,15 +8,6 @@ import (
 	"time"
 )
 
-// rowsOK maps each row's name to whether it held.
-func rowsOK(checks []Check) map[string]bool {
-	out := map[string]bool{}
-	for _, c := range checks {
-		out[c.Name] = c.OK
-	}
-	return out
-}
-
 // wantRows fails the test unless exactly the rows named in failing failed.
 func wantRows(t *testing.T, checks []Check, failing ...string) {
 	t.Helper()

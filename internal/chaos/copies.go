@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -38,9 +37,6 @@ type TopicWatch struct {
 	done     chan struct{}
 	// stop ends the watch once; Stop returns its result every time.
 	stop func() TopicSeen
-	// read counts the records the watch has read so far, copies included; the only
-	// field safe to read while the watch runs (RecordsRead).
-	read atomic.Int64
 	// brokers and topic are the watch's, for CatchUp; positions is, per partition,
 	// the offset after the last record read, control records included (CatchUp).
 	brokers   []string
@@ -137,7 +133,6 @@ func (w *TopicWatch) run(ctx context.Context) {
 		fetches.EachRecord(func(r *kgo.Record) {
 			if !r.Attrs.IsControl() {
 				w.see(ctx, r)
-				w.read.Add(1)
 			}
 			w.positions.Store(r.Partition, r.Offset+1)
 		})
@@ -267,10 +262,6 @@ func (w *TopicWatch) CatchUp(ctx context.Context, timeout time.Duration) error {
 		}
 	}
 }
-
-// RecordsRead is how many records the watch has read so far, its injected copies
-// included once read back. Safe while the watch runs.
-func (w *TopicWatch) RecordsRead() int64 { return w.read.Load() }
 
 // seen sums up the watch; call it only after the goroutine is done.
 func (w *TopicWatch) seen() TopicSeen {

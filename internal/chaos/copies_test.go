@@ -57,10 +57,9 @@ func TestTopicWatchInjectsExactCopies(t *testing.T) {
 	// The test's reader can be ahead of the watch: stop it only once it has read back
 	// all ten records, or the last injected copy would pass for none and a copy the
 	// service wrote would be counted as injected.
-	testenv.WaitFor(t, 10*time.Second, func() (bool, string) {
-		n := watch.RecordsRead()
-		return n >= 10, fmt.Sprintf("the watch has read %d records, want 10", n)
-	})
+	if err := watch.CatchUp(t.Context(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	seen := watch.Stop()
 	if seen.Events != 6 || seen.InjectedCopies != 3 || seen.ServiceCopies != 1 || seen.InjectErr != nil {
 		t.Errorf("events/injected/service copies/error: got %d/%d/%d/%v, want 6/3/1/<nil>", seen.Events, seen.InjectedCopies, seen.ServiceCopies, seen.InjectErr)

@@ -143,19 +143,16 @@ func (pb *PartitionBreaker) Judge(a Admission, results kgo.ProduceResults, parti
 	pb.b.judged(a.a, acked, failed, answered)
 }
 
-// KeyPartition is the partition, among n, that the relay's clients put a record with
-// this key in (PartitionByKey): Kafka's murmur2 rule for keyed records.
-func KeyPartition(key []byte, n int) int32 { return keyPartition(key, n) }
-
-// PartitionByKey is the client option that pins a Kafka client to KeyPartition, so that
-// the relay knows where a record goes before it sends it.
+// PartitionByKey is the client option that pins a Kafka client to Kafka's murmur2 rule
+// for keyed records, so that the relay knows where a record goes before it sends it
+// (PartitionsOf).
 func PartitionByKey() kgo.Opt { return kgo.RecordPartitioner(keyPartitioner) }
 
 // MetadataCache is what PartitionsOf needs of a Kafka client; *kgo.Client has it.
 type MetadataCache = metadataCache
 
-// PartitionsOf is the partition of each record of topic by KeyPartition, with the
-// partition count from p's metadata cache, or nil when that count is not known.
+// PartitionsOf is the partition of each record of topic by the rule of PartitionByKey,
+// with the partition count from p's metadata cache, or nil when that count is not known.
 func PartitionsOf(ctx context.Context, p MetadataCache, topic string, records []*kgo.Record) map[*kgo.Record]int32 {
 	return partitionsOf(ctx, p, topic, records)
 }

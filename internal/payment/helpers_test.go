@@ -41,7 +41,7 @@ func setupWithPool(t *testing.T, pool *pgxpool.Pool) *bundle {
 	b := &bundle{pool: pool, notified: new(atomic.Int64), logs: new(syncBuffer)}
 	r := chi.NewRouter()
 	logger := slog.New(slog.NewJSONHandler(b.logs, nil))
-	store := payment.NewStore(pool)
+	store := payment.NewTracedStore(pool, nil)
 	// The routes as cmd/api/routes.go mounts them.
 	r.Method(http.MethodPost, "/payments", payment.HandleCreate(logger, store, func() { b.notified.Add(1) }))
 	r.Method(http.MethodGet, "/payments/{id}", payment.HandleGet(logger, store))

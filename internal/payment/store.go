@@ -32,14 +32,8 @@ type Store struct {
 	tracer trace.Tracer
 }
 
-// NewStore returns a Store on pool that traces nothing. The pool's database must have
-// the payments migrations applied.
-func NewStore(pool *pgxpool.Pool) *Store {
-	return NewTracedStore(pool, nil)
-}
-
-// NewTracedStore is NewStore with a span for each Create transaction, from tp (nil:
-// none).
+// NewTracedStore returns a Store on pool with a span for each Create transaction, from
+// tp (nil: none). The pool's database must have the payments migrations applied.
 func NewTracedStore(pool *pgxpool.Pool, tp trace.TracerProvider) *Store {
 	return &Store{pool: pool, tracer: tracing.OrNone(tp).Tracer("github.com/dscourse/payments-outbox/internal/payment")}
 }

@@ -15,7 +15,7 @@ import (
 // fakeProducer stands in for the Kafka client where a test needs a partition that does
 // not answer while the others do, which a real cluster gives only with a broker cut
 // off (the partition-offline chaos scenario). Every record goes to the partition
-// outbox.KeyPartition says, as with the relay's real client. It keeps a log of what was
+// outbox.PartitionsOf says (partitionOf), as with the relay's real client. It keeps a log of what was
 // sent and acknowledged, in one sequence, so that a test can check an aggregate's order.
 type fakeProducer struct {
 	partitions int
@@ -53,12 +53,20 @@ func (p *fakeProducer) RequestCachedMetadata(_ context.Context, req *kmsg.Metada
 	return resp, nil
 }
 
+// partitionOf is the partition the relay's client puts a record with this key in,
+// among the fake's partitions: outbox.PartitionsOf, which both relays use, with the
+// partition count the fake's metadata answers.
+func (p *fakeProducer) partitionOf(key []byte) int32 {
+	r := &kgo.Record{Topic: "any", Key: key}
+	return outbox.PartitionsOf(context.Background(), p, r.Topic, []*kgo.Record{r})[r]
+}
+
 func (p *fakeProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults {
 	p.mu.Lock()
 	silent := p.silent
 	hasSilent := false
 	for _, r := range rs {
-		r.Partition = outbox.KeyPartition(r.Key, p.partitions)
+		r.Partition = p.partitionOf(r.Key)
 		hasSilent = hasSilent || (silent != nil && r.Partition == *silent)
 		id := eventID(r)
 		if _, ok := p.firstSent[id]; !ok {

@@ -8,16 +8,15 @@ import (
 	"github.com/google/uuid"
 )
 
-// When one partition stops answering while the others are healthy (its leader is cut
-// off from this relay), each of its records fails only after PublishTimeout, and the
-// serial publisher, which waits for every event of a batch, would hold the whole stream
-// until the partition answers again, and the other partitions would keep next to none
-// of their rate (the partition-offline chaos scenario measures it). So the events of
-// such a partition are parked: they
-// leave the publisher and wait beside the stream, in the parking lot, while the
-// publisher goes on with the next batches. The prober (probe.go) sends them once the
-// partition breaker (outbox.PartitionBreaker, the polling relay's) lets their partition
-// be probed, and after that as fast as the partition takes them.
+// When one partition stops answering while the others are healthy (its leader is cut off
+// from this relay), each of its records fails only after PublishTimeout, and the serial
+// publisher, which waits for every event of a batch, would hold the whole stream until
+// the partition answers again, and the other partitions would keep next to none of their
+// rate (the partition-offline chaos scenario measures it). So the events of such a
+// partition are parked: they leave the publisher and wait beside the stream, in the
+// parking lot, while the publisher goes on with the next batches. The prober (probe.go)
+// sends them once the partition breaker (outbox.PartitionBreaker, the polling relay's)
+// lets their partition be probed, and after that as fast as the partition takes them.
 //
 // What parking keeps:
 //

@@ -87,7 +87,7 @@ func (b *testBundle) parkOnSilentPartition(t *testing.T, relay *testRelay, fake 
 	var silentAggs, healthyAggs []string
 	for i := range 12 {
 		agg := fmt.Sprintf("agg-%d", i)
-		if outbox.KeyPartition([]byte(agg), fake.partitions) == silent {
+		if fake.partitionOf([]byte(agg)) == silent {
 			silentAggs = append(silentAggs, agg)
 		} else {
 			healthyAggs = append(healthyAggs, agg)
@@ -114,7 +114,7 @@ func (b *testBundle) parkOnSilentPartition(t *testing.T, relay *testRelay, fake 
 				firstParkedEnd = b.currentLSN(t)
 			}
 			w.byAggregate[agg] = append(w.byAggregate[agg], id)
-			if outbox.KeyPartition([]byte(agg), fake.partitions) == silent {
+			if fake.partitionOf([]byte(agg)) == silent {
 				w.silentIDs = append(w.silentIDs, id)
 			} else {
 				w.healthyIDs = append(w.healthyIDs, id)

@@ -449,7 +449,7 @@ func (r *Relay) send(ctx context.Context, p producer, records []*kgo.Record, tim
 }
 
 // partitionsOf is the partition of each record, by the rule the relay's client
-// partitions with (outbox.KeyPartition), or nil when the topic's partition count is
+// partitions with (outbox.PartitionByKey), or nil when the topic's partition count is
 // unknown.
 func (r *Relay) partitionsOf(ctx context.Context, p producer, records []*kgo.Record) map[*kgo.Record]int32 {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
