@@ -58,8 +58,8 @@ func TestShortDefaultScenario(t *testing.T) {
 	}
 	report := run()
 	// INVALID says the run proved nothing, either way, and advises a rerun: a machine
-	// busy with the other test packages can stall the API past a window (a commit that
-	// waited 5 s for the database), and then no payment of that window counts as held
+	// busy with the other test packages can stall the API past a window (a commit can
+	// wait seconds for the database), and then no payment of that window counts as held
 	// back. One rerun, as a user would; a FAIL is never rerun, and INVALID twice fails.
 	if report.Verdict() == chaos.VerdictInvalid {
 		t.Logf("first run INVALID, rerun once as its verdict advises: %s", report.Advice())

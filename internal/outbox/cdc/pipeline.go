@@ -10,10 +10,10 @@ import (
 
 // The pipeline behind the stream loop: one goroutine publishes batches, a few others
 // mark them published, and the loop meanwhile reads the next batch. Serially (read,
-// then publish, then mark, then read again) a drain of 100,000 events spent most of
-// each turn in the mark, a durable commit of a few hundred row moves, during which
-// nothing was read or sent; with one marker behind a free-running publisher, the
-// marker became the limit (docs/adr/0003 quotes the measurements).
+// then publish, then mark, then read again) a drain spends most of each turn in the
+// mark, a durable commit of a few hundred row moves, during which nothing is read or
+// sent; with one marker behind a free-running publisher, the marker is the limit
+// (docs/adr/0003: one publisher in stream order, four markers).
 //
 // What stays serial, and why: publishing. One batch at a time, in stream order, so that
 // an aggregate's next event is sent only once its previous one is acknowledged or
