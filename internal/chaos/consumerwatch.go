@@ -138,8 +138,8 @@ func (w *consumerWatch) untilWorthKilling(ctx context.Context, cfg consumerCrash
 }
 
 // probe freezes the consumer and tells whether it stands between two of its commits,
-// where a kill tests the order of its writes. A payment now has several events, so the
-// decisions (one per payment) no longer count the records; the dedup rows do, and they
+// where a kill tests the order of its writes. A payment has several events, so the
+// decisions (one per payment) do not count the records; the dedup rows do, and they
 // say where each event was read (processed_events.partition and offset):
 //
 //   - its dedup rows reach beyond its group's committed offset on some partition: it is
