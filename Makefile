@@ -70,7 +70,7 @@ stack-status: ## Show what the native stack runs
 CLUSTER_BROKERS = $(shell KAFKA_NODES=3 bash $(STACK_KF) brokers)
 
 .PHONY: cluster-up
-cluster-up: setup-chaos ## Start the three-node Kafka cluster beside the single broker (about 0.35 GiB per node; 40 to 80 s warm on the shared 2-core machine)
+cluster-up: setup-chaos ## Start the three-node Kafka cluster beside the single broker (about 0.35 GiB per node; under a minute warm on 2 cores)
 	@bash $(STACK_TP) start >/dev/null
 	@KAFKA_NODES=3 bash $(STACK_KF) start
 
@@ -129,7 +129,7 @@ BENCH_DEFAULT := api cdc consumer relay
 BENCH_CLUSTER  = KAFKA_CLUSTER_BROKERS="$${KAFKA_CLUSTER_BROKERS-$$(KAFKA_NODES=3 bash $(STACK_KF) status >/dev/null 2>&1 && echo $(CLUSTER_BROKERS))}"
 
 .PHONY: bench
-bench: setup-bench stack-up ## The API, CDC, consumer and relay benchmarks, default repetitions (16 min on the shared 2-core machine at load 10 to 20, half of it the CDC benchmark); writes reports/bench.json
+bench: setup-bench stack-up ## The API, CDC, consumer and relay benchmarks, default repetitions (about 15 min on 2 cores, half of it the CDC benchmark); writes reports/bench.json
 	$(BENCH_CLUSTER) $(GO) run ./cmd/bench $(BENCH_DEFAULT)
 
 .PHONY: bench-ladder

@@ -182,7 +182,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			sc := scenarios[name]
 			fmt.Fprintf(stdout, "\n== %s (relay %s): %s\n", name, mode, sc.Description)
 			if sc.Cluster {
-				// Started on first need (40 to 80 s warm on the shared 2-core machine) and
+				// Started on first need (tens of seconds: three JVMs start at once) and
 				// stopped at the end if this command started it.
 				started := time.Now()
 				if err := stack.StartCluster(ctx); err != nil {

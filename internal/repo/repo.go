@@ -29,12 +29,3 @@ func Root() (string, error) {
 		dir = parent
 	}
 }
-
-// StackScript returns the path of scripts/stack/<name>.
-func StackScript(name string) (string, error) {
-	root, err := Root()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(root, "scripts", "stack", name), nil
-}

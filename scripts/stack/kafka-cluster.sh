@@ -33,8 +33,8 @@ CLUSTER_LOCK="$STATE/kafka-cluster.lock"
 CLUSTER_CLUSTER_ID=cGF5bWVudHMtY2x1c3RlcjM
 CLUSTER_VOTERS="1@127.0.0.1:$(controller_port 1),2@127.0.0.1:$(controller_port 2),3@127.0.0.1:$(controller_port 3)"
 TOXIPROXY_API="http://127.0.0.1:$TOXISTACK_API_PORT"
-# Three JVMs starting at once on a loaded 2-core machine: a node was measured taking over
-# 90 s (the single broker's READY_TIMEOUT) at a load average of 27.
+# Three JVMs starting at once on a busy 2-core machine can take longer than the single
+# broker's READY_TIMEOUT (90 s): the cluster waits twice as long.
 READY_TIMEOUT=180
 
 # Each node gets a third of the single broker's heap: three brokers, one machine.
