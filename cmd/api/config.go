@@ -10,6 +10,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/envconfig"
 	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 )
 
 // config is everything cmd/api reads from its environment (docs/contract.md lists the
@@ -65,9 +66,9 @@ type config struct {
 	//	RELAY_FAULT_TIMESTAMP_SKEW  FAULT INJECTION, chaos only: record timestamps
 	//	                         moved this far from now (default 0, off)
 	//
-	// An unset RELAY_* variable leaves the field zero, which outbox.RelayConfig
+	// An unset RELAY_* variable leaves the field zero, which poll.Config
 	// documents as its default: the defaults live in one place.
-	Relay outbox.RelayConfig
+	Relay poll.Config
 	// Cleaner configures the deletion of published outbox rows, with the same rule for
 	// unset variables (defaults on outbox.CleanerConfig).
 	//
@@ -88,7 +89,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		AdminToken:       env.String("ADMIN_TOKEN", ""),
 		RelayMode:        env.String("RELAY_MODE", relayModePoll),
 		CDCSlot:          env.String("RELAY_CDC_SLOT", ""),
-		Relay: outbox.RelayConfig{
+		Relay: poll.Config{
 			Brokers:          env.List("KAFKA_BROKERS", "127.0.0.1:19092"),
 			Topic:            env.String("KAFKA_TOPIC", event.DefaultTopic),
 			AlertWebhookURL:  env.String("ALERT_WEBHOOK_URL", ""),

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 )
 
 func TestLoadConfigFillsDefaults(t *testing.T) {
@@ -24,8 +25,8 @@ func TestLoadConfigFillsDefaults(t *testing.T) {
 		DatabaseMaxConns: 16,
 		HTTPAddr:         "127.0.0.1:8080",
 		RelayMode:        "poll",
-		// Zero tuning fields: the defaults documented on outbox.RelayConfig.
-		Relay: outbox.RelayConfig{Brokers: []string{"127.0.0.1:19092"}, Topic: "payments.events"},
+		// Zero tuning fields: the defaults documented on poll.Config.
+		Relay: poll.Config{Brokers: []string{"127.0.0.1:19092"}, Topic: "payments.events"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
@@ -72,7 +73,7 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 		AdminToken:       "s3cret",
 		RelayMode:        "cdc",
 		CDCSlot:          "outbox_cdc_replicas",
-		Relay: outbox.RelayConfig{
+		Relay: poll.Config{
 			Brokers:          []string{"127.0.0.1:29092", "127.0.0.1:29093"},
 			Topic:            "t",
 			AlertWebhookURL:  "http://127.0.0.1:9999/hook",

@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/outbox/cdc"
+	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 )
 
 // The values of RELAY_MODE.
@@ -18,7 +18,7 @@ const (
 	relayModeCDC  = "cdc"
 )
 
-// relayRunner is what serve needs from either relay: *outbox.Relay and *cdc.Relay.
+// relayRunner is what serve needs from either relay: *poll.Relay and *cdc.Relay.
 type relayRunner interface {
 	Run(ctx context.Context) error
 }
@@ -32,11 +32,11 @@ type relayNudges struct {
 	replayed func()
 }
 
-// newRelay builds the relay RELAY_MODE chooses. Both report under the outbox's metric
-// names, registered once in om, which the cleaner shares.
-func newRelay(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg prometheus.Registerer, om *outbox.Metrics) (relayRunner, relayNudges, error) {
+// newRelay builds the relay RELAY_MODE chooses, and registers its metrics with reg.
+// Both report under the same metric names.
+func newRelay(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg prometheus.Registerer) (relayRunner, relayNudges, error) {
 	if cfg.RelayMode == relayModeCDC {
-		metrics, err := cdc.NewMetrics(reg, om)
+		metrics, err := cdc.NewMetrics(reg)
 		if err != nil {
 			return nil, relayNudges{}, err
 		}
@@ -46,7 +46,11 @@ func newRelay(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg prometheu
 		}
 		return relay, relayNudges{created: func() {}, replayed: relay.Replayed}, nil
 	}
-	relay, err := outbox.NewRelay(pool, cfg.Relay, logger, om)
+	metrics, err := poll.NewMetrics(reg)
+	if err != nil {
+		return nil, relayNudges{}, err
+	}
+	relay, err := poll.NewRelay(pool, cfg.Relay, logger, metrics)
 	if err != nil {
 		return nil, relayNudges{}, fmt.Errorf("new relay: %w", err)
 	}
@@ -58,17 +62,18 @@ func newRelay(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg prometheu
 // counterpart (one ordered stream, no claims, no polling, no lease to hand back).
 func (c config) cdcConfig() cdc.Config {
 	return cdc.Config{
-		DatabaseURL:      c.DatabaseURL,
-		Brokers:          c.Relay.Brokers,
-		Topic:            c.Relay.Topic,
-		Slot:             c.CDCSlot,
-		BatchSize:        c.Relay.BatchSize,
-		PublishTimeout:   c.Relay.PublishTimeout,
-		MaxRejections:    c.Relay.MaxRejections,
-		OutageBackoffMax: c.Relay.OutageBackoffMax,
-		AlertWebhookURL:  c.Relay.AlertWebhookURL,
-		AlertRoutingKey:  c.Relay.AlertRoutingKey,
-		AlertTimeout:     c.Relay.AlertTimeout,
+		DatabaseURL:        c.DatabaseURL,
+		Brokers:            c.Relay.Brokers,
+		Topic:              c.Relay.Topic,
+		Slot:               c.CDCSlot,
+		BatchSize:          c.Relay.BatchSize,
+		PublishTimeout:     c.Relay.PublishTimeout,
+		MaxRejections:      c.Relay.MaxRejections,
+		OutageBackoffMax:   c.Relay.OutageBackoffMax,
+		AlertWebhookURL:    c.Relay.AlertWebhookURL,
+		AlertRoutingKey:    c.Relay.AlertRoutingKey,
+		AlertTimeout:       c.Relay.AlertTimeout,
+		OldestPendingAlert: c.Relay.OldestPendingAlert,
 		// Fault injection for the clock-skew chaos scenario (docs/contract.md).
 		FaultTimestampSkew: c.Relay.FaultTimestampSkew,
 	}

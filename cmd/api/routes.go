@@ -61,11 +61,11 @@ func newHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, reg *promet
 	// Without a token the admin endpoints do not exist (404): an unprotected replay
 	// button is worse than none.
 	if cfg.AdminToken != "" {
-		adminLogger := logger.With(slog.String("component", "outbox_admin"))
+		dlq := outbox.NewDLQ(pool, logger.With(slog.String("component", "outbox_admin")))
 		r.Group(func(r chi.Router) {
 			r.Use(outbox.RequireBearerToken(cfg.AdminToken))
-			r.Method(http.MethodGet, "/admin/dlq", outbox.HandleListDLQ(adminLogger, pool))
-			r.Method(http.MethodPost, "/admin/dlq/{event_id}/replay", outbox.HandleReplay(adminLogger, pool, relay.replayed))
+			r.Method(http.MethodGet, "/admin/dlq", dlq.HandleList())
+			r.Method(http.MethodPost, "/admin/dlq/{event_id}/replay", dlq.HandleReplay(relay.replayed))
 		})
 	}
 	return r, nil

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -150,11 +150,11 @@ func newTestHandler(t *testing.T, cfg config, pool *pgxpool.Pool, reg *prometheu
 func newTestHandlerWithRelay(t *testing.T, cfg config, pool *pgxpool.Pool, reg *prometheus.Registry, relayStopped <-chan struct{}) http.Handler {
 	t.Helper()
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	metrics, err := outbox.NewMetrics(prometheus.NewRegistry())
+	metrics, err := poll.NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatalf("outbox metrics: %v", err)
 	}
-	relay, err := outbox.NewRelay(pool, outbox.RelayConfig{Brokers: []string{"127.0.0.1:1"}, Topic: "unused"}, logger, metrics)
+	relay, err := poll.NewRelay(pool, poll.Config{Brokers: []string{"127.0.0.1:1"}, Topic: "unused"}, logger, metrics)
 	if err != nil {
 		t.Fatalf("new relay: %v", err)
 	}

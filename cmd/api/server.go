@@ -35,7 +35,7 @@ const (
 //     meanwhile, so the events those requests commit are published at once.
 //  2. The relay's context is cancelled: the relay claims no new batch, finishes or
 //     abandons its batch in flight within RelayConfig.ShutdownTimeout
-//     (RELAY_SHUTDOWN_TIMEOUT; see outbox.Relay.Run, which owns that bound) and closes
+//     (RELAY_SHUTDOWN_TIMEOUT; see poll.Relay.Run, which owns that bound) and closes
 //     its Kafka client; the cleaner stops between two deletes.
 //  3. The dual-write handler's Kafka client (DUAL_WRITE=true only) closes, then the
 //     pool, which every step above used.
@@ -59,16 +59,12 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, tp trace.Tracer
 	if err := registerProcessMetrics(reg); err != nil {
 		return err
 	}
-	metrics, err := outbox.NewMetrics(reg)
-	if err != nil {
-		return err
-	}
 	cfg.Relay.TracerProvider = tp
-	relay, nudges, err := newRelay(cfg, pool, logger, reg, metrics)
+	relay, nudges, err := newRelay(cfg, pool, logger, reg)
 	if err != nil {
 		return err
 	}
-	cleaner, err := outbox.NewCleaner(pool, cfg.Cleaner, logger, metrics)
+	cleaner, err := outbox.NewCleaner(pool, cfg.Cleaner, logger, reg)
 	if err != nil {
 		return fmt.Errorf("new cleaner: %w", err)
 	}

@@ -26,7 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dscourse/payments-outbox/internal/benchreport"
-	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 	"github.com/dscourse/payments-outbox/migrations"
 )
 
@@ -101,7 +101,7 @@ func benchCDC(ctx context.Context, args []string, getenv func(string) string, st
 	logger := slog.New(slog.DiscardHandler)
 	b := cdcBench{
 		benchEnv: env, cfg: cfg, pollURL: pollURL, cdcURL: cdcURL,
-		poll: ourRelay{cfg: outbox.RelayConfig{Brokers: env.brokers, Workers: 4, BatchSize: 1000}, logger: logger},
+		poll: ourRelay{cfg: poll.Config{Brokers: env.brokers, Workers: 4, BatchSize: 1000}, logger: logger},
 		cdc:  cdcRelay{brokers: env.brokers, logger: logger},
 	}
 	var all []cdcFigures

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/outbox/cdc"
 )
 
@@ -85,11 +84,7 @@ func caughtUpRecorded(ctx context.Context, pool *pgxpool.Pool, slot string) erro
 
 func (c cdcRelay) start(ctx context.Context, pool *pgxpool.Pool, topic string) (*running, error) {
 	reg := prometheus.NewRegistry()
-	om, err := outbox.NewMetrics(reg)
-	if err != nil {
-		return nil, err
-	}
-	metrics, err := cdc.NewMetrics(reg, om)
+	metrics, err := cdc.NewMetrics(reg)
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/benchreport"
-	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 	"github.com/dscourse/payments-outbox/migrations"
 )
 
@@ -140,8 +140,8 @@ func benchRelay(ctx context.Context, args []string, getenv func(string) string, 
 
 // relayConfigFromEnv is the relay's defaults, unless RELAY_WORKERS / RELAY_BATCH_SIZE say
 // otherwise (to measure other settings; the report records which were used).
-func relayConfigFromEnv(getenv func(string) string, brokers []string) (outbox.RelayConfig, error) {
-	cfg := outbox.RelayConfig{Brokers: brokers, Workers: 4, BatchSize: 1000}
+func relayConfigFromEnv(getenv func(string) string, brokers []string) (poll.Config, error) {
+	cfg := poll.Config{Brokers: brokers, Workers: 4, BatchSize: 1000}
 	var err error
 	if v := getenv("RELAY_WORKERS"); v != "" {
 		if cfg.Workers, err = strconv.Atoi(v); err != nil {

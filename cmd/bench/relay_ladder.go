@@ -39,7 +39,8 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/benchreport"
 	"github.com/dscourse/payments-outbox/internal/devstack"
-	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/cdc"
+	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 	"github.com/dscourse/payments-outbox/migrations"
 )
 
@@ -204,10 +205,10 @@ func ladderRungs(cfg ladderConfig) []ladderRung {
 		rung("floor", "floor", sqlSetup(floorTableSQL), floorRelay{}, floorSQLBatch(false)),
 		rung("floor_order", "floor + order", sqlSetup(floorTableSQL+`;
 			CREATE INDEX floor_events_key_idx ON floor_events (key, id) WHERE NOT published`), floorRelay{}, floorSQLBatch(true)),
-		rung("ours_no_history", "ours, no history", migrate, outboxTable{}, ourSQLBatch(outbox.ClaimSQL, `DELETE FROM outbox_events WHERE ctid = ANY($1::tid[])`, byTID)),
-		rung("ours", "ours", migrate, outboxTable{}, ourSQLBatch(outbox.ClaimSQL, outbox.MarkClaimedSQL, byTID)),
-		rung("ours_mark_by_id", "ours, mark by id", migrate, outboxTable{}, ourSQLBatch(outbox.ClaimSQL, outbox.MarkPublishedSQL, byID)),
-		rung("ours_probe_every_row", "ours, probe all", migrate, outboxTable{}, ourSQLBatch(claimProbingEveryRowSQL, outbox.MarkClaimedSQL, byTID)),
+		rung("ours_no_history", "ours, no history", migrate, outboxTable{}, ourSQLBatch(poll.ClaimSQL, `DELETE FROM outbox_events WHERE ctid = ANY($1::tid[])`, byTID)),
+		rung("ours", "ours", migrate, outboxTable{}, ourSQLBatch(poll.ClaimSQL, poll.MarkClaimedSQL, byTID)),
+		rung("ours_mark_by_id", "ours, mark by id", migrate, outboxTable{}, ourSQLBatch(poll.ClaimSQL, cdc.MarkPublishedSQL, byID)),
+		rung("ours_probe_every_row", "ours, probe all", migrate, outboxTable{}, ourSQLBatch(claimProbingEveryRowSQL, poll.MarkClaimedSQL, byTID)),
 		// The first design's table has the name and pending rows of ours.
 		rung("first_design", "first design", sqlSetup(firstDesignTableSQL), outboxTable{}, firstDesignBatch),
 	}
@@ -240,7 +241,7 @@ const (
 
 // ourSQLBatch is our relay's batch (internal/outbox store.go) without the produce: the
 // same transaction settings, claim as the claim statement (which must return the
-// columns of outbox.ClaimSQL), and mark as the mark statement, given the claimed rows'
+// columns of poll.ClaimSQL), and mark as the mark statement, given the claimed rows'
 // ctids or ids.
 func ourSQLBatch(claim, mark string, by markBy) func(context.Context, *pgxpool.Pool, int) (int, error) {
 	return func(ctx context.Context, pool *pgxpool.Pool, n int) (int, error) {
@@ -250,7 +251,7 @@ func ourSQLBatch(claim, mark string, by markBy) func(context.Context, *pgxpool.P
 
 func ourSQLBatchWith(ctx context.Context, pool *pgxpool.Pool, n int, claim, mark string, by markBy) (int, error) {
 	var claimed int
-	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{BeginQuery: outbox.BatchBeginSQL(30 * time.Second)},
+	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{BeginQuery: poll.BatchBeginSQL(30 * time.Second)},
 		func(tx pgx.Tx) error {
 			rows, _ := tx.Query(ctx, claim, n)
 			got, err := pgx.CollectRows(rows, scanClaimedRow)
@@ -279,7 +280,7 @@ type claimedRow struct {
 	id  uuid.UUID
 }
 
-// scanClaimedRow reads a row of our claim's columns (outbox.ClaimSQL: ctid first).
+// scanClaimedRow reads a row of our claim's columns (poll.ClaimSQL: ctid first).
 func scanClaimedRow(row pgx.CollectableRow) (claimedRow, error) {
 	var r claimedRow
 	var seq int64
@@ -290,8 +291,8 @@ func scanClaimedRow(row pgx.CollectableRow) (claimedRow, error) {
 	return r, row.Scan(&r.tid, &r.id, &seq, &typ, &aggregate, &payload, &createdAt, &attempts, &rejections, &traceparent)
 }
 
-// claimProbingEveryRowSQL is outbox.ClaimSQL as it was before migration 00010: the order
+// claimProbingEveryRowSQL is poll.ClaimSQL as it was before migration 00010: the order
 // rule's probe runs for every candidate row, including the rows other batches hold
 // (the probe comes before the lock), and every row written with nothing before it.
-var claimProbingEveryRowSQL = strings.Replace(outbox.ClaimSQL,
+var claimProbingEveryRowSQL = strings.Replace(poll.ClaimSQL,
 	"(NOT e.may_have_predecessor OR NOT EXISTS (", "(NOT EXISTS (", 1)

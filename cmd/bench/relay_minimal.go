@@ -23,7 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/event"
-	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/cdc"
 )
 
 const (
@@ -169,7 +169,7 @@ func sameSchemaBatch(ctx context.Context, pool *pgxpool.Pool, client *kgo.Client
 		}
 		n = len(ids)
 		// Marked as our relay marks: moved to outbox_published.
-		_, err = outbox.MarkPublished(ctx, tx, ids)
+		_, err = tx.Exec(ctx, cdc.MarkPublishedSQL, ids)
 		return err
 	})
 	if err != nil {

@@ -7,11 +7,11 @@ import (
 	"io"
 	"time"
 
-	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 )
 
 // printRepetition prints one repetition's figures as they are measured.
-func printRepetition(w io.Writer, rep int, f relayFigures, relayCfg outbox.RelayConfig, rate int) {
+func printRepetition(w io.Writer, rep int, f relayFigures, relayCfg poll.Config, rate int) {
 	drain := func(name string, d drainResult) {
 		fmt.Fprintf(w, "  %-28s %8.0f events/s  %6.0f WAL bytes, %.2f WAL records, %.3f full-page images, %.4f WAL flushes, %.4f commits per event\n",
 			name, d.eventsPerSecond, d.cost.walBytes, d.cost.walRecords, d.cost.walFPI, d.cost.walSyncs, d.cost.commits)
@@ -38,7 +38,7 @@ func printRepetition(w io.Writer, rep int, f relayFigures, relayCfg outbox.Relay
 // median under its key, the extremes under key_min and key_max. Ratios are taken
 // within each repetition, whose relays ran minutes apart under the same neighbours,
 // and then summarised like any figure.
-func relayReport(all []relayFigures, cfg relayBenchConfig, relayCfg outbox.RelayConfig) map[string]any {
+func relayReport(all []relayFigures, cfg relayBenchConfig, relayCfg poll.Config) map[string]any {
 	pick := func(f func(relayFigures) float64) samples {
 		s := make(samples, len(all))
 		for i, r := range all {

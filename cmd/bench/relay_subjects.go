@@ -17,6 +17,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 )
 
 // A relayUnderTest is one relay with the table it publishes from.
@@ -94,7 +95,7 @@ func (outboxTable) insert(ctx context.Context, tx pgx.Tx, key string, payload []
 // ourRelay is internal/outbox's relay, as cmd/api runs it.
 type ourRelay struct {
 	outboxTable
-	cfg    outbox.RelayConfig
+	cfg    poll.Config
 	logger *slog.Logger
 }
 
@@ -102,11 +103,11 @@ func (o ourRelay) start(ctx context.Context, pool *pgxpool.Pool, topic string) (
 	cfg := o.cfg
 	cfg.Topic = topic
 	reg := prometheus.NewRegistry()
-	metrics, err := outbox.NewMetrics(reg)
+	metrics, err := poll.NewMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
-	relay, err := outbox.NewRelay(pool, cfg, o.logger, metrics)
+	relay, err := poll.NewRelay(pool, cfg, o.logger, metrics)
 	if err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/benchreport"
-	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 	"github.com/dscourse/payments-outbox/migrations"
 )
 
@@ -112,7 +112,7 @@ func benchScale(ctx context.Context, args []string, getenv func(string) string, 
 	logger := slog.New(slog.DiscardHandler)
 	b := scaleBench{
 		benchEnv: env, cfg: cfg, stdout: stdout,
-		poll: ourRelay{cfg: outbox.RelayConfig{Brokers: env.brokers, Workers: 4, BatchSize: 1000}, logger: logger},
+		poll: ourRelay{cfg: poll.Config{Brokers: env.brokers, Workers: 4, BatchSize: 1000}, logger: logger},
 		cdc:  cdcRelay{brokers: env.brokers, logger: logger},
 		report: map[string]any{
 			"scale_bench_reps":        cfg.reps,

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 )
 
 // keepHistory is a relay whose table is left as it is before a latency measurement
@@ -38,7 +39,7 @@ func (k keepHistory) fill(ctx context.Context, pool *pgxpool.Pool, n int) error 
 }
 
 // claimTimer is a pgx tracer that times every claim statement of the polling relay
-// (outbox.ClaimSQL), the claims that found
+// (poll.ClaimSQL), the claims that found
 // nothing included: at a large history, those show what the table's size costs a relay
 // with nothing to do.
 type claimTimer struct {
@@ -49,7 +50,7 @@ type claimTimer struct {
 type claimStartKey struct{}
 
 func (c *claimTimer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	if data.SQL == outbox.ClaimSQL {
+	if data.SQL == poll.ClaimSQL {
 		return context.WithValue(ctx, claimStartKey{}, time.Now())
 	}
 	return ctx
@@ -89,13 +90,9 @@ type cleanupCycle struct {
 // error). When that line's message changes in internal/outbox, this says so.
 func runCleanerOnce(ctx context.Context, pool *pgxpool.Pool, retention time.Duration) (cleanupCycle, error) {
 	reg := prometheus.NewRegistry()
-	metrics, err := outbox.NewMetrics(reg)
-	if err != nil {
-		return cleanupCycle{}, err
-	}
 	ended := make(chan slog.Record, 1)
 	logger := slog.New(cycleEndHandler{ended: ended})
-	cleaner, err := outbox.NewCleaner(pool, outbox.CleanerConfig{Retention: retention, Interval: 24 * time.Hour, QueryTimeout: time.Minute}, logger, metrics)
+	cleaner, err := outbox.NewCleaner(pool, outbox.CleanerConfig{Retention: retention, Interval: 24 * time.Hour, QueryTimeout: time.Minute}, logger, reg)
 	if err != nil {
 		return cleanupCycle{}, err
 	}

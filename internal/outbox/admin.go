@@ -12,11 +12,23 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// The operator endpoints of the dead-letter queue. cmd/api mounts them, behind
+// DLQ is the operator's view of the dead-letter queue: the events the broker rejected
+// too often, which wait there, holding back their aggregate's later events, until
+// someone fixes the cause and replays them. cmd/api mounts its endpoints, behind
 // RequireBearerToken, on these paths:
 //
-//	GET  /admin/dlq                      HandleListDLQ: the dead letters, newest first
+//	GET  /admin/dlq                      HandleList: the dead letters, newest first
 //	POST /admin/dlq/{event_id}/replay    HandleReplay: send a dead letter back for delivery
+type DLQ struct {
+	store  store
+	logger *slog.Logger
+}
+
+// NewDLQ returns the dead-letter queue of the outbox in pool; its handlers log
+// internal errors on logger.
+func NewDLQ(pool *pgxpool.Pool, logger *slog.Logger) *DLQ {
+	return &DLQ{store: store{pool: pool}, logger: logger}
+}
 
 // maxListedDeadLetters bounds GET /admin/dlq: the DLQ is for a handful of poison
 // events, and a thousand is already an incident to handle in SQL.
@@ -48,10 +60,9 @@ func RequireBearerToken(token string) func(http.Handler) http.Handler {
 	}
 }
 
-// HandleListDLQ serves GET /admin/dlq: the dead letters of the outbox in pool, newest
-// first.
-func HandleListDLQ(logger *slog.Logger, pool *pgxpool.Pool) http.Handler {
-	s := store{pool: pool}
+// HandleList serves GET /admin/dlq: the dead letters, newest first.
+func (q *DLQ) HandleList() http.Handler {
+	s, logger := q.store, q.logger
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		dead, err := s.listDeadLetters(r.Context(), maxListedDeadLetters)
 		if err != nil {
@@ -66,9 +77,10 @@ func HandleListDLQ(logger *slog.Logger, pool *pgxpool.Pool) http.Handler {
 // HandleReplay serves POST /admin/dlq/{event_id}/replay: the failed event becomes
 // pending again, keeps its id (consumers deduplicate on it) and its place before its
 // aggregate's successors. notify, which must not block, wakes the relay so that the
-// replay is published now rather than at the next poll; Relay.Notify is made for it.
-func HandleReplay(logger *slog.Logger, pool *pgxpool.Pool, notify func()) http.Handler {
-	s := store{pool: pool}
+// replay is published now rather than at the next poll (poll.Relay.Notify, or
+// cdc.Relay.Replayed).
+func (q *DLQ) HandleReplay(notify func()) http.Handler {
+	s, logger := q.store, q.logger
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := uuid.Parse(r.PathValue("event_id"))
 		if err != nil {

@@ -8,28 +8,38 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Cleaner deletes published outbox rows once they are older than the retention, so
 // the table does not grow without bound. It is shaped like River's job cleaner: a
 // ticker around runOnce, bounded batches, every statement under its own timeout.
 type Cleaner struct {
-	cfg     CleanerConfig
-	store   store
-	logger  *slog.Logger
-	metrics *Metrics
+	cfg    CleanerConfig
+	store  store
+	logger *slog.Logger
+	// deleted is outbox_cleaned_total.
+	deleted prometheus.Counter
 }
 
-// NewCleaner returns a cleaner of the outbox in pool; call Run.
-func NewCleaner(pool *pgxpool.Pool, cfg CleanerConfig, logger *slog.Logger, metrics *Metrics) (*Cleaner, error) {
+// NewCleaner returns a cleaner of the outbox in pool, and registers its metric,
+// outbox_cleaned_total, with reg; call Run.
+func NewCleaner(pool *pgxpool.Pool, cfg CleanerConfig, logger *slog.Logger, reg prometheus.Registerer) (*Cleaner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("cleaner config: %w", err)
+	}
+	deleted := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "outbox_cleaned_total",
+		Help: "Published outbox events deleted after the retention period.",
+	})
+	if err := reg.Register(deleted); err != nil {
+		return nil, fmt.Errorf("register cleaner metrics: %w", err)
 	}
 	return &Cleaner{
 		cfg:     cfg.withDefaults(),
 		store:   store{pool: pool},
 		logger:  logger.With(slog.String("component", "outbox_cleaner")),
-		metrics: metrics,
+		deleted: deleted,
 	}, nil
 }
 
@@ -64,7 +74,7 @@ func (c *Cleaner) runOnce(ctx context.Context) (int64, error) {
 		n, err := c.store.deletePublished(queryCtx, c.cfg.Retention, c.cfg.BatchSize)
 		cancel()
 		total += n
-		c.metrics.deleted.Add(float64(n))
+		c.deleted.Add(float64(n))
 		if err != nil {
 			return total, err
 		}

@@ -1,5 +1,15 @@
-// Package outbox implements the transactional outbox: Insert writes an event in the
-// caller's transaction, and the Relay publishes committed events to Kafka.
+// Package outbox is the write side of the transactional outbox: start with Insert,
+// which writes an event in the caller's transaction, so that the event commits or rolls
+// back with the business change it describes. That is the part of the pattern a service
+// copies.
+//
+// The rest of the package is what an operator needs around the table: DLQ lists and
+// replays the dead letters (events the broker rejected too often), and Cleaner deletes
+// published events after their retention.
+//
+// Publishing is not here. A relay reads the committed events and sends them to Kafka:
+// package poll polls the table (the default), package cdc follows PostgreSQL's
+// replication stream; what both share lives in internal/delivery.
 //
 // The package knows nothing about payments. It stores opaque JSON payloads under an
 // aggregate id, which becomes the Kafka record key.
@@ -11,7 +21,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/dscourse/payments-outbox/internal/tracing"
 )
@@ -32,21 +42,18 @@ type Message struct {
 	OccurredAt time.Time
 }
 
-// Execer is the part of a pgx transaction that Insert needs; pgx.Tx satisfies it.
-type Execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
-// Insert adds msg to the outbox inside the caller's transaction. It never opens a
+// Insert adds msg to the outbox inside the caller's transaction tx. It never opens a
 // transaction of its own: the event must commit or roll back together with the
-// business change it describes, which is the whole point of the pattern.
+// business change it describes, which is the whole point of the pattern. It takes a
+// pgx.Tx, not an interface a pool also satisfies, so that a call outside a transaction
+// does not compile.
 //
 // next_attempt_at is left to its default, the database's now(): the claim compares it
 // with the database's clock, and msg.OccurredAt is the API host's, so an API host
 // running ahead would hold its events back by its skew.
 //
 // The traceparent of the span in ctx, if any, is stored with the row, so that the
-// relay's publish continues the writer's trace (trace.go).
+// relay's publish continues the writer's trace (package poll, trace.go).
 //
 // The same statement records whether an earlier event of the aggregate is still in the
 // outbox (may_have_predecessor), so that the relay's claim checks the order rule only
@@ -55,7 +62,7 @@ type Execer interface {
 // them, as the payment API does with the payment's row lock. Per-aggregate order needs
 // that anyway, since two concurrent writers could commit in the other order than their
 // rows' seq.
-func Insert(ctx context.Context, tx Execer, msg Message) error {
+func Insert(ctx context.Context, tx pgx.Tx, msg Message) error {
 	var traceparent *string // NULL when ctx carries no trace
 	if tp := tracing.Traceparent(ctx); tp != "" {
 		traceparent = &tp

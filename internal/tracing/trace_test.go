@@ -22,7 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dscourse/payments-outbox/internal/antifraud"
-	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 	"github.com/dscourse/payments-outbox/internal/payment"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/internal/tracing"
@@ -36,7 +36,7 @@ type traceBundle struct {
 	ctx      context.Context
 	api      *httptest.Server
 	payments *pgxpool.Pool
-	relay    *outbox.Relay
+	relay    *poll.Relay
 	brokers  []string
 	topic    string
 	spans    *tracetest.InMemoryExporter
@@ -56,11 +56,11 @@ func setup(t *testing.T) traceBundle {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(b.spans))
 	t.Cleanup(func() { _ = tp.Shutdown(context.WithoutCancel(ctx)) })
 
-	outboxMetrics, err := outbox.NewMetrics(prometheus.NewRegistry())
+	outboxMetrics, err := poll.NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.relay, err = outbox.NewRelay(b.payments, outbox.RelayConfig{
+	b.relay, err = poll.NewRelay(b.payments, poll.Config{
 		Brokers: b.brokers, Topic: b.topic, TracerProvider: tp, PollInterval: 100 * time.Millisecond,
 	}, logger, outboxMetrics)
 	if err != nil {

@@ -86,7 +86,7 @@ type Config struct {
 	ReconnectInterval time.Duration
 
 	// AlertWebhookURL, when set, receives a POST for every dead-lettered event, with the
-	// polling relay's body (outbox.RelayConfig.AlertWebhookURL); AlertRoutingKey is
+	// polling relay's body (poll.Config.AlertWebhookURL); AlertRoutingKey is
 	// copied into it. AlertTimeout bounds one call. Default timeout 5s.
 	AlertWebhookURL string
 	AlertRoutingKey string
@@ -95,8 +95,12 @@ type Config struct {
 	// StatsInterval is how often outbox_pending_count, the oldest pending age and the
 	// WAL the slot retains are refreshed. Default 1s.
 	StatsInterval time.Duration
+	// OldestPendingAlert is the age of the oldest pending event above which the relay
+	// logs an Error for operators (at most once per minute), as the polling relay does.
+	// Default 5m.
+	OldestPendingAlert time.Duration
 	// FaultTimestampSkew is FAULT INJECTION for the clock-skew chaos scenario, never for
-	// production: the polling relay's RELAY_FAULT_TIMESTAMP_SKEW (outbox.RelayConfig says
+	// production: the polling relay's RELAY_FAULT_TIMESTAMP_SKEW (poll.Config says
 	// why it exists). Every record's timestamp is moved this far from now. Default 0, off.
 	FaultTimestampSkew time.Duration
 }
@@ -117,6 +121,7 @@ func (c Config) withDefaults() Config {
 	c.OutageBackoffMax = cmp.Or(c.OutageBackoffMax, 10*time.Second)
 	c.ReconnectInterval = cmp.Or(c.ReconnectInterval, time.Second)
 	c.StatsInterval = cmp.Or(c.StatsInterval, time.Second)
+	c.OldestPendingAlert = cmp.Or(c.OldestPendingAlert, 5*time.Minute)
 	c.AlertTimeout = cmp.Or(c.AlertTimeout, 5*time.Second)
 	return c
 }

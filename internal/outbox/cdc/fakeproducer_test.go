@@ -9,13 +9,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/dscourse/payments-outbox/internal/event"
-	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
 )
 
 // fakeProducer stands in for the Kafka client where a test needs a partition that does
 // not answer while the others do, which a real cluster gives only with a broker cut off
 // (the partition-offline chaos scenario). Every record goes to the partition
-// outbox.PartitionsOf says (partitionOf), as with the relay's real client. It keeps a
+// delivery.PartitionsOf says (partitionOf), as with the relay's real client. It keeps a
 // log of what was sent and acknowledged, in one sequence, so that a test can check an
 // aggregate's order.
 type fakeProducer struct {
@@ -55,11 +55,11 @@ func (p *fakeProducer) RequestCachedMetadata(_ context.Context, req *kmsg.Metada
 }
 
 // partitionOf is the partition the relay's client puts a record with this key in,
-// among the fake's partitions: outbox.PartitionsOf, which both relays use, with the
+// among the fake's partitions: delivery.PartitionsOf, which both relays use, with the
 // partition count the fake's metadata answers.
 func (p *fakeProducer) partitionOf(key []byte) int32 {
 	r := &kgo.Record{Topic: "any", Key: key}
-	return outbox.PartitionsOf(context.Background(), p, r.Topic, []*kgo.Record{r})[r]
+	return delivery.PartitionsOf(context.Background(), p, r.Topic, []*kgo.Record{r})[r]
 }
 
 func (p *fakeProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults {

@@ -130,11 +130,7 @@ func (b *testBundle) start(t *testing.T) *testRelay {
 func (b *testBundle) startOn(t *testing.T, p *fakeProducer) *testRelay {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	om, err := outbox.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewMetrics(reg, om)
+	m, err := NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}

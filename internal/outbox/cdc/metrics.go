@@ -5,14 +5,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
 )
 
-// Metrics are the CDC relay's Prometheus metrics: the outbox's own (the same names in
-// both relay modes, see outbox.Metrics) and three about the slot and the stream, which
-// only this mode has.
+// Metrics are the CDC relay's Prometheus metrics: those both relays report under the
+// same names (outbox_pending_count, outbox_published_total, ...) and three about the
+// slot and the stream, which only this mode has.
 type Metrics struct {
-	outbox *outbox.Metrics
+	shared *delivery.Metrics
 	// walRetained is what a slot costs while nobody reads it: PostgreSQL keeps every
 	// WAL segment from the slot's restart position on, for every database of the
 	// server, until the relay confirms past it. An outage of the relay (or of Kafka,
@@ -27,11 +27,15 @@ type Metrics struct {
 	parked prometheus.Gauge
 }
 
-// NewMetrics registers the slot's metrics with reg and wraps om, the outbox metrics of
-// the process (registered once, with outbox.NewMetrics, and shared with the Cleaner).
-func NewMetrics(reg prometheus.Registerer, om *outbox.Metrics) (*Metrics, error) {
+// NewMetrics creates the relay's metrics and registers them with reg. It fails if reg
+// already holds metrics of the same names: create them once per registry.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	shared, err := delivery.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
 	m := &Metrics{
-		outbox: om,
+		shared: shared,
 		walRetained: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "outbox_cdc_wal_retained_bytes",
 			Help: "WAL the CDC relay's replication slot holds back (current WAL position minus the slot's restart_lsn); -1 when the slot does not exist.",

@@ -1,39 +1,17 @@
 package cdc
 
-import (
-	"context"
-	"log/slog"
-	"time"
+import "context"
 
-	"github.com/dscourse/payments-outbox/internal/outbox"
-)
-
-// monitor refreshes the outbox's pending count and oldest pending age (the same gauges,
-// read by the same query as in polling mode, outbox.PendingStats: the relay marks rows
-// published, so the table still says what is pending) and the WAL the slot retains.
-func (r *Relay) monitor(ctx context.Context) {
-	ticker := time.NewTicker(r.cfg.StatsInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
-		pending, age, err := outbox.PendingStats(queryCtx, r.store.pool)
-		var retained int64
-		if err == nil {
-			retained, err = r.store.walRetained(queryCtx, r.cfg.Slot)
-		}
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				r.logger.Warn("refresh outbox and slot stats", slog.Any("err", err))
-			}
-			continue
-		}
-		r.metrics.outbox.ObservePending(pending, age)
-		r.metrics.walRetained.Set(float64(retained))
+// refreshSlotStats sets outbox_cdc_wal_retained_bytes: the WAL the slot holds back. The
+// relay's monitor (delivery.PendingMonitor, the polling relay's too) runs it after it
+// refreshes the pending count and the oldest pending age, which read the table as in
+// polling mode: the relay marks rows published, so the table still says what is
+// pending.
+func (r *Relay) refreshSlotStats(ctx context.Context) error {
+	retained, err := r.store.walRetained(ctx, r.cfg.Slot)
+	if err != nil {
+		return err
 	}
+	r.metrics.walRetained.Set(float64(retained))
+	return nil
 }

@@ -15,7 +15,7 @@ import (
 // rate (the partition-offline chaos scenario measures it). So the events of such a
 // partition are parked: they leave the publisher and wait beside the stream, in the
 // parking lot, while the publisher goes on with the next batches. The prober (probe.go)
-// sends them once the partition breaker (outbox.PartitionBreaker, the polling relay's)
+// sends them once the partition breaker (delivery.PartitionBreaker, the polling relay's)
 // lets their partition be probed, and after that as fast as the partition takes them.
 //
 // What parking keeps:

@@ -122,7 +122,7 @@ func (r *Relay) markAll(ctx context.Context, toMark <-chan published, lot *parki
 				return
 			}
 		}
-		r.metrics.outbox.ObserveBatch(time.Since(b.started))
+		r.metrics.shared.ObserveBatch(time.Since(b.started))
 		if lot.finish(b.n) {
 			done(b.n)
 		}

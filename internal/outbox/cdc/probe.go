@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
 )
 
 // The prober: the goroutine that sends the parked events (parking.go) while the
@@ -79,7 +79,7 @@ func (r *Relay) probeOnce(ctx context.Context, p producer, lot *parkingLot, done
 	var send []*parkedEvent
 	var sendRecords []*kgo.Record
 	for i, rec := range records {
-		if !admitted.Holds(rec) {
+		if _, held := admitted.HoldFor[rec]; !held {
 			send, sendRecords = append(send, heads[i]), append(sendRecords, rec)
 		}
 	}
@@ -98,15 +98,15 @@ func (r *Relay) probeOnce(ctx context.Context, p producer, lot *parkingLot, done
 		case res.Err == nil:
 			r.breaker.Acked()
 			acked = append(acked, send[i])
-			r.metrics.outbox.ObserveCommitToPublish(time.Since(send[i].CreatedAt))
-		case outbox.IsRejection(res.Err):
+			r.metrics.shared.ObserveCommitToPublish(time.Since(send[i].CreatedAt))
+		case delivery.IsRejection(res.Err):
 			rejected = append(rejected, send[i])
 		default:
 			transport, transportErr = append(transport, send[i]), res.Err
 		}
 	}
 	r.breaker.Judge(admitted, results, partitionOf, r.breaker.AnsweredSince(sent))
-	r.metrics.outbox.SetPartitionsUnavailable(r.breaker.OpenCount())
+	r.metrics.shared.SetPartitionsUnavailable(r.breaker.OpenCount())
 
 	if err := r.unparkAcked(ctx, lot, acked, done); err != nil {
 		return false, err
@@ -194,7 +194,7 @@ func (r *Relay) unparkAcked(ctx context.Context, lot *parkingLot, acked []*parke
 // answers, or the broker answered nothing) wait the outage backoff of their attempts.
 func (r *Relay) probeFailed(ctx context.Context, lot *parkingLot, failed []*parkedEvent, cause error) {
 	for range failed {
-		r.metrics.outbox.CountFailure(false)
+		r.metrics.shared.CountFailures(false, 1)
 	}
 	byPartition := map[int32][]uuid.UUID{}
 	for _, e := range failed {
@@ -234,7 +234,7 @@ func (r *Relay) noteParked(ctx context.Context, lot *parkingLot) {
 		if part < 0 {
 			reason = "parked, not sent: an earlier event of its aggregate waits for its partition"
 		}
-		r.metrics.outbox.CountHeldBack(len(ids))
+		r.metrics.shared.CountHeldBack(len(ids))
 		queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 		err := r.store.recordHeldBack(queryCtx, ids, reason)
 		cancel()

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/event"
-	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
 )
 
 // The publish path of the CDC relay, with the polling relay's failure rules
@@ -27,7 +27,7 @@ import (
 //     and its events, with every later event of their aggregates, are parked beside the
 //     stream (parking.go) while the stream goes on; the slot stays behind them. Events
 //     of an open partition are parked without being sent (parkWaiting).
-//   - A rejection (outbox.IsRejection: the broker refused this record) is first checked
+//   - A rejection (delivery.IsRejection: the broker refused this record) is first checked
 //     by sending the record on its own, since the broker judges whole batches. A record
 //     still refused is retried after RetryBase doubled per rejection; the one that
 //     reaches MaxRejections goes to the DLQ and the stream moves on. A poison record
@@ -90,7 +90,7 @@ func (r *Relay) markAcked(ctx context.Context, acked []uuid.UUID) error {
 		r.logger.Warn("acknowledged events not found in the outbox to mark published; left as they are",
 			slog.Int("events", len(unmarked)), slog.String("first_event_id", unmarked[0].String()))
 	}
-	r.metrics.outbox.CountPublished(len(acked))
+	r.metrics.shared.CountPublished(int64(len(acked)))
 	return nil
 }
 
@@ -102,7 +102,7 @@ func (r *Relay) deadLetter(ctx context.Context, id uuid.UUID, reason string) (bo
 	if err != nil || dead == nil {
 		return false, err
 	}
-	r.metrics.outbox.CountDeadLettered()
+	r.metrics.shared.CountDeadLettered(1)
 	r.alertDeadLetter(ctx, dead)
 	return true, nil
 }
@@ -153,8 +153,8 @@ func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEven
 			switch {
 			case res.Err == nil:
 				acked = append(acked, held[i].ID)
-				r.metrics.outbox.ObserveCommitToPublish(time.Since(held[i].CreatedAt))
-			case outbox.IsRejection(res.Err):
+				r.metrics.shared.ObserveCommitToPublish(time.Since(held[i].CreatedAt))
+			case delivery.IsRejection(res.Err):
 				rejected = append(rejected, held[i])
 			default:
 				transport, transportErr = append(transport, held[i]), res.Err
@@ -219,7 +219,7 @@ func (r *Relay) parkWaiting(ctx context.Context, p producer, lot *parkingLot, ba
 // parkFailed judges the transport failures among the results of a call (results[i] is
 // events[i]'s): when the broker answered this relay since the publisher last parked a
 // failed call, the failures are their partitions', not the broker's, and the breaker
-// opens those partitions (outbox.PartitionBreaker). The failed events of an open
+// opens those partitions (delivery.PartitionBreaker). The failed events of an open
 // partition are recorded on their rows and parked; the other failed events, returned,
 // are an outage, retried in place.
 //
@@ -234,7 +234,7 @@ func (r *Relay) parkFailed(ctx context.Context, p producer, lot *parkingLot, bat
 	var failed []outboxEvent
 	var cause error
 	for i, res := range results {
-		if res.Err != nil && !outbox.IsRejection(res.Err) {
+		if res.Err != nil && !delivery.IsRejection(res.Err) {
 			failed, cause = append(failed, events[i]), res.Err
 		}
 	}
@@ -251,14 +251,14 @@ func (r *Relay) parkFailed(ctx context.Context, p producer, lot *parkingLot, bat
 	if partitionOf == nil {
 		return failed, nil // where the records went is unknown: an outage
 	}
-	r.breaker.Judge(outbox.Admission{}, results, partitionOf, answered)
-	r.metrics.outbox.SetPartitionsUnavailable(r.breaker.OpenCount())
+	r.breaker.Judge(delivery.Admission{}, results, partitionOf, answered)
+	r.metrics.shared.SetPartitionsUnavailable(r.breaker.OpenCount())
 
 	var park []outboxEvent
 	var parkPartitions []int32
 	failed = failed[:0]
 	for i, res := range results {
-		if res.Err == nil || outbox.IsRejection(res.Err) {
+		if res.Err == nil || delivery.IsRejection(res.Err) {
 			continue
 		}
 		if part := partitionOf[res.Record]; r.breaker.IsOpen(part) {
@@ -271,7 +271,7 @@ func (r *Relay) parkFailed(ctx context.Context, p producer, lot *parkingLot, bat
 		return failed, nil
 	}
 	for range park {
-		r.metrics.outbox.CountFailure(false)
+		r.metrics.shared.CountFailures(false, 1)
 	}
 	byPartition := map[int32][]uuid.UUID{}
 	for i, e := range park {
@@ -334,7 +334,7 @@ func (r *Relay) holdBack(ctx context.Context, events []outboxEvent) ([]outboxEve
 // the receiver goes on sending status updates (receiver.go).
 func (r *Relay) recordOutage(ctx context.Context, events []outboxEvent, cause error, n int) error {
 	for range events {
-		r.metrics.outbox.CountFailure(false)
+		r.metrics.shared.CountFailures(false, 1)
 	}
 	pause := backoff(r.cfg.OutageBackoffBase, r.cfg.OutageBackoffMax, n)
 	r.logger.Warn("publish failed; Kafka unreachable? retrying the same events", slog.Int("events", len(events)),
@@ -359,7 +359,7 @@ func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent) (
 		switch {
 		case err == nil:
 			return true, nil
-		case !outbox.IsRejection(err):
+		case !delivery.IsRejection(err):
 			outage++
 			if err := r.recordOutage(ctx, []outboxEvent{e}, err, outage); err != nil {
 				return false, err
@@ -367,7 +367,7 @@ func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent) (
 			continue
 		}
 		outage = 0
-		r.metrics.outbox.CountFailure(true)
+		r.metrics.shared.CountFailures(true, 1)
 		queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 		counts, recordErr := r.store.recordAttempt(queryCtx, []uuid.UUID{e.ID}, true, err.Error())
 		cancel()
@@ -430,10 +430,10 @@ func (r *Relay) maxPublishTimeout() time.Duration { return 4 * r.cfg.PublishTime
 
 // send is one bounded publish attempt of records, within the timeout that timeouts
 // gives it: PublishTimeout, doubled after each send in a row with a transport failure
-// (outbox.PublishTimeouts says why: a slow broker would make every retry time out), up
+// (delivery.PublishTimeouts says why: a slow broker would make every retry time out), up
 // to four times PublishTimeout. It returns the results in the order of records:
 // ProduceSync returns them in the order the broker's answers came.
-func (r *Relay) send(ctx context.Context, p producer, records []*kgo.Record, timeouts *outbox.PublishTimeouts) kgo.ProduceResults {
+func (r *Relay) send(ctx context.Context, p producer, records []*kgo.Record, timeouts *delivery.PublishTimeouts) kgo.ProduceResults {
 	index := make(map[*kgo.Record]int, len(records))
 	for i, rec := range records {
 		index[rec] = i
@@ -449,12 +449,12 @@ func (r *Relay) send(ctx context.Context, p producer, records []*kgo.Record, tim
 }
 
 // partitionsOf is the partition of each record, by the rule the relay's client
-// partitions with (outbox.PartitionByKey), or nil when the topic's partition count is
+// partitions with (delivery.ClientOpts pins), or nil when the topic's partition count is
 // unknown.
 func (r *Relay) partitionsOf(ctx context.Context, p producer, records []*kgo.Record) map[*kgo.Record]int32 {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	defer cancel()
-	return outbox.PartitionsOf(ctx, p, r.cfg.Topic, records)
+	return delivery.PartitionsOf(ctx, p, r.cfg.Topic, records)
 }
 
 // wait waits d, and returns ctx's error if ctx ends first.

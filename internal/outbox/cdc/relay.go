@@ -2,7 +2,7 @@
 // Kafka as PostgreSQL's logical replication stream delivers them, instead of polling
 // the table (docs/adr/0003 compares the two; RELAY_MODE=cdc selects it).
 //
-// Its contract is the polling relay's (package outbox): key = aggregate_id, the same
+// Its contract is the polling relay's (package poll): key = aggregate_id, the same
 // headers and payload (event.Envelope), at least once. The replication slot is its
 // cursor. The relay confirms a position to the server only once every event before it
 // was acknowledged by Kafka and marked published, so a crash at any point makes the
@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
 )
 
 // producer is what the relay needs from a Kafka client; *kgo.Client satisfies it.
@@ -28,7 +28,7 @@ type producer interface {
 	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
 	// RequestCachedMetadata answers from the client's metadata cache: the partition
 	// breaker needs the topic's partition count to know where a record goes.
-	outbox.MetadataCache
+	delivery.MetadataCache
 }
 
 // Relay streams the outbox's inserts from a replication slot to Kafka. One goroutine
@@ -40,13 +40,14 @@ type Relay struct {
 	store   store
 	logger  *slog.Logger
 	metrics *Metrics
+	alerter *delivery.Alerter
 	// breaker records the partitions that stopped answering while others did, whose
 	// events are parked (parking.go). It outlives sessions: a partition still down after
 	// a reconnect is still known to be.
-	breaker *outbox.PartitionBreaker
+	breaker *delivery.PartitionBreaker
 	// publishTimeouts and probeTimeouts back off the publish timeout of the
 	// publisher's sends and of the prober's after transport failures (send).
-	publishTimeouts, probeTimeouts outbox.PublishTimeouts
+	publishTimeouts, probeTimeouts delivery.PublishTimeouts
 	// replayed carries nudges to look for events an operator replayed from the DLQ:
 	// replay is an UPDATE, which the insert-only stream does not carry.
 	replayed chan struct{}
@@ -60,12 +61,14 @@ func NewRelay(pool *pgxpool.Pool, cfg Config, logger *slog.Logger, metrics *Metr
 		return nil, fmt.Errorf("CDC relay config: %w", err)
 	}
 	cfg = cfg.withDefaults()
+	logger = logger.With(slog.String("component", "outbox_cdc_relay"), slog.String("slot", cfg.Slot))
 	return &Relay{
 		cfg:      cfg,
 		store:    store{pool: pool},
-		logger:   logger.With(slog.String("component", "outbox_cdc_relay"), slog.String("slot", cfg.Slot)),
+		logger:   logger,
 		metrics:  metrics,
-		breaker:  outbox.NewPartitionBreaker(cfg.OutageBackoffBase, cfg.OutageBackoffMax),
+		alerter:  delivery.NewAlerter(delivery.AlertConfig{WebhookURL: cfg.AlertWebhookURL, RoutingKey: cfg.AlertRoutingKey, Timeout: cfg.AlertTimeout}, logger),
+		breaker:  delivery.NewPartitionBreaker(cfg.OutageBackoffBase, cfg.OutageBackoffMax),
 		replayed: make(chan struct{}, 1),
 	}, nil
 }
@@ -105,7 +108,10 @@ func (r *Relay) Run(ctx context.Context) error {
 func (r *Relay) run(ctx context.Context, p producer) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() { r.monitor(ctx) })
+	monitor := delivery.PendingMonitor{Pool: r.store.pool, Metrics: r.metrics.shared, Logger: r.logger,
+		Interval: r.cfg.StatsInterval, QueryTimeout: r.cfg.QueryTimeout, AlertAge: r.cfg.OldestPendingAlert,
+		Also: r.refreshSlotStats}
+	wg.Go(func() { monitor.Run(ctx) })
 	r.logger.Info("CDC relay started", slog.String("publication", r.cfg.Publication), slog.String("topic", r.cfg.Topic))
 	for {
 		err := r.session(ctx, p)
@@ -129,25 +135,11 @@ func (r *Relay) run(ctx context.Context, p producer) {
 	}
 }
 
-// clientOpts: the polling relay's producer settings (outbox.Relay.clientOpts says why
-// each one), so that no publish can block past its deadline.
+// clientOpts are the producer options of both relays (delivery.ClientOpts says why
+// each one), with the topic as the default, then the config's own.
 func (r *Relay) clientOpts() []kgo.Opt {
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(r.cfg.Brokers...),
-		kgo.DefaultProduceTopic(r.cfg.Topic),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.AllowIdempotentProduceCancellation(),
-		kgo.RecordDeliveryTimeout(r.cfg.PublishTimeout + time.Second),
-		kgo.ProduceRequestTimeout(3 * time.Second),
-		kgo.RequestTimeoutOverhead(2 * time.Second),
-		kgo.DialTimeout(3 * time.Second),
-		kgo.MetadataMinAge(250 * time.Millisecond),
-		kgo.ProducerLinger(0),
-		// Pinned, as in the polling relay, because the breaker computes where a
-		// record goes before it is sent.
-		outbox.PartitionByKey(),
-	}
-	return append(opts, r.cfg.ClientOpts...)
+	return delivery.ClientOpts(r.cfg.Brokers, r.cfg.PublishTimeout,
+		append([]kgo.Opt{kgo.DefaultProduceTopic(r.cfg.Topic)}, r.cfg.ClientOpts...)...)
 }
 
 // session is one replication connection: make sure the slot exists and has been caught

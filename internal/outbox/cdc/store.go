@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
 )
 
 // The CDC relay's SQL on the ordinary pool, in one place. The stream tells the relay
@@ -22,8 +23,14 @@ type store struct {
 	pool *pgxpool.Pool
 }
 
+// MarkPublishedSQL moves the events $1 (their ids), which Kafka acknowledged, to
+// outbox_published: the statement this relay marks with (delivery.MarkPublished). The
+// polling relay marks the rows its transaction holds by TID instead
+// (poll.MarkClaimedSQL); cmd/bench prices the two against each other.
+const MarkPublishedSQL = delivery.MarkByIDSQL
+
 // markPublished moves acknowledged events to outbox_published, as the polling relay
-// does (outbox.MarkPublished). A row already moved (a republish after a restart) or
+// does (delivery.MarkPublished). A row already moved (a republish after a restart) or
 // failed is left alone.
 //
 // The stream can carry a transaction a moment before other sessions see it: the server
@@ -36,7 +43,7 @@ type store struct {
 // every markRetryInterval until ctx ends; those still unmarked then are returned (an
 // event published again after the cleaner deleted its history is one of them).
 func (s store) markPublished(ctx context.Context, ids []uuid.UUID) (unmarked []uuid.UUID, err error) {
-	moved, err := outbox.MarkPublished(ctx, s.pool, ids)
+	moved, err := delivery.MarkPublished(ctx, s.pool, ids)
 	for err == nil && moved < int64(len(ids)) {
 		var left []uuid.UUID
 		if left, err = s.notMarked(ctx, ids); err != nil {
@@ -53,7 +60,7 @@ func (s store) markPublished(ctx context.Context, ids []uuid.UUID) (unmarked []u
 			return ids, nil
 		case <-time.After(markRetryInterval):
 		}
-		if moved, err = outbox.MarkPublished(ctx, s.pool, ids); err != nil && ctx.Err() != nil {
+		if moved, err = delivery.MarkPublished(ctx, s.pool, ids); err != nil && ctx.Err() != nil {
 			return ids, nil // ctx ended during a retry: the first move did its part
 		}
 	}

@@ -1,0 +1,314 @@
+package poll
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/dscourse/payments-outbox/internal/backoff"
+	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
+)
+
+// producer is what the relay needs from a Kafka client; *kgo.Client satisfies it.
+type producer interface {
+	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
+	// RequestCachedMetadata answers from the client's metadata cache where it can:
+	// the partition breaker asks it for the topic's partition count (breaker.go).
+	RequestCachedMetadata(ctx context.Context, req *kmsg.MetadataRequest, limit time.Duration) (*kmsg.MetadataResponse, error)
+}
+
+// worker is what one worker goroutine owns: the two Kafka clients it sends with, and
+// its own state between batches.
+type worker struct {
+	// own carries the worker's batches. Each worker has a client of its own: franz-go
+	// merges the records of concurrent produce calls on one client into the same broker
+	// requests, so on a client that every worker shared, one worker's records would
+	// wait behind another's (a higher p99: see docs/bench.md, relay_latency_p99_ms), and
+	// the broker, which judges a batch whole, could refuse a worker's record for
+	// another worker's.
+	own producer
+	// alone carries only records sent on their own after a rejection, one at a time
+	// for the whole relay (isolate, in failure.go), so its verdict is about that record.
+	alone producer
+	// timeouts backs off own's publish timeout after transport failures
+	// (delivery.PublishTimeouts).
+	timeouts delivery.PublishTimeouts
+	// streak is the worker's part in the relay's count of busy workers (wakeup.go).
+	streak streak
+}
+
+// Relay publishes committed outbox events to Kafka: each batch is one transaction that
+// claims rows with FOR UPDATE SKIP LOCKED, publishes them while it waits, idle, moves
+// the acknowledged ones to outbox_published, records the failures and commits; the
+// database ends a batch that stays idle longer than the lease (docs/adr/0002). Several workers run in one Relay, and several Relays (API replicas)
+// can share one database.
+type Relay struct {
+	cfg     Config
+	store   store
+	logger  *slog.Logger
+	metrics *Metrics
+	alerter *delivery.Alerter
+	outage  *outageBackoff
+	breaker *delivery.PartitionBreaker
+	// isolating holds the one record the relay is sending on its own, if any: a slot
+	// that a worker takes before using worker.alone (isolate).
+	isolating chan struct{}
+	// wake carries nudges to idle workers, each saying where it came from. One slot
+	// is enough: a nudge means "look again", and a worker that looks sees every row
+	// committed so far.
+	wake chan wakeSource
+	// busy counts the workers in a streak of claims that find events, so that an idle
+	// worker woken by a commit can leave it to them (wakeup.go).
+	busy busyWorkers
+}
+
+// NewRelay returns a relay over the outbox in pool. It starts nothing; call Run.
+func NewRelay(pool *pgxpool.Pool, cfg Config, logger *slog.Logger, metrics *Metrics) (*Relay, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("relay config: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	logger = logger.With(slog.String("component", "outbox_relay"))
+	return &Relay{
+		cfg:       cfg,
+		store:     store{pool: pool},
+		logger:    logger,
+		metrics:   metrics,
+		alerter:   delivery.NewAlerter(delivery.AlertConfig{WebhookURL: cfg.AlertWebhookURL, RoutingKey: cfg.AlertRoutingKey, Timeout: cfg.AlertTimeout}, logger),
+		outage:    &outageBackoff{base: cfg.OutageBackoffBase, max: cfg.OutageBackoffMax},
+		breaker:   delivery.NewPartitionBreaker(cfg.OutageBackoffBase, cfg.OutageBackoffMax),
+		isolating: make(chan struct{}, 1),
+		wake:      make(chan wakeSource, 1),
+	}, nil
+}
+
+// Notify tells the relay that new events were committed, so an idle worker publishes
+// them now instead of at its next poll. It never blocks and is safe from any goroutine.
+func (r *Relay) Notify() { r.nudge(wokenByNudge) }
+
+// nudge wakes an idle worker, if none is woken already, and says why.
+func (r *Relay) nudge(source wakeSource) {
+	select {
+	case r.wake <- source:
+	default: // a nudge is already pending; one is as good as many
+	}
+}
+
+// Run publishes until ctx ends, then stops within a known bound, in this order:
+//
+//  1. ctx ends: no worker claims a new batch.
+//  2. The batches in flight get up to ShutdownTimeout to finish: they run under a
+//     context of their own (workCtx below), which ctx's end does not cancel, so that
+//     a batch is recorded whole instead of being cut off mid-publish.
+//  3. If they have not finished by then, workCtx is cancelled: each abandoned batch
+//     moves what Kafka acknowledged and commits, under one QueryTimeout, which hands
+//     the other rows back, so that another relay takes them at once.
+//  4. The Kafka client closes and Run returns.
+//
+// Every publish, query and alert runs under a timeout, so Run returns at the latest
+// about ShutdownTimeout plus one QueryTimeout (plus one AlertTimeout if the last batch
+// dead-lettered events) after ctx ends: its caller needs no timer of
+// its own, and the bound follows the configured ShutdownTimeout. It returns an error
+// only when it cannot start.
+func (r *Relay) Run(ctx context.Context) error {
+	alone, err := kgo.NewClient(r.clientOpts()...)
+	if err != nil {
+		return fmt.Errorf("new Kafka producer for isolated resends: %w", err)
+	}
+	defer alone.Close()
+	workers := make([]worker, r.cfg.Workers)
+	for i := range workers {
+		own, err := kgo.NewClient(r.clientOpts()...)
+		if err != nil {
+			return fmt.Errorf("new Kafka producer for worker %d: %w", i, err)
+		}
+		defer own.Close()
+		workers[i] = worker{own: own, alone: alone}
+	}
+	r.runWorkers(ctx, workers)
+	return nil
+}
+
+// runWorkers is Run once its Kafka clients exist, one pair per worker: it runs the
+// workers, the listener and the monitor until ctx ends, then stops them within Run's
+// bound.
+func (r *Relay) runWorkers(ctx context.Context, workers []worker) {
+	// In-flight work runs under its own context, so that stopping the relay lets the
+	// current batch finish instead of cutting it off mid-publish.
+	workCtx, abandonWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer abandonWork()
+
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Go(func() { r.work(ctx, workCtx, &workers[i]) })
+	}
+	wg.Go(func() { r.listen(ctx) })
+	monitor := delivery.PendingMonitor{Pool: r.store.pool, Metrics: r.metrics.shared, Logger: r.logger,
+		Interval: r.cfg.StatsInterval, QueryTimeout: r.cfg.QueryTimeout, AlertAge: r.cfg.OldestPendingAlert}
+	wg.Go(func() { monitor.Run(ctx) })
+	r.logger.Info("relay started", slog.Int("workers", r.cfg.Workers), slog.Int("batch_size", r.cfg.BatchSize),
+		slog.String("topic", r.cfg.Topic))
+
+	<-ctx.Done()
+	stopped := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(stopped)
+	}()
+	timer := time.NewTimer(r.cfg.ShutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-stopped:
+	case <-timer.C:
+		r.logger.Warn("relay shutdown timed out; abandoning in-flight batches",
+			slog.Duration("timeout", r.cfg.ShutdownTimeout))
+		abandonWork()
+		<-stopped // bounded: publishes and queries all run under timeouts
+	}
+	r.logger.Info("relay stopped")
+}
+
+// clientOpts are the producer options of both relays (delivery.ClientOpts says why
+// each one), then the config's own.
+func (r *Relay) clientOpts() []kgo.Opt {
+	return delivery.ClientOpts(r.cfg.Brokers, r.cfg.PublishTimeout, r.cfg.ClientOpts...)
+}
+
+// work is one worker: claim, publish, record, until ctx ends. Batches run under
+// workCtx, which outlives ctx by the shutdown grace period.
+func (r *Relay) work(ctx, workCtx context.Context, w *worker) {
+	poll := time.NewTicker(r.cfg.PollInterval)
+	defer poll.Stop()
+	woken := wokenByPoll // the first claim looks for what is there, as a poll does
+	for {
+		if !backoff.Wait(ctx, r.outage.remaining()) {
+			return
+		}
+		r.busy.claiming(&w.streak)
+		claimed, err := r.runOnce(workCtx, w, woken)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			r.logger.Error("relay batch", slog.Any("err", err))
+		}
+		if claimed > 0 && err == nil {
+			woken = wokenByBusy
+			continue // more may be ready: successors of what we just published
+		}
+		// The worker goes idle. A commit that an idle worker left to it during this
+		// last claim may have come too late for the claim to see: claim again, or,
+		// after a failure (the worker waits for its poll), hand it to another worker.
+		if r.busy.stop(&w.streak) {
+			if err == nil {
+				woken = wokenByNudge
+				continue
+			}
+			r.nudge(wokenByNudge)
+		}
+		var ok bool
+		if woken, ok = r.waitForWork(ctx, poll.C, err != nil); !ok {
+			return
+		}
+	}
+}
+
+// runOnce claims one batch, publishes it and records the outcome, all in the batch's
+// transaction (store.claim). It returns how many events it claimed. woken says what
+// made the worker claim, for the metrics.
+func (r *Relay) runOnce(ctx context.Context, w *worker, woken wakeSource) (int, error) {
+	// The lease is measured from before the claim: the database's idle timer starts
+	// after it, so a deadline taken from this clock read ends first.
+	leaseStart := time.Now()
+	tx, events, err := r.claim(ctx)
+	if err != nil || len(events) == 0 {
+		return 0, err
+	}
+	r.busy.found(&w.streak, len(events) == r.cfg.BatchSize)
+	r.metrics.observeClaim(woken, events)
+	if len(events) == r.cfg.BatchSize {
+		r.nudge(wokenByFullBatch) // there is probably more: let an idle worker take it
+	}
+	start := time.Now()
+	// The publish, resends on their own included, ends one QueryTimeout before the
+	// lease does, which leaves the recording below its QueryTimeout: so the whole batch
+	// is over while the lease holds, however many records need a resend, and the
+	// database never has to end this transaction under a worker that is still working
+	// on its rows (docs/adr/0002).
+	leaseCtx, cancelLease := context.WithDeadline(ctx, leaseStart.Add(r.publishBudget()))
+	published, failures, answered := r.publish(leaseCtx, w, events)
+	cancelLease()
+
+	// Record what happened even if ctx was cancelled meanwhile: acknowledged events
+	// must be marked, or they are published again after the lease.
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.QueryTimeout)
+	defer cancel()
+	if ctx.Err() != nil {
+		// Abandoned at shutdown: the failures are our own cancellation, not the
+		// broker's. Mark what was acknowledged; the commit hands the rest back.
+		failures = nil
+	} else {
+		r.judgeFailures(len(published), failures, answered)
+	}
+	dead, err := r.record(recordCtx, tx, published, failures)
+	if err != nil {
+		return len(events), err
+	}
+	r.alerter.DeadLettered(recordCtx, dead)
+	r.metrics.shared.ObserveBatch(time.Since(start))
+	return len(events), nil
+}
+
+func (r *Relay) claim(ctx context.Context) (pgx.Tx, []claimedEvent, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
+	defer cancel()
+	return r.store.claim(ctx, r.cfg.Lease, r.cfg.BatchSize)
+}
+
+// record ends a batch: it moves the acknowledged events to outbox_published, stores
+// the failures, and commits tx, then counts what it marked. It returns the events it
+// dead-lettered, for the alert, which must follow the commit: an operator is told
+// only about a dead letter that is in the DLQ. Any error leaves tx rolled back: the
+// rows are claimable again, and the acknowledged ones are published again.
+func (r *Relay) record(ctx context.Context, tx pgx.Tx, published []claimedEvent, failures []failure) ([]outbox.DeadLetter, error) {
+	marked, dead, err := r.recordInTx(ctx, tx, published, failures)
+	if err == nil {
+		err = tx.Commit(ctx)
+	}
+	if err != nil {
+		rollback(tx)
+		if isLeaseExpired(err) {
+			// The batch outlived its lease, and the database ended its transaction:
+			// another worker publishes these events again. The recording above
+			// prevents this, so it means this worker was stopped (paused, starved).
+			r.metrics.leasesExpired.Inc()
+			r.logger.Warn("lease expired before the batch was recorded; its events will be published again",
+				slog.Int("events", len(published)+len(failures)), slog.Int("acknowledged", len(published)))
+		}
+		return nil, err
+	}
+	r.metrics.shared.CountPublished(marked)
+	r.metrics.shared.CountDeadLettered(len(dead))
+	return dead, nil
+}
+
+func (r *Relay) recordInTx(ctx context.Context, tx pgx.Tx, published []claimedEvent, failures []failure) (int64, []outbox.DeadLetter, error) {
+	var marked int64
+	if len(published) > 0 {
+		var err error
+		if marked, err = r.store.markPublished(ctx, tx, published); err != nil {
+			return 0, nil, err
+		}
+	}
+	if len(failures) == 0 {
+		return marked, nil, nil
+	}
+	dead, err := r.store.recordFailures(ctx, tx, failures, r.cfg.MaxRejections)
+	return marked, dead, err
+}

@@ -1,0 +1,62 @@
+package poll
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dscourse/payments-outbox/internal/tracing"
+)
+
+// publishSpans are the open spans of one publish attempt, by record.
+type publishSpans map[*kgo.Record]trace.Span
+
+// startPublishSpans opens a producer span for each event whose writer traced it, as a
+// child of the writer's span (the traceparent stored with the row), and puts the
+// span's own traceparent in the record's headers, so the consumer continues from this
+// publish. Each attempt is a span: an event published again after a lost ack shows as
+// a second publish in the same trace. Events without a traceparent get neither.
+func (r *Relay) startPublishSpans(events []claimedEvent, records []*kgo.Record) publishSpans {
+	tracer := r.cfg.TracerProvider.Tracer("github.com/dscourse/payments-outbox/internal/outbox")
+	spans := publishSpans{}
+	for i, e := range events {
+		if e.Traceparent == "" {
+			continue
+		}
+		// The writer's request is over: its context is only a parent for the trace.
+		ctx := tracing.WithTraceparent(context.Background(), e.Traceparent)
+		ctx, span := tracer.Start(ctx, "outbox publish", trace.WithSpanKind(trace.SpanKindProducer),
+			trace.WithAttributes(
+				semconv.MessagingSystemKafka,
+				semconv.MessagingDestinationName(r.cfg.Topic),
+				attribute.String("outbox.event_id", e.ID.String()),
+				attribute.Int("outbox.attempt", e.Attempts+e.Rejections+1),
+			))
+		tracing.InjectRecord(ctx, records[i])
+		spans[records[i]] = span
+	}
+	return spans
+}
+
+// end closes the span of a record with the outcome of its attempt: err nil is
+// acknowledged, errNotJudged is an outcome the attempt never learnt.
+func (s publishSpans) end(rec *kgo.Record, err error) {
+	span, ok := s[rec]
+	if !ok {
+		return
+	}
+	delete(s, rec)
+	switch {
+	case errors.Is(err, errNotJudged):
+		span.SetStatus(codes.Error, "not judged before the lease ran out")
+	case err != nil:
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "publish failed")
+	}
+	span.End()
+}
