@@ -15,7 +15,7 @@ import (
 // An alertSink is the local webhook the poison scenario gives our relay as
 // ALERT_WEBHOOK_URL: it stands for the pager, and keeps the dedup_key of every alert it
 // receives. The relay's alerts are PagerDuty-Events-v2-like, with the dead-lettered
-// event's id as dedup_key (internal/outbox/alert.go).
+// event's id as dedup_key (internal/outbox/internal/delivery/alert.go).
 type alertSink struct {
 	server *http.Server
 	url    string

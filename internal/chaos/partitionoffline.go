@@ -42,7 +42,7 @@ const minHealthyRate = 0.5
 // and a relay that lets a sick partition hold the head would pass. Two designs fail
 // here, well below minHealthyRate: failed rows back at the head of the claim order, and
 // batches that each wait the publish timeout for their one event of the cut partition.
-// The partition breaker (internal/outbox/breaker.go) is the relay's answer to both.
+// The partition breaker (internal/outbox/internal/delivery/breaker.go) is the relay's answer to both.
 var partitionOfflineEnv = []string{"RELAY_WORKERS=2", "RELAY_BATCH_SIZE=3"}
 
 func (o *partitionOffline) disrupt(ctx context.Context, rn *Run) error {

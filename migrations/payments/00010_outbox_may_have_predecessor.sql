@@ -1,6 +1,6 @@
 -- +goose Up
 
--- The order rule of the claim (internal/outbox/store.go) keeps an event back while an
+-- The order rule of the claim (internal/outbox/poll/store.go) keeps an event back while an
 -- earlier event of its aggregate is still in the outbox. Checking it is a probe of
 -- outbox_events_aggregate_idx for every candidate row, and it was the largest cost of a
 -- claim (docs/bench.md: the SQL ladder's `ours_probe_every_row` rung against `ours`;

@@ -50,7 +50,7 @@ import (
 //     passed, and each such batch doubles the pause, up to OutageBackoffMax, so that an
 //     outage is not hammered by every worker. A partition that fails while the broker
 //     acknowledges other records is one partition down, not the broker: it pauses
-//     nothing, and the partition breaker (breaker.go) holds its later events back
+//     nothing, and the partition breaker (delivery.PartitionBreaker) holds its later events back
 //     unsent, so that they do not hold every batch for a publish timeout each.
 //
 // Before a rejection counts, the record is sent again on its own (isolate): the broker
@@ -82,7 +82,7 @@ type failure struct {
 	Rejected bool          // the broker refused this record: counts towards the DLQ
 	RetryIn  time.Duration // per-event backoff before the row may be claimed again
 	// HeldBack: the record was not sent, because its partition stopped answering
-	// (breaker.go). It counts no attempt and says nothing about the broker.
+	// (delivery.PartitionBreaker). It counts no attempt and says nothing about the broker.
 	HeldBack bool
 	// Probed: a transport failure of a record sent to a partition that had stopped
 	// answering already, as the breaker's probe. It says nothing about the others.
@@ -142,7 +142,7 @@ func (r *Relay) failureOf(e claimedEvent, err error) failure {
 // the broker acknowledged nothing and a transport failure says it is down, or ends the
 // pause when the broker answered: in this batch, or in another while this one waited
 // (answered), which makes its failures a partition's, not the broker's. Records held back, or sent only as the probe of a
-// partition known to be down (breaker.go), say nothing about the broker: they neither
+// partition known to be down (delivery.PartitionBreaker), say nothing about the broker: they neither
 // pause the relay nor end its pause. runOnce calls it for every batch, failures or not, because a batch
 // that reached the broker is what ends an outage pause; record then stores every
 // failure on its row (store.recordFailures), and runOnce alerts on each dead letter.

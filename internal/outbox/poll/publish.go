@@ -15,7 +15,7 @@ import (
 // publish sends a claimed batch in one ProduceSync bounded by PublishTimeout and
 // sorts the events into acknowledged and failed; failure.go says what a failure is and
 // what becomes of it. The records of a partition that stopped answering are held back
-// instead, unsent, and count as failures that no attempt caused (breaker.go). An event
+// instead, unsent, and count as failures that no attempt caused (delivery.PartitionBreaker). An event
 // that is neither acknowledged nor failed was not judged before ctx's deadline (the
 // lease's, see runOnce): the batch's commit leaves its row as it was, and a later claim
 // takes it again. It runs no statement: the batch's transaction waits, idle.

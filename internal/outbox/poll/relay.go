@@ -22,7 +22,7 @@ import (
 type producer interface {
 	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
 	// RequestCachedMetadata answers from the client's metadata cache where it can:
-	// the partition breaker asks it for the topic's partition count (breaker.go).
+	// the partition breaker asks it for the topic's partition count (delivery.PartitionBreaker).
 	RequestCachedMetadata(ctx context.Context, req *kmsg.MetadataRequest, limit time.Duration) (*kmsg.MetadataResponse, error)
 }
 

@@ -155,9 +155,10 @@ func (s store) markPublished(ctx context.Context, tx pgx.Tx, published []claimed
 }
 
 // recordFailures records failed publishes in the batch's transaction tx. Every failure
-// sets last_error and counts an attempt, but for an event held back unsent (breaker.go); only a rejection counts towards the DLQ, and
-// the one that reaches maxRejections marks the event 'failed' and copies it to
-// outbox_dlq in the same statement (why: failure.go). It returns the events it
+// sets last_error and counts an attempt, but for an event held back unsent
+// (delivery.PartitionBreaker); only a rejection counts towards the DLQ, and the one that
+// reaches maxRejections marks the event 'failed' and copies it to outbox_dlq in the
+// same statement (why: failure.go). It returns the events it
 // dead-lettered, for the alert, and then makes tx wait for the WAL flush at its
 // commit: a dead letter raises an alert, and the operator's inbox must not lose an
 // entry that someone was told about.

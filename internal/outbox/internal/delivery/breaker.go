@@ -159,7 +159,7 @@ func (b *PartitionBreaker) AnsweredSince(t time.Time) bool {
 // nil judges no partition): a partition with an acknowledged record closes, and one
 // with a transport failure and no acknowledgement stays open. A failure opens a closed partition only when the broker answered
 // since the batch was sent (answered), so that the broker is up, if not for it; a
-// broker down for all is the relay's outage pause (failure.go), not this. It ends the
+// broker down for all is the relay's outage pause (package poll's failure.go), not this. It ends the
 // batch's probe, if it was one. A call sent without asking Admit (to partitions known
 // to be closed) is judged with the zero Admission.
 func (b *PartitionBreaker) Judge(a Admission, results kgo.ProduceResults, partitionOf map[*kgo.Record]int32, answered bool) {
