@@ -35,6 +35,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/tracing"
 )
@@ -196,8 +197,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 func (c *Consumer) handle(ctx context.Context, cl *kgo.Client, fetches kgo.Fetches) error {
 	start := time.Now()
 	records := fetches.Records()
-	backoff := 100 * time.Millisecond
-	for {
+	for failures := 0; ; failures++ {
 		// The batch is finished even if ctx is cancelled meanwhile (shutdown): it is
 		// bounded by BatchTimeout instead.
 		batchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.BatchTimeout)
@@ -211,16 +211,14 @@ func (c *Consumer) handle(ctx context.Context, cl *kgo.Client, fetches kgo.Fetch
 			c.observe(res)
 			break
 		}
+		pause := backoff.Delay(100*time.Millisecond, c.cfg.RetryBackoffMax, failures)
 		c.logger.Warn("batch failed, will retry it", slog.Int("records", len(records)),
-			slog.Duration("backoff", backoff), slog.Any("err", err))
-		select {
-		case <-ctx.Done():
+			slog.Duration("backoff", pause), slog.Any("err", err))
+		if !backoff.Wait(ctx, pause) {
 			// Shutting down: the batch stays unprocessed and uncommitted, and is
 			// delivered again to whoever consumes the partitions next.
 			return nil
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, c.cfg.RetryBackoffMax)
 	}
 
 	if c.cfg.AfterDBCommit != nil {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/dscourse/payments-outbox/internal/backoff"
 )
 
 // When one partition stops answering while the others are healthy (its leader is cut off
@@ -168,7 +170,7 @@ func (l *parkingLot) backOff(e *parkedEvent, base, max time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e.failures++
-	e.notBefore = time.Now().Add(backoff(base, max, e.failures))
+	e.notBefore = time.Now().Add(backoff.Delay(base, max, e.failures-1))
 }
 
 // leave removes e, the first parked event of its aggregate, once it is acknowledged

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
 )
@@ -336,7 +336,7 @@ func (r *Relay) recordOutage(ctx context.Context, events []outboxEvent, cause er
 	for range events {
 		r.metrics.shared.CountFailures(false, 1)
 	}
-	pause := backoff(r.cfg.OutageBackoffBase, r.cfg.OutageBackoffMax, n)
+	pause := backoff.Delay(r.cfg.OutageBackoffBase, r.cfg.OutageBackoffMax, n-1)
 	r.logger.Warn("publish failed; Kafka unreachable? retrying the same events", slog.Int("events", len(events)),
 		slog.Any("err", cause), slog.Duration("retry_in", pause))
 	queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
@@ -387,7 +387,7 @@ func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent) (
 				slog.Int("rejections", rejections), slog.Any("err", err))
 			return false, nil
 		}
-		if err := wait(ctx, backoff(r.cfg.RetryBase, r.cfg.RetryMax, rejections)); err != nil {
+		if err := wait(ctx, backoff.Delay(r.cfg.RetryBase, r.cfg.RetryMax, rejections-1)); err != nil {
 			return false, err
 		}
 	}
@@ -457,27 +457,12 @@ func (r *Relay) partitionsOf(ctx context.Context, p producer, records []*kgo.Rec
 	return delivery.PartitionsOf(ctx, p, r.cfg.Topic, records)
 }
 
-// wait waits d, and returns ctx's error if ctx ends first.
+// wait waits d (backoff.Wait), and returns ctx's error if ctx ends first.
 func wait(ctx context.Context, d time.Duration) error {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
+	if !backoff.Wait(ctx, d) {
 		return ctx.Err()
-	case <-timer.C:
-		return nil
 	}
-}
-
-// backoff is base doubled n-1 times, capped at max, with up to 20% jitter so that
-// replicas do not retry in step.
-func backoff(base, max time.Duration, n int) time.Duration {
-	d := base
-	for i := 1; i < n && d < max; i++ {
-		d *= 2
-	}
-	d = min(d, max)
-	return d - time.Duration(rand.Int64N(int64(d)/5+1))
+	return nil
 }
 
 func ids(events []outboxEvent) []uuid.UUID {

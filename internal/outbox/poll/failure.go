@@ -24,7 +24,8 @@ import (
 //     something, and only this event is at fault. Only an error about what the event
 //     itself holds qualifies: one about what the relay adds to every record (the
 //     timestamp, read from this host's clock; the CRC the client computes) is a fault
-//     of the host, and counting it would dead-letter the whole backlog (delivery.IsRejection).
+//     of the host, and counting it would dead-letter the whole backlog
+//     (delivery.IsRejection).
 //     The row counts one more attempt and one more rejection, keeps the error in
 //     last_error, and waits for its own jittered backoff (next_attempt_at). The
 //     rejection that reaches MaxRejections marks the row 'failed', copies it to
@@ -50,8 +51,9 @@ import (
 //     passed, and each such batch doubles the pause, up to OutageBackoffMax, so that an
 //     outage is not hammered by every worker. A partition that fails while the broker
 //     acknowledges other records is one partition down, not the broker: it pauses
-//     nothing, and the partition breaker (delivery.PartitionBreaker) holds its later events back
-//     unsent, so that they do not hold every batch for a publish timeout each.
+//     nothing, and the partition breaker (delivery.PartitionBreaker) holds its later
+//     events back unsent, so that they do not hold every batch for a publish timeout
+//     each.
 //
 // Before a rejection counts, the record is sent again on its own (isolate): the broker
 // judges batches, not records, so a rejection shared with other records says only that
@@ -68,12 +70,13 @@ import (
 // failures are the relay's own cancellation, and runOnce records none of them: its
 // commit hands those rows back unchanged.
 //
-// The steps, in the order a batch takes them: publish (publish.go) hands each failed
-// record to isolate, then to failureOf; runOnce (relay.go) hands the batch's
-// failures to judgeFailures, which counts them and pauses or resumes the relay, then
-// to record, which stores them in the batch's transaction (store.recordFailures), and
-// alerts on each dead letter once that transaction has committed; work (relay.go)
-// waits out the pause with backoff.Wait before it claims again.
+// The steps, in the order a batch takes them (batch.go), for the failed records only:
+// publish hands each failed record to isolate, then to failureOf; runOnce hands the
+// batch's failures to judgeFailures, which counts them and pauses or resumes the
+// relay, then to record, which stores them in the batch's transaction
+// (store.recordFailures), and alerts on each dead letter once that transaction has
+// committed; work (relay.go) waits out the pause with backoff.Wait before it claims
+// again. A batch without failures ends the pause in runOnce.
 
 // failure is the outcome of one event whose publish failed.
 type failure struct {
@@ -137,15 +140,15 @@ func (r *Relay) failureOf(e claimedEvent, err error) failure {
 	return f
 }
 
-// judgeFailures is the failure path of one batch after its publish, of which acked
-// events were acknowledged: it counts and logs the failures, and pauses the relay when
-// the broker acknowledged nothing and a transport failure says it is down, or ends the
-// pause when the broker answered: in this batch, or in another while this one waited
-// (answered), which makes its failures a partition's, not the broker's. Records held back, or sent only as the probe of a
-// partition known to be down (delivery.PartitionBreaker), say nothing about the broker: they neither
-// pause the relay nor end its pause. runOnce calls it for every batch, failures or not, because a batch
-// that reached the broker is what ends an outage pause; record then stores every
-// failure on its row (store.recordFailures), and runOnce alerts on each dead letter.
+// judgeFailures is the failure path of one batch with failures after its publish, of
+// which acked events were acknowledged: it counts and logs the failures, and pauses the
+// relay when the broker acknowledged nothing and a transport failure says it is down,
+// or ends the pause when the broker answered: in this batch, or in another while this
+// one waited (answered), which makes its failures a partition's, not the broker's.
+// Records held back, or sent only as the probe of a partition known to be down
+// (delivery.PartitionBreaker), say nothing about the broker: they neither pause the
+// relay nor end its pause. record then stores every failure on its row
+// (store.recordFailures), and runOnce alerts on each dead letter.
 func (r *Relay) judgeFailures(acked int, failures []failure, answered bool) {
 	var transport []failure
 	rejected, outage := 0, 0

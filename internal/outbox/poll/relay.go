@@ -8,13 +8,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/dscourse/payments-outbox/internal/backoff"
-	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
 )
 
@@ -217,98 +215,4 @@ func (r *Relay) work(ctx, workCtx context.Context, w *worker) {
 			return
 		}
 	}
-}
-
-// runOnce claims one batch, publishes it and records the outcome, all in the batch's
-// transaction (store.claim). It returns how many events it claimed. woken says what
-// made the worker claim, for the metrics.
-func (r *Relay) runOnce(ctx context.Context, w *worker, woken wakeSource) (int, error) {
-	// The lease is measured from before the claim: the database's idle timer starts
-	// after it, so a deadline taken from this clock read ends first.
-	leaseStart := time.Now()
-	tx, events, err := r.claim(ctx)
-	if err != nil || len(events) == 0 {
-		return 0, err
-	}
-	r.busy.found(&w.streak, len(events) == r.cfg.BatchSize)
-	r.metrics.observeClaim(woken, events)
-	if len(events) == r.cfg.BatchSize {
-		r.nudge(wokenByFullBatch) // there is probably more: let an idle worker take it
-	}
-	start := time.Now()
-	// The publish, resends on their own included, ends one QueryTimeout before the
-	// lease does, which leaves the recording below its QueryTimeout: so the whole batch
-	// is over while the lease holds, however many records need a resend, and the
-	// database never has to end this transaction under a worker that is still working
-	// on its rows (docs/adr/0002).
-	leaseCtx, cancelLease := context.WithDeadline(ctx, leaseStart.Add(r.publishBudget()))
-	published, failures, answered := r.publish(leaseCtx, w, events)
-	cancelLease()
-
-	// Record what happened even if ctx was cancelled meanwhile: acknowledged events
-	// must be marked, or they are published again after the lease.
-	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.QueryTimeout)
-	defer cancel()
-	if ctx.Err() != nil {
-		// Abandoned at shutdown: the failures are our own cancellation, not the
-		// broker's. Mark what was acknowledged; the commit hands the rest back.
-		failures = nil
-	} else {
-		r.judgeFailures(len(published), failures, answered)
-	}
-	dead, err := r.record(recordCtx, tx, published, failures)
-	if err != nil {
-		return len(events), err
-	}
-	r.alerter.DeadLettered(recordCtx, dead)
-	r.metrics.shared.ObserveBatch(time.Since(start))
-	return len(events), nil
-}
-
-func (r *Relay) claim(ctx context.Context) (pgx.Tx, []claimedEvent, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
-	defer cancel()
-	return r.store.claim(ctx, r.cfg.Lease, r.cfg.BatchSize)
-}
-
-// record ends a batch: it moves the acknowledged events to outbox_published, stores
-// the failures, and commits tx, then counts what it marked. It returns the events it
-// dead-lettered, for the alert, which must follow the commit: an operator is told
-// only about a dead letter that is in the DLQ. Any error leaves tx rolled back: the
-// rows are claimable again, and the acknowledged ones are published again.
-func (r *Relay) record(ctx context.Context, tx pgx.Tx, published []claimedEvent, failures []failure) ([]outbox.DeadLetter, error) {
-	marked, dead, err := r.recordInTx(ctx, tx, published, failures)
-	if err == nil {
-		err = tx.Commit(ctx)
-	}
-	if err != nil {
-		rollback(tx)
-		if isLeaseExpired(err) {
-			// The batch outlived its lease, and the database ended its transaction:
-			// another worker publishes these events again. The recording above
-			// prevents this, so it means this worker was stopped (paused, starved).
-			r.metrics.leasesExpired.Inc()
-			r.logger.Warn("lease expired before the batch was recorded; its events will be published again",
-				slog.Int("events", len(published)+len(failures)), slog.Int("acknowledged", len(published)))
-		}
-		return nil, err
-	}
-	r.metrics.shared.CountPublished(marked)
-	r.metrics.shared.CountDeadLettered(len(dead))
-	return dead, nil
-}
-
-func (r *Relay) recordInTx(ctx context.Context, tx pgx.Tx, published []claimedEvent, failures []failure) (int64, []outbox.DeadLetter, error) {
-	var marked int64
-	if len(published) > 0 {
-		var err error
-		if marked, err = r.store.markPublished(ctx, tx, published); err != nil {
-			return 0, nil, err
-		}
-	}
-	if len(failures) == 0 {
-		return marked, nil, nil
-	}
-	dead, err := r.store.recordFailures(ctx, tx, failures, r.cfg.MaxRejections)
-	return marked, dead, err
 }

@@ -21,10 +21,11 @@ type publishSpans map[*kgo.Record]trace.Span
 // span's own traceparent in the record's headers, so the consumer continues from this
 // publish. Each attempt is a span: an event published again after a lost ack shows as
 // a second publish in the same trace. Events without a traceparent get neither.
-func (r *Relay) startPublishSpans(events []claimedEvent, records []*kgo.Record) publishSpans {
+func (r *Relay) startPublishSpans(records []*kgo.Record, eventOf map[*kgo.Record]claimedEvent) publishSpans {
 	tracer := r.cfg.TracerProvider.Tracer("github.com/dscourse/payments-outbox/internal/outbox")
 	spans := publishSpans{}
-	for i, e := range events {
+	for _, rec := range records {
+		e := eventOf[rec]
 		if e.Traceparent == "" {
 			continue
 		}
@@ -37,8 +38,8 @@ func (r *Relay) startPublishSpans(events []claimedEvent, records []*kgo.Record) 
 				attribute.String("outbox.event_id", e.ID.String()),
 				attribute.Int("outbox.attempt", e.Attempts+e.Rejections+1),
 			))
-		tracing.InjectRecord(ctx, records[i])
-		spans[records[i]] = span
+		tracing.InjectRecord(ctx, rec)
+		spans[rec] = span
 	}
 	return spans
 }
