@@ -14,10 +14,11 @@ import (
 
 // fakeProducer stands in for the Kafka client where a test needs a partition that does
 // not answer while the others do, which a real cluster gives only with a broker cut off
-// (the partition-offline chaos scenario). Every record goes to the partition
-// delivery.PartitionsOf says (partitionOf), as with the relay's real client. It keeps a
-// log of what was sent and acknowledged, in one sequence, so that a test can check an
-// aggregate's order.
+// (the partition-offline chaos scenario). kfake cannot stand in: it answers a produce
+// request whole, so it cannot leave one partition of a request unanswered while it
+// acknowledges the others. Every record goes to the partition delivery.PartitionsOf
+// says (partitionOf), as with the relay's real client. It keeps a log of what was sent
+// and acknowledged, in one sequence, so that a test can check an aggregate's order.
 type fakeProducer struct {
 	partitions int
 

@@ -25,6 +25,8 @@ func TestBreakerLetsOnlyOneBatchAtATimeWaitOnAPartitionThatStoppedAnswering(t *t
 	r := b.newRelay(t)
 
 	const partitions, silent = 6, int32(2)
+	// A fake, not kfake: kfake answers a produce request whole, so it cannot leave one
+	// partition of a request unanswered while it acknowledges the others.
 	broker := &fakeProducer{partitions: partitions}
 	broker.setSilent(new(silent))
 	startWorkers(t, r, broker, broker)

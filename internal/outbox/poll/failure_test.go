@@ -3,6 +3,8 @@ package poll
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,7 +18,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/dscourse/payments-outbox/internal/testenv"
 )
@@ -79,13 +83,17 @@ func TestRelayPausesAndDeadLettersNothingWhenEveryTimestampIsRefused(t *testing.
 	t.Parallel()
 	b := setup(t)
 	b.cfg.MaxRejections = 1 // a single misclassified failure would dead-letter
-	r := b.newRelay(t)
 	var msgs []outbox.Message
 	for i := range 5 {
 		msgs = append(msgs, newMessage(t, fmt.Sprintf("agg-%d", i), 0))
 	}
 	b.insert(t, msgs...)
-	skewedHost := &fakeProducer{reject: func(*kgo.Record) error { return kerr.InvalidTimestamp }}
+	// The broker refuses every produce with INVALID_TIMESTAMP, as it does the records
+	// of a host whose clock is off.
+	cluster := b.useKfake(t)
+	cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: b.topic, Err: kerr.InvalidTimestamp, Count: -1})
+	r := b.newRelay(t)
+	skewedHost := newProducer(t, r)
 
 	for range 3 {
 		if _, err := r.runOnce(context.Background(), &worker{own: skewedHost, alone: skewedHost}, wokenByPoll); err != nil {
@@ -119,14 +127,24 @@ func TestRelayDeadLettersOneOversizedRecordAmongGoodOnes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.cfg.MaxRejections = 1
-	r := b.newRelay(t)
 	var msgs []outbox.Message
 	for i := range 6 {
 		msgs = append(msgs, newMessage(t, fmt.Sprintf("agg-%d", i), 0))
 	}
+	// Random padding: the producer compresses batches, and the broker's limit applies
+	// to the compressed size.
+	payload, err := json.Marshal(testEvent{Aggregate: "agg-2", Padding: base64.StdEncoding.EncodeToString(randomBytes(t, 48<<10))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs[2].Payload = payload
 	b.insert(t, msgs...)
 	poison := msgs[2].ID.String()
-	broker := &fakeProducer{reject: rejectIDs(kerr.MessageTooLarge, poison)}
+	// The broker refuses a partition's batch larger than 4 KiB with MESSAGE_TOO_LARGE:
+	// the poison's batch, with any good record that shares its partition.
+	b.useKfake(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "4096"}))
+	r := b.newRelay(t)
+	broker := newProducer(t, r)
 
 	if _, err := r.runOnce(context.Background(), &worker{own: broker, alone: broker}, wokenByPoll); err != nil {
 		t.Fatalf("runOnce: %v", err)
@@ -166,6 +184,9 @@ func TestRelayIsolatesRejectionsWithinTheLease(t *testing.T) {
 	}
 	// 16 records resent one by one at 100 ms each outlast the 1 s lease.
 	reject := rejectIDs(kerr.MessageTooLarge, poison...)
+	// Fakes, not kfake: the test needs every call slowed and each client's
+	// acknowledgements counted on their own, which kfake's controls do not give per
+	// client.
 	shared := &fakeProducer{delay: 100 * time.Millisecond, reject: reject}
 	alone := &fakeProducer{delay: 100 * time.Millisecond, reject: reject}
 	startWorkers(t, r, shared, alone)

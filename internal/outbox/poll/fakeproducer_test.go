@@ -12,9 +12,11 @@ import (
 	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
 )
 
-// fakeProducer stands in for the Kafka client where a test needs an exact broker
-// error, or a broker that answers slowly. Like a broker judging one batch, it fails
-// every record of a ProduceSync call when reject returns an error for any of them.
+// fakeProducer stands in for the Kafka client where kfake cannot serve (each test says
+// why): one partition silent while the others answer, a partition that fails fast, a
+// delay on every call, or counts per client. Like a broker judging one batch, it
+// fails every record of a ProduceSync call when reject returns an error for any of
+// them.
 type fakeProducer struct {
 	// delay is how long each call takes, unless its context ends first.
 	delay time.Duration

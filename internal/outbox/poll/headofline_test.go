@@ -43,6 +43,10 @@ func TestRelayKeepsHealthyPartitionsFlowingWhileOneIsDown(t *testing.T) {
 		}
 		return nil
 	}
+	// A fake, not kfake: a kfake.Fault on one partition answers with a retriable
+	// error that the client retries until the publish timeout, and this test needs
+	// the down partition to fail fast and the same way every time, so that only the
+	// claim order decides what the healthy partitions get.
 	broker := &fakeProducer{partitionDown: partitionDown}
 	startWorkers(t, r, broker, broker)
 

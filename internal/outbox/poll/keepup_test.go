@@ -91,6 +91,8 @@ func TestNoCommitLeftToABusyWorkerIsLost(t *testing.T) {
 	b.cfg.Workers = 4
 	b.cfg.PollInterval = time.Hour
 	r := b.newRelay(t)
+	// A fake, not kfake: the test reads how many calls overlapped and how many records
+	// each carried, which the fake counts.
 	broker := &fakeProducer{delay: 4 * time.Millisecond}
 	startWorkers(t, r, broker, broker)
 
