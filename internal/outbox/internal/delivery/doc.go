@@ -8,6 +8,6 @@
 //   - the producer options (ClientOpts) and the publish timeout's back-off
 //     (PublishTimeouts);
 //   - the mark that moves acknowledged events to outbox_published (MarkPublished) and
-//     the backlog's figures (PendingStats, PendingMonitor);
+//     the backlog's figures (PendingMonitor);
 //   - the dead-letter alert (Alerter) and the metrics both relays report (Metrics).
 package delivery

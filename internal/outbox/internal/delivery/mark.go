@@ -3,16 +3,14 @@ package delivery
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Both relays move what Kafka acknowledged from outbox_events to outbox_published with
-// the same statement, and read the backlog with the same query: GET /payments/{id}, the
-// cleaner, operators' queries and the dashboards see one layout in both modes.
+// the same statement: GET /payments/{id}, the cleaner and operators' queries see one
+// layout in both modes.
 
 // MarkByIDSQL moves the events $1, which the broker acknowledged, from the outbox to
 // its history, in one statement (MarkPublished). Only pending rows move: a row that is
@@ -50,20 +48,4 @@ func MarkPublished(ctx context.Context, q Execer, ids []uuid.UUID) (int64, error
 		return 0, fmt.Errorf("mark outbox events published: %w", err)
 	}
 	return tag.RowsAffected(), nil
-}
-
-// PendingStats counts the pending events and returns the age of the oldest one (zero
-// when none). Both come from the partial index on pending rows (an index-only scan: the
-// index carries enqueued_at), and the age from the database's clock alone: now() -
-// enqueued_at, never created_at, which is the API host's clock
-// (migrations/payments/00008_outbox_enqueued_at.sql).
-func PendingStats(ctx context.Context, pool *pgxpool.Pool) (count int64, oldestAge time.Duration, err error) {
-	var ageSeconds float64
-	err = pool.QueryRow(ctx, `
-		SELECT count(*), coalesce(extract(epoch FROM now() - min(enqueued_at)), 0)
-		FROM outbox_events WHERE status = 'pending'`).Scan(&count, &ageSeconds)
-	if err != nil {
-		return 0, 0, fmt.Errorf("count pending outbox events: %w", err)
-	}
-	return count, time.Duration(ageSeconds * float64(time.Second)), nil
 }

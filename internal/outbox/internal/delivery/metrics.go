@@ -90,8 +90,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// ObservePending sets outbox_pending_count and outbox_oldest_pending_age_seconds.
-func (m *Metrics) ObservePending(count int64, oldestAge time.Duration) {
+// observePending sets outbox_pending_count and outbox_oldest_pending_age_seconds.
+func (m *Metrics) observePending(count int64, oldestAge time.Duration) {
 	m.pending.Set(float64(count))
 	m.oldestPendingAge.Set(oldestAge.Seconds())
 }

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -11,7 +12,7 @@ import (
 // PendingMonitor refreshes outbox_pending_count and the oldest pending age, and logs an
 // Error when the oldest pending event is older than AlertAge: during a broker outage
 // that age, not the DLQ, is what tells operators something is wrong. Both relays run
-// one. The age is the database's to compute (PendingStats): this host's clock and the
+// one. The age is the database's to compute (pendingStats): this host's clock and the
 // API host's may disagree, and their skew would read as an outage or hide one.
 type PendingMonitor struct {
 	Pool    *pgxpool.Pool
@@ -41,7 +42,7 @@ func (m PendingMonitor) Run(ctx context.Context) {
 		case <-ticker.C:
 		}
 		queryCtx, cancel := context.WithTimeout(ctx, m.QueryTimeout)
-		count, age, err := PendingStats(queryCtx, m.Pool)
+		count, age, err := pendingStats(queryCtx, m.Pool)
 		if err == nil && m.Also != nil {
 			err = m.Also(queryCtx)
 		}
@@ -52,11 +53,27 @@ func (m PendingMonitor) Run(ctx context.Context) {
 			}
 			continue
 		}
-		m.Metrics.ObservePending(count, age)
+		m.Metrics.observePending(count, age)
 		if age > m.AlertAge && time.Since(lastAlert) > time.Minute {
 			lastAlert = time.Now()
 			m.Logger.Error("outbox events are not being published; is Kafka reachable?",
 				slog.Duration("oldest_pending_age", age.Round(time.Second)), slog.Int64("pending", count))
 		}
 	}
+}
+
+// pendingStats counts the pending events and returns the age of the oldest one (zero
+// when none). Both come from the partial index on pending rows (an index-only scan: the
+// index carries enqueued_at), and the age from the database's clock alone: now() -
+// enqueued_at, never created_at, which is the API host's clock
+// (migrations/payments/00008_outbox_enqueued_at.sql).
+func pendingStats(ctx context.Context, pool *pgxpool.Pool) (count int64, oldestAge time.Duration, err error) {
+	var ageSeconds float64
+	err = pool.QueryRow(ctx, `
+		SELECT count(*), coalesce(extract(epoch FROM now() - min(enqueued_at)), 0)
+		FROM outbox_events WHERE status = 'pending'`).Scan(&count, &ageSeconds)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count pending outbox events: %w", err)
+	}
+	return count, time.Duration(ageSeconds * float64(time.Second)), nil
 }
