@@ -46,8 +46,9 @@ type worker struct {
 
 // Relay publishes committed outbox events to Kafka: each batch is one transaction that
 // claims rows with FOR UPDATE SKIP LOCKED, publishes them while it waits, idle, moves
-// the acknowledged ones to outbox_published, records the failures and commits; the
-// database ends a batch that stays idle longer than the lease (docs/adr/0002). Several workers run in one Relay, and several Relays (API replicas)
+// the acknowledged ones to outbox_published, records the failures and commits
+// (batch.go); the database ends a batch that stays idle longer than the lease
+// (docs/adr/0002). Several workers run in one Relay, and several Relays (API replicas)
 // can share one database.
 type Relay struct {
 	cfg     Config
