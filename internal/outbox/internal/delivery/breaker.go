@@ -24,9 +24,10 @@ import (
 // another one, since the failed batch was sent) is "open": the broker answers, but not
 // for it. The next batches hold its records back without sending them: they stay
 // pending, with last_error saying why, until the breaker lets them through again
-// (store.recordFailures counts no attempt for them). Once the partition has been open
-// for its backoff, one batch for the whole relay probes it: it sends that partition's
-// records, so at most one worker at a time waits on a partition that may still be down.
+// (package poll's store.recordFailures counts no attempt for them). Once the partition
+// has been open for its backoff, one batch for the whole relay probes it: it sends that
+// partition's records, so at most one worker at a time waits on a partition that may
+// still be down.
 // An acknowledgement closes the breaker; another failure keeps it open, for twice as
 // long (OutageBackoffBase doubled per failure, up to OutageBackoffMax).
 //
