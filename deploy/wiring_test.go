@@ -168,7 +168,8 @@ func TestComposeEnvMatchesContract(t *testing.T) {
 	}
 }
 
-// TestPrometheusScrapesTheServices: the scrape targets are the services' HTTP ports.
+// TestPrometheusScrapesTheServices: the scrape targets are the ports the services serve
+// /metrics on: the API's admin listener, the consumer's HTTP port.
 func TestPrometheusScrapesTheServices(t *testing.T) {
 	t.Parallel()
 	data, err := os.ReadFile("prometheus/prometheus.yml")
@@ -176,10 +177,10 @@ func TestPrometheusScrapesTheServices(t *testing.T) {
 		t.Fatalf("read prometheus.yml: %v", err)
 	}
 	p := loadProject(t)
-	for _, name := range []string{"api", "api-2", "consumer"} {
-		_, port, err := net.SplitHostPort(env(t, service(t, p, name), "HTTP_ADDR"))
+	for name, variable := range map[string]string{"api": "ADMIN_ADDR", "api-2": "ADMIN_ADDR", "consumer": "HTTP_ADDR"} {
+		_, port, err := net.SplitHostPort(env(t, service(t, p, name), variable))
 		if err != nil {
-			t.Fatalf("%s HTTP_ADDR: %v", name, err)
+			t.Fatalf("%s %s: %v", name, variable, err)
 		}
 		if target := `"` + name + ":" + port + `"`; !strings.Contains(string(data), target) {
 			t.Errorf("prometheus.yml does not scrape %s", target)

@@ -18,15 +18,15 @@ import (
 	"github.com/dscourse/payments-outbox/migrations"
 )
 
-// adminToken is the ADMIN_TOKEN the API under test runs with.
-const adminToken = "openapi-test-token"
+// adminToken is the ADMIN_TOKEN the API under test runs with (at least 32 bytes).
+const adminToken = "openapi-test-token-0123456789abcdef"
 
 // startAPI builds cmd/api and runs it as a separate process, the way students and the
 // compose stack run it: on a fresh payments database, the real Kafka broker and a topic
-// of its own, and a port the kernel picks. It returns the base URL once /healthz answers,
-// and the database URL; it stops the process (SIGTERM, then SIGKILL after 20 s) when the
+// of its own, and ports the kernel picks. It returns the base URLs of the API and of its
+// admin listener (/metrics, /admin/) once /healthz answers, and the database URL; it stops the process (SIGTERM, then SIGKILL after 20 s) when the
 // test ends.
-func startAPI(t *testing.T) (base, databaseURL string) {
+func startAPI(t *testing.T) (base, admin, databaseURL string) {
 	t.Helper()
 	binary := filepath.Join(t.TempDir(), "api")
 	build := exec.Command("go", "build", "-o", binary, "./cmd/api")
@@ -42,6 +42,7 @@ func startAPI(t *testing.T) (base, databaseURL string) {
 		"KAFKA_BROKERS="+strings.Join(testenv.KafkaBrokers(t), ","),
 		"KAFKA_TOPIC="+testenv.NewTopic(t, 3),
 		"HTTP_ADDR=127.0.0.1:0",
+		"ADMIN_ADDR=127.0.0.1:0",
 		"ADMIN_TOKEN="+adminToken,
 		"ALERT_WEBHOOK_URL=",
 		"DUAL_WRITE=false",
@@ -56,10 +57,11 @@ func startAPI(t *testing.T) (base, databaseURL string) {
 		t.Fatalf("start api: %v", err)
 	}
 
-	// The API logs JSON lines; the "listening" one carries the address the kernel chose.
+	// The API logs JSON lines; "listening" and "admin listening" carry the addresses the
+	// kernel chose.
 	// The goroutine reads stdout to the end so the process never blocks on a full pipe;
 	// it ends when the process exits and closes its end.
-	addrs := make(chan string, 1)
+	addrs, adminAddrs := make(chan string, 1), make(chan string, 1)
 	logDone := make(chan struct{})
 	var logTail []string
 	go func() {
@@ -72,11 +74,14 @@ func startAPI(t *testing.T) (base, databaseURL string) {
 				Msg  string `json:"msg"`
 				Addr string `json:"addr"`
 			}
-			if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "listening" && entry.Addr != "" {
-				select {
-				case addrs <- entry.Addr:
-				default:
-				}
+			if json.Unmarshal([]byte(line), &entry) != nil || entry.Addr == "" {
+				continue
+			}
+			switch entry.Msg {
+			case "listening":
+				addrs <- entry.Addr
+			case "admin listening":
+				adminAddrs <- entry.Addr
 			}
 		}
 	}()
@@ -88,16 +93,23 @@ func startAPI(t *testing.T) (base, databaseURL string) {
 		}
 	})
 
-	select {
-	case addr := <-addrs:
-		base = "http://" + addr
-	case <-logDone:
-		t.Fatalf("api exited before listening")
-	case <-time.After(60 * time.Second):
-		t.Fatalf("api did not log its listening address within 60 s")
+	timeout := time.After(60 * time.Second)
+	for _, ch := range []chan string{addrs, adminAddrs} {
+		select {
+		case addr := <-ch:
+			if ch == addrs {
+				base = "http://" + addr
+			} else {
+				admin = "http://" + addr
+			}
+		case <-logDone:
+			t.Fatalf("api exited before listening")
+		case <-timeout:
+			t.Fatalf("api did not log its listening addresses within 60 s")
+		}
 	}
 	waitForHealthz(t, base)
-	return base, databaseURL
+	return base, admin, databaseURL
 }
 
 func stopProcess(t *testing.T, cmd *exec.Cmd) {

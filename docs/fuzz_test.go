@@ -28,11 +28,21 @@ func TestOpenAPIFuzz(t *testing.T) {
 		t.Skip("SCHEMATHESIS is not set: run make check-openapi, which installs schemathesis and runs this test")
 	}
 	t.Parallel()
-	base, _ := startAPI(t)
+	base, admin, _ := startAPI(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), fuzzTimeout)
 	defer cancel()
-	args := []string{"--config-file", "schemathesis.toml", "run", "openapi.yaml", "--url", base}
+	// Two runs: the public API at base, the operations tagged admin (/metrics, /admin/)
+	// at the admin listener, where the API serves them.
+	for _, target := range [][]string{{"--exclude-tag", "admin", "--url", base}, {"--include-tag", "admin", "--url", admin}} {
+		fuzz(ctx, t, schemathesis, target)
+	}
+}
+
+// fuzz runs schemathesis on openapi.yaml with the flags of target.
+func fuzz(ctx context.Context, t *testing.T, schemathesis string, target []string) {
+	t.Helper()
+	args := append([]string{"--config-file", "schemathesis.toml", "run", "openapi.yaml"}, target...)
 	// SCHEMATHESIS_FLAGS adds flags of `schemathesis run`, e.g. "--seed 1234" to replay
 	// the run a failure printed, or "--report har" to see every request.
 	args = append(args, strings.Fields(os.Getenv("SCHEMATHESIS_FLAGS"))...)

@@ -30,8 +30,13 @@ type config struct {
 	// DualWrite (DUAL_WRITE, default false) replaces the outbox write path with the
 	// dual-write anti-pattern. TEACHING ONLY: it loses events on purpose.
 	DualWrite bool
+	// AdminAddr (ADMIN_ADDR, default 127.0.0.1:9090) is the operators' listener:
+	// /metrics and the relay's /admin/ endpoints, never on HTTPAddr. Loopback by
+	// default, so that only the host (or a sidecar, or a scraper told the address)
+	// reaches it; port 0 picks a free port, which run logs.
+	AdminAddr string
 	// AdminToken (ADMIN_TOKEN, default empty) guards the relay's /admin/ endpoints;
-	// empty, the endpoints do not exist.
+	// empty, the endpoints do not exist. At least minAdminTokenBytes long.
 	AdminToken string
 
 	// RelayMode (RELAY_MODE, default poll) chooses the relay that publishes the outbox:
@@ -77,6 +82,19 @@ type config struct {
 	Cleaner outbox.CleanerConfig
 }
 
+// minAdminTokenBytes is the shortest ADMIN_TOKEN accepted: 32 bytes, 256 bits if
+// random, beyond guessing through the 401s of /admin/.
+const minAdminTokenBytes = 32
+
+// urlHost is u's host, or "" when u is nil (it did not parse): the one part of a URL
+// that is safe to print.
+func urlHost(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	return u.Host
+}
+
 // loadConfig reads the environment through getenv, fills in the defaults and validates
 // the result. Every mistake is reported at once, each with how to fix it.
 func loadConfig(getenv func(string) string) (config, error) {
@@ -86,6 +104,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		DatabaseMaxConns: env.Int("DATABASE_MAX_CONNS", 16),
 		HTTPAddr:         env.String("HTTP_ADDR", "127.0.0.1:8080"),
 		DualWrite:        env.Bool("DUAL_WRITE", false),
+		AdminAddr:        env.String("ADMIN_ADDR", "127.0.0.1:9090"),
 		AdminToken:       env.String("ADMIN_TOKEN", ""),
 		RelayMode:        env.String("RELAY_MODE", relayModePoll),
 		CDCSlot:          env.String("RELAY_CDC_SLOT", ""),
@@ -100,8 +119,12 @@ func loadConfig(getenv func(string) string) (config, error) {
 			PollInterval:     env.PositiveDuration("RELAY_POLL_INTERVAL", 0),
 			MaxRejections:    env.PositiveInt("RELAY_MAX_REJECTIONS", 0),
 			OutageBackoffMax: env.PositiveDuration("RELAY_OUTAGE_BACKOFF_MAX", 0),
-			ShutdownTimeout:  env.PositiveDuration("RELAY_SHUTDOWN_TIMEOUT", 0),
-			AlertRoutingKey:  env.String("RELAY_ALERT_ROUTING_KEY", ""),
+			// The relay's share of the stop budget (server.go), set here rather than
+			// left to outbox's defaults so that the budget is checked in one place.
+			ShutdownTimeout: env.PositiveDuration("RELAY_SHUTDOWN_TIMEOUT", stopRelayBatches),
+			QueryTimeout:    stopRelayQuery,
+			AlertTimeout:    stopRelayAlert,
+			AlertRoutingKey: env.String("RELAY_ALERT_ROUTING_KEY", ""),
 			// Fault injection for the clock-skew chaos scenario (docs/contract.md).
 			FaultTimestampSkew: env.Duration("RELAY_FAULT_TIMESTAMP_SKEW", 0),
 		},
@@ -131,6 +154,20 @@ func (c config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		errs = append(errs, fmt.Errorf("HTTP_ADDR=%q is not host:port: use e.g. 127.0.0.1:8080, or :8080 for every interface", c.HTTPAddr))
 	}
+	if _, port, err := net.SplitHostPort(c.AdminAddr); err != nil {
+		errs = append(errs, fmt.Errorf("ADMIN_ADDR=%q is not host:port: use e.g. 127.0.0.1:9090 (loopback: only this host scrapes /metrics)", c.AdminAddr))
+	} else if c.AdminAddr == c.HTTPAddr && port != "0" {
+		errs = append(errs, fmt.Errorf("ADMIN_ADDR=%q is HTTP_ADDR too: /metrics and /admin/ need a listener of their own, e.g. 127.0.0.1:9090", c.AdminAddr))
+	}
+	if c.AdminToken != "" && len(c.AdminToken) < minAdminTokenBytes {
+		// The token's value is never printed, only its length.
+		errs = append(errs, fmt.Errorf("ADMIN_TOKEN is %d bytes, want at least %d: generate one with openssl rand -hex 32, or leave it unset to turn the /admin/ endpoints off",
+			len(c.AdminToken), minAdminTokenBytes))
+	}
+	if stop := c.stopTotal(); stop > stopBudget {
+		errs = append(errs, fmt.Errorf("RELAY_SHUTDOWN_TIMEOUT=%s makes the worst-case stop %s, above the %s budget (a Kubernetes pod gets 30 s): use at most %s",
+			c.Relay.ShutdownTimeout, stop, stopBudget, c.Relay.ShutdownTimeout-(stop-stopBudget)))
+	}
 	if len(c.Relay.Brokers) == 0 {
 		errs = append(errs, errors.New("KAFKA_BROKERS is empty: list the seed brokers, e.g. 127.0.0.1:19092"))
 	}
@@ -142,7 +179,8 @@ func (c config) Validate() error {
 	if c.Relay.AlertWebhookURL != "" {
 		u, err := url.Parse(c.Relay.AlertWebhookURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("ALERT_WEBHOOK_URL=%q is not an http(s) URL: use e.g. https://alerts.example.com/hook, or leave it unset to only log alerts", c.Relay.AlertWebhookURL))
+			// Webhook URLs carry their secret in the path or query: name the host only.
+			errs = append(errs, fmt.Errorf("ALERT_WEBHOOK_URL (host %q) is not an http(s) URL: use e.g. https://alerts.example.com/hook, or leave it unset to only log alerts", urlHost(u)))
 		}
 	}
 	if c.RelayMode != relayModePoll && c.RelayMode != relayModeCDC {

@@ -24,9 +24,12 @@ func TestLoadConfigFillsDefaults(t *testing.T) {
 		DatabaseURL:      "postgres://postgres@127.0.0.1:55432/payments",
 		DatabaseMaxConns: 16,
 		HTTPAddr:         "127.0.0.1:8080",
+		AdminAddr:        "127.0.0.1:9090",
 		RelayMode:        "poll",
-		// Zero tuning fields: the defaults documented on poll.Config.
-		Relay: poll.Config{Brokers: []string{"127.0.0.1:19092"}, Topic: "payments.events"},
+		// Zero tuning fields: the defaults documented on poll.Config, but for the
+		// relay's shares of the stop budget.
+		Relay: poll.Config{Brokers: []string{"127.0.0.1:19092"}, Topic: "payments.events",
+			ShutdownTimeout: stopRelayBatches, QueryTimeout: stopRelayQuery, AlertTimeout: stopRelayAlert},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
@@ -42,7 +45,8 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 		"KAFKA_TOPIC":        "t",
 		"HTTP_ADDR":          ":9000",
 		"DUAL_WRITE":         "true",
-		"ADMIN_TOKEN":        "s3cret",
+		"ADMIN_ADDR":         "127.0.0.1:9999",
+		"ADMIN_TOKEN":        "s3cret-s3cret-s3cret-s3cret-0123",
 		"ALERT_WEBHOOK_URL":  "http://127.0.0.1:9999/hook",
 		"RELAY_MODE":         "cdc",
 		"RELAY_CDC_SLOT":     "outbox_cdc_replicas",
@@ -54,7 +58,7 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 		"RELAY_POLL_INTERVAL":      "2s",
 		"RELAY_MAX_REJECTIONS":     "3",
 		"RELAY_OUTAGE_BACKOFF_MAX": "20s",
-		"RELAY_SHUTDOWN_TIMEOUT":   "25s",
+		"RELAY_SHUTDOWN_TIMEOUT":   "3s",
 		"RELAY_ALERT_ROUTING_KEY":  "rk",
 		"RELAY_RETENTION":          "48h",
 		"RELAY_CLEANUP_INTERVAL":   "5m",
@@ -70,7 +74,8 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 		DatabaseMaxConns: 32,
 		HTTPAddr:         ":9000",
 		DualWrite:        true,
-		AdminToken:       "s3cret",
+		AdminAddr:        "127.0.0.1:9999",
+		AdminToken:       "s3cret-s3cret-s3cret-s3cret-0123",
 		RelayMode:        "cdc",
 		CDCSlot:          "outbox_cdc_replicas",
 		Relay: poll.Config{
@@ -84,7 +89,9 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 			PollInterval:     2 * time.Second,
 			MaxRejections:    3,
 			OutageBackoffMax: 20 * time.Second,
-			ShutdownTimeout:  25 * time.Second,
+			ShutdownTimeout:  3 * time.Second,
+			QueryTimeout:     stopRelayQuery,
+			AlertTimeout:     stopRelayAlert,
 			AlertRoutingKey:  "rk",
 		},
 		Cleaner: outbox.CleanerConfig{Retention: 48 * time.Hour, Interval: 5 * time.Minute},
@@ -112,6 +119,10 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{"bad broker", map[string]string{"DATABASE_URL": "x", "KAFKA_BROKERS": "kafka"}, []string{"KAFKA_BROKERS", "host:port"}},
 		{"empty brokers", map[string]string{"DATABASE_URL": "x", "KAFKA_BROKERS": ","}, []string{"KAFKA_BROKERS is empty"}},
 		{"bad webhook", map[string]string{"DATABASE_URL": "x", "ALERT_WEBHOOK_URL": "ftp://x"}, []string{"ALERT_WEBHOOK_URL", "http(s)"}},
+		{"bad admin address", map[string]string{"DATABASE_URL": "x", "ADMIN_ADDR": "9090"}, []string{"ADMIN_ADDR", "127.0.0.1:9090"}},
+		{"admin on the API's listener", map[string]string{"DATABASE_URL": "x", "ADMIN_ADDR": "127.0.0.1:8080"}, []string{"ADMIN_ADDR", "listener of their own"}},
+		{"short admin token", map[string]string{"DATABASE_URL": "x", "ADMIN_TOKEN": "local-admin-token"}, []string{"ADMIN_TOKEN is 17 bytes", "at least 32"}},
+		{"stop over budget", map[string]string{"DATABASE_URL": "x", "RELAY_SHUTDOWN_TIMEOUT": "10s"}, []string{"RELAY_SHUTDOWN_TIMEOUT=10s", "25s budget", "at most 5s"}},
 		{"two mistakes at once", map[string]string{"HTTP_ADDR": "nope"}, []string{"DATABASE_URL is required", "HTTP_ADDR"}},
 		{"parse and validation mistakes at once", map[string]string{"DUAL_WRITE": "maybe"}, []string{"DUAL_WRITE", "DATABASE_URL is required"}},
 		{"relay workers not a number", map[string]string{"DATABASE_URL": "x", "RELAY_WORKERS": "four"}, []string{"RELAY_WORKERS", "positive integer"}},
@@ -122,6 +133,9 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, err := loadConfig(func(k string) string { return tt.env[k] })
+		if err != nil && tt.env["ADMIN_TOKEN"] != "" && strings.Contains(err.Error(), tt.env["ADMIN_TOKEN"]) {
+			t.Errorf("%s: error %q prints the admin token", tt.name, err)
+		}
 		if err == nil {
 			t.Errorf("%s: loadConfig succeeded, want an error", tt.name)
 			continue
@@ -131,5 +145,35 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 				t.Errorf("%s: error %q does not contain %q", tt.name, err, want)
 			}
 		}
+	}
+}
+
+// A webhook URL carries its secret: a bad one is named by its host, never printed.
+func TestLoadConfigNeverPrintsSecrets(t *testing.T) {
+	t.Parallel()
+	const secret = "T0KEN-in-the-path"
+	for _, webhook := range []string{"ftp://hooks.example.com/" + secret, "hooks.example.com/" + secret, "::" + secret} {
+		_, err := loadConfig(func(k string) string {
+			return map[string]string{"DATABASE_URL": "x", "ALERT_WEBHOOK_URL": webhook}[k]
+		})
+		if err == nil || !strings.Contains(err.Error(), "ALERT_WEBHOOK_URL") {
+			t.Errorf("ALERT_WEBHOOK_URL=%s: error %v, want one naming ALERT_WEBHOOK_URL", webhook, err)
+			continue
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("ALERT_WEBHOOK_URL=%s: error %q prints the URL's secret", webhook, err)
+		}
+	}
+}
+
+// The stop budget adds up: its stages, with the default relay settings, fit in it.
+func TestStopBudgetAddsUp(t *testing.T) {
+	t.Parallel()
+	cfg, err := loadConfig(func(k string) string { return map[string]string{"DATABASE_URL": "x"}[k] })
+	if err != nil {
+		t.Fatalf("loadConfig: %v", err)
+	}
+	if got := cfg.stopTotal(); got > stopBudget || stopBudget > 25*time.Second {
+		t.Errorf("worst-case stop %s, budget %s: want the stop within a budget of at most 25 s (a pod's 30 s grace)", got, stopBudget)
 	}
 }

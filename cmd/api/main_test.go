@@ -82,7 +82,7 @@ func TestRunServesPaymentsAndShutsDownCleanly(t *testing.T) {
 		return json.Unmarshal(res.Body, &view) == nil && view.Event.Status == "published"
 	})
 
-	metrics := httpDo(t, http.MethodGet, base+"/metrics", "", nil)
+	metrics := httpDo(t, http.MethodGet, adminBase(t, stdout)+"/metrics", "", nil)
 	for _, want := range []string{
 		`http_requests_total{code="201",method="POST",route="/payments"} 2`,
 		`http_requests_total{code="200",method="GET",route="/payments/{id}"}`,
@@ -235,6 +235,7 @@ func startRunWith(t *testing.T, extra map[string]string) (base string, stdout *l
 	env := map[string]string{
 		"DATABASE_URL":  testenv.NewDatabase(t, migrations.Payments),
 		"HTTP_ADDR":     "127.0.0.1:0",
+		"ADMIN_ADDR":    "127.0.0.1:0",
 		"KAFKA_BROKERS": strings.Join(testenv.KafkaBrokers(t), ","),
 		"KAFKA_TOPIC":   testenv.NewTopic(t, 3),
 	}
@@ -244,13 +245,20 @@ func startRunWith(t *testing.T, extra map[string]string) (base string, stdout *l
 	stdout = new(lineBuffer)
 	errc := make(chan error, 1)
 	go func() { errc <- run(ctx, []string{"api"}, func(k string) string { return env[k] }, stdout) }()
-	base = "http://" + waitForListening(t, stdout, errc)
+	base = "http://" + waitForListening(t, stdout, errc, "listening")
 	waitForStatus(t, base+"/healthz", http.StatusOK)
 	return base, stdout, cancel, errc
 }
 
-// waitForListening returns the address run logged, failing if run returns first.
-func waitForListening(t *testing.T, stdout *lineBuffer, done <-chan error) string {
+// adminBase is the base URL of the admin listener of a run started by startRun.
+func adminBase(t *testing.T, stdout *lineBuffer) string {
+	t.Helper()
+	return "http://" + waitForListening(t, stdout, nil, "admin listening")
+}
+
+// waitForListening returns the address run logged in its line msg, failing if run
+// returns first.
+func waitForListening(t *testing.T, stdout *lineBuffer, done <-chan error, msg string) string {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -259,7 +267,7 @@ func waitForListening(t *testing.T, stdout *lineBuffer, done <-chan error) strin
 				Msg  string `json:"msg"`
 				Addr string `json:"addr"`
 			}
-			if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "listening" {
+			if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == msg {
 				return entry.Addr
 			}
 		}
@@ -269,7 +277,7 @@ func waitForListening(t *testing.T, stdout *lineBuffer, done <-chan error) strin
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	t.Fatalf("run did not log \"listening\" within 30 s; output:\n%s", stdout)
+	t.Fatalf("run did not log %q within 30 s; output:\n%s", msg, stdout)
 	return ""
 }
 

@@ -24,7 +24,7 @@ func TestRunInCDCMode(t *testing.T) {
 	// Registered before startRunWith's cleanups, so it runs after run has returned:
 	// the slot is server-wide and would outlive the test's database.
 	t.Cleanup(func() { dropSlot(t, dbURL, cdc.DefaultSlot(dbURL)) })
-	base, _, cancel, done := startRunWith(t, map[string]string{"DATABASE_URL": dbURL, "RELAY_MODE": "cdc"})
+	base, stdout, cancel, done := startRunWith(t, map[string]string{"DATABASE_URL": dbURL, "RELAY_MODE": "cdc"})
 
 	headers := map[string]string{"Content-Type": "application/json", "Idempotency-Key": "cdc-1"}
 	created := httpDo(t, http.MethodPost, base+"/payments", `{"user_id": "u-7", "amount": 500, "currency": "EUR"}`, headers)
@@ -46,7 +46,7 @@ func TestRunInCDCMode(t *testing.T) {
 		res := httpDo(t, http.MethodGet, base+"/payments/"+p.ID, "", nil)
 		return json.Unmarshal(res.Body, &view) == nil && view.Event.Status == "published"
 	})
-	metrics := httpDo(t, http.MethodGet, base+"/metrics", "", nil)
+	metrics := httpDo(t, http.MethodGet, adminBase(t, stdout)+"/metrics", "", nil)
 	for _, want := range []string{"outbox_cdc_streaming 1", "outbox_published_total 1"} {
 		if !bytes.Contains(metrics.Body, []byte(want)) {
 			t.Errorf("GET /metrics lacks %q", want)

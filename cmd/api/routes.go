@@ -19,16 +19,13 @@ import (
 	"github.com/dscourse/payments-outbox/internal/tracing"
 )
 
-// newHandler is the whole HTTP surface of the service, on one screen: every endpoint
-// the API serves is listed here and nowhere else. relay says whom to nudge after a
-// payment and after a DLQ replay (relaymode.go); relayStopped is closed once the relay
-// is no longer running. dualWrite is nil unless cfg.DualWrite.
-func newHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, reg *prometheus.Registry, tp trace.TracerProvider,
-	relay relayNudges, relayStopped <-chan struct{}, dualWrite *dualwrite.Handler) (http.Handler, error) {
-	metrics, err := newHTTPMetrics(reg)
-	if err != nil {
-		return nil, err
-	}
+// newHandler and newAdminHandler are the whole HTTP surface of the service, on one
+// screen: every endpoint is listed here and nowhere else. newHandler is the public
+// API on HTTP_ADDR. relay says whom to nudge after a payment and after a DLQ replay
+// (relaymode.go); relayStopped is closed once the relay is no longer running.
+// dualWrite is nil unless cfg.DualWrite.
+func newHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, metrics *httpMetrics, tp trace.TracerProvider,
+	relay relayNudges, relayStopped <-chan struct{}, dualWrite *dualwrite.Handler) http.Handler {
 	r := chi.NewRouter()
 	r.Use(metrics.instrument)
 	// A span per request (off unless OTEL_* asks): the first of a payment's trace.
@@ -40,7 +37,6 @@ func newHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, reg *promet
 
 	r.Get("/healthz", handleHealthz())
 	r.Get("/readyz", handleReadyz(logger, pool, relayStopped))
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 
 	paymentLogger := logger.With(slog.String("component", "payment"))
 	payments := payment.NewTracedStore(pool, tp)
@@ -57,6 +53,20 @@ func newHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, reg *promet
 	for _, action := range []string{payment.ActionCapture, payment.ActionRefund, payment.ActionCancel} {
 		r.Method(http.MethodPost, "/payments/{id}/"+action, payment.HandleTransition(paymentLogger, payments, action, relay.created))
 	}
+	return r
+}
+
+// newAdminHandler is the operators' surface on ADMIN_ADDR: /metrics for the scraper
+// and the relay's dead-letter endpoints. Apart from the public API, so that neither is
+// reachable from where the payments are.
+func newAdminHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, reg *prometheus.Registry, metrics *httpMetrics,
+	relay relayNudges) http.Handler {
+	r := chi.NewRouter()
+	r.Use(metrics.instrument)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		payment.WriteError(w, r, logger, payment.Errorf(payment.NotFound, "", "no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 
 	// Without a token the admin endpoints do not exist (404): an unprotected replay
 	// button is worse than none.
@@ -68,7 +78,7 @@ func newHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, reg *promet
 			r.Method(http.MethodPost, "/admin/dlq/{event_id}/replay", dlq.HandleReplay(relay.replayed))
 		})
 	}
-	return r, nil
+	return r
 }
 
 // handleHealthz says the process is alive and serving; it checks nothing else, so

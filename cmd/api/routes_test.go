@@ -29,7 +29,7 @@ func TestHealthzAndReadyzWithDatabaseDown(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	reg := prometheus.NewRegistry()
-	h := newTestHandler(t, config{}, pool, reg)
+	h, admin := newTestHandlers(t, config{}, pool, reg)
 
 	tests := []struct {
 		path       string
@@ -51,11 +51,17 @@ func TestHealthzAndReadyzWithDatabaseDown(t *testing.T) {
 		}
 	}
 
-	// Unknown paths share one metric series instead of one per path.
+	// /metrics is not on the public listener, only on the admin one.
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusNotFound {
+		t.Errorf("GET /metrics on the API = %d, want 404 (it is served on ADMIN_ADDR)", rec.Code)
+	}
+	// Unknown paths share one metric series instead of one per path.
+	rec = httptest.NewRecorder()
+	admin.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	for _, want := range []string{
-		`http_requests_total{code="404",method="GET",route="unmatched"} 1`,
+		`http_requests_total{code="404",method="GET",route="unmatched"} 2`,
 		`http_requests_total{code="503",method="GET",route="/readyz"} 1`,
 	} {
 		if !strings.Contains(rec.Body.String(), want) {
@@ -77,16 +83,21 @@ func TestAdminEndpointsNeedTheConfiguredToken(t *testing.T) {
 		{"no token configured: no list", "", "", http.MethodGet, "/admin/dlq", http.StatusNotFound},
 		{"no token configured, a bearer sent anyway", "", "anything", http.MethodGet, "/admin/dlq", http.StatusNotFound},
 		{"no token configured: no replay", "", "", http.MethodPost, unknownEvent, http.StatusNotFound},
-		{"missing token", "s3cret", "", http.MethodGet, "/admin/dlq", http.StatusUnauthorized},
-		{"wrong token", "s3cret", "guess", http.MethodGet, "/admin/dlq", http.StatusUnauthorized},
-		{"wrong token on replay", "s3cret", "guess", http.MethodPost, unknownEvent, http.StatusUnauthorized},
-		{"right token", "s3cret", "s3cret", http.MethodGet, "/admin/dlq", http.StatusOK},
-		{"right token, replay of an unknown event", "s3cret", "s3cret", http.MethodPost, unknownEvent, http.StatusNotFound},
+		{"missing token", testAdminToken, "", http.MethodGet, "/admin/dlq", http.StatusUnauthorized},
+		{"wrong token", testAdminToken, "guess", http.MethodGet, "/admin/dlq", http.StatusUnauthorized},
+		{"wrong token on replay", testAdminToken, "guess", http.MethodPost, unknownEvent, http.StatusUnauthorized},
+		{"right token", testAdminToken, testAdminToken, http.MethodGet, "/admin/dlq", http.StatusOK},
+		{"right token, replay of an unknown event", testAdminToken, testAdminToken, http.MethodPost, unknownEvent, http.StatusNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			h := newTestHandler(t, config{AdminToken: tt.configured}, pool, prometheus.NewRegistry())
+			api, h := newTestHandlers(t, config{AdminToken: tt.configured}, pool, prometheus.NewRegistry())
+			onAPI := httptest.NewRecorder()
+			api.ServeHTTP(onAPI, httptest.NewRequest(tt.method, tt.path, nil))
+			if onAPI.Code != http.StatusNotFound && onAPI.Code != http.StatusMethodNotAllowed {
+				t.Errorf("%s %s on the API listener = %d, want 404 (admin endpoints are on ADMIN_ADDR only)", tt.method, tt.path, onAPI.Code)
+			}
 			req := httptest.NewRequest(tt.method, tt.path, nil)
 			if tt.sent != "" {
 				req.Header.Set("Authorization", "Bearer "+tt.sent)
@@ -128,7 +139,7 @@ func TestReadyzReportsAStoppedRelay(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newTestHandlerWithRelay(t, config{}, pool, prometheus.NewRegistry(), tt.relayStopped)
+			h, _ := newTestHandlersWithRelay(t, config{}, pool, prometheus.NewRegistry(), tt.relayStopped)
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 			if rec.Code != tt.wantStatus || !strings.Contains(rec.Body.String(), tt.wantBody) {
@@ -138,16 +149,19 @@ func TestReadyzReportsAStoppedRelay(t *testing.T) {
 	}
 }
 
-// newTestHandler builds the routes with a relay that is never run, but reported
-// running: the handlers only call its Notify.
-func newTestHandler(t *testing.T, cfg config, pool *pgxpool.Pool, reg *prometheus.Registry) http.Handler {
+// testAdminToken is an ADMIN_TOKEN of the length Validate asks for.
+const testAdminToken = "0123456789abcdef0123456789abcdef"
+
+// newTestHandlers builds the API's and the admin listener's routes with a relay that
+// is never run, but reported running: the handlers only call its Notify.
+func newTestHandlers(t *testing.T, cfg config, pool *pgxpool.Pool, reg *prometheus.Registry) (api, admin http.Handler) {
 	t.Helper()
-	return newTestHandlerWithRelay(t, cfg, pool, reg, make(chan struct{}))
+	return newTestHandlersWithRelay(t, cfg, pool, reg, make(chan struct{}))
 }
 
-// newTestHandlerWithRelay is newTestHandler with the relay reported stopped once
+// newTestHandlersWithRelay is newTestHandlers with the relay reported stopped once
 // relayStopped is closed.
-func newTestHandlerWithRelay(t *testing.T, cfg config, pool *pgxpool.Pool, reg *prometheus.Registry, relayStopped <-chan struct{}) http.Handler {
+func newTestHandlersWithRelay(t *testing.T, cfg config, pool *pgxpool.Pool, reg *prometheus.Registry, relayStopped <-chan struct{}) (api, admin http.Handler) {
 	t.Helper()
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	metrics, err := poll.NewMetrics(prometheus.NewRegistry())
@@ -158,9 +172,11 @@ func newTestHandlerWithRelay(t *testing.T, cfg config, pool *pgxpool.Pool, reg *
 	if err != nil {
 		t.Fatalf("new relay: %v", err)
 	}
-	h, err := newHandler(cfg, logger, pool, reg, nil, relayNudges{created: relay.Notify, replayed: relay.Notify}, relayStopped, nil)
+	httpMetrics, err := newHTTPMetrics(reg)
 	if err != nil {
-		t.Fatalf("newHandler: %v", err)
+		t.Fatalf("http metrics: %v", err)
 	}
-	return h
+	nudges := relayNudges{created: relay.Notify, replayed: relay.Notify}
+	return newHandler(cfg, logger, pool, httpMetrics, nil, nudges, relayStopped, nil),
+		newAdminHandler(cfg, logger, pool, reg, httpMetrics, nudges)
 }

@@ -17,24 +17,56 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/dualwrite"
 	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/tracing"
 	"github.com/dscourse/payments-outbox/migrations"
 )
 
+// startupTimeout bounds connecting to the database and migrating it.
+const startupTimeout = 30 * time.Second
+
+// The stop budget: the bound of each stage of serve's shutdown (below), in the order
+// they run, and their sum. A Kubernetes pod gets 30 s between SIGTERM and SIGKILL by
+// default; the whole stop fits in stopBudget, so that it is never cut off by the
+// SIGKILL. config.Validate refuses a RELAY_SHUTDOWN_TIMEOUT that breaks it.
 const (
-	// httpShutdownTimeout bounds how long in-flight requests may take to finish at stop.
-	httpShutdownTimeout = 15 * time.Second
-	// startupTimeout bounds connecting to the database and migrating it.
-	startupTimeout = 30 * time.Second
+	stopBudget = 25 * time.Second
+	// stopHTTP: the HTTP servers stop accepting, the requests in flight finish (a
+	// request's transaction is bounded by 5 s, payment.transactionTimeout).
+	stopHTTP = 6 * time.Second
+	// stopRelayBatches: the relay's batches in flight finish (RELAY_SHUTDOWN_TIMEOUT).
+	stopRelayBatches = 5 * time.Second
+	// stopRelayQuery: an abandoned batch commits what Kafka acknowledged, which hands
+	// its other rows (its lease) back to the other relays (poll.Config.QueryTimeout).
+	stopRelayQuery = 5 * time.Second
+	// stopRelayAlert: the dead-letter alerts of the last batch (poll.Config.AlertTimeout).
+	stopRelayAlert = 2 * time.Second
+	// stopClose: the Kafka clients, the cleaner and the pool close; no timer, the
+	// margin for work that is already over.
+	stopClose = 2 * time.Second
+	// stopTraceFlush: run flushes the spans of the shutdown, last.
+	stopTraceFlush = tracing.FlushTimeout
 )
+
+// stopTotal is the worst-case stop with c's relay settings; Validate keeps it within
+// stopBudget.
+func (c config) stopTotal() time.Duration {
+	return stopHTTP + c.Relay.ShutdownTimeout + c.Relay.QueryTimeout + c.Relay.AlertTimeout + stopClose + stopTraceFlush
+}
+
+// maxHeaderBytes bounds a request's headers: an API key, a traceparent and an
+// Idempotency-Key need well under 1 KiB, and the default (1 MiB) lets each connection
+// make the server buffer a megabyte. Larger headers get 431.
+const maxHeaderBytes = 16 << 10
 
 // serve runs the API, the outbox relay and its cleaner until ctx ends. Shutdown has one
 // shape, each step starting when the previous one is over:
 //
-//  1. ctx (the signal context) ends: the HTTP server stops accepting and gives the
-//     requests in flight up to httpShutdownTimeout to finish. The relay keeps running
+//  1. ctx (the signal context) ends: the HTTP servers (the API's and the admin
+//     listener's) stop accepting and give the requests in flight up to stopHTTP to
+//     finish. The relay keeps running
 //     meanwhile, so the events those requests commit are published at once.
 //  2. The relay's context is cancelled: the relay claims no new batch, finishes or
-//     abandons its batch in flight within RelayConfig.ShutdownTimeout
+//     abandons its batch in flight within poll.Config.ShutdownTimeout
 //     (RELAY_SHUTDOWN_TIMEOUT; see poll.Relay.Run, which owns that bound) and closes
 //     its Kafka client; the cleaner stops between two deletes.
 //  3. The dual-write handler's Kafka client (DUAL_WRITE=true only) closes, then the
@@ -79,26 +111,26 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, tp trace.Tracer
 		defer dualWrite.Close()
 	}
 	relayStopped := make(chan struct{}) // closed when relay.Run returns; /readyz reads it
-	handler, err := newHandler(cfg, logger, pool, reg, tp, nudges, relayStopped, dualWrite)
+	httpMetrics, err := newHTTPMetrics(reg)
 	if err != nil {
 		return err
 	}
+	handler := newHandler(cfg, logger, pool, httpMetrics, tp, nudges, relayStopped, dualWrite)
+	admin := newAdminHandler(cfg, logger, pool, reg, httpMetrics, nudges)
 
-	srv := &http.Server{
-		Handler: handler,
-		// Slow or stuck clients must not hold connections and goroutines forever.
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      15 * time.Second,
-		IdleTimeout:       60 * time.Second,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	srv, adminSrv := newServer(handler, logger), newServer(admin, logger)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
-	// Tests and the benchmark read the bound address from this line (HTTP_ADDR port 0).
+	adminLn, err := net.Listen("tcp", cfg.AdminAddr)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("listen on ADMIN_ADDR %s: %w", cfg.AdminAddr, err)
+	}
+	// Tests and the benchmark read the bound addresses from these lines (port 0).
 	logger.Info("listening", slog.String("addr", ln.Addr().String()))
+	logger.Info("admin listening", slog.String("addr", adminLn.Addr().String()))
 
 	// Not derived from ctx's cancellation: the relay must outlive the HTTP server (step 2
 	// above), so stopBackground is what ends it.
@@ -113,20 +145,23 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, tp trace.Tracer
 	})
 	background.Go(func() { cleaner.Run(backgroundCtx) })
 
-	serveErr := make(chan error, 1)
+	serveErr, adminErr := make(chan error, 1), make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { adminErr <- adminSrv.Serve(adminLn) }()
 
 	var errs []error
 	select {
 	case err := <-serveErr:
 		// The server stopped without being asked: shut the rest down and say why.
-		errs = append(errs, fmt.Errorf("serve http: %w", err))
+		errs = append(errs, fmt.Errorf("serve http: %w", err), shutdownHTTP(ctx, adminSrv, adminErr))
+	case err := <-adminErr:
+		errs = append(errs, fmt.Errorf("serve admin http: %w", err), shutdownHTTP(ctx, srv, serveErr))
 	case err := <-relayErr:
 		// Before stopBackground, Run returns only when it cannot start (see above).
-		errs = append(errs, fmt.Errorf("outbox relay: %w", err), shutdownHTTP(ctx, srv, serveErr))
+		errs = append(errs, fmt.Errorf("outbox relay: %w", err), shutdownBoth(ctx, srv, serveErr, adminSrv, adminErr))
 	case <-ctx.Done():
 		logger.Info("shutting down")
-		errs = append(errs, shutdownHTTP(ctx, srv, serveErr))
+		errs = append(errs, shutdownBoth(ctx, srv, serveErr, adminSrv, adminErr))
 	}
 	stopBackground()
 	background.Wait()
@@ -137,10 +172,33 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, tp trace.Tracer
 	return nil
 }
 
-// shutdownHTTP stops srv within httpShutdownTimeout, even though ctx has ended, and
-// waits for its Serve to return.
+// newServer is an http.Server for handler with the bounds every listener needs.
+func newServer(handler http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler: handler,
+		// Slow or stuck clients must not hold connections and goroutines forever.
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      15 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// shutdownBoth stops the API's and the admin listener's servers side by side, within
+// one stopHTTP.
+func shutdownBoth(ctx context.Context, srv *http.Server, serveErr <-chan error, admin *http.Server, adminErr <-chan error) error {
+	done := make(chan error, 1)
+	go func() { done <- shutdownHTTP(ctx, admin, adminErr) }()
+	err := shutdownHTTP(ctx, srv, serveErr)
+	return errors.Join(err, <-done)
+}
+
+// shutdownHTTP stops srv within stopHTTP, even though ctx has ended, and waits for its
+// Serve to return.
 func shutdownHTTP(ctx context.Context, srv *http.Server, serveErr <-chan error) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopHTTP)
 	defer cancel()
 	var errs []error
 	if err := srv.Shutdown(ctx); err != nil {

@@ -214,7 +214,7 @@ func startAPIOn(ctx context.Context, env benchEnv, dbURL string, vars ...string)
 	apiCtx, cancel := context.WithCancel(ctx)
 	cmd := exec.CommandContext(apiCtx, bin)
 	cmd.Env = append(os.Environ(),
-		"DATABASE_URL="+dbURL, "HTTP_ADDR=127.0.0.1:0",
+		"DATABASE_URL="+dbURL, "HTTP_ADDR=127.0.0.1:0", "ADMIN_ADDR=127.0.0.1:0",
 		"KAFKA_BROKERS="+strings.Join(env.brokers, ","), "KAFKA_TOPIC="+topic)
 	cmd.Env = append(cmd.Env, vars...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }

@@ -106,7 +106,7 @@ func (p *poison) prepare(devstack.Ports) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.sink, p.token = sink, rand.Text()
+	p.sink, p.token = sink, rand.Text()+rand.Text() // 52 characters: ADMIN_TOKEN needs 32 bytes
 	return []string{
 		"ALERT_WEBHOOK_URL=" + sink.url,
 		"ADMIN_TOKEN=" + p.token,
@@ -238,7 +238,7 @@ func (p *poison) afterLoad(ctx context.Context, rn *Run) error {
 	// (overLimit).
 	deadLetters := tally.deadLetters()
 	for _, eventID := range deadLetters {
-		if err := p.replay(ctx, rn.API.BaseURL, eventID); err != nil {
+		if err := p.replay(ctx, rn.API.MetricsBase(), eventID); err != nil {
 			p.mu.Lock()
 			p.replayErrors = append(p.replayErrors, err.Error())
 			p.mu.Unlock()

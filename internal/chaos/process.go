@@ -31,10 +31,21 @@ type Process struct {
 	LogPath string
 	// BaseURL is where it serves HTTP, e.g. http://127.0.0.1:41234; /healthz is polled.
 	BaseURL string
+	// AdminURL is where it serves /metrics and /admin/, when not at BaseURL: our API
+	// serves them on a listener of their own (ADMIN_ADDR). Empty: BaseURL.
+	AdminURL string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when the current incarnation exits
+}
+
+// MetricsBase is the base URL of the process's /metrics and /admin/ endpoints.
+func (p *Process) MetricsBase() string {
+	if p.AdminURL != "" {
+		return p.AdminURL
+	}
+	return p.BaseURL
 }
 
 // Start starts a new incarnation. It does not wait for health; see WaitHealthy.

@@ -123,14 +123,21 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *Repor
 	if err != nil {
 		return nil, err
 	}
+	adminAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
 	env := serviceEnv{
 		RelayMode:  opts.RelayMode,
 		PaymentsDB: paymentsURL, ConsumerDB: consumerURL, Topic: report.Topic, Group: "antifraud-" + report.RunID,
-		APIAddr: apiAddr, ConsumerAddr: consumerAddr, RelayBrokers: relayBrokers, ConsumerBrokers: brokers,
+		APIAddr: apiAddr, ConsumerAddr: consumerAddr, AdminAddr: adminAddr, RelayBrokers: relayBrokers, ConsumerBrokers: brokers,
 		ProxiedPostgres: opts.Ports.ProxiedPostgres(),
 	}
 	if sc.Replicas > 1 {
 		if env.ReplicaAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		if env.ReplicaAdminAddr, err = freeAddr(); err != nil {
 			return nil, err
 		}
 	}
@@ -233,7 +240,7 @@ func (rn *Run) scrapeFailures() (int, bool) {
 		}
 		return bytes.Count(b, []byte(dualWriteFailureLog)), true
 	}
-	n, ok, err := ScrapeCounter(context.Background(), rn.API.BaseURL+"/metrics", "outbox_publish_failures_total")
+	n, ok, err := ScrapeCounter(context.Background(), rn.API.MetricsBase()+"/metrics", "outbox_publish_failures_total")
 	return n, ok && err == nil
 }
 

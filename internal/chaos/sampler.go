@@ -141,8 +141,8 @@ func (s *sampler) sampleOnce(ctx context.Context) Sample {
 		smp.Published = -1
 		return smp
 	}
-	smp.Published = s.published.observe(s.scrape(ctx, s.rn.API.BaseURL, "outbox_published_total"))
-	smp.PublishFailures = s.failures.observe(s.scrape(ctx, s.rn.API.BaseURL, "outbox_publish_failures_total"))
+	smp.Published = s.published.observe(s.scrape(ctx, s.rn.API.MetricsBase(), "outbox_published_total"))
+	smp.PublishFailures = s.failures.observe(s.scrape(ctx, s.rn.API.MetricsBase(), "outbox_publish_failures_total"))
 	return smp
 }
 

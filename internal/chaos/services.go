@@ -51,6 +51,10 @@ type serviceEnv struct {
 	Group        string
 	APIAddr      string
 	ConsumerAddr string
+	// AdminAddr is our API's ADMIN_ADDR (/metrics, /admin/), ReplicaAdminAddr its
+	// replica's; a student's service serves /metrics on HTTP_ADDR and gets neither.
+	AdminAddr        string
+	ReplicaAdminAddr string
 	// RelayBrokers are the API's seeds, behind Toxiproxy; ConsumerBrokers the
 	// consumer's, on DIRECT.
 	RelayBrokers    []string
@@ -107,7 +111,8 @@ func (e serviceEnv) processes(binaries map[string]string, cmds *ServiceCommands,
 		return api, consumer
 	}
 	api.Argv, consumer.Argv = []string{binaries["./cmd/api"]}, []string{binaries["./cmd/consumer"]}
-	api.Env = append(api.Env, fmt.Sprintf("DUAL_WRITE=%t", sc.DualWrite), "RELAY_MODE="+e.RelayMode)
+	api.AdminURL = "http://" + e.AdminAddr
+	api.Env = append(api.Env, fmt.Sprintf("DUAL_WRITE=%t", sc.DualWrite), "RELAY_MODE="+e.RelayMode, "ADMIN_ADDR="+e.AdminAddr)
 	api.Env = append(api.Env, sc.APIEnv...)
 	consumer.Env = append(consumer.Env, sc.ReferenceConsumerEnv...)
 	return api, consumer
@@ -151,10 +156,15 @@ func throughProxy(dbURL, proxy string) string {
 func (e serviceEnv) replica(api *Process, logDir string) *Process {
 	env := make([]string, 0, len(api.Env))
 	for _, kv := range api.Env {
-		if !strings.HasPrefix(kv, "HTTP_ADDR=") {
+		if !strings.HasPrefix(kv, "HTTP_ADDR=") && !strings.HasPrefix(kv, "ADMIN_ADDR=") {
 			env = append(env, kv)
 		}
 	}
-	return &Process{Name: "api-2", LogPath: filepath.Join(logDir, "api-2.log"), BaseURL: "http://" + e.ReplicaAddr,
+	replica := &Process{Name: "api-2", LogPath: filepath.Join(logDir, "api-2.log"), BaseURL: "http://" + e.ReplicaAddr,
 		Argv: api.Argv, Env: append(env, "HTTP_ADDR="+e.ReplicaAddr)}
+	if api.AdminURL != "" {
+		replica.AdminURL = "http://" + e.ReplicaAdminAddr
+		replica.Env = append(replica.Env, "ADMIN_ADDR="+e.ReplicaAdminAddr)
+	}
+	return replica
 }

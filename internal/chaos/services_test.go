@@ -53,7 +53,7 @@ func TestServiceCommandsValidate(t *testing.T) {
 // through the shell; only our binaries get the knobs only they have.
 func TestServiceEnvProcesses(t *testing.T) {
 	t.Parallel()
-	env := serviceEnv{PaymentsDB: "postgres://p", ConsumerDB: "postgres://c", Topic: "t", Group: "g", APIAddr: "127.0.0.1:1", ConsumerAddr: "127.0.0.1:2",
+	env := serviceEnv{PaymentsDB: "postgres://p", ConsumerDB: "postgres://c", Topic: "t", Group: "g", APIAddr: "127.0.0.1:1", ConsumerAddr: "127.0.0.1:2", AdminAddr: "127.0.0.1:3",
 		RelayBrokers: []string{"127.0.0.1:29092"}, ConsumerBrokers: []string{"127.0.0.1:19092"}}
 	sc := Scenario{APIEnv: []string{"OURS_ONLY=1"}, ConsumerEnv: []string{"KAFKA_SESSION_TIMEOUT=6s"}, ReferenceConsumerEnv: []string{"ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=0.3"}}
 	names := func(vars []string) []string {
@@ -65,6 +65,9 @@ func TestServiceEnvProcesses(t *testing.T) {
 	}
 
 	api, consumer := env.processes(nil, &ServiceCommands{API: "cd /srv && exec ./api", Consumer: "./consumer --flag"}, sc, "/logs")
+	if api.MetricsBase() != api.BaseURL {
+		t.Errorf("a student's /metrics at %q, want its HTTP_ADDR %q", api.MetricsBase(), api.BaseURL)
+	}
 	if diff := cmp.Diff([]string{"/bin/sh", "-c", "cd /srv && exec ./api"}, api.Argv); diff != "" {
 		t.Errorf("student api argv (-want +got):\n%s", diff)
 	}
@@ -87,9 +90,13 @@ func TestServiceEnvProcesses(t *testing.T) {
 	if diff := cmp.Diff([]string{"/bin/api"}, api.Argv); diff != "" {
 		t.Errorf("our api argv (-want +got):\n%s", diff)
 	}
-	// RELAY_MODE is ours only too: a student's service has its own relay.
-	if diff := cmp.Diff(append(wantAPI, "DUAL_WRITE", "RELAY_MODE", "OURS_ONLY"), names(api.Env)); diff != "" {
+	// RELAY_MODE is ours only too: a student's service has its own relay. So is
+	// ADMIN_ADDR: a student's /metrics is read at its HTTP_ADDR.
+	if diff := cmp.Diff(append(wantAPI, "DUAL_WRITE", "RELAY_MODE", "ADMIN_ADDR", "OURS_ONLY"), names(api.Env)); diff != "" {
 		t.Errorf("our api env (-want +got):\n%s", diff)
+	}
+	if got, want := api.MetricsBase(), "http://"+env.AdminAddr; env.AdminAddr == "" || got != want {
+		t.Errorf("our api's /metrics at %q, want its ADMIN_ADDR %q", got, want)
 	}
 	if diff := cmp.Diff(append(wantConsumer, "ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB"), names(consumer.Env)); diff != "" {
 		t.Errorf("our consumer env (-want +got):\n%s", diff)

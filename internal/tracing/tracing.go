@@ -71,15 +71,15 @@ func NewProvider(ctx context.Context, service string, getenv func(string) string
 	return tp, tp.Shutdown, nil
 }
 
-// flushTimeout bounds the flush of the spans still buffered when a service stops.
-const flushTimeout = 5 * time.Second
+// FlushTimeout bounds the flush of the spans still buffered when a service stops.
+const FlushTimeout = 5 * time.Second
 
 // Shutdown flushes and stops a provider with the stop function NewProvider returned,
-// within flushTimeout even when ctx is already cancelled (a service stopping on a
+// within FlushTimeout even when ctx is already cancelled (a service stopping on a
 // signal), and logs what it could not send: a service calls it last, after serve, so
 // that the spans of its shutdown are flushed too.
 func Shutdown(ctx context.Context, stop func(context.Context) error, logger *slog.Logger) {
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), FlushTimeout)
 	defer cancel()
 	if err := stop(stopCtx); err != nil {
 		logger.Warn("flush traces", slog.Any("err", err))
