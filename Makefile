@@ -94,8 +94,10 @@ migrate: databases ## Apply the migrations of both services
 	$(GO) run ./cmd/consumer migrate --database-url "$(FRAUD_DB)"
 
 .PHONY: run-api
-run-api: databases ## Run the API and its relay on :8080 against the native stack
+run-api: databases ## Run the API and its relay on :8080 against the native stack, with a new API key
 	@bash $(STACK_KF) start
+	@echo "API key of merchant dev (shown once; send it as Authorization: Bearer <api_key>):"
+	@DATABASE_URL="$(API_DB)" $(GO) run ./cmd/api keys create --merchant dev
 	DATABASE_URL="$(API_DB)" KAFKA_BROKERS="$(KAFKA_URL)" $(GO) run ./cmd/api
 
 .PHONY: run-consumer

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -60,5 +61,24 @@ func TestComposeK6SpreadsOverTheReplicas(t *testing.T) {
 	}
 	if _, ok := k6.Environment["BASE_URL"]; ok {
 		t.Error("k6 sets BASE_URL as well as BASE_URLS: the script reads BASE_URLS first, and one of them is a leftover")
+	}
+}
+
+// TestComposeK6SendsTheAPIKey: the k6 service passes API_KEY on, and the script sends it
+// with the requests of both its request builders (creations and transitions).
+func TestComposeK6SendsTheAPIKey(t *testing.T) {
+	t.Parallel()
+	if _, ok := service(t, loadProject(t), "k6").Environment["API_KEY"]; !ok {
+		t.Error("k6 does not pass API_KEY: our API answers 401 without a key")
+	}
+	script, err := os.ReadFile("../loadtest/k6/payments.js")
+	if err != nil {
+		t.Fatalf("read payments.js: %v", err)
+	}
+	if !strings.Contains(string(script), "__ENV.API_KEY") {
+		t.Error("payments.js does not read API_KEY")
+	}
+	if n := strings.Count(string(script), "headers: withKey(") + strings.Count(string(script), "headers = withKey("); n != 2 {
+		t.Errorf("payments.js builds %d request headers with withKey, want 2 (creation and transition)", n)
 	}
 }

@@ -26,7 +26,7 @@ const adminToken = "openapi-test-token-0123456789abcdef"
 // of its own, and ports the kernel picks. It returns the base URLs of the API and of its
 // admin listener (/metrics, /admin/) once /healthz answers, and the database URL; it stops the process (SIGTERM, then SIGKILL after 20 s) when the
 // test ends.
-func startAPI(t *testing.T) (base, admin, databaseURL string) {
+func startAPI(t *testing.T) (base, admin, databaseURL, apiKey string) {
 	t.Helper()
 	binary := filepath.Join(t.TempDir(), "api")
 	build := exec.Command("go", "build", "-o", binary, "./cmd/api")
@@ -36,6 +36,17 @@ func startAPI(t *testing.T) (base, admin, databaseURL string) {
 	}
 
 	databaseURL = testenv.NewDatabase(t, migrations.Payments)
+	// A merchant's key, made the way an operator makes one, before the API starts.
+	keys := exec.Command(binary, "keys", "create", "--merchant", "openapi")
+	keys.Env = append(os.Environ(), "DATABASE_URL="+databaseURL)
+	out, err := keys.Output()
+	var created struct {
+		Key string `json:"api_key"`
+	}
+	if err != nil || json.Unmarshal(out, &created) != nil || created.Key == "" {
+		t.Fatalf("api keys create: %v; printed %q", err, out)
+	}
+	apiKey = created.Key
 	cmd := exec.Command(binary)
 	cmd.Env = append(os.Environ(),
 		"DATABASE_URL="+databaseURL,
@@ -109,7 +120,7 @@ func startAPI(t *testing.T) (base, admin, databaseURL string) {
 		}
 	}
 	waitForHealthz(t, base)
-	return base, admin, databaseURL
+	return base, admin, databaseURL, apiKey
 }
 
 func stopProcess(t *testing.T, cmd *exec.Cmd) {

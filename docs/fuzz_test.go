@@ -28,19 +28,19 @@ func TestOpenAPIFuzz(t *testing.T) {
 		t.Skip("SCHEMATHESIS is not set: run make check-openapi, which installs schemathesis and runs this test")
 	}
 	t.Parallel()
-	base, admin, _ := startAPI(t)
+	base, admin, _, apiKey := startAPI(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), fuzzTimeout)
 	defer cancel()
 	// Two runs: the public API at base, the operations tagged admin (/metrics, /admin/)
 	// at the admin listener, where the API serves them.
 	for _, target := range [][]string{{"--exclude-tag", "admin", "--url", base}, {"--include-tag", "admin", "--url", admin}} {
-		fuzz(ctx, t, schemathesis, target)
+		fuzz(ctx, t, schemathesis, apiKey, target)
 	}
 }
 
 // fuzz runs schemathesis on openapi.yaml with the flags of target.
-func fuzz(ctx context.Context, t *testing.T, schemathesis string, target []string) {
+func fuzz(ctx context.Context, t *testing.T, schemathesis, apiKey string, target []string) {
 	t.Helper()
 	args := append([]string{"--config-file", "schemathesis.toml", "run", "openapi.yaml"}, target...)
 	// SCHEMATHESIS_FLAGS adds flags of `schemathesis run`, e.g. "--seed 1234" to replay
@@ -50,6 +50,8 @@ func fuzz(ctx context.Context, t *testing.T, schemathesis string, target []strin
 	cmd.Env = append(os.Environ(),
 		// schemathesis.toml reads the bearer token of the admin endpoints from here.
 		"SCHEMATHESIS_ADMIN_TOKEN="+adminToken,
+		// ... and the merchant's API key of the payment endpoints.
+		"SCHEMATHESIS_API_KEY="+apiKey,
 		// Hypothesis, the generator under schemathesis, keeps caches in its working
 		// directory otherwise, which is docs/.
 		"HYPOTHESIS_STORAGE_DIRECTORY="+t.TempDir(),

@@ -117,9 +117,11 @@ func TestSpecUserIDRuleIsTheServers(t *testing.T) {
 // A conformance checks every response against the spec, and whether the request was the
 // one intended.
 type conformance struct {
-	t       *testing.T
-	base    string
-	admin   string // the admin listener, where the operations tagged admin are served
+	t     *testing.T
+	base  string
+	admin string // the admin listener, where the operations tagged admin are served
+	// apiKey is sent with every /payments request that does not set Authorization.
+	apiKey  string
 	router  routers.Router
 	client  *http.Client
 	options *openapi3filter.Options
@@ -155,6 +157,8 @@ type call struct {
 	// send requests the spec forbids on purpose, so only their responses are checked.
 	validRequest bool
 	wantStatus   int
+	// noKey sends a /payments request without the merchant's API key.
+	noKey bool
 }
 
 // do sends c, checks the status, validates the response (and the request, when it is
@@ -166,6 +170,9 @@ func (cf *conformance) do(c call) (*http.Response, []byte) {
 		req, err := http.NewRequest(c.method, cf.base+c.path, strings.NewReader(c.body))
 		if err != nil {
 			t.Fatalf("%s: build request: %v", c.name, err)
+		}
+		if strings.HasPrefix(c.path, "/payments") && !c.noKey {
+			req.Header.Set("Authorization", "Bearer "+cf.apiKey)
 		}
 		for k, v := range c.headers {
 			req.Header.Set(k, v)
@@ -226,10 +233,10 @@ func (cf *conformance) do(c call) (*http.Response, []byte) {
 // probes and the admin endpoints.
 func TestAPIConformsToOpenAPI(t *testing.T) {
 	t.Parallel()
-	base, admin, databaseURL := startAPI(t)
+	base, admin, databaseURL, apiKey := startAPI(t)
 	doc, router := spec(t, base)
 	cf := newConformance(t, base, router)
-	cf.admin = admin
+	cf.admin, cf.apiKey = admin, apiKey
 
 	jsonHeaders := func(key string) map[string]string {
 		return map[string]string{"Content-Type": "application/json", "Idempotency-Key": key}
@@ -332,6 +339,20 @@ func TestAPIConformsToOpenAPI(t *testing.T) {
 			headers[k] = v
 		}
 		c.headers = headers
+		cf.do(c)
+	}
+
+	// Without a live API key every payment operation is 401.
+	for _, c := range []call{
+		{name: "create without key", method: http.MethodPost, path: "/payments", headers: jsonHeaders(uuid.NewString()), body: payment},
+		{name: "create with a revoked-looking key", method: http.MethodPost, path: "/payments",
+			headers: map[string]string{"Content-Type": "application/json", "Authorization": "Bearer pok_NOSUCHKEY"}, body: payment},
+		{name: "get without key", method: http.MethodGet, path: "/payments/" + created.ID},
+		{name: "capture without key", method: http.MethodPost, path: "/payments/" + cancelled + "/capture"},
+		{name: "refund without key", method: http.MethodPost, path: "/payments/" + captured + "/refund"},
+		{name: "cancel without key", method: http.MethodPost, path: "/payments/" + cancelled + "/cancel"},
+	} {
+		c.noKey, c.wantStatus = true, http.StatusUnauthorized
 		cf.do(c)
 	}
 

@@ -4,6 +4,8 @@
 //
 //	api                               serve (configured by environment, see config.go)
 //	api migrate --database-url URL    apply the migrations and exit
+//	api keys create --merchant NAME   create a merchant's API key (keys.go)
+//	api keys revoke ID                revoke one
 package main
 
 import (
@@ -38,8 +40,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		switch args[1] {
 		case "migrate":
 			return migrations.Payments.Command(ctx, args[2:], getenv, stdout, logger)
+		case "keys":
+			return runKeys(ctx, args[2:], getenv, stdout)
 		default:
-			return fmt.Errorf("unknown command %q: run without arguments to serve, or with \"migrate --database-url URL\"", args[1])
+			return fmt.Errorf("unknown command %q: run without arguments to serve, or with \"migrate --database-url URL\" or \"keys create --merchant NAME\"", args[1])
 		}
 	}
 	cfg, err := loadConfig(getenv)

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
+	"github.com/dscourse/payments-outbox/internal/merchant"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -32,12 +33,12 @@ func TestMain(m *testing.M) {
 // The whole program, in-process, on port 0: the way an operator would use it.
 func TestRunServesPaymentsAndShutsDownCleanly(t *testing.T) {
 	t.Parallel()
-	base, stdout, cancel, done := startRun(t)
+	base, key, stdout, cancel, done := startRun(t)
 	if res := httpDo(t, http.MethodGet, base+"/readyz", "", nil); res.StatusCode != http.StatusOK {
 		t.Errorf("GET /readyz: status = %d, want 200; body %s", res.StatusCode, res.Body)
 	}
 
-	headers := map[string]string{"Content-Type": "application/json", "Idempotency-Key": "e2e-1"}
+	headers := map[string]string{"Content-Type": "application/json", "Idempotency-Key": "e2e-1", "Authorization": "Bearer " + key}
 	created := httpDo(t, http.MethodPost, base+"/payments", `{"user_id": "u-42", "amount": 1999, "currency": "EUR"}`, headers)
 	if created.StatusCode != http.StatusCreated {
 		t.Fatalf("POST /payments: status = %d, want 201; body %s", created.StatusCode, created.Body)
@@ -54,7 +55,7 @@ func TestRunServesPaymentsAndShutsDownCleanly(t *testing.T) {
 		t.Errorf("replay: status %d body %s, want 201 and the first body %s", replayed.StatusCode, replayed.Body, created.Body)
 	}
 
-	got := httpDo(t, http.MethodGet, base+"/payments/"+p.ID, "", nil)
+	got := httpDo(t, http.MethodGet, base+"/payments/"+p.ID, "", bearer(key))
 	if got.StatusCode != http.StatusOK {
 		t.Fatalf("GET /payments/%s: status = %d, want 200; body %s", p.ID, got.StatusCode, got.Body)
 	}
@@ -78,7 +79,7 @@ func TestRunServesPaymentsAndShutsDownCleanly(t *testing.T) {
 				Status string `json:"status"`
 			} `json:"event"`
 		}
-		res := httpDo(t, http.MethodGet, base+"/payments/"+p.ID, "", nil)
+		res := httpDo(t, http.MethodGet, base+"/payments/"+p.ID, "", bearer(key))
 		return json.Unmarshal(res.Body, &view) == nil && view.Event.Status == "published"
 	})
 
@@ -110,7 +111,7 @@ func TestRunServesPaymentsAndShutsDownCleanly(t *testing.T) {
 // An in-flight request finishes during shutdown instead of being cut off.
 func TestRunFinishesInFlightRequestsOnShutdown(t *testing.T) {
 	t.Parallel()
-	base, stdout, cancel, done := startRun(t)
+	base, key, stdout, cancel, done := startRun(t)
 
 	// A request whose body arrives after shutdown began, on a raw connection so that we
 	// control exactly when its bytes reach the server. "Expect: 100-continue" makes the
@@ -123,7 +124,7 @@ func TestRunFinishesInFlightRequestsOnShutdown(t *testing.T) {
 		t.Fatalf("dial: %v", err)
 	}
 	defer conn.Close()
-	head := fmt.Sprintf("POST /payments HTTP/1.1\r\nHost: api\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", len(body))
+	head := fmt.Sprintf("POST /payments HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", key, len(body))
 	if _, err := io.WriteString(conn, head); err != nil {
 		t.Fatalf("write head: %v", err)
 	}
@@ -224,13 +225,14 @@ func TestMigrateSubcommandCreatesTheTables(t *testing.T) {
 // startRun runs the whole program in-process on port 0, with a database and a topic of
 // its own, and returns once /healthz answers: the base URL, run's output, the cancel
 // that asks run to shut down, and the channel run's error arrives on.
-func startRun(t *testing.T) (base string, stdout *lineBuffer, cancel context.CancelFunc, done <-chan error) {
+func startRun(t *testing.T) (base, key string, stdout *lineBuffer, cancel context.CancelFunc, done <-chan error) {
 	t.Helper()
 	return startRunWith(t, nil)
 }
 
-// startRunWith is startRun with extra (or overriding) environment variables.
-func startRunWith(t *testing.T, extra map[string]string) (base string, stdout *lineBuffer, cancel context.CancelFunc, done <-chan error) {
+// startRunWith is startRun with extra (or overriding) environment variables. key is
+// an API key of a merchant "test", made with the keys command before run starts.
+func startRunWith(t *testing.T, extra map[string]string) (base, key string, stdout *lineBuffer, cancel context.CancelFunc, done <-chan error) {
 	t.Helper()
 	env := map[string]string{
 		"DATABASE_URL":  testenv.NewDatabase(t, migrations.Payments),
@@ -240,6 +242,7 @@ func startRunWith(t *testing.T, extra map[string]string) (base string, stdout *l
 		"KAFKA_TOPIC":   testenv.NewTopic(t, 3),
 	}
 	maps.Copy(env, extra)
+	key = createKey(t, env["DATABASE_URL"], "test").Key
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	stdout = new(lineBuffer)
@@ -247,7 +250,29 @@ func startRunWith(t *testing.T, extra map[string]string) (base string, stdout *l
 	go func() { errc <- run(ctx, []string{"api"}, func(k string) string { return env[k] }, stdout) }()
 	base = "http://" + waitForListening(t, stdout, errc, "listening")
 	waitForStatus(t, base+"/healthz", http.StatusOK)
-	return base, stdout, cancel, errc
+	return base, key, stdout, cancel, errc
+}
+
+// createKey runs "api keys create --merchant name" on dbURL and returns its answer.
+func createKey(t *testing.T, dbURL, name string) merchant.NewKey {
+	t.Helper()
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"api", "keys", "create", "--merchant", name}, func(k string) string {
+		return map[string]string{"DATABASE_URL": dbURL}[k]
+	}, &out)
+	if err != nil {
+		t.Fatalf("api keys create --merchant %s: %v", name, err)
+	}
+	var k merchant.NewKey
+	if err := json.Unmarshal(out.Bytes(), &k); err != nil || k.Key == "" {
+		t.Fatalf("api keys create printed %q, want one JSON line with api_key (%v)", out.String(), err)
+	}
+	return k
+}
+
+// bearer is the header that sends key.
+func bearer(key string) map[string]string {
+	return map[string]string{"Authorization": "Bearer " + key}
 }
 
 // adminBase is the base URL of the admin listener of a run started by startRun.

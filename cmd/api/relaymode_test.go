@@ -24,9 +24,9 @@ func TestRunInCDCMode(t *testing.T) {
 	// Registered before startRunWith's cleanups, so it runs after run has returned:
 	// the slot is server-wide and would outlive the test's database.
 	t.Cleanup(func() { dropSlot(t, dbURL, cdc.DefaultSlot(dbURL)) })
-	base, stdout, cancel, done := startRunWith(t, map[string]string{"DATABASE_URL": dbURL, "RELAY_MODE": "cdc"})
+	base, key, stdout, cancel, done := startRunWith(t, map[string]string{"DATABASE_URL": dbURL, "RELAY_MODE": "cdc"})
 
-	headers := map[string]string{"Content-Type": "application/json", "Idempotency-Key": "cdc-1"}
+	headers := map[string]string{"Content-Type": "application/json", "Idempotency-Key": "cdc-1", "Authorization": "Bearer " + key}
 	created := httpDo(t, http.MethodPost, base+"/payments", `{"user_id": "u-7", "amount": 500, "currency": "EUR"}`, headers)
 	if created.StatusCode != http.StatusCreated {
 		t.Fatalf("POST /payments: status = %d, want 201; body %s", created.StatusCode, created.Body)
@@ -43,7 +43,7 @@ func TestRunInCDCMode(t *testing.T) {
 				Status string `json:"status"`
 			} `json:"event"`
 		}
-		res := httpDo(t, http.MethodGet, base+"/payments/"+p.ID, "", nil)
+		res := httpDo(t, http.MethodGet, base+"/payments/"+p.ID, "", bearer(key))
 		return json.Unmarshal(res.Body, &view) == nil && view.Event.Status == "published"
 	})
 	metrics := httpDo(t, http.MethodGet, adminBase(t, stdout)+"/metrics", "", nil)

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dscourse/payments-outbox/internal/dualwrite"
+	"github.com/dscourse/payments-outbox/internal/merchant"
 	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/payment"
 	"github.com/dscourse/payments-outbox/internal/tracing"
@@ -40,20 +41,43 @@ func newHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, metrics *ht
 
 	paymentLogger := logger.With(slog.String("component", "payment"))
 	payments := payment.NewTracedStore(pool, tp)
-	if cfg.DualWrite {
-		// TEACHING ONLY: commits the payment without an outbox row and publishes from
-		// the request, the one path to Kafka outside the outbox (docs/anti-pattern.md).
-		r.Method(http.MethodPost, "/payments", dualWrite)
-	} else {
-		// The payment and its event in one transaction; the relay publishes it.
-		r.Method(http.MethodPost, "/payments", payment.HandleCreate(paymentLogger, payments, relay.created))
-	}
-	r.Method(http.MethodGet, "/payments/{id}", payment.HandleGet(paymentLogger, payments))
-	// The lifecycle (docs/adr/0006): each transition and its event in one transaction.
-	for _, action := range []string{payment.ActionCapture, payment.ActionRefund, payment.ActionCancel} {
-		r.Method(http.MethodPost, "/payments/{id}/"+action, payment.HandleTransition(paymentLogger, payments, action, relay.created))
-	}
+	r.Group(func(r chi.Router) {
+		// Every payment route acts for the merchant of the request's API key; the
+		// handlers scope each query by it, so another merchant's payment is a 404.
+		r.Use(merchant.RequireAPIKey(merchant.NewStore(pool), unauthorized(paymentLogger), keyLookupFailed(paymentLogger)))
+		if cfg.DualWrite {
+			// TEACHING ONLY: commits the payment without an outbox row and publishes from
+			// the request, the one path to Kafka outside the outbox (docs/anti-pattern.md).
+			r.Method(http.MethodPost, "/payments", dualWrite)
+		} else {
+			// The payment and its event in one transaction; the relay publishes it.
+			r.Method(http.MethodPost, "/payments", payment.HandleCreate(paymentLogger, payments, relay.created))
+		}
+		r.Method(http.MethodGet, "/payments/{id}", payment.HandleGet(paymentLogger, payments))
+		// The lifecycle (docs/adr/0006): each transition and its event in one transaction.
+		for _, action := range []string{payment.ActionCapture, payment.ActionRefund, payment.ActionCancel} {
+			r.Method(http.MethodPost, "/payments/{id}/"+action, payment.HandleTransition(paymentLogger, payments, action, relay.created))
+		}
+	})
 	return r
+}
+
+// unauthorized answers a request without a live API key: 401 in the error shape of
+// every other failure.
+func unauthorized(logger *slog.Logger) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		payment.WriteError(w, r, logger, payment.Errorf(payment.Unauthorized, "Authorization",
+			"a valid API key is required: send Authorization: Bearer <key> (api keys create --merchant NAME makes one)"))
+	}
+}
+
+// keyLookupFailed answers a request whose key could not be checked: the database is
+// down, as for any other query, so 503 with Retry-After.
+func keyLookupFailed(logger *slog.Logger) func(http.ResponseWriter, *http.Request, error) {
+	return func(w http.ResponseWriter, r *http.Request, err error) {
+		unavailable := payment.Errorf(payment.Unavailable, "", "cannot check the API key right now")
+		payment.WriteError(w, r, logger, fmt.Errorf("%w: %w", unavailable, err))
+	}
 }
 
 // newAdminHandler is the operators' surface on ADMIN_ADDR: /metrics for the scraper

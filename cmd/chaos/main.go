@@ -91,6 +91,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	topic := flags.String("topic", event.DefaultTopic, "with -api-url: the topic of payment events")
 	apiCmd := flags.String("api-cmd", "", "start a student's API with this shell command line (with -consumer-cmd; environment in docs/contract.md)")
 	consumerCmd := flags.String("consumer-cmd", "", "start a student's consumer with this shell command line (with -api-cmd)")
+	apiKey := flags.String("api-key", "", "send \"Authorization: Bearer <key>\" with every request to a student's API (-api-url or -api-cmd); our API gets a key the harness makes")
 	relayMode := flags.String("relay-mode", chaos.RelayModePoll, "RELAY_MODE of our API: poll (the polling relay), cdc (logical replication), or both (each scenario in each mode, verdicts side by side)")
 	if err := flags.Parse(args); err != nil {
 		return err
@@ -156,7 +157,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}()
 
-	opts := chaos.Options{Root: root, Ports: ports, Payments: *payments, Logger: logger, Out: stdout, Commands: commands, RelayMode: *relayMode}
+	opts := chaos.Options{Root: root, Ports: ports, Payments: *payments, Logger: logger, Out: stdout, Commands: commands, RelayMode: *relayMode, APIKey: *apiKey}
 	switch {
 	case commands != nil:
 		fmt.Fprintf(stdout, "starting the student's services: api %q, consumer %q\n", commands.API, commands.Consumer)

@@ -46,6 +46,8 @@ type LoadConfig struct {
 	// digits. With Lifecycle it is captured and refunded in full, and that refund is the
 	// largest event the API can write. Default 0: none.
 	LargestEvery int
+	// APIKey, when set, goes with every request (newAPIClient).
+	APIKey string
 	// RequestTimeout bounds one HTTP attempt. Default 10 s.
 	RequestTimeout time.Duration
 	// MaxAttempts bounds the attempts per payment, the first included. Default 10.
@@ -157,7 +159,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return LoadResult{}, err
 	}
-	client := &http.Client{Timeout: cfg.RequestTimeout}
+	client := newAPIClient(cfg.RequestTimeout, cfg.APIKey)
 	defer client.CloseIdleConnections()
 
 	res := LoadResult{Started: time.Now(), RejectReasons: map[string]int{}, RetryReasons: map[string]int{}}

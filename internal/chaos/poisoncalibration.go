@@ -140,7 +140,7 @@ func measureCalibration(sizes []recordSize, shared int, poisonType string) calib
 // counts with the warm-up.
 func (p *poison) calibrate(ctx context.Context, rn *Run, verifier *Verifier, report *Report) (int, error) {
 	// Paced, so that most events are published alone and so measured alone.
-	load, err := RunLoad(ctx, LoadConfig{BaseURL: rn.API.BaseURL, RunID: report.RunID + "-calibration", Payments: calibrationPayments,
+	load, err := RunLoad(ctx, LoadConfig{BaseURL: rn.API.BaseURL, RunID: report.RunID + "-calibration", APIKey: rn.apiKey, Payments: calibrationPayments,
 		Span: calibrationPayments * 500 * time.Millisecond, LargestEvery: calibrationLargestEvery, Lifecycle: report.LifecycleLoad})
 	if err != nil {
 		return load.Accepted, fmt.Errorf("calibration load: %w", err)

@@ -64,6 +64,8 @@ type Run struct {
 	lateChanged []string
 	// relayMode is our API's RELAY_MODE (Report.RelayMode); empty for a student's.
 	relayMode string
+	// apiKey goes with every request to the API (newAPIClient); empty: none.
+	apiKey string
 }
 
 // recordLateChanges notes rows a paused replica changed after it resumed.
@@ -93,11 +95,15 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *Repor
 	if err != nil {
 		return nil, err
 	}
+	apiKey := opts.APIKey
 	if opts.Commands == nil {
 		if err := devstack.MigrateDatabase(ctx, paymentsURL, migrations.Payments); err != nil {
 			return nil, err
 		}
 		if err := devstack.MigrateDatabase(ctx, consumerURL, migrations.Antifraud); err != nil {
+			return nil, err
+		}
+		if apiKey, err = createAPIKey(ctx, opts.Binaries["./cmd/api"], paymentsURL); err != nil {
 			return nil, err
 		}
 	} else {
@@ -141,7 +147,8 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *Repor
 			return nil, err
 		}
 	}
-	rn := &Run{ports: opts.Ports, paymentsDB: paymentsURL, consumerDB: consumerURL, brokers: brokers, logDir: logDir, topic: report.Topic, group: env.Group, relayMode: report.RelayMode}
+	rn := &Run{ports: opts.Ports, paymentsDB: paymentsURL, consumerDB: consumerURL, brokers: brokers, logDir: logDir, topic: report.Topic, group: env.Group,
+		relayMode: report.RelayMode, apiKey: apiKey}
 	rn.API, rn.Consumer = env.processes(opts.Binaries, opts.Commands, sc, logDir)
 	if env.ReplicaAddr != "" {
 		rn.Replica = env.replica(rn.API, logDir)
@@ -173,7 +180,7 @@ func targetRun(opts Options, sc Scenario, report *Report) (*Run, error) {
 	report.Stack = cmp.Or(t.Stack, "external")
 	report.Topic, report.PaymentsDatabase, report.ConsumerDatabase = t.Topic, redact(t.PaymentsDB), redact(t.ConsumerDB)
 	return &Run{
-		paymentsDB: t.PaymentsDB, consumerDB: t.ConsumerDB, brokers: t.Brokers, logDir: "(not ours)",
+		paymentsDB: t.PaymentsDB, consumerDB: t.ConsumerDB, brokers: t.Brokers, logDir: "(not ours)", apiKey: opts.APIKey,
 		API:      &Process{Name: "api", BaseURL: strings.TrimRight(t.APIURL, "/")},
 		Consumer: &Process{Name: "consumer"},
 	}, nil

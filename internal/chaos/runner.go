@@ -49,6 +49,9 @@ type Options struct {
 	// the harness creates their empty databases and topic and owns the processes, so
 	// every scenario but dual-write runs. Not with Target.
 	Commands *ServiceCommands
+	// APIKey is sent as "Authorization: Bearer <key>" with every request to a student's
+	// API (Target or Commands); empty, none. For ours the harness makes a key itself.
+	APIKey string
 	// RelayMode is the RELAY_MODE our API runs with: "poll" (the default) or "cdc"
 	// (make chaos RELAY_MODE=cdc). Reports of cdc runs are written as
 	// chaos-<scenario>-cdc.json, beside the polling relay's. Only for our binaries: a
@@ -239,7 +242,7 @@ const warmUpPayments = 8
 func warmUp(ctx context.Context, rn *Run, verifier *Verifier, report *Report) error {
 	for i := range warmUpPayments {
 		runID := fmt.Sprintf("%s-warmup-%d", report.RunID, i)
-		warm, err := RunLoad(ctx, LoadConfig{BaseURL: rn.API.BaseURL, RunID: runID, Payments: 1})
+		warm, err := RunLoad(ctx, LoadConfig{BaseURL: rn.API.BaseURL, RunID: runID, Payments: 1, APIKey: rn.apiKey})
 		if err != nil || warm.Accepted != 1 {
 			return fmt.Errorf("warm-up payment not accepted (%v): %w", warm.RejectReasons, err)
 		}
@@ -257,7 +260,7 @@ func warmUp(ctx context.Context, rn *Run, verifier *Verifier, report *Report) er
 // captureWorks captures the payment id and reports whether the service answered 200;
 // when it did not, a note says what it answered.
 func captureWorks(ctx context.Context, rn *Run, id, runID string, report *Report) bool {
-	client := &http.Client{Timeout: 10 * time.Second}
+	client := newAPIClient(10*time.Second, rn.apiKey)
 	defer client.CloseIdleConnections()
 	url := strings.TrimRight(rn.API.BaseURL, "/") + "/payments/" + id + "/capture"
 	status, _, reason := postTransition(ctx, client, url, runID+"-capture", "")
@@ -297,7 +300,7 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 	}
 	rn.logger.Info("sending payments", slog.Int("payments", opts.Payments), slog.Duration("span", sc.Span), slog.Int("bursts", sc.Bursts))
 	urls := rn.apiURLs()
-	load, err := RunLoad(ctx, LoadConfig{BaseURL: urls[0], Replicas: urls[1:], RunID: report.RunID, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts,
+	load, err := RunLoad(ctx, LoadConfig{BaseURL: urls[0], Replicas: urls[1:], RunID: report.RunID, APIKey: rn.apiKey, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts,
 		LargestEvery: sc.LargestEvery, MaxAttempts: sc.MaxAttempts, Lifecycle: report.LifecycleLoad})
 	closeLoadDone()
 	if err != nil {

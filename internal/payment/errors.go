@@ -10,7 +10,9 @@ import (
 const (
 	// Invalid: the request is malformed or a field is wrong. Fix the request.
 	Invalid = "invalid"
-	// NotFound: no such payment.
+	// Unauthorized: no valid API key. Send "Authorization: Bearer <key>".
+	Unauthorized = "unauthorized"
+	// NotFound: no such payment, or not the merchant's (never told apart).
 	NotFound = "not_found"
 	// Unprocessable: well-formed, but conflicts with what was already done, e.g. an
 	// Idempotency-Key reused with a different body.
@@ -67,6 +69,8 @@ func StatusCode(code string) int {
 	switch code {
 	case Invalid:
 		return http.StatusBadRequest
+	case Unauthorized:
+		return http.StatusUnauthorized
 	case NotFound:
 		return http.StatusNotFound
 	case Unprocessable:

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/dscourse/payments-outbox/internal/merchant"
 )
 
 // paymentJSON is a payment on the wire.
@@ -65,6 +67,11 @@ const retryAfterSeconds = "2"
 // without waiting for the relay's next poll. It must not block.
 func HandleCreate(logger *slog.Logger, store *Store, notify func()) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		merchantID, err := requestMerchant(r)
+		if err != nil {
+			WriteError(w, r, logger, err)
+			return
+		}
 		key, err := idempotencyKey(r)
 		if err != nil {
 			WriteError(w, r, logger, err)
@@ -75,7 +82,7 @@ func HandleCreate(logger *slog.Logger, store *Store, notify func()) http.Handler
 			WriteError(w, r, logger, err)
 			return
 		}
-		created, err := store.Create(r.Context(), req, key)
+		created, err := store.Create(r.Context(), merchantID, req, key)
 		if err != nil {
 			WriteError(w, r, logger, err)
 			return
@@ -99,12 +106,17 @@ func HandleCreate(logger *slog.Logger, store *Store, notify func()) http.Handler
 // The router must set the path value "id" (chi and http.ServeMux both do).
 func HandleGet(logger *slog.Logger, store *Store) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		merchantID, err := requestMerchant(r)
+		if err != nil {
+			WriteError(w, r, logger, err)
+			return
+		}
 		id, err := uuid.Parse(r.PathValue("id"))
 		if err != nil {
 			WriteError(w, r, logger, Errorf(Invalid, "id", "payment id must be a UUID, got %q", r.PathValue("id")))
 			return
 		}
-		p, events, err := store.Get(r.Context(), id)
+		p, events, err := store.Get(r.Context(), merchantID, id)
 		if err != nil {
 			WriteError(w, r, logger, err)
 			return
@@ -128,6 +140,11 @@ func HandleGet(logger *slog.Logger, store *Store) http.Handler {
 // HandleCreate.
 func HandleTransition(logger *slog.Logger, store *Store, action string, notify func()) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		merchantID, err := requestMerchant(r)
+		if err != nil {
+			WriteError(w, r, logger, err)
+			return
+		}
 		id, err := uuid.Parse(r.PathValue("id"))
 		if err != nil {
 			WriteError(w, r, logger, Errorf(Invalid, "id", "payment id must be a UUID, got %q", r.PathValue("id")))
@@ -143,6 +160,7 @@ func HandleTransition(logger *slog.Logger, store *Store, action string, notify f
 			WriteError(w, r, logger, err)
 			return
 		}
+		req.MerchantID = merchantID
 		done, err := store.Transition(r.Context(), req, key)
 		if err != nil {
 			WriteError(w, r, logger, err)
@@ -157,6 +175,17 @@ func HandleTransition(logger *slog.Logger, store *Store, action string, notify f
 		body.EventID = &done.EventID
 		Encode(w, r, logger, http.StatusOK, body)
 	})
+}
+
+// requestMerchant is the merchant the request acts for, which merchant.RequireAPIKey
+// put on its context. Its absence is a wiring mistake (a route without the
+// middleware), answered as an internal error rather than served unscoped.
+func requestMerchant(r *http.Request) (uuid.UUID, error) {
+	id, ok := merchant.FromContext(r.Context())
+	if !ok {
+		return uuid.Nil, errors.New("no merchant on the request: the route lacks merchant.RequireAPIKey")
+	}
+	return id, nil
 }
 
 // Encode writes v as the JSON response with the given status.
@@ -203,8 +232,11 @@ func WriteError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 			slog.String("method", r.Method), slog.String("path", r.URL.Path),
 			slog.String("reason", e.Message), slog.Any("err", err))
 	}
-	if e.Code == Unavailable {
+	switch e.Code {
+	case Unavailable:
 		w.Header().Set("Retry-After", retryAfterSeconds)
+	case Unauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="payments"`)
 	}
 	Encode(w, r, logger, StatusCode(e.Code), errorJSON{Error: errorDetail{Code: e.Code, Message: e.Message, Field: e.Field}})
 }

@@ -26,7 +26,9 @@ const (
 
 // A TransitionRequest is a validated request to move a payment on.
 type TransitionRequest struct {
-	PaymentID uuid.UUID
+	// MerchantID is the merchant asking: a payment of another is NotFound.
+	MerchantID uuid.UUID
+	PaymentID  uuid.UUID
 	// Action is ActionCapture, ActionRefund or ActionCancel.
 	Action string
 	// RefundAmount is the amount to refund in minor units, > 0; 0 refunds whatever is

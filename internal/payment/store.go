@@ -49,7 +49,7 @@ func NewTracedStore(pool *pgxpool.Pool, tp trace.TracerProvider) *Store {
 //
 // The transaction has a span of its own, whose traceparent outbox.Insert stores with
 // the event: the relay's publish continues the trace from here.
-func (s *Store) Create(ctx context.Context, req CreateRequest, idempotencyKey string) (created Created, err error) {
+func (s *Store) Create(ctx context.Context, merchantID uuid.UUID, req CreateRequest, idempotencyKey string) (created Created, err error) {
 	ctx, span := s.tracer.Start(ctx, "payment create transaction")
 	defer func() {
 		if err != nil {
@@ -83,9 +83,9 @@ func (s *Store) Create(ctx context.Context, req CreateRequest, idempotencyKey st
 	defer tx.Rollback(ctx) //nolint:errcheck // the error that matters is returned below
 
 	if _, err := tx.Exec(ctx, `
-		INSERT INTO payments (id, user_id, amount, currency, created_at)
-		VALUES ($1, $2, $3, $4, $5)`,
-		p.ID, p.UserID, p.Amount, p.Currency, p.CreatedAt); err != nil {
+		INSERT INTO payments (id, user_id, amount, currency, created_at, merchant_id)
+		VALUES ($1, $2, $3, $4, $5, $6)`,
+		p.ID, p.UserID, p.Amount, p.Currency, p.CreatedAt, merchantID); err != nil {
 		return Created{}, translate(fmt.Errorf("insert payment: %w", err))
 	}
 
@@ -107,7 +107,7 @@ func (s *Store) Create(ctx context.Context, req CreateRequest, idempotencyKey st
 			if err := tx.Rollback(ctx); err != nil {
 				return Created{}, translate(fmt.Errorf("roll back duplicate request: %w", err))
 			}
-			return s.replay(ctx, idempotencyKey, hash)
+			return s.replay(ctx, merchantID, idempotencyKey, hash)
 		}
 	}
 
@@ -131,7 +131,7 @@ func (s *Store) Create(ctx context.Context, req CreateRequest, idempotencyKey st
 
 // replay answers a request whose Idempotency-Key is already taken; hash is the
 // request's requestHash.
-func (s *Store) replay(ctx context.Context, idempotencyKey string, hash []byte) (Created, error) {
+func (s *Store) replay(ctx context.Context, merchantID uuid.UUID, idempotencyKey string, hash []byte) (Created, error) {
 	var (
 		storedHash []byte
 		paymentID  uuid.UUID
@@ -146,7 +146,7 @@ func (s *Store) replay(ctx context.Context, idempotencyKey string, hash []byte) 
 		return Created{}, Errorf(Unprocessable, "Idempotency-Key",
 			"this Idempotency-Key was already used with a different request; use a new key for a new payment")
 	}
-	p, events, err := s.Get(ctx, paymentID)
+	p, events, err := s.Get(ctx, merchantID, paymentID)
 	if err != nil {
 		return Created{}, err
 	}
@@ -172,13 +172,14 @@ func scanPayment(row pgx.Row) (Payment, error) {
 	return p, err
 }
 
-// Get returns a payment and the delivery state of its events, oldest first. An event
-// whose published outbox row was cleaned up is no longer listed. An unknown id is
-// NotFound.
-func (s *Store) Get(ctx context.Context, id uuid.UUID) (Payment, []EventDelivery, error) {
+// Get returns a payment of merchantID and the delivery state of its events, oldest
+// first. An event whose published outbox row was cleaned up is no longer listed. An
+// unknown id, and the id of another merchant's payment, are NotFound alike: a merchant
+// cannot even learn that the payment exists.
+func (s *Store) Get(ctx context.Context, merchantID, id uuid.UUID) (Payment, []EventDelivery, error) {
 	ctx, cancel := context.WithTimeout(ctx, transactionTimeout)
 	defer cancel()
-	p, err := scanPayment(s.pool.QueryRow(ctx, `SELECT `+paymentColumns+` FROM payments WHERE id = $1`, id))
+	p, err := scanPayment(s.pool.QueryRow(ctx, `SELECT `+paymentColumns+` FROM payments WHERE id = $1 AND merchant_id = $2`, id, merchantID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Payment{}, nil, Errorf(NotFound, "id", "no payment with id %s", id)
 	}

@@ -51,7 +51,9 @@ func (s *Store) Transition(ctx context.Context, req TransitionRequest, idempoten
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // as in Create: a no-op after Commit
 
-	p, err := scanPayment(tx.QueryRow(ctx, `SELECT `+paymentColumns+` FROM payments WHERE id = $1 FOR UPDATE`, req.PaymentID))
+	// Another merchant's payment is NotFound, as in Get, and is not even locked.
+	p, err := scanPayment(tx.QueryRow(ctx, `SELECT `+paymentColumns+` FROM payments WHERE id = $1 AND merchant_id = $2 FOR UPDATE`,
+		req.PaymentID, req.MerchantID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Transitioned{}, Errorf(NotFound, "id", "no payment with id %s", req.PaymentID)
 	}

@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dscourse/payments-outbox/internal/antifraud"
+	"github.com/dscourse/payments-outbox/internal/merchant"
 	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 	"github.com/dscourse/payments-outbox/internal/payment"
 	"github.com/dscourse/payments-outbox/internal/testenv"
@@ -92,7 +93,10 @@ func setup(t *testing.T) traceBundle {
 
 	r := chi.NewRouter()
 	r.Use(tracing.Middleware(tp, func(r *http.Request) string { return chi.RouteContext(r.Context()).RoutePattern() }))
-	r.Method(http.MethodPost, "/payments", payment.HandleCreate(logger, payment.NewTracedStore(b.payments, tp), b.relay.Notify))
+	create := payment.HandleCreate(logger, payment.NewTracedStore(b.payments, tp), b.relay.Notify)
+	r.Method(http.MethodPost, "/payments", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		create.ServeHTTP(w, r.WithContext(merchant.WithID(r.Context(), merchant.DefaultID)))
+	}))
 	b.api = httptest.NewServer(r)
 	t.Cleanup(b.api.Close)
 	return b

@@ -21,7 +21,9 @@
 // RESULTS_DIR (/results), LARGEST_EVERY (0: none; the poison scenario's 20 makes every 20th
 // payment the largest valid one: a 64-character user id and a 19-digit amount, captured
 // and refunded in full),
-// LIFECYCLE (1; 0 sends creations only). The run fails (exit code 99) unless every
+// LIFECYCLE (1; 0 sends creations only), API_KEY (sent as "Authorization: Bearer <key>"
+// with every payment request; our API needs one, made by `api keys create --merchant k6`;
+// unset, none is sent). The run fails (exit code 99) unless every
 // payment was accepted, every 503 carried Retry-After and every race had exactly one
 // winner.
 //
@@ -45,6 +47,17 @@ const RESULTS_DIR = __ENV.RESULTS_DIR || '/results';
 const LARGEST_EVERY = __ENV.LARGEST_EVERY ? positiveInt('LARGEST_EVERY', 0) : 0;
 const LARGEST_USER_ID_PREFIX = 'chaos-large-';
 const LIFECYCLE = (__ENV.LIFECYCLE || '1') !== '0';
+const API_KEY = __ENV.API_KEY || '';
+
+/**
+ * withKey adds the API key, when there is one, to the headers of a payment request.
+ * @param {Record<string, string>} headers
+ * @returns {Record<string, string>}
+ */
+function withKey(headers) {
+  if (API_KEY !== '') headers['Authorization'] = `Bearer ${API_KEY}`;
+  return headers;
+}
 
 // Backoff between attempts of one payment: 250 ms doubling up to 4 s, as the Go generator.
 const FIRST_BACKOFF_S = 0.25;
@@ -185,7 +198,7 @@ export default function () {
   // JavaScript number holds exactly.
   const body = `{"user_id":${JSON.stringify(userID(n))},"amount":${amount(n)},"currency":"EUR"}`;
   const params = {
-    headers: { 'Content-Type': 'application/json', 'Idempotency-Key': key },
+    headers: withKey({ 'Content-Type': 'application/json', 'Idempotency-Key': key }),
     tags: { name: 'POST /payments' },
     timeout: '10s',
   };
@@ -277,7 +290,7 @@ function lifecycle(n, key, id) {
  */
 function transitionRequest(s, a) {
   /** @type {Record<string, string>} */
-  const headers = { 'Idempotency-Key': s.key };
+  const headers = withKey({ 'Idempotency-Key': s.key });
   if (s.body !== '') headers['Content-Type'] = 'application/json';
   return {
     method: 'POST',
