@@ -40,6 +40,9 @@ var notExercised = []string{
 	"refundPayment 500", "refundPayment 503",
 	"cancelPayment 500", "cancelPayment 503",
 	"readyz 503",
+	// Two requests with one key at once: internal/payment's idempotency tests hold the
+	// first in flight and see the second's 409.
+	"createPayment 409",
 	"listDeadLetters 404", "listDeadLetters 500",
 	"replayDeadLetter 500",
 }

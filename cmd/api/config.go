@@ -11,6 +11,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/outbox/poll"
+	"github.com/dscourse/payments-outbox/internal/payment"
 )
 
 // config is everything cmd/api reads from its environment (docs/contract.md lists the
@@ -80,6 +81,12 @@ type config struct {
 	//	RELAY_RETENTION          how long published rows are kept
 	//	RELAY_CLEANUP_INTERVAL   how often the cleaner runs
 	Cleaner outbox.CleanerConfig
+	// Keys configures the deletion of expired Idempotency-Keys (defaults on
+	// payment.KeyCleanerConfig).
+	//
+	//	IDEMPOTENCY_KEY_RETENTION     how long a key replays its answer (24h)
+	//	IDEMPOTENCY_CLEANUP_INTERVAL  how often expired keys are deleted (10m)
+	Keys payment.KeyCleanerConfig
 }
 
 // minAdminTokenBytes is the shortest ADMIN_TOKEN accepted: 32 bytes, 256 bits if
@@ -131,6 +138,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 		Cleaner: outbox.CleanerConfig{
 			Retention: env.PositiveDuration("RELAY_RETENTION", 0),
 			Interval:  env.PositiveDuration("RELAY_CLEANUP_INTERVAL", 0),
+		},
+		Keys: payment.KeyCleanerConfig{
+			Retention: env.PositiveDuration("IDEMPOTENCY_KEY_RETENTION", 0),
+			Interval:  env.PositiveDuration("IDEMPOTENCY_CLEANUP_INTERVAL", 0),
 		},
 	}
 	// A value that did not parse reads as its fallback, so Validate still has something
@@ -198,6 +209,9 @@ func (c config) Validate() error {
 	}
 	if err := c.Cleaner.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("outbox cleaner: %w", err))
+	}
+	if err := c.Keys.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("idempotency key cleaner: %w", err))
 	}
 	return errors.Join(errs...)
 }

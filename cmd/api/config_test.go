@@ -9,6 +9,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/outbox/poll"
+	"github.com/dscourse/payments-outbox/internal/payment"
 )
 
 func TestLoadConfigFillsDefaults(t *testing.T) {
@@ -62,6 +63,9 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 		"RELAY_ALERT_ROUTING_KEY":  "rk",
 		"RELAY_RETENTION":          "48h",
 		"RELAY_CLEANUP_INTERVAL":   "5m",
+
+		"IDEMPOTENCY_KEY_RETENTION":    "1h",
+		"IDEMPOTENCY_CLEANUP_INTERVAL": "1m",
 	}
 
 	got, err := loadConfig(func(k string) string { return env[k] })
@@ -95,6 +99,7 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 			AlertRoutingKey:  "rk",
 		},
 		Cleaner: outbox.CleanerConfig{Retention: 48 * time.Hour, Interval: 5 * time.Minute},
+		Keys:    payment.KeyCleanerConfig{Retention: time.Hour, Interval: time.Minute},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/dualwrite"
 	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/payment"
 	"github.com/dscourse/payments-outbox/internal/tracing"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -68,7 +69,8 @@ const maxHeaderBytes = 16 << 10
 //  2. The relay's context is cancelled: the relay claims no new batch, finishes or
 //     abandons its batch in flight within poll.Config.ShutdownTimeout
 //     (RELAY_SHUTDOWN_TIMEOUT; see poll.Relay.Run, which owns that bound) and closes
-//     its Kafka client; the cleaner stops between two deletes.
+//     its Kafka client; the cleaners (outbox rows, Idempotency-Keys) stop between two
+//     deletes.
 //  3. The dual-write handler's Kafka client (DUAL_WRITE=true only) closes, then the
 //     pool, which every step above used.
 //
@@ -99,6 +101,10 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, tp trace.Tracer
 	cleaner, err := outbox.NewCleaner(pool, cfg.Cleaner, logger, reg)
 	if err != nil {
 		return fmt.Errorf("new cleaner: %w", err)
+	}
+	keyCleaner, err := payment.NewKeyCleaner(pool, cfg.Keys, logger)
+	if err != nil {
+		return fmt.Errorf("new idempotency key cleaner: %w", err)
 	}
 	var dualWrite *dualwrite.Handler
 	if cfg.DualWrite {
@@ -144,6 +150,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, tp trace.Tracer
 		relayErr <- err
 	})
 	background.Go(func() { cleaner.Run(backgroundCtx) })
+	background.Go(func() { keyCleaner.Run(backgroundCtx) })
 
 	serveErr, adminErr := make(chan error, 1), make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()

@@ -334,9 +334,9 @@ VALUES (encode(overlay(uuid_send(gen_random_uuid()) PLACING substring(int8send((
         'user-' || (:n::bigint % 1000), :amount::bigint, 'EUR', date_trunc('microseconds', now()))
 RETURNING id AS pid, created_at AS ts
 \gset
-INSERT INTO idempotency_keys (key, request_hash, payment_id)
-VALUES (gen_random_uuid()::text, sha256(convert_to(:pid::text || :amount::text, 'UTF8')), :pid::uuid)
-ON CONFLICT (key) DO NOTHING;
+INSERT INTO idempotency_keys (merchant_id, key, request_hash, payment_id)
+VALUES ('00000000-0000-0000-0000-000000000001', gen_random_uuid()::text, sha256(convert_to(:pid::text || :amount::text, 'UTF8')), :pid::uuid)
+ON CONFLICT (merchant_id, key) DO NOTHING;
 INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at, next_attempt_at, may_have_predecessor)
 VALUES (encode(overlay(uuid_send(gen_random_uuid()) PLACING substring(int8send((extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3) FROM 1 FOR 6), 'hex')::uuid,
         'PaymentCreated', :pid::text,

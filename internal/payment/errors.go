@@ -21,6 +21,10 @@ const (
 	// twice, refund before capture, more refunded than captured), or another transition
 	// of the payment won the race. The message names the state found.
 	Conflict = "conflict"
+	// InFlight: another request with the same Idempotency-Key is still being
+	// processed. Retry after Retry-After with the same key: it then gets that request's
+	// answer. Never a second payment.
+	InFlight = "in_flight"
 	// TooLarge: the body is larger than the API accepts.
 	TooLarge = "too_large"
 	// UnsupportedMediaType: the body is not declared as JSON.
@@ -75,7 +79,7 @@ func StatusCode(code string) int {
 		return http.StatusNotFound
 	case Unprocessable:
 		return http.StatusUnprocessableEntity
-	case Conflict:
+	case Conflict, InFlight:
 		return http.StatusConflict
 	case TooLarge:
 		return http.StatusRequestEntityTooLarge

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dscourse/payments-outbox/internal/merchant"
@@ -49,13 +50,20 @@ func setupWithPool(t *testing.T, pool *pgxpool.Pool) *bundle {
 	for _, action := range []string{payment.ActionCapture, payment.ActionRefund, payment.ActionCancel} {
 		r.Method(http.MethodPost, "/payments/{id}/"+action, payment.HandleTransition(logger, store, action, func() { b.notified.Add(1) }))
 	}
-	// Every request acts for the default merchant, as if merchant.RequireAPIKey had
-	// authenticated it; cmd/api's tests cover the keys themselves and other merchants.
+	// Every request acts for the default merchant, or the one of its testMerchantHeader,
+	// as if merchant.RequireAPIKey had authenticated it; cmd/api's tests cover the keys.
 	b.handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		r.ServeHTTP(w, req.WithContext(merchant.WithID(req.Context(), merchant.DefaultID)))
+		id := merchant.DefaultID
+		if h := req.Header.Get(testMerchantHeader); h != "" {
+			id = uuid.MustParse(h)
+		}
+		r.ServeHTTP(w, req.WithContext(merchant.WithID(req.Context(), id)))
 	})
 	return b
 }
+
+// testMerchantHeader names, in a test's request, the merchant it acts for.
+const testMerchantHeader = "X-Test-Merchant"
 
 // post sends POST /payments with a JSON body and, if key is not empty, an
 // Idempotency-Key.

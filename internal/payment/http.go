@@ -60,6 +60,11 @@ func toEventJSON(e EventDelivery) eventJSON {
 // restart or failover takes.
 const retryAfterSeconds = "2"
 
+// inFlightRetryAfterSeconds is what a 409 in_flight asks clients to wait: a request
+// holds its key for one transaction, bounded by transactionTimeout and usually a few
+// milliseconds.
+const inFlightRetryAfterSeconds = "1"
+
 // HandleCreate serves POST /payments: it writes the payment and its PaymentCreated
 // event in one transaction (Store.Create) and answers 201, or replays the first answer
 // for a repeated Idempotency-Key. notify, if not nil, is called after a new payment
@@ -235,6 +240,8 @@ func WriteError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 	switch e.Code {
 	case Unavailable:
 		w.Header().Set("Retry-After", retryAfterSeconds)
+	case InFlight:
+		w.Header().Set("Retry-After", inFlightRetryAfterSeconds)
 	case Unauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="payments"`)
 	}

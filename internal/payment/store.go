@@ -41,11 +41,12 @@ func NewTracedStore(pool *pgxpool.Pool, tp trace.TracerProvider) *Store {
 // Create writes a payment and its PaymentCreated outbox event in one transaction:
 // both commit or neither does. It never talks to Kafka.
 //
-// With an idempotency key, the key is recorded in the same transaction. A retry with
-// the same key and the same request reads back the original payment (Replayed is
-// true) and writes nothing; the same key with a different request is Unprocessable.
-// Concurrent requests with one key create exactly one payment: the loser's INSERT of
-// the key waits for the winner's transaction and then finds its row.
+// With an idempotency key (the merchant's: keys are per merchant and endpoint), the
+// key is recorded in the same transaction. A retry with the same key and the same
+// request reads back the original payment (Replayed is true) and writes nothing; the
+// same key with a different request is Unprocessable. A request whose key another
+// request is still using is InFlight (409, Retry-After), at once and having written
+// nothing: the first holds the key (claimKey) until its transaction ends.
 //
 // The transaction has a span of its own, whose traceparent outbox.Insert stores with
 // the event: the relay's publish continues the trace from here.
@@ -82,6 +83,11 @@ func (s *Store) Create(ctx context.Context, merchantID uuid.UUID, req CreateRequ
 	// already done, pgx closes the connection instead, and the server rolls back.
 	defer tx.Rollback(ctx) //nolint:errcheck // the error that matters is returned below
 
+	if idempotencyKey != "" {
+		if err := claimKey(ctx, tx, "create", merchantID.String(), idempotencyKey); err != nil {
+			return Created{}, err
+		}
+	}
 	if _, err := tx.Exec(ctx, `
 		INSERT INTO payments (id, user_id, amount, currency, created_at, merchant_id)
 		VALUES ($1, $2, $3, $4, $5, $6)`,
@@ -91,15 +97,14 @@ func (s *Store) Create(ctx context.Context, merchantID uuid.UUID, req CreateRequ
 
 	if idempotencyKey != "" {
 		hash := requestHash(req)
-		// The key goes in after the payment because its payment_id references it. If a
-		// concurrent transaction holds the same key, this INSERT waits for it to end:
-		// on its commit we insert nothing and replay its payment; on its rollback we
-		// get the key.
+		// The key goes in after the payment because its payment_id references it. No
+		// other transaction is using the key (claimKey): a conflict here is a key that
+		// an earlier request committed, whose payment we replay.
 		tag, err := tx.Exec(ctx, `
-			INSERT INTO idempotency_keys (key, request_hash, payment_id)
-			VALUES ($1, $2, $3)
-			ON CONFLICT (key) DO NOTHING`,
-			idempotencyKey, hash, p.ID)
+			INSERT INTO idempotency_keys (merchant_id, key, request_hash, payment_id)
+			VALUES ($1, $2, $3, $4)
+			ON CONFLICT (merchant_id, key) DO NOTHING`,
+			merchantID, idempotencyKey, hash, p.ID)
 		if err != nil {
 			return Created{}, translate(fmt.Errorf("insert idempotency key: %w", err))
 		}
@@ -137,8 +142,8 @@ func (s *Store) replay(ctx context.Context, merchantID uuid.UUID, idempotencyKey
 		paymentID  uuid.UUID
 	)
 	err := s.pool.QueryRow(ctx, `
-		SELECT request_hash, payment_id FROM idempotency_keys WHERE key = $1`,
-		idempotencyKey).Scan(&storedHash, &paymentID)
+		SELECT request_hash, payment_id FROM idempotency_keys WHERE merchant_id = $1 AND key = $2`,
+		merchantID, idempotencyKey).Scan(&storedHash, &paymentID)
 	if err != nil {
 		return Created{}, translate(fmt.Errorf("read idempotency key: %w", err))
 	}
@@ -240,4 +245,26 @@ func requestHash(req CreateRequest) []byte {
 	fmt.Fprintf(h, "%d:%s|", len(req.UserID), req.UserID)
 	fmt.Fprintf(h, "%d|%s", req.Amount, req.Currency)
 	return h.Sum(nil)
+}
+
+// claimKey makes tx the one user of an Idempotency-Key until it ends, or returns
+// InFlight when another transaction uses it now. The claim is a transaction-level
+// advisory lock on the key's scope (endpoint, then the merchant or the payment, then
+// the key), taken without waiting: a client that retries on its own timeout while its
+// first attempt still runs gets 409 and Retry-After at once, instead of a second
+// connection held waiting, and never a second payment. Once the first transaction
+// ends, the lock is free and its row (if it committed) is visible, so the retry
+// replays it. Two scopes that share a 64-bit hash only ever make one of them wait.
+func claimKey(ctx context.Context, tx pgx.Tx, endpoint, owner, key string) error {
+	var claimed bool
+	// Length-prefixed parts: no two scopes share a text.
+	scope := fmt.Sprintf("%d:%s|%d:%s|%s", len(endpoint), endpoint, len(owner), owner, key)
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, scope).Scan(&claimed); err != nil {
+		return translate(fmt.Errorf("claim idempotency key: %w", err))
+	}
+	if !claimed {
+		return Errorf(InFlight, "Idempotency-Key",
+			"a request with this Idempotency-Key is still in progress; retry after Retry-After with the same key to get its answer")
+	}
+	return nil
 }

@@ -36,8 +36,8 @@ type Transitioned struct {
 // take the lock wins and the second then finds the payment captured (or cancelled) and
 // gets a Conflict naming that state, having written nothing. With an idempotency key, a
 // repeat of the same request replays (Replayed, nothing written) and the same key with
-// another request is Unprocessable; keys are per payment and action (ADR 0006), and they
-// are read and written under the row lock, so concurrent repeats are serialised too.
+// another request is Unprocessable; keys are per payment and action (ADR 0006). A repeat
+// while the first request is still in flight is InFlight (claimKey in store.go).
 func (s *Store) Transition(ctx context.Context, req TransitionRequest, idempotencyKey string) (Transitioned, error) {
 	ctx, cancel := context.WithTimeout(ctx, transactionTimeout)
 	defer cancel()
@@ -51,6 +51,13 @@ func (s *Store) Transition(ctx context.Context, req TransitionRequest, idempoten
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // as in Create: a no-op after Commit
 
+	// Before the row lock: a repeat of a request still in flight is InFlight at once,
+	// while requests with other keys (or none) wait for the lock as before.
+	if idempotencyKey != "" {
+		if err := claimKey(ctx, tx, req.Action, req.MerchantID.String()+"/"+req.PaymentID.String(), idempotencyKey); err != nil {
+			return Transitioned{}, err
+		}
+	}
 	// Another merchant's payment is NotFound, as in Get, and is not even locked.
 	p, err := scanPayment(tx.QueryRow(ctx, `SELECT `+paymentColumns+` FROM payments WHERE id = $1 AND merchant_id = $2 FOR UPDATE`,
 		req.PaymentID, req.MerchantID))
