@@ -52,6 +52,11 @@ func createAPIKey(ctx context.Context, apiBinary, paymentsDB string) (string, er
 	if err != nil {
 		return "", fmt.Errorf("api keys create: %w", err)
 	}
+	return parseAPIKey(out)
+}
+
+// parseAPIKey reads the api_key of what "api keys create" printed.
+func parseAPIKey(out []byte) (string, error) {
 	var created struct {
 		Key string `json:"api_key"`
 	}

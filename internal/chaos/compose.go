@@ -23,6 +23,9 @@ type ComposeServices interface {
 	Up(ctx context.Context) error
 	// Down stops them and removes what Up made.
 	Down(ctx context.Context) error
+	// APIKey makes a merchant's API key with the API's own command (api keys create) on
+	// the started stack's payments database, for every request of the run.
+	APIKey(ctx context.Context) (string, error)
 }
 
 // ComposeStack is a compose project as the harness checks it: the services the file
@@ -101,6 +104,9 @@ func (s ComposeStack) run(ctx context.Context, opts Options, sc Scenario, consum
 			return nil, err
 		}
 	}
+	if opts.APIKey, err = s.Services.APIKey(ctx); err != nil {
+		return nil, err
+	}
 	return RunScenario(ctx, opts, nil, sc)
 }
 
@@ -164,6 +170,20 @@ func (d DockerCompose) Up(ctx context.Context) error {
 		return err
 	}
 	return d.compose(ctx, "up", "-d", "--build", "--wait")
+}
+
+// APIKey runs "api keys create" in a one-off container of the api service, on the
+// stack's database, and returns the key it prints.
+func (d DockerCompose) APIKey(ctx context.Context) (string, error) {
+	cmd := exec.CommandContext(ctx, "docker", "compose", "-f", d.File, "run", "--rm", "-T", "--no-deps", composeAPI, "keys", "create", "--merchant", "chaos")
+	if d.Out != nil {
+		cmd.Stderr = d.Out
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("docker compose run %s keys create: %w", composeAPI, err)
+	}
+	return parseAPIKey(out)
 }
 
 // Down stops the stack and removes its volumes.

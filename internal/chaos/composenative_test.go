@@ -29,8 +29,10 @@ type fileProcesses struct {
 	view    ComposeView
 	// binaries maps a binary the file runs (/usr/local/bin/<name>) to its build.
 	binaries map[string]string
-	// services are the services started, with the address each listens on.
+	// services are the services started, with the address each listens on; admin the
+	// address of each one's admin listener (ADMIN_ADDR), when the file gives it one.
 	services map[string]string
+	admin    map[string]string
 	// topic is the fresh name of the topic the file's kafka-init creates, with its
 	// partitions.
 	topic      string
@@ -46,7 +48,7 @@ type fileProcesses struct {
 // databases, topic and group, a port for each service of the project image, and the
 // view that maps the file onto the native stack with them.
 func composeNative(p *types.Project, ports devstack.Ports, binaries map[string]string, logDir string) (*fileProcesses, error) {
-	fp := &fileProcesses{project: p, ports: ports, binaries: binaries, services: map[string]string{}, logDir: logDir}
+	fp := &fileProcesses{project: p, ports: ports, binaries: binaries, services: map[string]string{}, admin: map[string]string{}, logDir: logDir}
 	for name, s := range p.Services {
 		if strings.HasPrefix(s.Image, "payments-outbox:") {
 			addr, err := freeAddr()
@@ -54,6 +56,11 @@ func composeNative(p *types.Project, ports devstack.Ports, binaries map[string]s
 				return nil, err
 			}
 			fp.services[name] = addr
+			if s.Environment["ADMIN_ADDR"] != nil {
+				if fp.admin[name], err = freeAddr(); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	databases, err := composeInitDatabases(p)
@@ -86,7 +93,7 @@ func composeNative(p *types.Project, ports devstack.Ports, binaries map[string]s
 		return nil, err
 	}
 	fp.view.Addr = func(service, port string) (string, error) {
-		return nativeAddr(p, ports, tp, fp.services, absent, service, port)
+		return nativeAddr(p, ports, tp, fp.services, fp.admin, absent, service, port)
 	}
 	return fp, nil
 }
@@ -96,9 +103,13 @@ func composeNative(p *types.Project, ports devstack.Ports, binaries map[string]s
 // the kafka service's DIRECT listener, and its listener for the host, are
 // Ports.DirectBroker; the toxiproxy service's API port is Ports.ToxiproxyAPI and each proxy port of its
 // configuration is the native address of the proxy of that name.
-func nativeAddr(p *types.Project, ports devstack.Ports, tp composeToxiproxyConfig, started map[string]string, absent, service, port string) (string, error) {
+func nativeAddr(p *types.Project, ports devstack.Ports, tp composeToxiproxyConfig, started, admin map[string]string, absent, service, port string) (string, error) {
 	if addr, ok := started[service]; ok {
-		// The port the file has the service listen on (HTTP_ADDR), and no other.
+		// The ports the file has the service listen on (HTTP_ADDR, ADMIN_ADDR), and no
+		// other.
+		if listen := p.Services[service].Environment["ADMIN_ADDR"]; listen != nil && strings.HasSuffix(*listen, ":"+port) {
+			return admin[service], nil
+		}
 		if listen := p.Services[service].Environment["HTTP_ADDR"]; listen == nil || !strings.HasSuffix(*listen, ":"+port) {
 			return "", fmt.Errorf("%s:%s: the service listens on no such port", service, port)
 		}
@@ -179,6 +190,16 @@ func (fp *fileProcesses) Up(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// APIKey runs the file's api binary as "api keys create", with the api service's
+// environment (its DATABASE_URL), as DockerCompose runs it in a one-off container.
+func (fp *fileProcesses) APIKey(ctx context.Context) (string, error) {
+	env, err := fp.view.Env(fp.project, composeAPI)
+	if err != nil {
+		return "", err
+	}
+	return createAPIKey(ctx, fp.binaries[filepath.Base(fp.project.Services[composeAPI].Entrypoint[0])], env["DATABASE_URL"])
 }
 
 // Down stops the processes and removes the databases and the topic.
