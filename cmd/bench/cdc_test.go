@@ -1,0 +1,52 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestCDCReportTakesMediansOfRepetitionsAndTheOutageOnce(t *testing.T) {
+	t.Parallel()
+	all := []cdcFigures{
+		{pollDrain: drainResult{eventsPerSecond: 100}, cdcDrain: drainResult{eventsPerSecond: 50}, cdcLatency: latencyResult{p99: 30}, loadAvg: 1},
+		{pollDrain: drainResult{eventsPerSecond: 300}, cdcDrain: drainResult{eventsPerSecond: 150}, cdcLatency: latencyResult{p99: 10}, loadAvg: 5},
+		{pollDrain: drainResult{eventsPerSecond: 200}, cdcDrain: drainResult{eventsPerSecond: 80}, cdcLatency: latencyResult{p99: 20}, loadAvg: 3},
+	}
+	got := cdcReport(all, 60_355_232, cdcBenchConfig{backlog: 1000, reps: len(all), outage: 60 * time.Second})
+
+	want := map[string]any{
+		"cdc_bench_reps":     3,
+		"cdc_bench_outage_s": 60.0,
+		// The repetitions' figures: median, and the spread over the three.
+		"cdc_bench_poll_drain_events_per_s":     200.0,
+		"cdc_bench_poll_drain_events_per_s_min": 100.0,
+		"cdc_bench_poll_drain_events_per_s_max": 300.0,
+		"cdc_drain_events_per_s":                80.0,
+		"cdc_drain_events_per_s_min":            50.0,
+		"cdc_drain_events_per_s_max":            150.0,
+		"cdc_to_poll_drain_ratio":               0.5, // each repetition's own ratio: 0.5, 0.5, 0.4
+		"cdc_to_poll_drain_ratio_min":           0.4,
+		"cdc_to_poll_drain_ratio_max":           0.5,
+		"cdc_latency_p99_ms":                    20.0,
+		"cdc_latency_p99_ms_min":                10.0,
+		"cdc_latency_p99_ms_max":                30.0,
+		"cdc_bench_load_avg_1m":                 3.0,
+		"cdc_bench_load_avg_1m_min":             1.0,
+		"cdc_bench_load_avg_1m_max":             5.0,
+		// The outage, measured once: no spread.
+		"cdc_wal_retained_bytes_after_60s_outage":     60_355_232.0,
+		"cdc_wal_retained_bytes_after_60s_outage_min": 60_355_232.0,
+		"cdc_wal_retained_bytes_after_60s_outage_max": 60_355_232.0,
+	}
+	picked := map[string]any{}
+	for k := range want {
+		if v, ok := got[k]; ok {
+			picked[k] = v
+		}
+	}
+	if diff := cmp.Diff(want, picked); diff != "" {
+		t.Errorf("cdcReport (-want +got):\n%s", diff)
+	}
+}
