@@ -131,7 +131,7 @@ BENCH_DEFAULT := api cdc consumer relay
 BENCH_CLUSTER  = KAFKA_CLUSTER_BROKERS="$${KAFKA_CLUSTER_BROKERS-$$(KAFKA_NODES=3 bash $(STACK_KF) status >/dev/null 2>&1 && echo $(CLUSTER_BROKERS))}"
 
 .PHONY: bench
-bench: setup-bench stack-up ## The API, CDC, consumer and relay benchmarks, default repetitions (about 15 min on 2 cores, half of it the CDC benchmark); writes reports/bench.json
+bench: setup-bench stack-up ## The API, CDC, consumer and relay benchmarks, default repetitions (9 min on 2 cores at load 4 to 8, about 3 min each for the API, CDC and relay benchmarks); writes reports/bench.json
 	$(BENCH_CLUSTER) $(GO) run ./cmd/bench $(BENCH_DEFAULT)
 
 .PHONY: bench-ladder
