@@ -44,10 +44,13 @@ func (b abuseBundle) rows(t *testing.T) string {
 	t.Helper()
 	var state string
 	// Counts, and the payments' state: a transition changes a row without adding one.
+	// Events are counted pending and published together: the API's relay moves a row
+	// from outbox_events to outbox_published whenever it publishes it.
 	err := b.db.QueryRow(t.Context(), `
-		SELECT format('payments=%s idempotency_keys=%s transition_keys=%s outbox_events=%s states=%s',
+		SELECT format('payments=%s idempotency_keys=%s transition_keys=%s events=%s states=%s',
 		       (SELECT count(*) FROM payments), (SELECT count(*) FROM idempotency_keys),
-		       (SELECT count(*) FROM transition_keys), (SELECT count(*) FROM outbox_events),
+		       (SELECT count(*) FROM transition_keys),
+		       (SELECT count(*) FROM outbox_events) + (SELECT count(*) FROM outbox_published),
 		       (SELECT coalesce(string_agg(status || '/' || version, ',' ORDER BY id), '') FROM payments))`).Scan(&state)
 	if err != nil {
 		t.Fatalf("count rows: %v", err)
