@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 	"github.com/dscourse/payments-outbox/internal/payment"
+	"github.com/dscourse/payments-outbox/internal/webhooksig"
 )
 
 // config is everything cmd/api reads from its environment (docs/contract.md lists the
@@ -58,6 +60,9 @@ type config struct {
 	//	                         127.0.0.1:29092 under chaos, through Toxiproxy)
 	//	KAFKA_TOPIC              topic of the payment events (payments.events)
 	//	ALERT_WEBHOOK_URL        receives the dead-letter alerts (empty: only logged)
+	//	ALERT_WEBHOOK_SECRET     whsec_<base64 key of 24 to 64 bytes>: signs each
+	//	                         alert as Standard Webhooks does (empty: unsigned,
+	//	                         and a Warn at start; see alertSecret)
 	//	RELAY_WORKERS            workers claiming batches
 	//	RELAY_BATCH_SIZE         rows per claim
 	//	RELAY_LEASE              how long a batch may hold its rows (the idle timeout
@@ -144,12 +149,41 @@ func loadConfig(getenv func(string) string) (config, error) {
 			Interval:  env.PositiveDuration("IDEMPOTENCY_CLEANUP_INTERVAL", 0),
 		},
 	}
+	secret, secretErr := alertSecret(env.String("ALERT_WEBHOOK_SECRET", ""))
+	cfg.Relay.AlertSecret = secret
 	// A value that did not parse reads as its fallback, so Validate still has something
 	// to check, and the operator learns of every mistake in one start.
-	if err := errors.Join(env.Err(), cfg.Validate()); err != nil {
+	if err := errors.Join(env.Err(), secretErr, cfg.Validate()); err != nil {
 		return config{}, err
 	}
 	return cfg, nil
+}
+
+// alertSecret parses ALERT_WEBHOOK_SECRET; unset, it is the zero Secret, and the
+// alerts go out unsigned.
+//
+// Unsigned alerts are allowed, with a Warn at start (logUnsignedAlerts), rather than
+// refused: the alert is a copy of the Error log line, for a receiver of the operators'
+// own choosing, and refusing to start would stop every deployment whose receiver
+// cannot check a signature yet, taking the relay down with it. Signing is for when
+// the receiver can check it; the Warn says what an unsigned alert risks.
+func alertSecret(value string) (webhooksig.Secret, error) {
+	if value == "" {
+		return webhooksig.Secret{}, nil
+	}
+	secret, err := webhooksig.ParseSecret(value)
+	if err != nil {
+		// ParseSecret's errors never quote the secret.
+		return webhooksig.Secret{}, fmt.Errorf("ALERT_WEBHOOK_SECRET: %w, or leave it unset to send the alerts unsigned", err)
+	}
+	return secret, nil
+}
+
+// logUnsignedAlerts warns at start when the alerts go to a webhook unsigned.
+func logUnsignedAlerts(c config, logger *slog.Logger) {
+	if c.Relay.AlertWebhookURL != "" && c.Relay.AlertSecret.IsZero() {
+		logger.Warn("ALERT_WEBHOOK_SECRET is unset: the dead-letter alerts are sent unsigned, and their receiver cannot tell them from forged ones; set it to whsec_ and the base64 of a random key (openssl rand -base64 32)")
+	}
 }
 
 // Validate checks the configuration before anything starts, and says how to fix it.
@@ -193,6 +227,9 @@ func (c config) Validate() error {
 			// Webhook URLs carry their secret in the path or query: name the host only.
 			errs = append(errs, fmt.Errorf("ALERT_WEBHOOK_URL (host %q) is not an http(s) URL: use e.g. https://alerts.example.com/hook, or leave it unset to only log alerts", urlHost(u)))
 		}
+	}
+	if !c.Relay.AlertSecret.IsZero() && c.Relay.AlertWebhookURL == "" {
+		errs = append(errs, errors.New("ALERT_WEBHOOK_SECRET is set but ALERT_WEBHOOK_URL is not: there is no webhook call to sign; set the URL too, or unset the secret"))
 	}
 	if c.RelayMode != relayModePoll && c.RelayMode != relayModeCDC {
 		errs = append(errs, fmt.Errorf("RELAY_MODE=%q: use poll (the polling relay, the default) or cdc (logical replication; needs wal_level=logical)", c.RelayMode))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 	"github.com/dscourse/payments-outbox/internal/payment"
+	"github.com/dscourse/payments-outbox/internal/webhooksig"
 )
 
 func TestLoadConfigFillsDefaults(t *testing.T) {
@@ -40,17 +42,18 @@ func TestLoadConfigFillsDefaults(t *testing.T) {
 func TestLoadConfigReadsEveryVariable(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{
-		"DATABASE_URL":       "postgres://db/payments",
-		"DATABASE_MAX_CONNS": "32",
-		"KAFKA_BROKERS":      " 127.0.0.1:29092, 127.0.0.1:29093 ,",
-		"KAFKA_TOPIC":        "t",
-		"HTTP_ADDR":          ":9000",
-		"DUAL_WRITE":         "true",
-		"ADMIN_ADDR":         "127.0.0.1:9999",
-		"ADMIN_TOKEN":        "s3cret-s3cret-s3cret-s3cret-0123",
-		"ALERT_WEBHOOK_URL":  "http://127.0.0.1:9999/hook",
-		"RELAY_MODE":         "cdc",
-		"RELAY_CDC_SLOT":     "outbox_cdc_replicas",
+		"DATABASE_URL":         "postgres://db/payments",
+		"DATABASE_MAX_CONNS":   "32",
+		"KAFKA_BROKERS":        " 127.0.0.1:29092, 127.0.0.1:29093 ,",
+		"KAFKA_TOPIC":          "t",
+		"HTTP_ADDR":            ":9000",
+		"DUAL_WRITE":           "true",
+		"ADMIN_ADDR":           "127.0.0.1:9999",
+		"ADMIN_TOKEN":          "s3cret-s3cret-s3cret-s3cret-0123",
+		"ALERT_WEBHOOK_URL":    "http://127.0.0.1:9999/hook",
+		"ALERT_WEBHOOK_SECRET": testAlertSecret,
+		"RELAY_MODE":           "cdc",
+		"RELAY_CDC_SLOT":       "outbox_cdc_replicas",
 
 		"RELAY_WORKERS":            "8",
 		"RELAY_BATCH_SIZE":         "500",
@@ -97,6 +100,7 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 			QueryTimeout:     stopRelayQuery,
 			AlertTimeout:     stopRelayAlert,
 			AlertRoutingKey:  "rk",
+			AlertSecret:      mustParseSecret(t, testAlertSecret),
 		},
 		Cleaner: outbox.CleanerConfig{Retention: 48 * time.Hour, Interval: 5 * time.Minute},
 		Keys:    payment.KeyCleanerConfig{Retention: time.Hour, Interval: time.Minute},
@@ -124,6 +128,11 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{"bad broker", map[string]string{"DATABASE_URL": "x", "KAFKA_BROKERS": "kafka"}, []string{"KAFKA_BROKERS", "host:port"}},
 		{"empty brokers", map[string]string{"DATABASE_URL": "x", "KAFKA_BROKERS": ","}, []string{"KAFKA_BROKERS is empty"}},
 		{"bad webhook", map[string]string{"DATABASE_URL": "x", "ALERT_WEBHOOK_URL": "ftp://x"}, []string{"ALERT_WEBHOOK_URL", "http(s)"}},
+		{"secret without its prefix", map[string]string{"DATABASE_URL": "x", "ALERT_WEBHOOK_URL": "http://h/", "ALERT_WEBHOOK_SECRET": "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
+			[]string{"ALERT_WEBHOOK_SECRET", "whsec_", "leave it unset"}},
+		{"short secret", map[string]string{"DATABASE_URL": "x", "ALERT_WEBHOOK_URL": "http://h/", "ALERT_WEBHOOK_SECRET": "whsec_c2hvcnQ="},
+			[]string{"ALERT_WEBHOOK_SECRET", "5 bytes, want 24 to 64", "openssl rand -base64 32"}},
+		{"secret without a webhook", map[string]string{"DATABASE_URL": "x", "ALERT_WEBHOOK_SECRET": testAlertSecret}, []string{"ALERT_WEBHOOK_SECRET is set but ALERT_WEBHOOK_URL is not"}},
 		{"bad admin address", map[string]string{"DATABASE_URL": "x", "ADMIN_ADDR": "9090"}, []string{"ADMIN_ADDR", "127.0.0.1:9090"}},
 		{"admin on the API's listener", map[string]string{"DATABASE_URL": "x", "ADMIN_ADDR": "127.0.0.1:8080"}, []string{"ADMIN_ADDR", "listener of their own"}},
 		{"short admin token", map[string]string{"DATABASE_URL": "x", "ADMIN_TOKEN": "local-admin-token"}, []string{"ADMIN_TOKEN is 17 bytes", "at least 32"}},
@@ -140,6 +149,9 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		_, err := loadConfig(func(k string) string { return tt.env[k] })
 		if err != nil && tt.env["ADMIN_TOKEN"] != "" && strings.Contains(err.Error(), tt.env["ADMIN_TOKEN"]) {
 			t.Errorf("%s: error %q prints the admin token", tt.name, err)
+		}
+		if secret := strings.TrimPrefix(tt.env["ALERT_WEBHOOK_SECRET"], "whsec_"); err != nil && secret != "" && strings.Contains(err.Error(), secret) {
+			t.Errorf("%s: error %q prints the alert secret", tt.name, err)
 		}
 		if err == nil {
 			t.Errorf("%s: loadConfig succeeded, want an error", tt.name)
@@ -180,5 +192,44 @@ func TestStopBudgetAddsUp(t *testing.T) {
 	}
 	if got := cfg.stopTotal(); got > stopBudget || stopBudget > 25*time.Second {
 		t.Errorf("worst-case stop %s, budget %s: want the stop within a budget of at most 25 s (a pod's 30 s grace)", got, stopBudget)
+	}
+}
+
+// testAlertSecret is a valid ALERT_WEBHOOK_SECRET (a 24-byte key).
+const testAlertSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+func mustParseSecret(t *testing.T, s string) webhooksig.Secret {
+	t.Helper()
+	secret, err := webhooksig.ParseSecret(s)
+	if err != nil {
+		t.Fatalf("ParseSecret: %v", err)
+	}
+	return secret
+}
+
+// Alerts sent unsigned are allowed, and said at start; signed ones, or none, are not
+// worth a line.
+func TestUnsignedAlertsAreAWarnAtStart(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		env      map[string]string
+		wantWarn bool
+	}{
+		{"webhook without a secret", map[string]string{"DATABASE_URL": "x", "ALERT_WEBHOOK_URL": "http://h/"}, true},
+		{"webhook with a secret", map[string]string{"DATABASE_URL": "x", "ALERT_WEBHOOK_URL": "http://h/", "ALERT_WEBHOOK_SECRET": testAlertSecret}, false},
+		{"no webhook", map[string]string{"DATABASE_URL": "x"}, false},
+	}
+	for _, tt := range tests {
+		cfg, err := loadConfig(func(k string) string { return tt.env[k] })
+		if err != nil {
+			t.Fatalf("%s: loadConfig: %v", tt.name, err)
+		}
+		var logs strings.Builder
+		logUnsignedAlerts(cfg, slog.New(slog.NewJSONHandler(&logs, nil)))
+		warned := strings.Contains(logs.String(), `"level":"WARN"`) && strings.Contains(logs.String(), "ALERT_WEBHOOK_SECRET is unset")
+		if warned != tt.wantWarn {
+			t.Errorf("%s: warned %t, want %t; logs:\n%s", tt.name, warned, tt.wantWarn, logs.String())
+		}
 	}
 }

@@ -72,6 +72,7 @@ func (c config) cdcConfig() cdc.Config {
 		OutageBackoffMax:   c.Relay.OutageBackoffMax,
 		AlertWebhookURL:    c.Relay.AlertWebhookURL,
 		AlertRoutingKey:    c.Relay.AlertRoutingKey,
+		AlertSecret:        c.Relay.AlertSecret,
 		AlertTimeout:       c.Relay.AlertTimeout,
 		OldestPendingAlert: c.Relay.OldestPendingAlert,
 		// Fault injection for the clock-skew chaos scenario (docs/contract.md).

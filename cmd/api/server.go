@@ -94,6 +94,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, tp trace.Tracer
 		return err
 	}
 	cfg.Relay.TracerProvider = tp
+	logUnsignedAlerts(cfg, logger)
 	relay, nudges, err := newRelay(cfg, pool, logger, reg)
 	if err != nil {
 		return err

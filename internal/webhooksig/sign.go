@@ -72,6 +72,9 @@ func ParseSecret(s string) (Secret, error) {
 // IsZero reports whether s is the zero Secret: no key, nothing to sign with.
 func (s Secret) IsZero() bool { return len(s.key) == 0 }
 
+// Equal reports whether s and o hold the same key, comparing in constant time.
+func (s Secret) Equal(o Secret) bool { return hmac.Equal(s.key, o.key) }
+
 // String hides the key; so do GoString and LogValue.
 func (s Secret) String() string {
 	if s.IsZero() {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dscourse/payments-outbox/internal/webhooksig"
 )
 
 // Config configures a Relay. Zero fields take the documented defaults, so a config
@@ -87,9 +89,11 @@ type Config struct {
 
 	// AlertWebhookURL, when set, receives a POST for every dead-lettered event, with the
 	// polling relay's body (poll.Config.AlertWebhookURL); AlertRoutingKey is
-	// copied into it. AlertTimeout bounds one call. Default timeout 5s.
+	// copied into it; AlertSecret, when set, signs it (poll.Config.AlertSecret).
+	// AlertTimeout bounds one call. Default timeout 5s.
 	AlertWebhookURL string
 	AlertRoutingKey string
+	AlertSecret     webhooksig.Secret
 	AlertTimeout    time.Duration
 
 	// StatsInterval is how often outbox_pending_count, the oldest pending age and the

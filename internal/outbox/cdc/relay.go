@@ -67,7 +67,7 @@ func NewRelay(pool *pgxpool.Pool, cfg Config, logger *slog.Logger, metrics *Metr
 		store:    store{pool: pool},
 		logger:   logger,
 		metrics:  metrics,
-		alerter:  delivery.NewAlerter(delivery.AlertConfig{WebhookURL: cfg.AlertWebhookURL, RoutingKey: cfg.AlertRoutingKey, Timeout: cfg.AlertTimeout}, logger),
+		alerter:  delivery.NewAlerter(delivery.AlertConfig{WebhookURL: cfg.AlertWebhookURL, RoutingKey: cfg.AlertRoutingKey, Timeout: cfg.AlertTimeout, Secret: cfg.AlertSecret}, logger),
 		breaker:  delivery.NewPartitionBreaker(cfg.OutageBackoffBase, cfg.OutageBackoffMax),
 		replayed: make(chan struct{}, 1),
 	}, nil

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dscourse/payments-outbox/internal/tracing"
+	"github.com/dscourse/payments-outbox/internal/webhooksig"
 )
 
 // Config configures a Relay. Zero fields take the documented defaults, so a
@@ -77,6 +78,10 @@ type Config struct {
 	// for every dead-lettered event. AlertRoutingKey is copied into its routing_key.
 	AlertWebhookURL string
 	AlertRoutingKey string
+	// AlertSecret, when set, signs every webhook call as Standard Webhooks does,
+	// so that the receiver can tell our alerts from forged ones (package
+	// webhooksig). Default: the zero Secret, calls unsigned.
+	AlertSecret webhooksig.Secret
 	// AlertTimeout bounds one webhook call. The alerts of one batch are sent side by
 	// side, so they hold its worker at most this long. Default 5s.
 	AlertTimeout time.Duration

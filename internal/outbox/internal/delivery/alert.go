@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/webhooksig"
 )
 
 // AlertConfig says where an Alerter posts. Both relays fill it from their config's
@@ -25,6 +26,10 @@ type AlertConfig struct {
 	RoutingKey string
 	// Timeout bounds one webhook call.
 	Timeout time.Duration
+	// Secret, when set, signs every call as Standard Webhooks does (package
+	// webhooksig), with the dead letter's event id as webhook-id; the zero Secret
+	// sends the calls unsigned.
+	Secret webhooksig.Secret
 }
 
 // An Alerter tells operators about dead-lettered events: always a structured Error log
@@ -38,6 +43,7 @@ type Alerter struct {
 	routingKey  string
 	source      string
 	timeout     time.Duration
+	secret      webhooksig.Secret
 	client      *http.Client
 	logger      *slog.Logger
 }
@@ -58,6 +64,7 @@ func NewAlerter(cfg AlertConfig, logger *slog.Logger) *Alerter {
 		routingKey:  cfg.RoutingKey,
 		source:      source,
 		timeout:     cfg.Timeout,
+		secret:      cfg.Secret,
 		client:      &http.Client{CheckRedirect: sameHostRedirects},
 		logger:      logger,
 	}
@@ -140,7 +147,13 @@ func (a *Alerter) alertFor(d outbox.DeadLetter) alertEvent {
 	}
 }
 
-// post sends event to the webhook. Its errors name the webhook's host, never its URL.
+// post sends event to the webhook, signed when a secret is set. Its errors name the
+// webhook's host, never its URL.
+//
+// The signature's webhook-id is the event id, like dedup_key: every call about one
+// dead letter carries the same id, so a receiver that deduplicates on it opens one
+// incident however often the alert is sent. The timestamp is the call's own, as the
+// specification asks, so that a receiver can refuse a recorded call replayed later.
 func (a *Alerter) post(ctx context.Context, event alertEvent) error {
 	body, err := json.Marshal(event)
 	if err != nil {
@@ -151,6 +164,9 @@ func (a *Alerter) post(ctx context.Context, event alertEvent) error {
 		return fmt.Errorf("build alert request to %s: the URL does not parse", a.webhookHost)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if !a.secret.IsZero() {
+		a.secret.SetHeaders(req.Header, event.DedupKey, time.Now(), body)
+	}
 	resp, err := a.client.Do(req)
 	if err != nil {
 		// A *url.Error quotes the whole URL; keep only what went wrong.
