@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,18 +12,26 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/dscourse/payments-outbox/internal/webhooksig"
 )
 
 // An alertSink is the local webhook the poison scenario gives our relay as
 // ALERT_WEBHOOK_URL: it stands for the pager, and keeps the dedup_key of every alert it
 // receives. The relay's alerts are PagerDuty-Events-v2-like, with the dead-lettered
-// event's id as dedup_key (internal/outbox/internal/delivery/alert.go).
+// event's id as dedup_key (internal/outbox/internal/delivery/alert.go). The relay
+// signs them with the sink's secret (ALERT_WEBHOOK_SECRET): an alert the sink cannot
+// verify, as a pager could not, is refused and not counted.
 type alertSink struct {
 	server *http.Server
 	url    string
+	// secretText is the secret as ALERT_WEBHOOK_SECRET takes it.
+	secretText string
+	secret     webhooksig.Secret
 
 	mu sync.Mutex
-	// received counts the alerts per dedup_key; bad counts bodies without one.
+	// received counts the verified alerts per dedup_key; bad counts the calls that
+	// were not alerts or failed verification.
 	received map[string]int
 	bad      int
 }
@@ -32,7 +42,15 @@ func startAlertSink() (*alertSink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen for alerts: %w", err)
 	}
-	s := &alertSink{url: "http://" + l.Addr().String() + "/alerts", received: map[string]int{}}
+	key := make([]byte, 32)
+	rand.Read(key) // never fails (crypto/rand)
+	secretText := "whsec_" + base64.StdEncoding.EncodeToString(key)
+	secret, err := webhooksig.ParseSecret(secretText)
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("alert secret: %w", err)
+	}
+	s := &alertSink{url: "http://" + l.Addr().String() + "/alerts", secretText: secretText, secret: secret, received: map[string]int{}}
 	s.server = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := s.server.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -48,20 +66,27 @@ func (s *alertSink) serve(w http.ResponseWriter, r *http.Request) {
 	var alert struct {
 		DedupKey string `json:"dedup_key"`
 	}
-	err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&alert)
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err == nil {
+		// The signature covers the raw bytes: verified before they are parsed.
+		err = webhooksig.Verify(s.secret, r.Header, body, time.Now(), webhooksig.Tolerance)
+	}
+	if err == nil {
+		err = json.Unmarshal(body, &alert)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil || r.Method != http.MethodPost || alert.DedupKey == "" {
 		s.bad++
-		http.Error(w, "want a POST of a JSON alert with a dedup_key", http.StatusBadRequest)
+		http.Error(w, "want a POST of a signed JSON alert with a dedup_key", http.StatusBadRequest)
 		return
 	}
 	s.received[alert.DedupKey]++
 	w.WriteHeader(http.StatusAccepted)
 }
 
-// Received returns how many alerts each dedup_key got, and how many bodies were not
-// alerts at all.
+// Received returns how many verified alerts each dedup_key got, and how many calls
+// were not alerts or failed verification.
 func (s *alertSink) Received() (map[string]int, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

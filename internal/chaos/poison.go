@@ -109,6 +109,7 @@ func (p *poison) prepare(devstack.Ports) ([]string, error) {
 	p.sink, p.token = sink, rand.Text()+rand.Text() // 52 characters: ADMIN_TOKEN needs 32 bytes
 	return []string{
 		"ALERT_WEBHOOK_URL=" + sink.url,
+		"ALERT_WEBHOOK_SECRET=" + sink.secretText,
 		"ADMIN_TOKEN=" + p.token,
 		"RELAY_MAX_REJECTIONS=" + strconv.Itoa(p.MaxRejections),
 	}, nil
@@ -413,7 +414,7 @@ func (p *poison) validity(r *Report, _ *Run) []Check {
 		check(SLO, "rejections before a dead letter (most on one event)", "<= "+strconv.Itoa(p.MaxRejections),
 			t.MaxRejections, t.DeadLettered > 0 && t.MaxRejections <= p.MaxRejections),
 		check(SLO, "alert received by the local webhook for each dead letter", fmt.Sprint(t.DeadLettered),
-			fmt.Sprintf("%d (%d alerts in all, %d bodies not alerts)", alerted, sumCounts(received), bad), t.DeadLettered > 0 && alerted == t.DeadLettered),
+			fmt.Sprintf("%d (%d alerts in all, %d calls not alerts or not signed)", alerted, sumCounts(received), bad), t.DeadLettered > 0 && alerted == t.DeadLettered),
 		check(SLO, "other events held up (dead-lettered or unpublished when the poison was dead)", "0",
 			fmt.Sprintf("%d (dead-lettered %d, unpublished %d)", len(t.othersFailed)+t.OthersPending, len(t.othersFailed), t.OthersPending), len(t.othersFailed)+t.OthersPending == 0),
 		check(SLO, "replayed events in the topic with their dead-lettered event ids", fmt.Sprint(t.DeadLettered),
