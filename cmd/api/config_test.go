@@ -233,3 +233,21 @@ func TestUnsignedAlertsAreAWarnAtStart(t *testing.T) {
 		}
 	}
 }
+
+// Both relays get the alert settings, the secret included.
+func TestBothRelaysGetTheAlertSettings(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": "postgres://db/payments", "ALERT_WEBHOOK_URL": "http://h/", "ALERT_WEBHOOK_SECRET": testAlertSecret, "RELAY_ALERT_ROUTING_KEY": "rk"}
+	cfg, err := loadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("loadConfig: %v", err)
+	}
+	want := mustParseSecret(t, testAlertSecret)
+	cdc := cfg.cdcConfig()
+	if !cfg.Relay.AlertSecret.Equal(want) || !cdc.AlertSecret.Equal(want) {
+		t.Errorf("alert secret of the polling relay %v, of the CDC relay %v: want both set", !cfg.Relay.AlertSecret.IsZero(), !cdc.AlertSecret.IsZero())
+	}
+	if cdc.AlertWebhookURL != "http://h/" || cdc.AlertRoutingKey != "rk" {
+		t.Errorf("CDC relay's webhook %q, routing key %q: want http://h/ and rk", cdc.AlertWebhookURL, cdc.AlertRoutingKey)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/testenv"
+	"github.com/dscourse/payments-outbox/internal/webhooksig"
 )
 
 // A Kafka outage holds the stream and the slot where they are: no event is
@@ -72,8 +74,13 @@ func TestPoisonRecordIsDeadLetteredAndTheStreamMovesOn(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.cfg.MaxRejections = 3
-	webhook := newAlertRecorder(t)
+	secret, err := webhooksig.ParseSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	webhook := newAlertRecorder(t, secret)
 	b.cfg.AlertWebhookURL = webhook.URL
+	b.cfg.AlertSecret = secret
 	setTopicMaxMessageBytes(t, b, 4096)
 	relay := b.start(t)
 
@@ -115,22 +122,30 @@ func TestPoisonRecordIsDeadLetteredAndTheStreamMovesOn(t *testing.T) {
 	}
 }
 
-// alertRecorder is a webhook that counts the alerts it receives by dedup_key.
+// alertRecorder is a webhook that counts the alerts it receives by dedup_key, those
+// signed with its secret only.
 type alertRecorder struct {
 	*httptest.Server
 	mu       sync.Mutex
 	received map[string]int
 }
 
-func newAlertRecorder(t *testing.T) *alertRecorder {
+func newAlertRecorder(t *testing.T, secret webhooksig.Secret) *alertRecorder {
 	rec := &alertRecorder{received: map[string]int{}}
 	rec.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		var body struct { // the fields of the webhook body that the test reads
 			EventAction string `json:"event_action"`
 			DedupKey    string `json:"dedup_key"`
 		}
-		if err := json.NewDecoder(req.Body).Decode(&body); err != nil || body.EventAction != "trigger" {
-			http.Error(w, "not an alert", http.StatusBadRequest)
+		raw, err := io.ReadAll(req.Body)
+		if err == nil {
+			err = webhooksig.Verify(secret, req.Header, raw, time.Now(), webhooksig.Tolerance)
+		}
+		if err == nil {
+			err = json.Unmarshal(raw, &body)
+		}
+		if err != nil || body.EventAction != "trigger" {
+			http.Error(w, "not a signed alert", http.StatusBadRequest)
 			return
 		}
 		rec.mu.Lock()

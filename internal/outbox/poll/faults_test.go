@@ -21,6 +21,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/testenv"
+	"github.com/dscourse/payments-outbox/internal/webhooksig"
 )
 
 // A broker unreachable for longer than the outage backoff cap: no event may reach the
@@ -110,9 +111,20 @@ func TestRelayDeadLettersPoisonEventAndReplaysIt(t *testing.T) {
 
 	var alertsMu sync.Mutex
 	var alerts []webhookAlert
+	secret, err := webhooksig.ParseSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	if err != nil {
+		t.Fatal(err)
+	}
 	webhook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("alert body: %v", err)
+		}
+		if err := webhooksig.Verify(secret, r.Header, body, time.Now(), webhooksig.Tolerance); err != nil {
+			t.Errorf("alert signature: %v", err)
+		}
 		var a webhookAlert
-		if err := json.NewDecoder(r.Body).Decode(&a); err != nil {
+		if err := json.Unmarshal(body, &a); err != nil {
 			t.Errorf("alert body: %v", err)
 		}
 		alertsMu.Lock()
@@ -122,6 +134,7 @@ func TestRelayDeadLettersPoisonEventAndReplaysIt(t *testing.T) {
 	t.Cleanup(webhook.Close)
 	b.cfg.AlertWebhookURL = webhook.URL
 	b.cfg.AlertRoutingKey = "test-routing-key"
+	b.cfg.AlertSecret = secret
 	b.cfg.Workers = 1 // the poison shares its batch with good events
 
 	// Random padding: the producer compresses batches, and the broker's limit applies
