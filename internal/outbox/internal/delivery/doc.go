@@ -9,5 +9,6 @@
 //     (PublishTimeouts);
 //   - the mark that moves acknowledged events to outbox_published (MarkPublished) and
 //     the backlog's figures (PendingMonitor);
-//   - the dead-letter alert (Alerter) and the metrics both relays report (Metrics).
+//   - the dead-letter alert (Alerter), signed as Standard Webhooks does when given a
+//     secret (package webhooksig), and the metrics both relays report (Metrics).
 package delivery
