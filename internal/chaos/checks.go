@@ -29,6 +29,7 @@ func sloChecks(r *Report, dualWrite bool) []Check {
 		consumerOrderCheck(r),
 		racesCheck(r),
 		decisionEventCheck(r),
+		serverErrorsCheck(r),
 		check(SLO, "api accepted every payment", fmt.Sprint(r.PaymentsSent), r.APIAccepted, r.APIAccepted == r.PaymentsSent),
 		check(SLO, "committed == accepted + warm-up (idempotency)", fmt.Sprint(r.APIAccepted+r.WarmupPayments), r.PaymentsCommitted, r.PaymentsCommitted == r.APIAccepted+r.WarmupPayments),
 	}

@@ -117,9 +117,12 @@ type LoadResult struct {
 	// Events are the events the API answered as committed, creations (sequence 1) and
 	// transitions, with when the answer came: what the order evidence compares with
 	// when each event reached the topic.
-	Events  []CommittedEvent
-	Started time.Time
-	Ended   time.Time
+	Events []CommittedEvent
+	// ServerErrors counts the 5xx answers of every attempt but 503 with Retry-After
+	// (Answers5xxRow).
+	ServerErrors ServerErrors
+	Started      time.Time
+	Ended        time.Time
 }
 
 // Percentiles summarises the latencies.
@@ -160,6 +163,8 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 		return LoadResult{}, err
 	}
 	client := newAPIClient(cfg.RequestTimeout, cfg.APIKey)
+	answers := &answerLog{next: cmp.Or[http.RoundTripper](client.Transport, http.DefaultTransport)}
+	client.Transport = answers
 	defer client.CloseIdleConnections()
 
 	res := LoadResult{Started: time.Now(), RejectReasons: map[string]int{}, RetryReasons: map[string]int{}}
@@ -189,6 +194,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 	}
 	wg.Wait()
 	res.Ended = time.Now()
+	res.ServerErrors = answers.result()
 
 	for _, o := range outcomes[:res.Sent] {
 		res.Retries += o.retries

@@ -45,6 +45,9 @@ type Report struct {
 	EventsInTopic       int `json:"events_in_topic"`
 	UniqueEventsInTopic int `json:"unique_events_in_topic"`
 	Decisions           int `json:"decisions"`
+	// ServerErrors counts the answers 5xx other than 503 with Retry-After, of every
+	// attempt the load made (Answers5xxRow).
+	ServerErrors ServerErrors `json:"server_errors"`
 
 	// Lost counts the payments the service lost: committed but missing their event in
 	// the topic or their decision, or answered with 201 but never committed. Each id

@@ -384,6 +384,7 @@ func judge(report *Report, sc Scenario, rn *Run, load LoadResult, observed Obser
 	observed.Fill(report)
 	report.APIAccepted, report.APIRejected, report.APIRetries = load.Accepted, load.Rejected, load.Retries
 	report.Transitions = load.Transitions
+	report.ServerErrors = load.ServerErrors
 	for reason, n := range load.Transitions.FailReasons {
 		report.Notes = append(report.Notes, fmt.Sprintf("%d transition requests failed: %s", n, reason))
 	}
