@@ -30,6 +30,7 @@ func sloChecks(r *Report, dualWrite bool) []Check {
 		racesCheck(r),
 		decisionEventCheck(r),
 		serverErrorsCheck(r),
+		sameKeyCheck(r),
 		check(SLO, "api accepted every payment", fmt.Sprint(r.PaymentsSent), r.APIAccepted, r.APIAccepted == r.PaymentsSent),
 		check(SLO, "committed == accepted + warm-up (idempotency)", fmt.Sprint(r.APIAccepted+r.WarmupPayments), r.PaymentsCommitted, r.PaymentsCommitted == r.APIAccepted+r.WarmupPayments),
 	}

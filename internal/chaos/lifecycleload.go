@@ -83,16 +83,24 @@ type lifecycleRun struct {
 	key       string // the payment's Idempotency-Key, the prefix of its transitions'
 	stats     TransitionStats
 	events    []CommittedEvent
-	mu        sync.Mutex // guards stats and events during a race
+	// copies is how many clients send each transition at once (samekey.go); sameKey is
+	// what they saw.
+	copies  int
+	sameKey SameKeyStats
+	mu      sync.Mutex // guards stats, events and sameKey during a race
 }
 
-// runLifecycle sends payment n's plan and returns what it saw and committed.
-func runLifecycle(ctx context.Context, client *http.Client, cfg LoadConfig, n int, paymentID string) (TransitionStats, []CommittedEvent) {
-	lr := &lifecycleRun{ctx: ctx, client: client, cfg: cfg, paymentID: paymentID, n: n, key: fmt.Sprintf("%s-%d", cfg.RunID, n)}
+// runLifecycle sends payment n's plan and returns what it saw and committed, and what
+// the copies of its transitions saw when several clients send them (samekey.go).
+func runLifecycle(ctx context.Context, client *http.Client, cfg LoadConfig, n int, paymentID string) (TransitionStats, []CommittedEvent, SameKeyStats) {
+	lr := &lifecycleRun{ctx: ctx, client: client, cfg: cfg, paymentID: paymentID, n: n, key: fmt.Sprintf("%s-%d", cfg.RunID, n), copies: 1}
+	if sameKeyLoad(cfg, n) {
+		lr.copies = sameKeyCopies
+	}
 	amount := int64(1000 + n) // as sendPayment sends it
 	if largest(cfg, n) {
 		_ = lr.send("capture", "", "c") && lr.send("refund", "", "r1")
-		return lr.stats, lr.events
+		return lr.stats, lr.events, lr.sameKey
 	}
 	switch n % 5 {
 	case 0:
@@ -109,7 +117,7 @@ func runLifecycle(ctx context.Context, client *http.Client, cfg LoadConfig, n in
 			lr.race([2]transitionRequest{{"refund", refund, "r1"}, {"refund", refund, "r2"}})
 		}
 	}
-	return lr.stats, lr.events
+	return lr.stats, lr.events, lr.sameKey
 }
 
 type transitionRequest struct{ action, body, step string }
@@ -142,38 +150,36 @@ func (lr *lifecycleRun) race(requests [2]transitionRequest) {
 	}
 }
 
-// sendRequest posts one transition with its own Idempotency-Key, retrying what may be
-// retried (503, 429, a lost answer) with the same key, and returns the final status (0
-// when out of attempts).
+// sendRequest posts one transition with its own Idempotency-Key, from lr.copies
+// clients at once, and returns the final status (0 when out of attempts). Only one
+// answer counts in the stats: a 200 if a copy got one, else the first copy's.
 func (lr *lifecycleRun) sendRequest(r transitionRequest) int {
-	path := "/payments/" + lr.paymentID + "/" + r.action
-	key := lr.key + "-" + r.step
-	backoff := lr.cfg.FirstBackoff
-	status, reason := 0, ""
-	for attempt := range lr.cfg.MaxAttempts {
-		// With replicas, each step and each retry go to the next one: a payment created
-		// on one replica is captured on another, as behind a load balancer.
-		url := strings.TrimRight(lr.cfg.url(lr.n+stepNumbers[r.step]+attempt), "/") + path
-		if attempt > 0 {
-			if waitUntil(lr.ctx, time.Now().Add(backoff)) != nil {
-				break
+	answers := make([]transitionAnswer, lr.copies)
+	if lr.copies == 1 {
+		answers[0] = lr.try(r, 0)
+	} else {
+		atOnce(lr.copies, func(sender int) { answers[sender] = lr.try(r, sender) })
+	}
+	counted := answers[0]
+	var eventIDs []string
+	for _, a := range answers {
+		if a.status == http.StatusOK {
+			eventIDs = append(eventIDs, a.eventID)
+			if counted.status != http.StatusOK {
+				counted = a
 			}
-			backoff = min(2*backoff, lr.cfg.MaxBackoff)
 		}
-		var body []byte
-		status, body, reason = postTransition(lr.ctx, lr.client, url, key, r.body)
-		if status == http.StatusOK {
-			lr.committed(body)
-			break
-		}
-		if status != 0 && status < 500 && status != http.StatusTooManyRequests {
-			break // 409 and the other 4xx are final answers
-		}
+	}
+	if counted.status == http.StatusOK {
+		lr.committed(counted.eventID, counted.version)
 	}
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
+	if lr.copies > 1 {
+		lr.sameKey.sameKey(lr.key+"-"+r.step, eventIDs)
+	}
 	lr.stats.Requests++
-	switch status {
+	switch counted.status {
 	case http.StatusOK:
 		lr.stats.Committed++
 	case http.StatusConflict:
@@ -183,30 +189,73 @@ func (lr *lifecycleRun) sendRequest(r transitionRequest) int {
 		if lr.stats.FailReasons == nil {
 			lr.stats.FailReasons = map[string]int{}
 		}
-		lr.stats.FailReasons[r.action+": "+reason]++
+		lr.stats.FailReasons[r.action+": "+counted.reason]++
 	}
-	return status
+	return counted.status
+}
+
+// A transitionAnswer is the final answer of one client's transition request; eventID
+// and version are from a 200's body, if it has them.
+type transitionAnswer struct {
+	status  int
+	reason  string
+	eventID string
+	version int
+}
+
+// try sends one transition until it is answered for good, retrying what may be retried
+// (503, 429, a 409 with Retry-After for a request in flight, a lost answer) with the
+// same key. sender numbers the clients that send it at once.
+func (lr *lifecycleRun) try(r transitionRequest, sender int) transitionAnswer {
+	path := "/payments/" + lr.paymentID + "/" + r.action
+	key := lr.key + "-" + r.step
+	backoff := lr.cfg.FirstBackoff
+	var a transitionAnswer
+	for attempt := range lr.cfg.MaxAttempts {
+		// With replicas, each step, retry and copy go to the next one: a payment
+		// created on one replica is captured on another, as behind a load balancer.
+		url := strings.TrimRight(lr.cfg.url(lr.n+stepNumbers[r.step]+attempt+sender), "/") + path
+		if attempt > 0 {
+			if waitUntil(lr.ctx, time.Now().Add(backoff)) != nil {
+				break
+			}
+			backoff = min(2*backoff, lr.cfg.MaxBackoff)
+		}
+		var body []byte
+		var inFlight bool
+		a.status, body, a.reason, inFlight = postTransition(lr.ctx, lr.client, url, key, r.body)
+		if a.status == http.StatusOK {
+			var answer struct {
+				EventID string `json:"event_id"`
+				Version int    `json:"version"`
+			}
+			_ = json.Unmarshal(body, &answer) // the contract fixes the status, not the body
+			a.eventID, a.version = answer.EventID, answer.Version
+			break
+		}
+		if a.status != 0 && a.status < 500 && a.status != http.StatusTooManyRequests && !inFlight {
+			break // 409 and the other 4xx are final answers
+		}
+	}
+	return a
 }
 
 // committed records the event of a 200: its id and the payment's version after it.
-func (lr *lifecycleRun) committed(body []byte) {
-	var answer struct {
-		EventID string `json:"event_id"`
-		Version int    `json:"version"`
-	}
-	if json.Unmarshal(body, &answer) != nil || answer.EventID == "" {
+func (lr *lifecycleRun) committed(eventID string, version int) {
+	if eventID == "" {
 		return // the contract fixes the status, not the body: no evidence, no harm
 	}
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
-	lr.events = append(lr.events, CommittedEvent{PaymentID: lr.paymentID, EventID: answer.EventID, Sequence: answer.Version, At: time.Now()})
+	lr.events = append(lr.events, CommittedEvent{PaymentID: lr.paymentID, EventID: eventID, Sequence: version, At: time.Now()})
 }
 
 // postTransition makes one attempt; status 0 is a transport error, with reason.
-func postTransition(ctx context.Context, client *http.Client, url, key, body string) (status int, respBody []byte, reason string) {
+// inFlight is a 409 with Retry-After: another request with the key is in flight.
+func postTransition(ctx context.Context, client *http.Client, url, key, body string) (status int, respBody []byte, reason string, inFlight bool) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader([]byte(body)))
 	if err != nil {
-		return 0, nil, "build request: " + err.Error()
+		return 0, nil, "build request: " + err.Error(), false
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
@@ -214,12 +263,13 @@ func postTransition(ctx context.Context, client *http.Client, url, key, body str
 	req.Header.Set("Idempotency-Key", key)
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, nil, "transport error"
+		return 0, nil, "transport error", false
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return 0, nil, "read response"
+		return 0, nil, "read response", false
 	}
-	return resp.StatusCode, b, fmt.Sprintf("status %d", resp.StatusCode)
+	inFlight = resp.StatusCode == http.StatusConflict && resp.Header.Get("Retry-After") != ""
+	return resp.StatusCode, b, fmt.Sprintf("status %d", resp.StatusCode), inFlight
 }

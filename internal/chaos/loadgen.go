@@ -60,6 +60,10 @@ type LoadConfig struct {
 	// Defaults 250 ms and 4 s.
 	FirstBackoff time.Duration
 	MaxBackoff   time.Duration
+	// SameKeyEvery, when set, sends one payment in every SameKeyEvery (n % every ==
+	// every/2) from several clients at once with its one Idempotency-Key, and with
+	// Lifecycle each of its transitions too (samekey.go). Default 0: none.
+	SameKeyEvery int
 }
 
 // url returns the base URL of request i (see Replicas).
@@ -118,6 +122,8 @@ type LoadResult struct {
 	// transitions, with when the answer came: what the order evidence compares with
 	// when each event reached the topic.
 	Events []CommittedEvent
+	// SameKey is what the clients saw of the keys sent by several clients at once.
+	SameKey SameKeyStats
 	// ServerErrors counts the 5xx answers of every attempt but 503 with Retry-After
 	// (Answers5xxRow).
 	ServerErrors ServerErrors
@@ -152,6 +158,7 @@ type outcome struct {
 	eventID     string
 	transitions TransitionStats
 	events      []CommittedEvent
+	sameKey     SameKeyStats
 }
 
 // RunLoad sends the payments and waits for every one of them to end: accepted,
@@ -185,10 +192,19 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 		}
 		res.Sent++
 		wg.Go(func() {
-			o := sendPayment(ctx, client, cfg, n)
-			if o.rejected == "" && cfg.Lifecycle {
-				o.transitions, o.events = runLifecycle(ctx, client, cfg, n, o.paymentID)
+			var o outcome
+			var sameKey SameKeyStats
+			if sameKeyLoad(cfg, n) {
+				o, sameKey = sendPaymentCopies(ctx, client, cfg, n)
+			} else {
+				o = sendPayment(ctx, client, cfg, n, 0)
 			}
+			if o.rejected == "" && cfg.Lifecycle {
+				var transitionsSameKey SameKeyStats
+				o.transitions, o.events, transitionsSameKey = runLifecycle(ctx, client, cfg, n, o.paymentID)
+				sameKey.add(transitionsSameKey)
+			}
+			o.sameKey = sameKey
 			outcomes[n] = o
 		})
 	}
@@ -198,6 +214,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 
 	for _, o := range outcomes[:res.Sent] {
 		res.Retries += o.retries
+		res.SameKey.add(o.sameKey)
 		for _, reason := range o.retryReasons {
 			res.RetryReasons[reason]++
 		}
@@ -220,8 +237,9 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 }
 
 // sendPayment posts payment n until it is accepted, rejected for good, or out of
-// attempts.
-func sendPayment(ctx context.Context, client *http.Client, cfg LoadConfig, n int) outcome {
+// attempts. sender numbers the clients that send one payment at once (samekey.go): with
+// replicas, each copy starts on another one.
+func sendPayment(ctx context.Context, client *http.Client, cfg LoadConfig, n, sender int) outcome {
 	body, _ := json.Marshal(map[string]any{
 		"user_id":  userID(cfg, n),
 		"amount":   amount(cfg, n),
@@ -238,7 +256,7 @@ func sendPayment(ctx context.Context, client *http.Client, cfg LoadConfig, n int
 			}
 			backoff = min(2*backoff, cfg.MaxBackoff)
 		}
-		id, eventID, retry, reason := postPayment(ctx, client, cfg.url(n+attempt), key, body)
+		id, eventID, retry, reason := postPayment(ctx, client, cfg.url(n+attempt+sender), key, body)
 		if reason == "" {
 			return outcome{paymentID: id, eventID: eventID, acceptedAt: time.Now(), latency: time.Since(start), retries: attempt, retryReasons: failed}
 		}

@@ -48,6 +48,9 @@ type Report struct {
 	// ServerErrors counts the answers 5xx other than 503 with Retry-After, of every
 	// attempt the load made (Answers5xxRow).
 	ServerErrors ServerErrors `json:"server_errors"`
+	// SameKey is what the load saw of the keys it sent from several clients at once
+	// (SameKeyRow).
+	SameKey SameKeyStats `json:"same_key"`
 
 	// Lost counts the payments the service lost: committed but missing their event in
 	// the topic or their decision, or answered with 201 but never committed. Each id

@@ -263,7 +263,7 @@ func captureWorks(ctx context.Context, rn *Run, id, runID string, report *Report
 	client := newAPIClient(10*time.Second, rn.apiKey)
 	defer client.CloseIdleConnections()
 	url := strings.TrimRight(rn.API.BaseURL, "/") + "/payments/" + id + "/capture"
-	status, _, reason := postTransition(ctx, client, url, runID+"-capture", "")
+	status, _, reason, _ := postTransition(ctx, client, url, runID+"-capture", "")
 	if status != http.StatusOK {
 		report.Notes = append(report.Notes, fmt.Sprintf("the warm-up capture got %s: the load sends creations only, and the lifecycle rows are off", reason))
 	}
@@ -301,7 +301,7 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 	rn.logger.Info("sending payments", slog.Int("payments", opts.Payments), slog.Duration("span", sc.Span), slog.Int("bursts", sc.Bursts))
 	urls := rn.apiURLs()
 	load, err := RunLoad(ctx, LoadConfig{BaseURL: urls[0], Replicas: urls[1:], RunID: report.RunID, APIKey: rn.apiKey, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts,
-		LargestEvery: sc.LargestEvery, MaxAttempts: sc.MaxAttempts, Lifecycle: report.LifecycleLoad})
+		LargestEvery: sc.LargestEvery, MaxAttempts: sc.MaxAttempts, Lifecycle: report.LifecycleLoad, SameKeyEvery: sameKeyEvery})
 	closeLoadDone()
 	if err != nil {
 		return LoadResult{}, Observed{}, fmt.Errorf("run load: %w", err)
@@ -385,6 +385,7 @@ func judge(report *Report, sc Scenario, rn *Run, load LoadResult, observed Obser
 	report.APIAccepted, report.APIRejected, report.APIRetries = load.Accepted, load.Rejected, load.Retries
 	report.Transitions = load.Transitions
 	report.ServerErrors = load.ServerErrors
+	report.SameKey = load.SameKey
 	for reason, n := range load.Transitions.FailReasons {
 		report.Notes = append(report.Notes, fmt.Sprintf("%d transition requests failed: %s", n, reason))
 	}
