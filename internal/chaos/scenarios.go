@@ -142,6 +142,8 @@ func Scenarios(short bool) map[string]Scenario {
 	// (about five round trips of a second each), an outage of 20 s as the course asks.
 	pg := &pgFaults{Spikes: 3, SpikeLatency: time.Second, SpikeFor: 3 * time.Second, Cuts: 3, Outage: 20 * time.Second}
 	pgSpan := 50 * time.Second
+	refused := &commitRefused{Kills: 10, Latency: 20 * time.Millisecond, Gap: time.Second}
+	refusedSpan := 20 * time.Second
 	if short {
 		pg.Spikes, pg.Cuts, pg.Outage, pgSpan = 1, 2, 10*time.Second, 30*time.Second
 	}
@@ -336,6 +338,17 @@ func Scenarios(short bool) map[string]Scenario {
 			Disrupt:     pg.disrupt,
 			Validity:    pg.validity,
 		},
+		"commit-refused": {
+			Name: "commit-refused",
+			Description: "the API reaches PostgreSQL through Toxiproxy (proxy " + devstack.PostgresProxy + ") with +" + refused.Latency.String() + " on every statement it sends and, during a load paced over " + refusedSpan.String() +
+				", the harness terminates " + fmt.Sprint(refused.Kills) + " of its sessions at the moment they have written their outbox row and wait for their COMMIT (pg_stat_activity); the API must never answer 201 for a payment whose COMMIT failed",
+			Span:                    refusedSpan,
+			LoadDelay:               -2 * time.Second, // the load starts first
+			APIThroughPostgresProxy: true,
+			Prepare:                 refused.prepare,
+			Disrupt:                 refused.disrupt,
+			Validity:                refused.validity,
+		},
 		"long-transaction": LongTransaction(short, 0),
 		"clock-skew": {
 			Name: "clock-skew",
@@ -415,7 +428,7 @@ func LongTransaction(short bool, hold time.Duration) Scenario {
 // it restarts the shared PostgreSQL server.
 func ScenarioNames() []string {
 	return []string{"default", "dual-write", "kafka-down", "relay-crash", "consumer-crash", "replica-pause", "hostile-records", "clock-skew",
-		"poison", "pg-faults", "long-transaction", "broker-failover", "partition-offline", "rolling-restart", "db-restart"}
+		"poison", "pg-faults", "commit-refused", "long-transaction", "broker-failover", "partition-offline", "rolling-restart", "db-restart"}
 }
 
 // IsScenario reports whether name is a scenario or "all".
