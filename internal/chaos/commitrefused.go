@@ -20,8 +20,8 @@ import (
 // API to the server: between the answer to its outbox INSERT and the arrival of its
 // COMMIT, each transaction waits Latency, idle in transaction. The harness polls
 // pg_stat_activity directly for such a session (a transaction id, idle in transaction,
-// its last statement an INSERT into a table whose name ends in "outbox" or starts with
-// "outbox_") and terminates it (pg_terminate_backend) at that moment, Kills times. It
+// its last statement an INSERT into the outbox: a table named like outbox, outbox_events
+// or outbox_messages, not the relay's outbox_published or outbox_dlq) and terminates it (pg_terminate_backend) at that moment, Kills times. It
 // works black-box on any service that writes its outbox row last and reaches
 // PostgreSQL through the proxy.
 //
@@ -50,7 +50,7 @@ const idleAfterOutboxInsert = `
 	FROM pg_stat_activity
 	WHERE datname = current_database() AND pid <> pg_backend_pid()
 	  AND backend_xid IS NOT NULL AND state = 'idle in transaction'
-	  AND query ~* '^\s*insert\s+into\s+("?\w+"?\.)?"?(\w*outbox|outbox_\w*)"?\s*\('`
+	  AND query ~* '^\s*insert\s+into\s+("?\w+"?\.)?"?\w*outbox(_events|_messages)?"?\s*\('`
 
 func (c *commitRefused) prepare(ports devstack.Ports) ([]string, error) {
 	proxy, err := postgresProxy(ports)

@@ -88,6 +88,10 @@ var scenarioReadings = map[string]map[string]string{
 		chartPublishes: "Kafka is not faulted in this run: a pause here is the relay waiting for PostgreSQL, not failing to publish.",
 		chartUndecided: "Payments wait only while the relay cannot reach PostgreSQL; Kafka and the consumer are not faulted.",
 	},
+	"commit-refused": {
+		chartPayments:  "At each dashed line the harness ended a transaction of the API between its outbox row and its COMMIT: the API answers 503 and the client retries with the same Idempotency-Key.",
+		chartPublishes: "Kafka is not faulted in this run: a refused COMMIT leaves no outbox row, so there is nothing to publish for it.",
+	},
 	"db-restart": {
 		chartPayments:  "During the restart (between the dashed lines) the API answers 503 and the clients retry with the same Idempotency-Key.",
 		chartPending:   "The samples taken while PostgreSQL restarts are missing (a gap in the line), not zero.",
