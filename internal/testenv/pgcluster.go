@@ -21,6 +21,8 @@ import (
 type PrivatePostgres struct {
 	// URL is the admin URL (role postgres, database postgres).
 	URL string
+	// Addr is the server's host:port, for a multi-host URL (MultiHostURL).
+	Addr string
 
 	bin  string // the server's binaries, pg_config --bindir
 	data string
@@ -32,13 +34,28 @@ type PrivatePostgres struct {
 // It costs about two seconds; use it only where the shared server will not do.
 func NewPrivatePostgres(tb testing.TB) *PrivatePostgres {
 	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return newPrivate(tb, ctx, func(pg *PrivatePostgres) error {
+		if out, err := pg.asOwner(ctx, filepath.Join(pg.bin, "initdb"), "-D", pg.data, "-U", "postgres",
+			"--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync").CombinedOutput(); err != nil {
+			return fmt.Errorf("initdb: %w\n%s", err, out)
+		}
+		return nil
+	})
+}
+
+// newPrivate makes a server of the test's own: a data directory that fill lays out
+// (initdb, or a base backup of another server), a free port, and a start with the
+// options of every private server. The server is stopped and its directory removed
+// when the test ends.
+func newPrivate(tb testing.TB, ctx context.Context, fill func(pg *PrivatePostgres) error) *PrivatePostgres {
+	tb.Helper()
 	out, err := exec.Command("pg_config", "--bindir").Output()
 	if err != nil {
 		tb.Fatalf("pg_config --bindir (install the PostgreSQL server package): %v", err)
 	}
 	bin := strings.TrimSpace(string(out))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	// Not tb.TempDir: PostgreSQL refuses to run as root, so under root the server runs
 	// as the postgres user, who cannot enter the test's own (0700, root) temp tree.
 	data, err := os.MkdirTemp("", "testenv-pg-")
@@ -57,9 +74,8 @@ func NewPrivatePostgres(tb testing.TB) *PrivatePostgres {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if out, err := pg.asOwner(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres",
-		"--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync").CombinedOutput(); err != nil {
-		tb.Fatalf("initdb: %v\n%s", err, out)
+	if err := fill(pg); err != nil {
+		tb.Fatal(err)
 	}
 	pg.opts = fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories='' "+
 		"-c wal_level=logical -c fsync=off -c max_connections=50 -c shared_buffers=32MB", port)
@@ -67,6 +83,7 @@ func NewPrivatePostgres(tb testing.TB) *PrivatePostgres {
 		tb.Fatalf("start PostgreSQL: %v", err)
 	}
 	pg.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	pg.Addr = fmt.Sprintf("127.0.0.1:%d", port)
 	return pg
 }
 
