@@ -18,6 +18,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/dualwrite"
 	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/payment"
+	"github.com/dscourse/payments-outbox/internal/pgprimary"
 	"github.com/dscourse/payments-outbox/internal/tracing"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -83,16 +84,20 @@ const maxHeaderBytes = 16 << 10
 // supervisor (systemd, Kubernetes) restarts, counts and reports as a crash loop.
 // Until the listener closes, /readyz answers 503 so that no new traffic is sent.
 func serve(ctx context.Context, cfg config, logger *slog.Logger, tp trace.TracerProvider) error {
-	pool, err := openPool(ctx, cfg)
+	reg := prometheus.NewRegistry()
+	if err := registerProcessMetrics(reg); err != nil {
+		return err
+	}
+	primary, err := pgprimary.NewWatcher(logger, reg)
+	if err != nil {
+		return err
+	}
+	pool, err := openPool(ctx, cfg, primary)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 
-	reg := prometheus.NewRegistry()
-	if err := registerProcessMetrics(reg); err != nil {
-		return err
-	}
 	cfg.Relay.TracerProvider = tp
 	logUnsignedAlerts(cfg, logger)
 	relay, nudges, err := newRelay(cfg, pool, logger, reg)
@@ -231,14 +236,17 @@ func registerProcessMetrics(reg prometheus.Registerer) error {
 	return nil
 }
 
-// openPool connects to the payments database and migrates it.
-func openPool(ctx context.Context, cfg config) (*pgxpool.Pool, error) {
+// openPool connects to the payments database and migrates it. primary hears of every
+// new connection: with a multi-host DATABASE_URL, the pool follows the primary through
+// a failover, and primary says when it did.
+func openPool(ctx context.Context, cfg config, primary *pgprimary.Watcher) (*pgxpool.Pool, error) {
 	poolCfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		// The parse error may contain the password; say only what to fix.
 		return nil, errors.New("DATABASE_URL does not parse: use postgres://user@host:port/dbname?sslmode=disable")
 	}
 	poolCfg.MaxConns = int32(cfg.DatabaseMaxConns) // Validate keeps it within int32
+	poolCfg.AfterConnect = primary.AfterConnect
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dscourse/payments-outbox/internal/antifraud"
+	"github.com/dscourse/payments-outbox/internal/pgprimary"
 	"github.com/dscourse/payments-outbox/migrations"
 )
 
@@ -34,12 +35,6 @@ const (
 // the HTTP server stops (so /metrics shows the last batch until the end); the pool closes
 // last, because the consumer uses it.
 func serve(ctx context.Context, cfg config, logger *slog.Logger, tp trace.TracerProvider) error {
-	pool, err := openPool(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-
 	reg := prometheus.NewRegistry()
 	for _, c := range []prometheus.Collector{
 		collectors.NewGoCollector(),
@@ -49,6 +44,16 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, tp trace.Tracer
 			return fmt.Errorf("register process metrics: %w", err)
 		}
 	}
+	primary, err := pgprimary.NewWatcher(logger, reg)
+	if err != nil {
+		return err
+	}
+	pool, err := openPool(ctx, cfg, primary)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
 	metrics, err := antifraud.NewMetrics(reg)
 	if err != nil {
 		return err
@@ -170,8 +175,10 @@ func crashHook(prob float64, logger *slog.Logger) func() error {
 	}
 }
 
-// openPool connects to the antifraud database and migrates it.
-func openPool(ctx context.Context, cfg config) (*pgxpool.Pool, error) {
+// openPool connects to the antifraud database and migrates it. primary hears of every
+// new connection: with a multi-host DATABASE_URL, the pool follows the primary through
+// a failover, and primary says when it did.
+func openPool(ctx context.Context, cfg config, primary *pgprimary.Watcher) (*pgxpool.Pool, error) {
 	poolCfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		// The parse error may contain the password; say only what to fix.
@@ -179,6 +186,7 @@ func openPool(ctx context.Context, cfg config) (*pgxpool.Pool, error) {
 	}
 	// One batch at a time uses one connection; the rest serve migrations and spares.
 	poolCfg.MaxConns = 4
+	poolCfg.AfterConnect = primary.AfterConnect
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)

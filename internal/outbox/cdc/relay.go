@@ -154,12 +154,18 @@ func (r *Relay) session(ctx context.Context, p producer) error {
 		defer cancel()
 		conn.close(closeCtx)
 	}()
+	// With a multi-host DATABASE_URL the connection reached the primary of the moment,
+	// which after a failover is a promoted standby: it has the outbox rows but not the
+	// slot (before PostgreSQL 17 a logical slot lives on one server only), so the relay
+	// creates the slot there and catches up every row still pending, which includes the
+	// rows the old primary's slot had streamed but the relay had not marked.
+	server := slog.String("server", conn.conn.Conn().RemoteAddr().String())
 	snapshot, err := conn.createSlotIfMissing(ctx, r.cfg.Slot)
 	if err != nil {
 		return err
 	}
 	if snapshot != "" {
-		r.logger.Info("created replication slot")
+		r.logger.Info("created replication slot", server)
 	}
 	if err := r.catchUp(ctx, p, snapshot); err != nil {
 		return err
@@ -168,7 +174,7 @@ func (r *Relay) session(ctx context.Context, p producer) error {
 		return err
 	}
 	r.metrics.streaming.Set(1)
-	r.logger.Info("streaming from the replication slot")
+	r.logger.Info("streaming from the replication slot", server)
 	return r.stream(ctx, conn, p)
 }
 
