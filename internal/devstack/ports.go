@@ -13,6 +13,10 @@ import (
 type Ports struct {
 	// Postgres is PostgreSQL's port (PGSTACK_PORT, default 55432).
 	Postgres int
+	// PostgresStandby is the port of PostgreSQL's standby, started only by
+	// PG_NODES=2 postgres.sh, and the primary after a promotion
+	// (PGSTACK_STANDBY_PORT, default 55433).
+	PostgresStandby int
 	// PostgresProxy is where Toxiproxy's proxy PostgresProxy listens
 	// (PGSTACK_PROXY_PORT, default 25432).
 	PostgresProxy int
@@ -46,6 +50,7 @@ type PortVar struct {
 func PortVars() []PortVar {
 	return []PortVar{
 		{"PGSTACK_PORT", 55432, func(p *Ports) *int { return &p.Postgres }},
+		{"PGSTACK_STANDBY_PORT", 55433, func(p *Ports) *int { return &p.PostgresStandby }},
 		{"KAFKASTACK_DIRECT_PORT", 19092, func(p *Ports) *int { return &p.KafkaDirect }},
 		{"KAFKASTACK_CONTROLLER_PORT", 19093, func(p *Ports) *int { return &p.KafkaController }},
 		{"KAFKASTACK_PROXIED_PORT", 19094, func(p *Ports) *int { return &p.KafkaProxied }},
@@ -105,6 +110,19 @@ func (p Ports) AdminURL() string {
 
 // PostgresUpstream is PostgreSQL's address, AdminURL's host and port.
 func (p Ports) PostgresUpstream() string { return addr(p.Postgres) }
+
+// PostgresStandbyUpstream is the address of PostgreSQL's standby (PG_NODES=2).
+func (p Ports) PostgresStandbyUpstream() string { return addr(p.PostgresStandby) }
+
+// FollowingURL is the URL of database name that follows the primary of PG_NODES=2
+// postgres.sh: both nodes are listed, and pgx keeps the first that accepts writes
+// (target_session_attrs=read-write), so a client reconnects to the standby once it is
+// promoted. connect_timeout bounds the try of a node that does not answer.
+// `PG_NODES=2 postgres.sh url` prints it for the database postgres.
+func (p Ports) FollowingURL(name string) string {
+	return fmt.Sprintf("postgres://postgres@%s,%s/%s?sslmode=disable&target_session_attrs=read-write&connect_timeout=2",
+		p.PostgresUpstream(), p.PostgresStandbyUpstream(), name)
+}
 
 // ProxiedPostgres is where the Toxiproxy proxy PostgresProxy listens; it forwards to
 // PostgresUpstream.

@@ -57,13 +57,16 @@ func TestPortsAddresses(t *testing.T) {
 		"AdminURL": p.AdminURL(), "DirectBroker": p.DirectBroker(), "ProxiedBroker": p.ProxiedBroker(),
 		"ToxiproxyAPI": p.ToxiproxyAPI(), "ProxiedPostgres": p.ProxiedPostgres(),
 		"ClusterBrokers": strings.Join(p.ClusterBrokers(), ","), "ClusterProxiedBrokers": strings.Join(p.ClusterProxiedBrokers(), ","),
+		"PostgresStandbyUpstream": p.PostgresStandbyUpstream(), "FollowingURL": p.FollowingURL("payments"),
 	}
 	want := map[string]string{
 		"AdminURL":     "postgres://postgres@127.0.0.1:55532/postgres?sslmode=disable",
 		"DirectBroker": "127.0.0.1:19192", "ProxiedBroker": "127.0.0.1:29092",
 		"ToxiproxyAPI": "127.0.0.1:8474", "ProxiedPostgres": "127.0.0.1:25432",
-		"ClusterBrokers":        "127.0.0.1:21291,127.0.0.1:21292,127.0.0.1:21293",
-		"ClusterProxiedBrokers": "127.0.0.1:21491,127.0.0.1:21492,127.0.0.1:21493",
+		"ClusterBrokers":          "127.0.0.1:21291,127.0.0.1:21292,127.0.0.1:21293",
+		"ClusterProxiedBrokers":   "127.0.0.1:21491,127.0.0.1:21492,127.0.0.1:21493",
+		"PostgresStandbyUpstream": "127.0.0.1:55433",
+		"FollowingURL":            "postgres://postgres@127.0.0.1:55532,127.0.0.1:55433/payments?sslmode=disable&target_session_attrs=read-write&connect_timeout=2",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("addresses mismatch (-want +got):\n%s", diff)

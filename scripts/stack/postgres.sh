@@ -8,6 +8,9 @@
 #   scripts/stack/postgres.sh restart  fast restart (used by the db-restart chaos scenario)
 #   scripts/stack/postgres.sh destroy  stop and delete the cluster
 #
+# PG_NODES=2 adds a hot standby on PGSTACK_STANDBY_PORT, with promote and rebuild
+# (postgres-standby.sh lists its verbs).
+#
 # It uses the installed server binaries that bindir finds. When DATABASE_URL is set,
 # the project uses that server instead and this script does nothing on start.
 # Authentication is "trust" on loopback only: this cluster is for tests and demos.
@@ -124,6 +127,7 @@ start() {
 		return
 	fi
 	require_free "$PORT" PGSTACK_PORT "PostgreSQL"
+	refuse_second_primary
 	if [[ ! -f "$DATA/PG_VERSION" ]]; then
 		mkdir -p "$DATA"
 		[[ "$(id -u)" == 0 ]] && chown postgres:postgres "$DATA"
@@ -197,6 +201,20 @@ status() {
 	echo "postgres: running at $URL"
 	if [[ "$by" != "$ROOT" ]]; then print_shared "$by"; fi
 }
+
+# PG_NODES=2 adds a standby, with verbs of its own (postgres-standby.sh).
+source "$(dirname "${BASH_SOURCE[0]}")/postgres-standby.sh"
+case "${PG_NODES:-1}" in
+1) ;;
+2)
+	standby_main "$@"
+	exit
+	;;
+*)
+	echo "postgres.sh: PG_NODES=$PG_NODES: use 1 (the default single server) or 2 (a primary and its standby)" >&2
+	exit 2
+	;;
+esac
 
 case "${1:-}" in
 start) start ;;
