@@ -65,7 +65,7 @@ func TestComposeServices(t *testing.T) {
 
 	got := p.ServiceNames()
 	slices.Sort(got)
-	want := []string{"api", "api-2", "consumer", "grafana", "jaeger", "k6", "kafka", "kafka-1", "kafka-2", "kafka-3", "kafka-cluster-init", "kafka-init", "postgres", "prometheus", "toxiproxy"}
+	want := []string{"api", "api-2", "consumer", "grafana", "jaeger", "k6", "kafka", "kafka-1", "kafka-2", "kafka-3", "kafka-cluster-init", "kafka-init", "postgres", "postgres-standby", "prometheus", "toxiproxy"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("services (-want +got):\n%s", diff)
 	}
@@ -267,6 +267,22 @@ func TestComposeHostPortsMatchNative(t *testing.T) {
 	}
 }
 
+// nativeServerOptions returns the -c settings of scripts/stack/postgres.sh's SERVER_OPTIONS.
+func nativeServerOptions(t *testing.T) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "scripts", "stack", "postgres.sh"))
+	if err != nil {
+		t.Fatalf("read postgres.sh: %v", err)
+	}
+	var native []string
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if value, ok := strings.CutPrefix(line, "SERVER_OPTIONS="); ok {
+			native = strings.Fields(strings.Trim(value, `"`))
+		}
+	}
+	return serverOptions(native)
+}
+
 // serverOptions returns the -c name=value settings in a list of arguments.
 func serverOptions(args []string) map[string]string {
 	out := map[string]string{}
@@ -286,17 +302,7 @@ func serverOptions(args []string) map[string]string {
 // as the native one (scripts/stack/postgres.sh, SERVER_OPTIONS).
 func TestComposePostgresOptionsMatchNative(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile(filepath.Join("..", "scripts", "stack", "postgres.sh"))
-	if err != nil {
-		t.Fatalf("read postgres.sh: %v", err)
-	}
-	var native []string
-	for line := range strings.SplitSeq(string(data), "\n") {
-		if value, ok := strings.CutPrefix(line, "SERVER_OPTIONS="); ok {
-			native = strings.Fields(strings.Trim(value, `"`))
-		}
-	}
-	want := serverOptions(native)
+	want := nativeServerOptions(t)
 	if want["wal_level"] != "logical" {
 		t.Errorf("postgres.sh SERVER_OPTIONS: wal_level = %q, want logical (the CDC relay needs it)", want["wal_level"])
 	}
