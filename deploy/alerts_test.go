@@ -132,7 +132,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 }
 
 // metricName matches the project's own metric names in a PromQL expression.
-var metricName = regexp.MustCompile(`\b((?:outbox|antifraud)_[a-z_]+)\b`)
+var metricName = regexp.MustCompile(`\b((?:outbox|antifraud|postgres)_[a-z_]+)\b`)
 
 // TestAlertsWatchExportedMetrics: an alert on a misspelt or renamed metric never fires.
 func TestAlertsWatchExportedMetrics(t *testing.T) {
@@ -141,7 +141,7 @@ func TestAlertsWatchExportedMetrics(t *testing.T) {
 	for _, r := range readAlertRules(t) {
 		used := metricName.FindAllString(r.Expr, -1)
 		if len(used) == 0 {
-			t.Errorf("alert %s uses no outbox_ or antifraud_ metric: %q", r.Alert, r.Expr)
+			t.Errorf("alert %s uses no outbox_, antifraud_ or postgres_ metric: %q", r.Alert, r.Expr)
 		}
 		for _, m := range used {
 			if !exported[m] {
