@@ -1,0 +1,109 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dscourse/payments-outbox/internal/testenv"
+)
+
+// TestStandbyPromoteAndRebuild drives `PG_NODES=2 postgres.sh` through a switchover
+// and back to two nodes, from a private checkout on free ports (never the shared
+// server): start gives a primary and a synchronous standby; the url follows promote to
+// the standby, which has every committed row; a plain start then refuses to bring the
+// old primary back as a second primary; rebuild makes it the new primary's synchronous
+// standby.
+func TestStandbyPromoteAndRebuild(t *testing.T) {
+	t.Parallel()
+	env := append(freePortsEnv(t), "PG_NODES=2")
+	script := filepath.Join(copyCheckout(t), "scripts", "stack", "postgres.sh")
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := runStackScript(t, env, script, args...)
+		if err != nil {
+			t.Fatalf("PG_NODES=2 postgres.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	t.Cleanup(func() {
+		if out, err := runStackScript(t, env, script, "destroy"); err != nil {
+			t.Errorf("postgres.sh destroy: %v\n%s", err, out)
+		}
+	})
+	run("start")
+	wantRoles := func(node1, node2 string) {
+		t.Helper()
+		out, _ := runStackScript(t, env, script, "status") // fails while a node is down
+		for n, role := range []string{node1, node2} {
+			if !regexp.MustCompile(fmt.Sprintf(`(?m)^postgres: node %d on 127\.0\.0\.1:\d+: %s$`, n+1, role)).MatchString(out) {
+				t.Fatalf("postgres.sh status said:\n%s\nwant node %d %s", out, n+1, role)
+			}
+		}
+	}
+	wantRoles("primary", "standby")
+	url := strings.TrimSpace(run("url"))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	exec := func(sql string) (server string) {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatalf("connect to %s: %v", url, err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		if err := conn.QueryRow(ctx, `SELECT sync_state FROM pg_stat_replication UNION ALL SELECT 'none' LIMIT 1`).Scan(&server); err != nil {
+			t.Fatal(err)
+		}
+		return conn.PgConn().Conn().RemoteAddr().String() + " " + server
+	}
+	first := exec(`CREATE TABLE committed (n int); INSERT INTO committed VALUES (1)`)
+	if !strings.HasSuffix(first, " sync") {
+		t.Errorf("before the promotion: %s, want the primary's standby in sync replication", first)
+	}
+
+	run("promote")
+	wantRoles("down", "primary")
+	second := exec(`INSERT INTO committed VALUES (2)`)
+	if strings.Fields(second)[0] == strings.Fields(first)[0] {
+		t.Fatalf("after promote the url still reaches %s", second)
+	}
+	if out, err := runStackScript(t, append(env, "PG_NODES=1"), script, "start"); err == nil || !strings.Contains(out, "rebuild") {
+		t.Fatalf("postgres.sh start of the old primary after a promotion: err %v, said:\n%s\nwant a refusal that names rebuild", err, out)
+	}
+	wantRoles("down", "primary")
+
+	run("rebuild")
+	wantRoles("standby", "primary")
+	third := exec(`INSERT INTO committed VALUES (3)`)
+	if third != strings.Fields(second)[0]+" sync" {
+		t.Errorf("after rebuild: %s, want %s with its standby in sync replication", third, strings.Fields(second)[0])
+	}
+	node1 := ""
+	for _, kv := range env {
+		if port, ok := strings.CutPrefix(kv, "PGSTACK_PORT="); ok {
+			node1 = "postgres://postgres@127.0.0.1:" + port + "/postgres?sslmode=disable"
+		}
+	}
+	testenv.WaitFor(t, 30*time.Second, func() (bool, string) {
+		conn, err := pgx.Connect(ctx, node1)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer conn.Close(ctx)
+		var rows int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM committed`).Scan(&rows); err != nil {
+			return false, err.Error()
+		}
+		return rows == 3, fmt.Sprintf("the rebuilt standby (node 1) has %d rows, want 3", rows)
+	})
+}
