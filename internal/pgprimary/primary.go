@@ -9,6 +9,11 @@
 // connection's server with the last one and, when it differs, logs the change and
 // counts it in postgres_primary_changes_total, so that a failover shows on the
 // dashboard and in the log of every service it moved.
+//
+// The address is the server's identity here, which is what a multi-host URL changes.
+// Behind an address that moves with the primary (a virtual IP, a proxy such as
+// PgBouncer or HAProxy in front of the cluster) the count stays at 0: the servers'
+// own view (pg_stat_replication, the timeline) tells the story there.
 package pgprimary
 
 import (
