@@ -78,6 +78,17 @@ cluster-up: setup-chaos ## Start the three-node Kafka cluster beside the single 
 cluster-down: ## Stop the three-node Kafka cluster (data kept in .stack/kafka-cluster)
 	@KAFKA_NODES=3 bash $(STACK_KF) stop
 
+# PostgreSQL's standby (PG_NODES=2 scripts/stack/postgres.sh): a synchronous hot standby
+# of this checkout's server, on PGSTACK_STANDBY_PORT; promote and rebuild move the primary
+# between the two (docs/runbook.md, PostgresPrimaryChanged).
+.PHONY: pg-standby pg-promote pg-rebuild
+pg-standby: setup-chaos ## Add a synchronous standby to this checkout's PostgreSQL
+	@PG_NODES=2 bash $(STACK_PG) start
+pg-promote: ## Stop PostgreSQL's primary and promote its standby
+	@PG_NODES=2 bash $(STACK_PG) promote
+pg-rebuild: ## Make the old primary the new primary's standby (a fresh base backup)
+	@PG_NODES=2 bash $(STACK_PG) rebuild
+
 .PHONY: databases
 databases:
 	@bash $(STACK_PG) start >/dev/null

@@ -106,4 +106,10 @@ func TestStandbyPromoteAndRebuild(t *testing.T) {
 		}
 		return rows == 3, fmt.Sprintf("the rebuilt standby (node 1) has %d rows, want 3", rows)
 	})
+
+	// The plain stop stops the standby too: nothing of this checkout is left running.
+	if out, err := runStackScript(t, append(env, "PG_NODES=1"), script, "stop"); err != nil {
+		t.Fatalf("postgres.sh stop: %v\n%s", err, out)
+	}
+	wantRoles("down", "down")
 }

@@ -166,6 +166,15 @@ standby_status() {
 	return "$rc"
 }
 
+# stop_standby stops node 2 if it runs: postgres.sh stop (and destroy) without
+# PG_NODES=2 must not leave this checkout's standby running behind.
+stop_standby() {
+	if [[ -f "$STANDBY_DATA/postmaster.pid" ]]; then
+		node_ctl 2 -m fast -w -t 30 stop >/dev/null || true
+		echo "postgres: standby stopped"
+	fi
+}
+
 standby_main() {
 	case "${1:-}" in
 	start) standby_start ;;

@@ -218,13 +218,17 @@ esac
 
 case "${1:-}" in
 start) start ;;
-stop) stop ;;
+stop)
+	stop
+	stop_standby
+	;;
 restart) restart ;;
 status) status ;;
 url) echo "$URL" ;;
 destroy)
 	stop
-	rm -rf "$DATA"
+	stop_standby
+	rm -rf "$DATA" "$STANDBY_DATA"
 	;;
 *)
 	echo "usage: $0 start|stop|restart|status|url|destroy" >&2
