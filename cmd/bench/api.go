@@ -28,6 +28,7 @@ import (
 	"github.com/google/uuid"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
 	"github.com/dscourse/payments-outbox/internal/benchreport"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -54,14 +55,14 @@ const apiBenchRounds = 2
 
 // benchAPI runs the API benchmark and merges its figures into reports/bench.json.
 func benchAPI(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if err := noFlags("api", args, stdout); err != nil {
+	if err := benchenv.NoFlags("api", args, stdout); err != nil {
 		return err
 	}
-	env, err := openEnv(ctx, getenv)
+	env, err := benchenv.Open(ctx, getenv)
 	if err != nil {
 		return err
 	}
-	defer env.close()
+	defer env.Close()
 
 	base, stop, err := startAPI(ctx, env)
 	if err != nil {
@@ -73,7 +74,7 @@ func benchAPI(ctx context.Context, args []string, getenv func(string) string, st
 	if _, err := attackAPI(base, apiBenchWarmup); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
-	dbURL, dropDB, err := env.migratedDatabase(ctx, "bench_db", migrations.Payments)
+	dbURL, dropDB, err := env.MigratedDatabase(ctx, "bench_db", migrations.Payments)
 	if err != nil {
 		return err
 	}
@@ -84,12 +85,12 @@ func benchAPI(ctx context.Context, args []string, getenv func(string) string, st
 	// over, the WAL flush included ("Serialize writers by acquiring a special lock that
 	// we hold till after commit", PreCommit_Notify in
 	// https://github.com/postgres/postgres/blob/REL_15_STABLE/src/backend/commands/async.c).
-	quietURL, dropQuiet, err := env.migratedDatabase(ctx, "bench_db_no_notify", migrations.Payments)
+	quietURL, dropQuiet, err := env.MigratedDatabase(ctx, "bench_db_no_notify", migrations.Payments)
 	if err != nil {
 		return err
 	}
 	defer dropQuiet()
-	if err := execOnce(ctx, quietURL, `DROP TRIGGER outbox_events_notify ON outbox_events`); err != nil {
+	if err := benchenv.ExecOnce(ctx, quietURL, `DROP TRIGGER outbox_events_notify ON outbox_events`); err != nil {
 		return fmt.Errorf("drop the NOTIFY trigger: %w", err)
 	}
 
@@ -141,20 +142,20 @@ func benchAPI(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	return benchreport.Merge(benchreport.Path, map[string]any{
 		"api_payments_per_s":                 math.Round(api.PaymentsPerSecond),
-		"api_latency_p50_ms":                 hundredths(api.P50Millis),
-		"api_latency_p99_ms":                 hundredths(api.P99Millis),
+		"api_latency_p50_ms":                 benchreport.Hundredths(api.P50Millis),
+		"api_latency_p99_ms":                 benchreport.Hundredths(api.P99Millis),
 		"api_errors":                         api.Errors,
 		"api_clients":                        apiBenchClients,
 		"db_ceiling_tx_per_s":                math.Round(db.TransactionsPerSecond),
 		"db_ceiling_clients":                 apiBenchDBClients,
 		"db_ceiling_without_notify_tx_per_s": math.Round(noNotify.TransactionsPerSecond),
-		"api_to_db_ratio":                    hundredths(ratio),
+		"api_to_db_ratio":                    benchreport.Hundredths(ratio),
 		"api_bench_duration_s":               apiBenchDuration.Seconds(),
 		"api_bench_rounds":                   apiBenchRounds,
 		"api_bench_measured_at":              time.Now().UTC().Format(time.RFC3339),
 		// Both phases share the machine with whatever else runs: a high load average
 		// means the figures (less so their ratio) are lower than on an idle machine.
-		"api_bench_load_avg_1m": loadAverage(),
+		"api_bench_load_avg_1m": benchenv.LoadAverage(),
 	})
 }
 
@@ -167,8 +168,8 @@ type apiResult struct {
 // startAPI builds cmd/api and runs it against a fresh database, its relay publishing
 // to a throwaway topic as in production. It returns the base URL and a function that
 // stops the API (SIGINT, as an orchestrator would) and removes what it made.
-func startAPI(ctx context.Context, env benchEnv) (base string, stop func(), err error) {
-	dbURL, dropDB, err := env.createDatabase(ctx, "bench_api")
+func startAPI(ctx context.Context, env benchenv.Env) (base string, stop func(), err error) {
+	dbURL, dropDB, err := env.CreateDatabase(ctx, "bench_api")
 	if err != nil {
 		return "", nil, err
 	}
@@ -183,7 +184,7 @@ func startAPI(ctx context.Context, env benchEnv) (base string, stop func(), err 
 // startAPIOn is startAPI on an existing database (the API migrates it), with vars
 // ("KEY=value") added to the API's environment. The returned function stops the API
 // and deletes its topic; the database is the caller's.
-func startAPIOn(ctx context.Context, env benchEnv, dbURL string, vars ...string) (base string, stop func(), err error) {
+func startAPIOn(ctx context.Context, env benchenv.Env, dbURL string, vars ...string) (base string, stop func(), err error) {
 	var cleanups []func()
 	stop = func() {
 		for _, f := range slices.Backward(cleanups) {
@@ -196,7 +197,7 @@ func startAPIOn(ctx context.Context, env benchEnv, dbURL string, vars ...string)
 		}
 	}()
 
-	topic, dropTopic, err := env.createTopic(ctx, "bench.api")
+	topic, dropTopic, err := env.CreateTopic(ctx, "bench.api")
 	if err != nil {
 		return "", nil, err
 	}
@@ -215,7 +216,7 @@ func startAPIOn(ctx context.Context, env benchEnv, dbURL string, vars ...string)
 	cmd := exec.CommandContext(apiCtx, bin)
 	cmd.Env = append(os.Environ(),
 		"DATABASE_URL="+dbURL, "HTTP_ADDR=127.0.0.1:0", "ADMIN_ADDR=127.0.0.1:0",
-		"KAFKA_BROKERS="+strings.Join(env.brokers, ","), "KAFKA_TOPIC="+topic)
+		"KAFKA_BROKERS="+strings.Join(env.Brokers, ","), "KAFKA_TOPIC="+topic)
 	cmd.Env = append(cmd.Env, vars...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 20 * time.Second
@@ -384,21 +385,4 @@ func runPgbench(ctx context.Context, dbURL string) (dbCeiling, error) {
 	c.TransactionsPerSecond, _ = strconv.ParseFloat(string(tps[1]), 64)
 	c.AvgLatencyMillis, _ = strconv.ParseFloat(string(latency[1]), 64)
 	return c, nil
-}
-
-// loadAverage is the 1-minute load average, or -1 where /proc/loadavg does not exist.
-func loadAverage() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return -1
-	}
-	fields := strings.Fields(string(b))
-	if len(fields) == 0 {
-		return -1
-	}
-	f, err := strconv.ParseFloat(fields[0], 64)
-	if err != nil {
-		return -1
-	}
-	return f
 }

@@ -12,6 +12,8 @@ import (
 	"io"
 	"math"
 
+	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
+	"github.com/dscourse/payments-outbox/internal/benchreport"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -26,13 +28,13 @@ type apiRelayRound struct {
 }
 
 // apiWithRelays runs the rounds and returns the report's fields.
-func apiWithRelays(ctx context.Context, env benchEnv, stdout io.Writer) (map[string]any, error) {
-	dbURL, dropDB, err := env.createDatabase(ctx, "bench_api_relays")
+func apiWithRelays(ctx context.Context, env benchenv.Env, stdout io.Writer) (map[string]any, error) {
+	dbURL, dropDB, err := env.CreateDatabase(ctx, "bench_api_relays")
 	if err != nil {
 		return nil, err
 	}
 	defer dropDB()
-	dropCDCSlot := func() error { return dropSlot(context.WithoutCancel(ctx), env.admin, dbURL) }
+	dropCDCSlot := func() error { return dropSlot(context.WithoutCancel(ctx), env.Admin, dbURL) }
 	defer dropCDCSlot() // before the database; an error here was already reported below
 
 	rounds := map[string][]apiRelayRound{}
@@ -57,23 +59,23 @@ func apiWithRelays(ctx context.Context, env benchEnv, stdout io.Writer) (map[str
 
 	report := map[string]any{"api_relays_rounds": apiRelayRounds}
 	for mode, rs := range rounds {
-		var rate, p99, pending, load samples
+		var rate, p99, pending, load benchreport.Samples
 		for _, r := range rs {
 			rate, p99 = append(rate, r.api.PaymentsPerSecond), append(p99, r.api.P99Millis)
 			pending, load = append(pending, r.pending), append(load, r.loadAvg)
 		}
 		suffix := "_with_" + mode + "_relay"
-		rate.addTo(report, "api_payments_per_s"+suffix, math.Round)
-		p99.addTo(report, "api_latency_p99_ms"+suffix, hundredths)
-		pending.addTo(report, "api_unpublished_at_end"+suffix, math.Round)
-		load.addTo(report, "api_load_avg_1m"+suffix, hundredths)
+		rate.AddTo(report, "api_payments_per_s"+suffix, math.Round)
+		p99.AddTo(report, "api_latency_p99_ms"+suffix, benchreport.Hundredths)
+		pending.AddTo(report, "api_unpublished_at_end"+suffix, math.Round)
+		load.AddTo(report, "api_load_avg_1m"+suffix, benchreport.Hundredths)
 	}
 	return report, nil
 }
 
 // attackWithRelay starts cmd/api on dbURL with the relay of mode in its process, warms
 // it up and attacks it, then reads how far its relay was behind.
-func attackWithRelay(ctx context.Context, env benchEnv, dbURL, mode string) (apiRelayRound, error) {
+func attackWithRelay(ctx context.Context, env benchenv.Env, dbURL, mode string) (apiRelayRound, error) {
 	base, stop, err := startAPIOn(ctx, env, dbURL, "RELAY_MODE="+mode)
 	if err != nil {
 		return apiRelayRound{}, err
@@ -86,7 +88,7 @@ func attackWithRelay(ctx context.Context, env benchEnv, dbURL, mode string) (api
 	if err != nil {
 		return apiRelayRound{}, err
 	}
-	r := apiRelayRound{api: api, loadAvg: loadAverage()}
+	r := apiRelayRound{api: api, loadAvg: benchenv.LoadAverage()}
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		return r, fmt.Errorf("open pool: %w", err)

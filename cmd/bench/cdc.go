@@ -29,6 +29,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
 	"github.com/dscourse/payments-outbox/internal/benchreport"
 	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 	"github.com/dscourse/payments-outbox/migrations"
@@ -76,36 +77,36 @@ func benchCDC(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	env, err := openEnv(ctx, getenv)
+	env, err := benchenv.Open(ctx, getenv)
 	if err != nil {
 		return err
 	}
-	defer env.close()
+	defer env.Close()
 
 	// One database per relay: the CDC relay's slot and its marks never meet the polling
 	// relay's rows.
-	pollURL, dropPoll, err := env.migratedDatabase(ctx, "bench_poll", migrations.Payments)
+	pollURL, dropPoll, err := env.MigratedDatabase(ctx, "bench_poll", migrations.Payments)
 	if err != nil {
 		return err
 	}
 	defer dropPoll()
-	cdcURL, dropCDC, err := env.migratedDatabase(ctx, "bench_cdc", migrations.Payments)
+	cdcURL, dropCDC, err := env.MigratedDatabase(ctx, "bench_cdc", migrations.Payments)
 	if err != nil {
 		return err
 	}
 	defer dropCDC()
 	// Deferred after dropCDC, so it runs first: the slot must go before its database.
 	defer func() {
-		if err := dropSlot(context.WithoutCancel(ctx), env.admin, cdcURL); err != nil {
+		if err := dropSlot(context.WithoutCancel(ctx), env.Admin, cdcURL); err != nil {
 			fmt.Fprintln(stdout, "warning:", err)
 		}
 	}()
 
 	logger := slog.New(slog.DiscardHandler)
 	b := cdcBench{
-		benchEnv: env, cfg: cfg, pollURL: pollURL, cdcURL: cdcURL,
-		poll: ourRelay{cfg: poll.Config{Brokers: env.brokers, Workers: 4, BatchSize: 1000}, logger: logger},
-		cdc:  cdcRelay{brokers: env.brokers, logger: logger},
+		Env: env, cfg: cfg, pollURL: pollURL, cdcURL: cdcURL,
+		poll: ourRelay{cfg: poll.Config{Brokers: env.Brokers, Workers: 4, BatchSize: 1000}, logger: logger},
+		cdc:  cdcRelay{brokers: env.Brokers, logger: logger},
 	}
 	var all []cdcFigures
 	for rep := 1; rep <= cfg.reps; rep++ {
@@ -121,7 +122,7 @@ func benchCDC(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("CDC outage: %w", err)
 	}
 	fmt.Fprintf(stdout, "WAL retained by the slot after a %s outage at %d/s (load average %.2f): %.0f bytes\n",
-		cfg.outage, cfg.latencyRate, loadAverage(), walRetained)
+		cfg.outage, cfg.latencyRate, benchenv.LoadAverage(), walRetained)
 	report := cdcReport(all, walRetained, cfg)
 	fmt.Fprintf(stdout, "medians of %d: drain poll %v, cdc %v events/s (ratio %v); latency p99 poll %v, cdc %v ms\n",
 		cfg.reps, report["cdc_bench_poll_drain_events_per_s"], report["cdc_drain_events_per_s"], report["cdc_to_poll_drain_ratio"],
@@ -131,7 +132,7 @@ func benchCDC(ctx context.Context, args []string, getenv func(string) string, st
 
 // cdcBench is one run of the CDC benchmark.
 type cdcBench struct {
-	benchEnv
+	benchenv.Env
 	cfg             cdcBenchConfig
 	pollURL, cdcURL string
 	poll            ourRelay
@@ -141,7 +142,7 @@ type cdcBench struct {
 func (b cdcBench) repetition(ctx context.Context) (cdcFigures, error) {
 	var f cdcFigures
 	var err error
-	rb := relayBench{benchEnv: b.benchEnv,
+	rb := relayBench{Env: b.Env,
 		cfg: relayBenchConfig{backlog: b.cfg.backlog, latencyRate: b.cfg.latencyRate, latencyDuration: b.cfg.latencyDuration}}
 	if f.pollDrain, err = rb.drain(ctx, b.poll, b.pollURL, nil); err != nil {
 		return f, fmt.Errorf("polling relay's drain: %w", err)
@@ -155,7 +156,7 @@ func (b cdcBench) repetition(ctx context.Context) (cdcFigures, error) {
 	if f.cdcLatency, err = rb.latency(ctx, b.cdc, b.cdcURL); err != nil {
 		return f, fmt.Errorf("CDC relay's latency: %w", err)
 	}
-	f.loadAvg = loadAverage()
+	f.loadAvg = benchenv.LoadAverage()
 	return f, nil
 }
 
@@ -179,7 +180,7 @@ func (b cdcBench) outage(ctx context.Context) (float64, error) {
 	if gen.err != nil {
 		return 0, fmt.Errorf("generate events: %w", gen.err)
 	}
-	return walRetained(ctx, b.admin, b.cdcURL)
+	return walRetained(ctx, b.Admin, b.cdcURL)
 }
 
 func printCDCRepetition(w io.Writer, rep int, f cdcFigures, cfg cdcBenchConfig) {
@@ -218,25 +219,25 @@ func cdcReport(all []cdcFigures, walRetainedBytes float64, cfg cdcBenchConfig) m
 		round func(float64) float64
 		value func(cdcFigures) float64
 	}{
-		{"cdc_bench_poll_drain_events_per_s", tenths, func(f cdcFigures) float64 { return f.pollDrain.eventsPerSecond }},
-		{"cdc_drain_events_per_s", tenths, func(f cdcFigures) float64 { return f.cdcDrain.eventsPerSecond }},
-		{"cdc_to_poll_drain_ratio", hundredths, func(f cdcFigures) float64 { return f.cdcDrain.eventsPerSecond / f.pollDrain.eventsPerSecond }},
-		{"cdc_bench_poll_wal_bytes_per_event", tenths, func(f cdcFigures) float64 { return f.pollDrain.cost.walBytes }},
-		{"cdc_wal_bytes_per_event", tenths, func(f cdcFigures) float64 { return f.cdcDrain.cost.walBytes }},
-		{"cdc_bench_poll_latency_p50_ms", tenths, func(f cdcFigures) float64 { return f.pollLatency.p50 }},
-		{"cdc_bench_poll_latency_p99_ms", tenths, func(f cdcFigures) float64 { return f.pollLatency.p99 }},
-		{"cdc_latency_p50_ms", tenths, func(f cdcFigures) float64 { return f.cdcLatency.p50 }},
-		{"cdc_latency_p99_ms", tenths, func(f cdcFigures) float64 { return f.cdcLatency.p99 }},
-		{"cdc_latency_rate_per_s", tenths, func(f cdcFigures) float64 { return f.cdcLatency.achievedRate }},
-		{"cdc_bench_load_avg_1m", hundredths, func(f cdcFigures) float64 { return f.loadAvg }},
+		{"cdc_bench_poll_drain_events_per_s", benchreport.Tenths, func(f cdcFigures) float64 { return f.pollDrain.eventsPerSecond }},
+		{"cdc_drain_events_per_s", benchreport.Tenths, func(f cdcFigures) float64 { return f.cdcDrain.eventsPerSecond }},
+		{"cdc_to_poll_drain_ratio", benchreport.Hundredths, func(f cdcFigures) float64 { return f.cdcDrain.eventsPerSecond / f.pollDrain.eventsPerSecond }},
+		{"cdc_bench_poll_wal_bytes_per_event", benchreport.Tenths, func(f cdcFigures) float64 { return f.pollDrain.cost.walBytes }},
+		{"cdc_wal_bytes_per_event", benchreport.Tenths, func(f cdcFigures) float64 { return f.cdcDrain.cost.walBytes }},
+		{"cdc_bench_poll_latency_p50_ms", benchreport.Tenths, func(f cdcFigures) float64 { return f.pollLatency.p50 }},
+		{"cdc_bench_poll_latency_p99_ms", benchreport.Tenths, func(f cdcFigures) float64 { return f.pollLatency.p99 }},
+		{"cdc_latency_p50_ms", benchreport.Tenths, func(f cdcFigures) float64 { return f.cdcLatency.p50 }},
+		{"cdc_latency_p99_ms", benchreport.Tenths, func(f cdcFigures) float64 { return f.cdcLatency.p99 }},
+		{"cdc_latency_rate_per_s", benchreport.Tenths, func(f cdcFigures) float64 { return f.cdcLatency.achievedRate }},
+		{"cdc_bench_load_avg_1m", benchreport.Hundredths, func(f cdcFigures) float64 { return f.loadAvg }},
 	}
 	for _, fig := range figures {
-		s := make(samples, len(all))
+		s := make(benchreport.Samples, len(all))
 		for i, f := range all {
 			s[i] = fig.value(f)
 		}
-		s.addTo(report, fig.key, fig.round)
+		s.AddTo(report, fig.key, fig.round)
 	}
-	samples{walRetainedBytes}.addTo(report, "cdc_wal_retained_bytes_after_60s_outage", tenths)
+	benchreport.Samples{walRetainedBytes}.AddTo(report, "cdc_wal_retained_bytes_after_60s_outage", benchreport.Tenths)
 	return report
 }

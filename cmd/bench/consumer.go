@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/antifraud"
+	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
 	"github.com/dscourse/payments-outbox/internal/benchreport"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/event"
@@ -38,16 +39,16 @@ const (
 
 // benchConsumer runs the consumer benchmark and merges its figures into reports/bench.json.
 func benchConsumer(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if err := noFlags("consumer", args, stdout); err != nil {
+	if err := benchenv.NoFlags("consumer", args, stdout); err != nil {
 		return err
 	}
 	// The records are produced on the run's client. The fill is not what is measured:
 	// large batches, no waiting per record.
-	env, err := openEnv(ctx, getenv, kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20))
+	env, err := benchenv.Open(ctx, getenv, kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20))
 	if err != nil {
 		return err
 	}
-	defer env.close()
+	defer env.Close()
 
 	records := consumerBenchRecords(consumerBenchEvents)
 
@@ -75,8 +76,8 @@ func benchConsumer(ctx context.Context, args []string, getenv func(string) strin
 
 // consumerBenchRun fills a fresh topic with records, consumes it with a fresh group into a
 // fresh database, checks the outcome, and returns the records consumed per second.
-func consumerBenchRun(ctx context.Context, env benchEnv, records []*kgo.Record, stdout io.Writer) (float64, error) {
-	topic, dropTopic, err := env.createTopic(ctx, "bench.consumer")
+func consumerBenchRun(ctx context.Context, env benchenv.Env, records []*kgo.Record, stdout io.Writer) (float64, error) {
+	topic, dropTopic, err := env.CreateTopic(ctx, "bench.consumer")
 	if err != nil {
 		return 0, err
 	}
@@ -86,12 +87,12 @@ func consumerBenchRun(ctx context.Context, env benchEnv, records []*kgo.Record, 
 	for _, r := range records {
 		r.Topic = topic
 	}
-	if err := consumerBenchProduce(ctx, env.kafka, records); err != nil {
+	if err := consumerBenchProduce(ctx, env.Kafka, records); err != nil {
 		return 0, err
 	}
 	fmt.Fprintf(stdout, "  filled %s with %d records in %s\n", topic, len(records), time.Since(start).Round(time.Millisecond))
 
-	pool, drop, err := env.migratedPool(ctx, "bench_antifraud", migrations.Antifraud, 0)
+	pool, drop, err := env.MigratedPool(ctx, "bench_antifraud", migrations.Antifraud, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -103,7 +104,7 @@ func consumerBenchRun(ctx context.Context, env benchEnv, records []*kgo.Record, 
 		return 0, err
 	}
 	consumer, err := antifraud.NewConsumer(pool, antifraud.Config{
-		Brokers: env.brokers,
+		Brokers: env.Brokers,
 		Topic:   topic,
 		Group:   devstack.UniqueName("bench-antifraud-"),
 	}, slog.New(slog.DiscardHandler), metrics)

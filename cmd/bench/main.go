@@ -23,11 +23,9 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"os"
 	"os/signal"
 	"slices"
@@ -118,23 +116,3 @@ func selectBenchmarks(all map[string]benchmark, args []string) (selected, flags 
 	}
 	return selected, flags, nil
 }
-
-// noFlags is the flag parsing of a benchmark that has none: it rejects any argument and
-// answers -h.
-func noFlags(name string, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("bench "+name, flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("parse flags: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q: bench %s takes none", fs.Args(), name)
-	}
-	return nil
-}
-
-// tenths and hundredths round f to one or two decimals for the report; round4 to four,
-// for per-event figures well below one (commits per event).
-func tenths(f float64) float64     { return math.Round(f*10) / 10 }
-func hundredths(f float64) float64 { return math.Round(f*100) / 100 }
-func round4(f float64) float64     { return math.Round(f*1e4) / 1e4 }

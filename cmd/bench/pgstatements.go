@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -26,7 +27,7 @@ func statementsLoaded(ctx context.Context, admin *pgxpool.Pool) (bool, error) {
 // resetStatements creates the extension in dbURL's database (dropped with it) and
 // forgets that database's statements, leaving other databases' alone.
 func resetStatements(ctx context.Context, dbURL string) error {
-	err := execOnce(ctx, dbURL, `
+	err := benchenv.ExecOnce(ctx, dbURL, `
 		CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
 		SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)`)
 	if err != nil {

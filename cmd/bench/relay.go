@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
 	"github.com/dscourse/payments-outbox/internal/benchreport"
 	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 	"github.com/dscourse/payments-outbox/migrations"
@@ -77,33 +78,33 @@ func benchRelay(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	env, err := openEnv(ctx, getenv)
+	env, err := benchenv.Open(ctx, getenv)
 	if err != nil {
 		return err
 	}
-	defer env.close()
-	relayCfg, err := relayConfigFromEnv(getenv, env.brokers)
+	defer env.Close()
+	relayCfg, err := relayConfigFromEnv(getenv, env.Brokers)
 	if err != nil {
 		return err
 	}
-	ourURL, dropOurs, err := env.migratedDatabase(ctx, "bench_relay", migrations.Payments)
+	ourURL, dropOurs, err := env.MigratedDatabase(ctx, "bench_relay", migrations.Payments)
 	if err != nil {
 		return err
 	}
 	defer dropOurs()
-	floorURL, dropFloor, err := env.createDatabase(ctx, "bench_floor")
+	floorURL, dropFloor, err := env.CreateDatabase(ctx, "bench_floor")
 	if err != nil {
 		return err
 	}
 	defer dropFloor()
-	if err := execOnce(ctx, floorURL, floorTableSQL); err != nil {
+	if err := benchenv.ExecOnce(ctx, floorURL, floorTableSQL); err != nil {
 		return fmt.Errorf("create floor table: %w", err)
 	}
 	b := relayBench{
-		benchEnv: env, cfg: cfg, ourURL: ourURL, floorURL: floorURL,
+		Env: env, cfg: cfg, ourURL: ourURL, floorURL: floorURL,
 		ours:       ourRelay{cfg: relayCfg, logger: slog.New(slog.DiscardHandler)},
-		floor:      floorRelay{brokers: env.brokers},
-		sameSchema: sameSchemaRelay{brokers: env.brokers},
+		floor:      floorRelay{brokers: env.Brokers},
+		sameSchema: sameSchemaRelay{brokers: env.Brokers},
 	}
 	cluster, err := newClusterBench(ctx, b, getenv)
 	if err != nil {
@@ -158,7 +159,7 @@ func relayConfigFromEnv(getenv func(string) string, brokers []string) (poll.Conf
 
 // relayBench is one run of the relay benchmark: its databases, broker and relays.
 type relayBench struct {
-	benchEnv
+	benchenv.Env
 	cfg              relayBenchConfig
 	ourURL, floorURL string
 	ours             ourRelay
@@ -206,18 +207,18 @@ func (b relayBench) repetition(ctx context.Context, rep int) (relayFigures, erro
 	if err := second(); err != nil {
 		return f, err
 	}
-	f.loadAvg = loadAverage()
+	f.loadAvg = benchenv.LoadAverage()
 	return f, nil
 }
 
 // drain measures one drain of relay on a fresh topic.
 func (b relayBench) drain(ctx context.Context, relay relayUnderTest, dbURL string, around func() (func() error, error)) (drainResult, error) {
-	topic, dropTopic, err := b.createTopic(ctx, "bench.relay-drain")
+	topic, dropTopic, err := b.CreateTopic(ctx, "bench.relay-drain")
 	if err != nil {
 		return drainResult{}, err
 	}
 	defer dropTopic()
-	s := drainSetup{admin: b.admin, dbURL: dbURL, topic: topic, backlog: b.cfg.backlog, around: around}
+	s := drainSetup{admin: b.Admin, dbURL: dbURL, topic: topic, backlog: b.cfg.backlog, around: around}
 	if b.claims != nil { // a nil *claimRecorder in the interface would be a tracer that panics
 		s.tracer = b.claims
 	}
@@ -240,16 +241,16 @@ func (b relayBench) latency(ctx context.Context, relay relayUnderTest, dbURL str
 
 // tracedLatency is latency, writing its trace to trace unless that is "".
 func (b relayBench) tracedLatency(ctx context.Context, relay relayUnderTest, dbURL, trace string) (latencyResult, error) {
-	if err := settle(ctx, b.admin); err != nil {
+	if err := benchenv.Settle(ctx, b.Admin); err != nil {
 		return latencyResult{}, err
 	}
-	topic, dropTopic, err := b.createTopic(ctx, "bench.relay-latency")
+	topic, dropTopic, err := b.CreateTopic(ctx, "bench.relay-latency")
 	if err != nil {
 		return latencyResult{}, err
 	}
 	defer dropTopic()
 	return measureLatency(ctx, relay, latencySetup{
-		dbURL: dbURL, brokers: b.brokers, topic: topic, rate: b.cfg.latencyRate, duration: b.cfg.latencyDuration,
+		dbURL: dbURL, brokers: b.Brokers, topic: topic, rate: b.cfg.latencyRate, duration: b.cfg.latencyDuration,
 		trace: trace,
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dscourse/payments-outbox/internal/benchreport"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -53,7 +54,7 @@ func newClusterBench(ctx context.Context, b relayBench, getenv func(string) stri
 		return nil, fmt.Errorf("KAFKA_CLUSTER_BROKERS=%s: %d brokers registered, want 3 for replication factor 3", env, len(meta.Brokers))
 	}
 	c := &clusterBench{relayBench: b, close: cl.Close}
-	c.kafka, c.adm, c.brokers, c.claims = cl, adm, brokers, nil
+	c.Kafka, c.Adm, c.Brokers, c.claims = cl, adm, brokers, nil
 	c.ours.cfg.Brokers = brokers
 	return c, nil
 }
@@ -80,7 +81,7 @@ func (c *clusterBench) repetition(ctx context.Context) (*clusterFigures, error) 
 // addClusterFigures puts the cluster's medians, with their spread, into the report,
 // when every repetition measured them.
 func addClusterFigures(report map[string]any, all []relayFigures) {
-	var drain, p50, p99, rate samples
+	var drain, p50, p99, rate benchreport.Samples
 	for _, f := range all {
 		if f.cluster == nil {
 			return
@@ -90,11 +91,11 @@ func addClusterFigures(report map[string]any, all []relayFigures) {
 		p99 = append(p99, f.cluster.latency.p99)
 		rate = append(rate, f.cluster.latency.achievedRate)
 	}
-	drain.addTo(report, "relay_drain_cluster_events_per_s", tenths)
-	p50.addTo(report, "relay_latency_cluster_p50_ms", tenths)
-	p99.addTo(report, "relay_latency_cluster_p99_ms", tenths)
+	drain.AddTo(report, "relay_drain_cluster_events_per_s", benchreport.Tenths)
+	p50.AddTo(report, "relay_latency_cluster_p50_ms", benchreport.Tenths)
+	p99.AddTo(report, "relay_latency_cluster_p99_ms", benchreport.Tenths)
 	// A machine too busy to commit at the asked rate measures a lower one: say which.
-	rate.addTo(report, "relay_latency_cluster_rate_per_s", tenths)
+	rate.AddTo(report, "relay_latency_cluster_rate_per_s", benchreport.Tenths)
 	report["relay_cluster_note"] = "the same relay and database against the three-node cluster of KAFKA_NODES=3 scripts/stack/kafka.sh " +
 		"(replication factor 3, min.insync.replicas=2, acks=all), measured in each repetition right after the single broker's figures"
 }

@@ -41,7 +41,7 @@ func (b relayBench) diagnose(ctx context.Context, stdout io.Writer) error {
 	}
 	statements := c.statements
 	if statements {
-		loaded, err := statementsLoaded(ctx, b.admin)
+		loaded, err := statementsLoaded(ctx, b.Admin)
 		if err != nil {
 			return err
 		}

@@ -37,6 +37,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
 	"github.com/dscourse/payments-outbox/internal/benchreport"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/outbox/cdc"
@@ -126,16 +127,16 @@ func benchLadder(ctx context.Context, args []string, getenv func(string) string,
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("parse flags: %w", err)
 	}
-	env, err := openPostgres(ctx, getenv)
+	env, err := benchenv.OpenPostgres(ctx, getenv)
 	if err != nil {
 		return err
 	}
-	defer env.close()
+	defer env.Close()
 
 	rungs := ladderRungs(cfg)
 	urls := make([]string, len(rungs))
 	for i, r := range rungs {
-		url, drop, err := env.createDatabase(ctx, "bench_ladder")
+		url, drop, err := env.CreateDatabase(ctx, "bench_ladder")
 		if err != nil {
 			return err
 		}
@@ -145,15 +146,15 @@ func benchLadder(ctx context.Context, args []string, getenv func(string) string,
 		}
 		urls[i] = url
 	}
-	results := make([]samples, len(rungs))
-	wal := make([]samples, len(rungs))
-	records := make([]samples, len(rungs))
-	var load samples
+	results := make([]benchreport.Samples, len(rungs))
+	wal := make([]benchreport.Samples, len(rungs))
+	records := make([]benchreport.Samples, len(rungs))
+	var load benchreport.Samples
 	for rep := 1; rep <= cfg.reps; rep++ {
-		load = append(load, loadAverage())
+		load = append(load, benchenv.LoadAverage())
 		fmt.Fprintf(stdout, "repetition %d (load average %.2f)\n", rep, load[len(load)-1])
 		for i, r := range rungs {
-			d, err := measureDrain(ctx, r, drainSetup{admin: env.admin, dbURL: urls[i], backlog: cfg.backlog})
+			d, err := measureDrain(ctx, r, drainSetup{admin: env.Admin, dbURL: urls[i], backlog: cfg.backlog})
 			if err != nil {
 				return fmt.Errorf("%s: %w", r.name, err)
 			}
@@ -174,16 +175,16 @@ func benchLadder(ctx context.Context, args []string, getenv func(string) string,
 			"floor = the floor's table and loop; floor_order = plus the order rule per aggregate; ours_no_history = our schema and claim, the mark a plain delete; ours = our schema, claim and mark; ours_mark_by_id = ours with the mark by event id instead of ctid; ours_probe_every_row = ours with the order rule probed for every candidate (the claim before migration 00010); " +
 			"first_design = our relay's first design (lease in columns, mark in place); medians with _min, _max; WAL is server-wide",
 	}
-	load.addTo(report, "ladder_bench_load_avg_1m", hundredths)
+	load.AddTo(report, "ladder_bench_load_avg_1m", benchreport.Hundredths)
 	for i, r := range rungs {
-		results[i].addTo(report, "ladder_"+r.key+"_events_per_s", tenths)
-		wal[i].addTo(report, "ladder_"+r.key+"_wal_bytes_per_event", tenths)
-		records[i].addTo(report, "ladder_"+r.key+"_wal_records_per_event", hundredths)
+		results[i].AddTo(report, "ladder_"+r.key+"_events_per_s", benchreport.Tenths)
+		wal[i].AddTo(report, "ladder_"+r.key+"_wal_bytes_per_event", benchreport.Tenths)
+		records[i].AddTo(report, "ladder_"+r.key+"_wal_records_per_event", benchreport.Hundredths)
 	}
 	fmt.Fprintln(stdout, "medians:")
 	for i, r := range rungs {
 		fmt.Fprintf(stdout, "  %-16s %8.0f events/s  %6.1f µs per event  %.2f WAL records per event\n",
-			r.name, results[i].median(), 1e6/results[i].median(), records[i].median())
+			r.name, results[i].Median(), 1e6/results[i].Median(), records[i].Median())
 	}
 	if err := benchreport.Merge(cfg.report, report); err != nil {
 		return err
@@ -215,7 +216,7 @@ func ladderRungs(cfg ladderConfig) []ladderRung {
 }
 
 func sqlSetup(sql string) func(context.Context, string) error {
-	return func(ctx context.Context, dbURL string) error { return execOnce(ctx, dbURL, sql) }
+	return func(ctx context.Context, dbURL string) error { return benchenv.ExecOnce(ctx, dbURL, sql) }
 }
 
 // floorSQLBatch is floorBatch without the produce; withOrder adds the order rule.

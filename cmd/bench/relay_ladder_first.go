@@ -33,7 +33,7 @@ const firstDesignTableSQL = `
 		traceparent      text,
 		enqueued_at      timestamptz NOT NULL DEFAULT now(),
 		-- Not in the first design: here only so that the backlog fill shared with ours
-		-- (fillBacklog) can write its rows. Its claim never reads it.
+		-- (benchenv.FillBacklog) can write its rows. Its claim never reads it.
 		may_have_predecessor boolean NOT NULL DEFAULT true
 	) WITH (fillfactor = 50);
 	CREATE INDEX outbox_events_pending_idx ON outbox_events (next_attempt_at, seq) INCLUDE (enqueued_at)

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
 	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/outbox/cdc"
 )
@@ -55,12 +56,12 @@ func (floorRelay) fill(ctx context.Context, pool *pgxpool.Pool, n int) error {
 	}
 	_, err := pool.Exec(ctx, `
 		INSERT INTO floor_events (key, payload)
-		SELECT p.id::text, `+backlogPayloadSQL+`
+		SELECT p.id::text, `+benchenv.BacklogPayloadSQL+`
 		FROM (SELECT gen_random_uuid() AS id, i FROM generate_series(1, $1) AS i) p`, n)
 	if err != nil {
 		return fmt.Errorf("insert floor backlog: %w", err)
 	}
-	return vacuumAnalyze(ctx, pool, "floor_events")
+	return benchenv.VacuumAnalyze(ctx, pool, "floor_events")
 }
 
 func (floorRelay) pending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {

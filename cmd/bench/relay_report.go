@@ -7,6 +7,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/benchreport"
+
 	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 )
 
@@ -39,8 +41,8 @@ func printRepetition(w io.Writer, rep int, f relayFigures, relayCfg poll.Config,
 // within each repetition, whose relays ran minutes apart under the same neighbours,
 // and then summarised like any figure.
 func relayReport(all []relayFigures, cfg relayBenchConfig, relayCfg poll.Config) map[string]any {
-	pick := func(f func(relayFigures) float64) samples {
-		s := make(samples, len(all))
+	pick := func(f func(relayFigures) float64) benchreport.Samples {
+		s := make(benchreport.Samples, len(all))
 		for i, r := range all {
 			s[i] = f(r)
 		}
@@ -65,51 +67,51 @@ func relayReport(all []relayFigures, cfg relayBenchConfig, relayCfg poll.Config)
 		round func(float64) float64
 		value func(relayFigures) float64
 	}{
-		{"relay_drain_events_per_s", tenths, func(f relayFigures) float64 { return f.relay.eventsPerSecond }},
-		{"floor_relay_events_per_s", tenths, func(f relayFigures) float64 { return f.floor.eventsPerSecond }},
-		{"minimal_relay_events_per_s", tenths, func(f relayFigures) float64 { return f.sameSchema.eventsPerSecond }},
-		{"relay_to_floor_ratio", hundredths, func(f relayFigures) float64 { return f.relay.eventsPerSecond / f.floor.eventsPerSecond }},
-		{"relay_to_minimal_ratio", hundredths, func(f relayFigures) float64 { return f.relay.eventsPerSecond / f.sameSchema.eventsPerSecond }},
+		{"relay_drain_events_per_s", benchreport.Tenths, func(f relayFigures) float64 { return f.relay.eventsPerSecond }},
+		{"floor_relay_events_per_s", benchreport.Tenths, func(f relayFigures) float64 { return f.floor.eventsPerSecond }},
+		{"minimal_relay_events_per_s", benchreport.Tenths, func(f relayFigures) float64 { return f.sameSchema.eventsPerSecond }},
+		{"relay_to_floor_ratio", benchreport.Hundredths, func(f relayFigures) float64 { return f.relay.eventsPerSecond / f.floor.eventsPerSecond }},
+		{"relay_to_minimal_ratio", benchreport.Hundredths, func(f relayFigures) float64 { return f.relay.eventsPerSecond / f.sameSchema.eventsPerSecond }},
 
-		{"relay_latency_p50_ms", tenths, func(f relayFigures) float64 { return f.relayLatency.p50 }},
-		{"relay_latency_p99_ms", tenths, func(f relayFigures) float64 { return f.relayLatency.p99 }},
-		{"relay_latency_rate_per_s", tenths, func(f relayFigures) float64 { return f.relayLatency.achievedRate }},
-		{"floor_latency_p50_ms", tenths, func(f relayFigures) float64 { return f.floorLatency.p50 }},
-		{"floor_latency_p99_ms", tenths, func(f relayFigures) float64 { return f.floorLatency.p99 }},
-		{"relay_latency_stamped_p50_ms", tenths, func(f relayFigures) float64 { return f.relayLatency.stampedP50 }},
-		{"relay_latency_stamped_p99_ms", tenths, func(f relayFigures) float64 { return f.relayLatency.stampedP99 }},
-		{"floor_latency_stamped_p50_ms", tenths, func(f relayFigures) float64 { return f.floorLatency.stampedP50 }},
-		{"floor_latency_stamped_p99_ms", tenths, func(f relayFigures) float64 { return f.floorLatency.stampedP99 }},
-		{"relay_latency_p99_to_floor_ratio", hundredths, func(f relayFigures) float64 { return f.relayLatency.p99 / f.floorLatency.p99 }},
+		{"relay_latency_p50_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.relayLatency.p50 }},
+		{"relay_latency_p99_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.relayLatency.p99 }},
+		{"relay_latency_rate_per_s", benchreport.Tenths, func(f relayFigures) float64 { return f.relayLatency.achievedRate }},
+		{"floor_latency_p50_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.floorLatency.p50 }},
+		{"floor_latency_p99_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.floorLatency.p99 }},
+		{"relay_latency_stamped_p50_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.relayLatency.stampedP50 }},
+		{"relay_latency_stamped_p99_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.relayLatency.stampedP99 }},
+		{"floor_latency_stamped_p50_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.floorLatency.stampedP50 }},
+		{"floor_latency_stamped_p99_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.floorLatency.stampedP99 }},
+		{"relay_latency_p99_to_floor_ratio", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.p99 / f.floorLatency.p99 }},
 
-		{"relay_wal_bytes_per_event", tenths, func(f relayFigures) float64 { return f.relay.cost.walBytes }},
-		{"floor_wal_bytes_per_event", tenths, func(f relayFigures) float64 { return f.floor.cost.walBytes }},
-		{"minimal_relay_wal_bytes_per_event", tenths, func(f relayFigures) float64 { return f.sameSchema.cost.walBytes }},
-		{"relay_wal_records_per_event", hundredths, func(f relayFigures) float64 { return f.relay.cost.walRecords }},
-		{"floor_wal_records_per_event", hundredths, func(f relayFigures) float64 { return f.floor.cost.walRecords }},
-		{"minimal_relay_wal_records_per_event", hundredths, func(f relayFigures) float64 { return f.sameSchema.cost.walRecords }},
-		{"relay_wal_fpi_per_event", round4, func(f relayFigures) float64 { return f.relay.cost.walFPI }},
-		{"floor_wal_fpi_per_event", round4, func(f relayFigures) float64 { return f.floor.cost.walFPI }},
-		{"minimal_relay_wal_fpi_per_event", round4, func(f relayFigures) float64 { return f.sameSchema.cost.walFPI }},
-		{"relay_wal_flushes_per_event", round4, func(f relayFigures) float64 { return f.relay.cost.walSyncs }},
-		{"floor_wal_flushes_per_event", round4, func(f relayFigures) float64 { return f.floor.cost.walSyncs }},
-		{"relay_commits_per_event", round4, func(f relayFigures) float64 { return f.relay.cost.commits }},
-		{"floor_commits_per_event", round4, func(f relayFigures) float64 { return f.floor.cost.commits }},
-		{"minimal_relay_commits_per_event", round4, func(f relayFigures) float64 { return f.sameSchema.cost.commits }},
+		{"relay_wal_bytes_per_event", benchreport.Tenths, func(f relayFigures) float64 { return f.relay.cost.walBytes }},
+		{"floor_wal_bytes_per_event", benchreport.Tenths, func(f relayFigures) float64 { return f.floor.cost.walBytes }},
+		{"minimal_relay_wal_bytes_per_event", benchreport.Tenths, func(f relayFigures) float64 { return f.sameSchema.cost.walBytes }},
+		{"relay_wal_records_per_event", benchreport.Hundredths, func(f relayFigures) float64 { return f.relay.cost.walRecords }},
+		{"floor_wal_records_per_event", benchreport.Hundredths, func(f relayFigures) float64 { return f.floor.cost.walRecords }},
+		{"minimal_relay_wal_records_per_event", benchreport.Hundredths, func(f relayFigures) float64 { return f.sameSchema.cost.walRecords }},
+		{"relay_wal_fpi_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.relay.cost.walFPI }},
+		{"floor_wal_fpi_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.floor.cost.walFPI }},
+		{"minimal_relay_wal_fpi_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.sameSchema.cost.walFPI }},
+		{"relay_wal_flushes_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.relay.cost.walSyncs }},
+		{"floor_wal_flushes_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.floor.cost.walSyncs }},
+		{"relay_commits_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.relay.cost.commits }},
+		{"floor_commits_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.floor.cost.commits }},
+		{"minimal_relay_commits_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.sameSchema.cost.commits }},
 
 		// What woke our relay's workers at the latency measurement's rate, and how long
 		// after the commit the claim came (relay_wakeup.go).
-		{"relay_latency_woken_by_busy_share", hundredths, func(f relayFigures) float64 { return f.relayLatency.wokenBy["busy"].share }},
-		{"relay_latency_woken_by_nudge_share", hundredths, func(f relayFigures) float64 { return f.relayLatency.wokenBy["nudge"].share }},
-		{"relay_latency_woken_by_notify_share", hundredths, func(f relayFigures) float64 { return f.relayLatency.wokenBy["notify"].share }},
-		{"relay_latency_woken_by_poll_share", hundredths, func(f relayFigures) float64 { return f.relayLatency.wokenBy["poll"].share }},
-		{"relay_latency_commit_to_claim_mean_ms", tenths, func(f relayFigures) float64 { return f.relayLatency.wokenBy.meanWaitMs() }},
+		{"relay_latency_woken_by_busy_share", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.wokenBy["busy"].share }},
+		{"relay_latency_woken_by_nudge_share", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.wokenBy["nudge"].share }},
+		{"relay_latency_woken_by_notify_share", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.wokenBy["notify"].share }},
+		{"relay_latency_woken_by_poll_share", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.wokenBy["poll"].share }},
+		{"relay_latency_commit_to_claim_mean_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.relayLatency.wokenBy.meanWaitMs() }},
 
 		// Neighbours on a shared machine lower every figure (less so the ratios).
-		{"relay_bench_load_avg_1m", hundredths, func(f relayFigures) float64 { return f.loadAvg }},
+		{"relay_bench_load_avg_1m", benchreport.Hundredths, func(f relayFigures) float64 { return f.loadAvg }},
 	}
 	for _, f := range figures {
-		pick(f.value).addTo(report, f.key, f.round)
+		pick(f.value).AddTo(report, f.key, f.round)
 	}
 	addClusterFigures(report, all)
 	return report

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
 	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/outbox/poll"
@@ -68,7 +69,7 @@ func (r *running) stop() error {
 type outboxTable struct{}
 
 func (outboxTable) fill(ctx context.Context, pool *pgxpool.Pool, n int) error {
-	return fillBacklog(ctx, pool, n)
+	return benchenv.FillBacklog(ctx, pool, n)
 }
 
 func (outboxTable) pending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
@@ -114,19 +115,4 @@ func (o ourRelay) start(ctx context.Context, pool *pgxpool.Pool, topic string) (
 	r := goRun(ctx, relay.Notify, relay.Run)
 	r.wakeups = func() (wakeFigures, error) { return gatherWakeups(reg) }
 	return r, nil
-}
-
-// backlogPayloadSQL builds, for row p of a backlog, the payload of a PaymentCreated
-// event of the size the API writes, so that every table carries the same bytes.
-const backlogPayloadSQL = `jsonb_build_object('payment_id', p.id, 'user_id', 'u-' || (p.i % 1000),
-		'amount', 1000 + p.i % 9000, 'currency', 'EUR', 'created_at', now())`
-
-// vacuumAnalyze runs VACUUM (ANALYZE) on a freshly filled table. ANALYZE gives the
-// planner the backlog's real size; the VACUUM keeps autovacuum's insert threshold from
-// firing during the drain, where its WAL would be billed to the relay being measured.
-func vacuumAnalyze(ctx context.Context, pool *pgxpool.Pool, table string) error {
-	if _, err := pool.Exec(ctx, `VACUUM (ANALYZE) `+table); err != nil {
-		return fmt.Errorf("vacuum %s: %w", table, err)
-	}
-	return nil
 }

@@ -12,7 +12,7 @@ package main
 //     and its indexes weigh before and after one cycle, and the same retention done by
 //     dropping day partitions of a partitioned copy of the table (scale_partitioned.go).
 //
-// The rows are made by outbox_fixture.go, the one place that knows the outbox's schema.
+// The rows are made by internal/bench/benchenv, the one place that knows the outbox's schema.
 // Each figure is the median of -reps repetitions with its min and max, and the median
 // load average while it was taken.
 
@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
 	"github.com/dscourse/payments-outbox/internal/benchreport"
 	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 	"github.com/dscourse/payments-outbox/migrations"
@@ -90,7 +91,7 @@ func parseSizes(list string) ([]int, error) {
 
 // scaleBench is one run of the scale benchmark.
 type scaleBench struct {
-	benchEnv
+	benchenv.Env
 	cfg    scaleBenchConfig
 	poll   ourRelay
 	cdc    cdcRelay
@@ -104,16 +105,16 @@ func benchScale(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	env, err := openEnv(ctx, getenv)
+	env, err := benchenv.Open(ctx, getenv)
 	if err != nil {
 		return err
 	}
-	defer env.close()
+	defer env.Close()
 	logger := slog.New(slog.DiscardHandler)
 	b := scaleBench{
-		benchEnv: env, cfg: cfg, stdout: stdout,
-		poll: ourRelay{cfg: poll.Config{Brokers: env.brokers, Workers: 4, BatchSize: 1000}, logger: logger},
-		cdc:  cdcRelay{brokers: env.brokers, logger: logger},
+		Env: env, cfg: cfg, stdout: stdout,
+		poll: ourRelay{cfg: poll.Config{Brokers: env.Brokers, Workers: 4, BatchSize: 1000}, logger: logger},
+		cdc:  cdcRelay{brokers: env.Brokers, logger: logger},
 		report: map[string]any{
 			"scale_bench_reps":        cfg.reps,
 			"scale_bench_measured_at": time.Now().UTC().Format(time.RFC3339),
@@ -150,19 +151,19 @@ func benchScale(ctx context.Context, args []string, getenv func(string) string, 
 // drains measures the drain of a backlog of n, for both relays, each on a database of
 // its own.
 func (b scaleBench) drains(ctx context.Context, n int) error {
-	pollURL, dropPoll, err := b.migratedDatabase(ctx, "bench_scale_poll", migrations.Payments)
+	pollURL, dropPoll, err := b.MigratedDatabase(ctx, "bench_scale_poll", migrations.Payments)
 	if err != nil {
 		return err
 	}
 	defer dropPoll()
-	cdcURL, dropCDC, err := b.migratedDatabase(ctx, "bench_scale_cdc", migrations.Payments)
+	cdcURL, dropCDC, err := b.MigratedDatabase(ctx, "bench_scale_cdc", migrations.Payments)
 	if err != nil {
 		return err
 	}
 	defer dropCDC()
 	defer b.dropSlotOf(ctx, cdcURL) // before the database (defers run in reverse)
-	rb := relayBench{benchEnv: b.benchEnv, cfg: relayBenchConfig{backlog: n}}
-	var poll, cdc, load samples
+	rb := relayBench{Env: b.Env, cfg: relayBenchConfig{backlog: n}}
+	var poll, cdc, load benchreport.Samples
 	for rep := 1; rep <= b.cfg.reps; rep++ {
 		p, err := rb.drain(ctx, b.poll, pollURL, nil)
 		if err != nil {
@@ -172,19 +173,19 @@ func (b scaleBench) drains(ctx context.Context, n int) error {
 		if err != nil {
 			return fmt.Errorf("CDC relay's drain: %w", err)
 		}
-		poll, cdc, load = append(poll, p.eventsPerSecond), append(cdc, c.eventsPerSecond), append(load, loadAverage())
+		poll, cdc, load = append(poll, p.eventsPerSecond), append(cdc, c.eventsPerSecond), append(load, benchenv.LoadAverage())
 		fmt.Fprintf(b.stdout, "backlog %d, repetition %d (load %.2f): drain poll %.0f, cdc %.0f events/s\n",
 			n, rep, load[len(load)-1], p.eventsPerSecond, c.eventsPerSecond)
 	}
 	suffix := "_backlog_" + strconv.Itoa(n)
-	poll.addTo(b.report, "scale_poll_drain_events_per_s"+suffix, tenths)
-	cdc.addTo(b.report, "scale_cdc_drain_events_per_s"+suffix, tenths)
-	load.addTo(b.report, "scale_drain_load_avg_1m"+suffix, hundredths)
+	poll.AddTo(b.report, "scale_poll_drain_events_per_s"+suffix, benchreport.Tenths)
+	cdc.AddTo(b.report, "scale_cdc_drain_events_per_s"+suffix, benchreport.Tenths)
+	load.AddTo(b.report, "scale_drain_load_avg_1m"+suffix, benchreport.Hundredths)
 	return nil
 }
 
 func (b scaleBench) dropSlotOf(ctx context.Context, dbURL string) {
-	if err := dropSlot(context.WithoutCancel(ctx), b.admin, dbURL); err != nil {
+	if err := dropSlot(context.WithoutCancel(ctx), b.Admin, dbURL); err != nil {
 		fmt.Fprintln(b.stdout, "warning:", err)
 	}
 }

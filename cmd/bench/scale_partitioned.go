@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -58,7 +59,7 @@ func createPartitionedCopy(ctx context.Context, pool *pgxpool.Pool, days int) er
 			return fmt.Errorf("partitioned copy: %s: %w", firstLine(stmt), err)
 		}
 	}
-	return vacuumAnalyze(ctx, pool, partitionedTable)
+	return benchenv.VacuumAnalyze(ctx, pool, partitionedTable)
 }
 
 // partitionedIndexes returns the real table's index definitions rewritten for the

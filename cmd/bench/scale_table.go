@@ -10,15 +10,18 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/benchreport"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
 	"github.com/dscourse/payments-outbox/migrations"
 )
 
 // history measures everything that depends on n published rows in the table, on a
 // database of its own.
 func (b scaleBench) history(ctx context.Context, n int) error {
-	pool, drop, err := b.migratedPool(ctx, "bench_scale_history", migrations.Payments, 0)
+	pool, drop, err := b.MigratedPool(ctx, "bench_scale_history", migrations.Payments, 0)
 	if err != nil {
 		return err
 	}
@@ -29,10 +32,10 @@ func (b scaleBench) history(ctx context.Context, n int) error {
 	put := func(key string, v float64) { b.report[key+suffix] = v }
 
 	start := time.Now()
-	if err := fillHistory(ctx, pool, n, b.cfg.days); err != nil {
+	if err := benchenv.FillHistory(ctx, pool, n, b.cfg.days); err != nil {
 		return err
 	}
-	put("scale_history_fill_s", tenths(time.Since(start).Seconds()))
+	put("scale_history_fill_s", benchreport.Tenths(time.Since(start).Seconds()))
 	fmt.Fprintf(b.stdout, "history %d: filled in %.0f s\n", n, time.Since(start).Seconds())
 
 	if err := b.latencies(ctx, dbURL, suffix); err != nil {
@@ -44,15 +47,15 @@ func (b scaleBench) history(ctx context.Context, n int) error {
 	if err := createPartitionedCopy(ctx, pool, b.cfg.days); err != nil {
 		return err
 	}
-	put("scale_partitioned_copy_s", tenths(time.Since(start).Seconds()))
+	put("scale_partitioned_copy_s", benchreport.Tenths(time.Since(start).Seconds()))
 	return b.retention(ctx, pool, suffix)
 }
 
 // latencies measures, for both relays beside the history, commit-to-consumed latency
 // and (for the polling relay) its claim statements' time.
 func (b scaleBench) latencies(ctx context.Context, dbURL, suffix string) error {
-	rb := relayBench{benchEnv: b.benchEnv, cfg: relayBenchConfig{latencyRate: b.cfg.latencyRate, latencyDuration: b.cfg.latencyDuration}}
-	var pollP50, pollP99, claimP50, claimP99, cdcP50, cdcP99, load samples
+	rb := relayBench{Env: b.Env, cfg: relayBenchConfig{latencyRate: b.cfg.latencyRate, latencyDuration: b.cfg.latencyDuration}}
+	var pollP50, pollP99, claimP50, claimP99, cdcP50, cdcP99, load benchreport.Samples
 	poll := keepHistory{relayUnderTest: b.poll}
 	for rep := 1; rep <= b.cfg.reps; rep++ {
 		claims := &claimTimer{}
@@ -63,7 +66,7 @@ func (b scaleBench) latencies(ctx context.Context, dbURL, suffix string) error {
 		c50, c99, nClaims := claims.percentiles()
 		pollP50, pollP99 = append(pollP50, r.p50), append(pollP99, r.p99)
 		claimP50, claimP99 = append(claimP50, c50), append(claimP99, c99)
-		load = append(load, loadAverage())
+		load = append(load, benchenv.LoadAverage())
 		fmt.Fprintf(b.stdout, "  repetition %d, polling relay: p50 %.1f ms, p99 %.1f ms; claim p50 %.2f ms, p99 %.2f ms (%d claims); load %.2f\n",
 			rep, r.p50, r.p99, c50, c99, nClaims, load[len(load)-1])
 	}
@@ -74,16 +77,16 @@ func (b scaleBench) latencies(ctx context.Context, dbURL, suffix string) error {
 			return fmt.Errorf("CDC relay's latency: %w", err)
 		}
 		cdcP50, cdcP99 = append(cdcP50, r.p50), append(cdcP99, r.p99)
-		load = append(load, loadAverage())
+		load = append(load, benchenv.LoadAverage())
 		fmt.Fprintf(b.stdout, "  repetition %d, CDC relay: p50 %.1f ms, p99 %.1f ms; load %.2f\n", rep, r.p50, r.p99, load[len(load)-1])
 	}
-	pollP50.addTo(b.report, "scale_poll_latency_p50_ms"+suffix, tenths)
-	pollP99.addTo(b.report, "scale_poll_latency_p99_ms"+suffix, tenths)
-	claimP50.addTo(b.report, "scale_poll_claim_p50_ms"+suffix, hundredths)
-	claimP99.addTo(b.report, "scale_poll_claim_p99_ms"+suffix, hundredths)
-	cdcP50.addTo(b.report, "scale_cdc_latency_p50_ms"+suffix, tenths)
-	cdcP99.addTo(b.report, "scale_cdc_latency_p99_ms"+suffix, tenths)
-	load.addTo(b.report, "scale_latency_load_avg_1m"+suffix, hundredths)
+	pollP50.AddTo(b.report, "scale_poll_latency_p50_ms"+suffix, benchreport.Tenths)
+	pollP99.AddTo(b.report, "scale_poll_latency_p99_ms"+suffix, benchreport.Tenths)
+	claimP50.AddTo(b.report, "scale_poll_claim_p50_ms"+suffix, benchreport.Hundredths)
+	claimP99.AddTo(b.report, "scale_poll_claim_p99_ms"+suffix, benchreport.Hundredths)
+	cdcP50.AddTo(b.report, "scale_cdc_latency_p50_ms"+suffix, benchreport.Tenths)
+	cdcP99.AddTo(b.report, "scale_cdc_latency_p99_ms"+suffix, benchreport.Tenths)
+	load.AddTo(b.report, "scale_latency_load_avg_1m"+suffix, benchreport.Hundredths)
 	b.report["scale_bench_latency_rate_per_s"] = b.cfg.latencyRate
 	return nil
 }
@@ -92,22 +95,22 @@ func (b scaleBench) latencies(ctx context.Context, dbURL, suffix string) error {
 // the table and by dropping the day's partition of the partitioned copy, and records
 // both rates and the sizes after the first cycle.
 func (b scaleBench) retention(ctx context.Context, pool *pgxpool.Pool, suffix string) error {
-	before, err := outboxSizes(ctx, pool)
+	before, err := benchenv.OutboxSizes(ctx, pool)
 	if err != nil {
 		return err
 	}
-	partBefore, err := outboxSizes(ctx, pool, partitionedTable)
+	partBefore, err := benchenv.OutboxSizes(ctx, pool, partitionedTable)
 	if err != nil {
 		return err
 	}
-	b.report["scale_table_bytes_before_cleanup"+suffix] = before.table
-	b.report["scale_indexes_bytes_before_cleanup"+suffix] = before.indexes
+	b.report["scale_table_bytes_before_cleanup"+suffix] = before.Table
+	b.report["scale_indexes_bytes_before_cleanup"+suffix] = before.Indexes
 	fmt.Fprintf(b.stdout, "  before cleanup: table %s + indexes %s; partitioned %s + %s\n",
-		mib(before.table), mib(before.indexes), mib(partBefore.table), mib(partBefore.indexes))
-	b.report["scale_partitioned_table_bytes_before_drop"+suffix] = partBefore.table
-	b.report["scale_partitioned_indexes_bytes_before_drop"+suffix] = partBefore.indexes
+		mib(before.Table), mib(before.Indexes), mib(partBefore.Table), mib(partBefore.Indexes))
+	b.report["scale_partitioned_table_bytes_before_drop"+suffix] = partBefore.Table
+	b.report["scale_partitioned_indexes_bytes_before_drop"+suffix] = partBefore.Indexes
 
-	var cleanRate, cleanRows, cleanSecs, dropRate, dropRows, dropSecs, load samples
+	var cleanRate, cleanRows, cleanSecs, dropRate, dropRows, dropSecs, load benchreport.Samples
 	today := time.Now().UTC().Truncate(24 * time.Hour)
 	for rep := 1; rep <= b.cfg.reps; rep++ {
 		// The rows created before cutoff: the oldest day still in the table.
@@ -120,7 +123,7 @@ func (b scaleBench) retention(ctx context.Context, pool *pgxpool.Pool, suffix st
 		if err != nil {
 			return err
 		}
-		load = append(load, loadAverage())
+		load = append(load, benchenv.LoadAverage())
 		cleanRate, cleanRows, cleanSecs = append(cleanRate, cycle.deleted/cycle.took.Seconds()), append(cleanRows, cycle.deleted), append(cleanSecs, cycle.took.Seconds())
 		dropRate, dropRows, dropSecs = append(dropRate, float64(rows)/took.Seconds()), append(dropRows, float64(rows)), append(dropSecs, took.Seconds())
 		fmt.Fprintf(b.stdout, "  cleanup %d: cleaner deleted %.0f rows in %.2f s (%.0f rows/s); partition drop %d rows in %.3f s; load %.2f\n",
@@ -128,40 +131,40 @@ func (b scaleBench) retention(ctx context.Context, pool *pgxpool.Pool, suffix st
 		if rep > 1 {
 			continue
 		}
-		after, err := outboxSizes(ctx, pool)
+		after, err := benchenv.OutboxSizes(ctx, pool)
 		if err != nil {
 			return err
 		}
-		partAfter, err := outboxSizes(ctx, pool, partitionedTable)
+		partAfter, err := benchenv.OutboxSizes(ctx, pool, partitionedTable)
 		if err != nil {
 			return err
 		}
-		b.report["scale_table_bytes_after_cleanup"+suffix] = after.table
-		b.report["scale_indexes_bytes_after_cleanup"+suffix] = after.indexes
-		b.report["scale_partitioned_table_bytes_after_drop"+suffix] = partAfter.table
-		b.report["scale_partitioned_indexes_bytes_after_drop"+suffix] = partAfter.indexes
+		b.report["scale_table_bytes_after_cleanup"+suffix] = after.Table
+		b.report["scale_indexes_bytes_after_cleanup"+suffix] = after.Indexes
+		b.report["scale_partitioned_table_bytes_after_drop"+suffix] = partAfter.Table
+		b.report["scale_partitioned_indexes_bytes_after_drop"+suffix] = partAfter.Indexes
 		fmt.Fprintf(b.stdout, "  after one cycle: table %s + indexes %s; partitioned %s + %s\n",
-			mib(after.table), mib(after.indexes), mib(partAfter.table), mib(partAfter.indexes))
+			mib(after.Table), mib(after.Indexes), mib(partAfter.Table), mib(partAfter.Indexes))
 	}
-	cleanRate.addTo(b.report, "scale_cleanup_rows_per_s"+suffix, tenths)
-	cleanRows.addTo(b.report, "scale_cleanup_rows_per_cycle"+suffix, tenths)
-	cleanSecs.addTo(b.report, "scale_cleanup_cycle_s"+suffix, hundredths)
-	dropRate.addTo(b.report, "scale_partition_drop_rows_per_s"+suffix, tenths)
-	dropRows.addTo(b.report, "scale_partition_drop_rows"+suffix, tenths)
-	dropSecs.addTo(b.report, "scale_partition_drop_s"+suffix, round4)
-	load.addTo(b.report, "scale_cleanup_load_avg_1m"+suffix, hundredths)
+	cleanRate.AddTo(b.report, "scale_cleanup_rows_per_s"+suffix, benchreport.Tenths)
+	cleanRows.AddTo(b.report, "scale_cleanup_rows_per_cycle"+suffix, benchreport.Tenths)
+	cleanSecs.AddTo(b.report, "scale_cleanup_cycle_s"+suffix, benchreport.Hundredths)
+	dropRate.AddTo(b.report, "scale_partition_drop_rows_per_s"+suffix, benchreport.Tenths)
+	dropRows.AddTo(b.report, "scale_partition_drop_rows"+suffix, benchreport.Tenths)
+	dropSecs.AddTo(b.report, "scale_partition_drop_s"+suffix, benchreport.Round4)
+	load.AddTo(b.report, "scale_cleanup_load_avg_1m"+suffix, benchreport.Hundredths)
 	b.report["scale_bench_history_days"] = b.cfg.days
 	return nil
 }
 
 // latencyTraced is latency with a tracer on the relay's pool (nil for none).
 func (b relayBench) latencyTraced(ctx context.Context, relay relayUnderTest, dbURL string, tracer *claimTimer) (latencyResult, error) {
-	topic, dropTopic, err := b.createTopic(ctx, "bench.scale-latency")
+	topic, dropTopic, err := b.CreateTopic(ctx, "bench.scale-latency")
 	if err != nil {
 		return latencyResult{}, err
 	}
 	defer dropTopic()
-	s := latencySetup{dbURL: dbURL, brokers: b.brokers, topic: topic, rate: b.cfg.latencyRate, duration: b.cfg.latencyDuration}
+	s := latencySetup{dbURL: dbURL, brokers: b.Brokers, topic: topic, rate: b.cfg.latencyRate, duration: b.cfg.latencyDuration}
 	if tracer != nil { // a nil *claimTimer in the interface would be a tracer that panics
 		s.tracer = tracer
 	}

@@ -1,4 +1,4 @@
-package main
+package benchenv
 
 // Each latency measurement starts from the same state of the database server, whichever
 // relay it measures and whatever ran before it: no autovacuum worker running, and a
@@ -18,9 +18,9 @@ import (
 // (another database on a shared server may keep autovacuum busy for longer).
 const settleTimeout = 2 * time.Minute
 
-// settle waits until no autovacuum worker runs on the server, up to settleTimeout, then
+// Settle waits until no autovacuum worker runs on the server, up to settleTimeout, then
 // runs a checkpoint.
-func settle(ctx context.Context, admin *pgxpool.Pool) error {
+func Settle(ctx context.Context, admin *pgxpool.Pool) error {
 	deadline := time.Now().Add(settleTimeout)
 	for {
 		var workers int

@@ -1,4 +1,4 @@
-package main
+package benchenv
 
 // The outbox rows the benchmarks start from, each kind made by one function here, and
 // the outbox's size read by one function: the only code of the scale benchmark that
@@ -13,28 +13,28 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// fillBacklog empties the outbox and commits n pending events of n distinct payments:
+// FillBacklog empties the outbox and commits n pending events of n distinct payments:
 // what a relay finds after an outage of n events. Each is its payment's first event, so
 // it is written as outbox.Insert writes one: may_have_predecessor false (00010). Its ids
 // (event and payment) are UUIDv7 of the moment each row is written, as the API's are
 // (uuid.NewV7), so that the relay's mark inserts into the history's aggregate index
 // where the API's events would: at its right edge, not all over it.
 // The history of earlier drains stays: the relay never reads it.
-func fillBacklog(ctx context.Context, pool *pgxpool.Pool, n int) error {
+func FillBacklog(ctx context.Context, pool *pgxpool.Pool, n int) error {
 	if _, err := pool.Exec(ctx, `TRUNCATE outbox_events`); err != nil {
 		return fmt.Errorf("truncate outbox: %w", err)
 	}
 	_, err := pool.Exec(ctx, `
 		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at, next_attempt_at, may_have_predecessor)
-		SELECT `+uuidV7SQL("clock_timestamp()")+`, 'PaymentCreated', p.id::text, `+backlogPayloadSQL+`, now(), now(), false
+		SELECT `+uuidV7SQL("clock_timestamp()")+`, 'PaymentCreated', p.id::text, `+BacklogPayloadSQL+`, now(), now(), false
 		FROM (SELECT `+uuidV7SQL("clock_timestamp()")+` AS id, i FROM generate_series(1, $1) AS i) p`, n)
 	if err != nil {
 		return fmt.Errorf("insert outbox backlog: %w", err)
 	}
-	return vacuumAnalyze(ctx, pool, "outbox_events")
+	return VacuumAnalyze(ctx, pool, "outbox_events")
 }
 
-// fillHistory empties the outbox and fills it with n published events of n distinct
+// FillHistory empties the outbox and fills it with n published events of n distinct
 // payments, created (and published 50 ms later) at even intervals over the `days` whole
 // UTC days before today: the history a relay works beside, and that a cleaner with a
 // retention of whole days removes one day at a time. Rows go in in creation order, as
@@ -42,13 +42,13 @@ func fillBacklog(ctx context.Context, pool *pgxpool.Pool, n int) error {
 // their creation time, as the API's are (uuid.NewV7): each insert lands at the right
 // edge of the indexes on them, which is also what makes 10,000,000 rows fill in minutes
 // rather than in an hour of random index pages.
-func fillHistory(ctx context.Context, pool *pgxpool.Pool, n, days int) error {
+func FillHistory(ctx context.Context, pool *pgxpool.Pool, n, days int) error {
 	if _, err := pool.Exec(ctx, `TRUNCATE outbox_events, outbox_published`); err != nil {
 		return fmt.Errorf("truncate outbox: %w", err)
 	}
 	_, err := pool.Exec(ctx, `
 		INSERT INTO outbox_published (id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at, published_at)
-		SELECT `+uuidV7SQL("p.at")+`, p.i, 'PaymentCreated', p.id::text, `+backlogPayloadSQL+`, 0, 0,
+		SELECT `+uuidV7SQL("p.at")+`, p.i, 'PaymentCreated', p.id::text, `+BacklogPayloadSQL+`, 0, 0,
 		       p.at, p.at + interval '50 milliseconds'
 		FROM (SELECT `+uuidV7SQL("t.at")+` AS id, t.i, t.at
 		      FROM (SELECT i, date_trunc('day', now()) - make_interval(days => $2) + (i - 1) * (make_interval(days => $2) / $1::float8) AS at
@@ -56,7 +56,7 @@ func fillHistory(ctx context.Context, pool *pgxpool.Pool, n, days int) error {
 	if err != nil {
 		return fmt.Errorf("insert outbox history: %w", err)
 	}
-	return vacuumAnalyze(ctx, pool, "outbox_published")
+	return VacuumAnalyze(ctx, pool, "outbox_published")
 }
 
 // uuidV7SQL is a UUIDv7-like id for the time at (an SQL expression): the first 48 bits
@@ -70,25 +70,40 @@ func uuidV7SQL(at string) string {
 // outboxTables are the tables that hold the outbox's rows, pending and published.
 var outboxTables = []string{"outbox_events", "outbox_published"}
 
-// tableSizes are bytes on disk.
-type tableSizes struct {
-	table, indexes float64 // heap (with TOAST and maps), and every index
+// TableSizes are bytes on disk.
+type TableSizes struct {
+	Table, Indexes float64 // heap (with TOAST and maps), and every index
 }
 
-// outboxSizes returns what the outbox's tables and their indexes weigh. For a
+// OutboxSizes returns what the outbox's tables and their indexes weigh. For a
 // partitioned table, pass its partitions' parent: the partitions are summed.
-func outboxSizes(ctx context.Context, pool *pgxpool.Pool, tables ...string) (tableSizes, error) {
+func OutboxSizes(ctx context.Context, pool *pgxpool.Pool, tables ...string) (TableSizes, error) {
 	if len(tables) == 0 {
 		tables = outboxTables
 	}
-	var s tableSizes
+	var s TableSizes
 	err := pool.QueryRow(ctx, `
 		SELECT coalesce(sum(pg_table_size(rel)), 0)::float8, coalesce(sum(pg_indexes_size(rel)), 0)::float8
 		FROM (SELECT t.relid AS rel FROM unnest($1::regclass[]) AS root, pg_partition_tree(root) AS t WHERE t.isleaf
 		      UNION
-		      SELECT c.oid FROM unnest($1::regclass[]) AS root JOIN pg_class c ON c.oid = root WHERE c.relkind = 'r') AS leaves`, tables).Scan(&s.table, &s.indexes)
+		      SELECT c.oid FROM unnest($1::regclass[]) AS root JOIN pg_class c ON c.oid = root WHERE c.relkind = 'r') AS leaves`, tables).Scan(&s.Table, &s.Indexes)
 	if err != nil {
 		return s, fmt.Errorf("read outbox sizes: %w", err)
 	}
 	return s, nil
+}
+
+// BacklogPayloadSQL builds, for row p of a backlog, the payload of a PaymentCreated
+// event of the size the API writes, so that every table carries the same bytes.
+const BacklogPayloadSQL = `jsonb_build_object('payment_id', p.id, 'user_id', 'u-' || (p.i % 1000),
+		'amount', 1000 + p.i % 9000, 'currency', 'EUR', 'created_at', now())`
+
+// VacuumAnalyze runs VACUUM (ANALYZE) on a freshly filled table. ANALYZE gives the
+// planner the backlog's real size; the VACUUM keeps autovacuum's insert threshold from
+// firing during the drain, where its WAL would be billed to the relay being measured.
+func VacuumAnalyze(ctx context.Context, pool *pgxpool.Pool, table string) error {
+	if _, err := pool.Exec(ctx, `VACUUM (ANALYZE) `+table); err != nil {
+		return fmt.Errorf("vacuum %s: %w", table, err)
+	}
+	return nil
 }
