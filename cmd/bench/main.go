@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/bench/consumer"
 	"github.com/dscourse/payments-outbox/internal/benchreport"
 )
 
@@ -48,7 +49,7 @@ func benchmarks() map[string]benchmark {
 	return map[string]benchmark{
 		"api":      benchAPI,
 		"cdc":      benchCDC,
-		"consumer": benchConsumer,
+		"consumer": consumer.Run,
 		"ladder":   benchLadder,
 		"relay":    benchRelay,
 		"scale":    benchScale,

@@ -1,10 +1,10 @@
-package main
-
-// The consumer benchmark: how fast the antifraud consumer works through a
-// pre-filled topic of 100,000 PaymentCreated events with dedup on, from a fresh group into
-// a fresh database; then the same with every event delivered twice (the whole stream, then
-// all of it again, as after a relay that republished everything). Figures go to
-// reports/bench.json; the goal is at least half the relay's drain rate.
+// Package consumer is the consumer benchmark (go run ./cmd/bench consumer): how fast the
+// antifraud consumer works through a pre-filled topic of 100,000 PaymentCreated events
+// with dedup on, from a fresh group into a fresh database; then the same with every event
+// delivered twice (the whole stream, then all of it again, as after a relay that
+// republished everything). Figures go to reports/bench.json; the goal is at least half
+// the relay's drain rate. Start at Run.
+package consumer
 
 import (
 	"context"
@@ -37,8 +37,9 @@ const (
 	consumerBenchTimeout = 10 * time.Minute
 )
 
-// benchConsumer runs the consumer benchmark and merges its figures into reports/bench.json.
-func benchConsumer(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+// Run runs the consumer benchmark and merges its figures into reports/bench.json. It
+// takes no flags.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if err := benchenv.NoFlags("consumer", args, stdout); err != nil {
 		return err
 	}
