@@ -12,6 +12,8 @@ import (
 	"io"
 	"math"
 
+	"github.com/dscourse/payments-outbox/internal/bench/measure"
+
 	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
 	"github.com/dscourse/payments-outbox/internal/benchreport"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -34,7 +36,7 @@ func apiWithRelays(ctx context.Context, env benchenv.Env, stdout io.Writer) (map
 		return nil, err
 	}
 	defer dropDB()
-	dropCDCSlot := func() error { return dropSlot(context.WithoutCancel(ctx), env.Admin, dbURL) }
+	dropCDCSlot := func() error { return measure.DropSlot(context.WithoutCancel(ctx), env.Admin, dbURL) }
 	defer dropCDCSlot() // before the database; an error here was already reported below
 
 	rounds := map[string][]apiRelayRound{}

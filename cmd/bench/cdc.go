@@ -27,6 +27,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/bench/measure"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
@@ -66,8 +68,8 @@ func parseCDCFlags(args []string, stdout io.Writer) (cdcBenchConfig, error) {
 
 // cdcFigures are one repetition's measurements.
 type cdcFigures struct {
-	pollDrain, cdcDrain     drainResult
-	pollLatency, cdcLatency latencyResult
+	pollDrain, cdcDrain     measure.DrainResult
+	pollLatency, cdcLatency measure.LatencyResult
 	loadAvg                 float64
 }
 
@@ -97,7 +99,7 @@ func benchCDC(ctx context.Context, args []string, getenv func(string) string, st
 	defer dropCDC()
 	// Deferred after dropCDC, so it runs first: the slot must go before its database.
 	defer func() {
-		if err := dropSlot(context.WithoutCancel(ctx), env.Admin, cdcURL); err != nil {
+		if err := measure.DropSlot(context.WithoutCancel(ctx), env.Admin, cdcURL); err != nil {
 			fmt.Fprintln(stdout, "warning:", err)
 		}
 	}()
@@ -105,8 +107,8 @@ func benchCDC(ctx context.Context, args []string, getenv func(string) string, st
 	logger := slog.New(slog.DiscardHandler)
 	b := cdcBench{
 		Env: env, cfg: cfg, pollURL: pollURL, cdcURL: cdcURL,
-		poll: ourRelay{cfg: poll.Config{Brokers: env.Brokers, Workers: 4, BatchSize: 1000}, logger: logger},
-		cdc:  cdcRelay{brokers: env.Brokers, logger: logger},
+		poll: measure.PollRelay{Config: poll.Config{Brokers: env.Brokers, Workers: 4, BatchSize: 1000}, Logger: logger},
+		cdc:  measure.CDCRelay{Brokers: env.Brokers, Logger: logger},
 	}
 	var all []cdcFigures
 	for rep := 1; rep <= cfg.reps; rep++ {
@@ -135,25 +137,24 @@ type cdcBench struct {
 	benchenv.Env
 	cfg             cdcBenchConfig
 	pollURL, cdcURL string
-	poll            ourRelay
-	cdc             cdcRelay
+	poll            measure.PollRelay
+	cdc             measure.CDCRelay
 }
 
 func (b cdcBench) repetition(ctx context.Context) (cdcFigures, error) {
 	var f cdcFigures
 	var err error
-	rb := relayBench{Env: b.Env,
-		cfg: relayBenchConfig{backlog: b.cfg.backlog, latencyRate: b.cfg.latencyRate, latencyDuration: b.cfg.latencyDuration}}
-	if f.pollDrain, err = rb.drain(ctx, b.poll, b.pollURL, nil); err != nil {
+	rb := measure.Bench{Env: b.Env, Backlog: b.cfg.backlog, LatencyRate: b.cfg.latencyRate, LatencyDuration: b.cfg.latencyDuration}
+	if f.pollDrain, err = rb.Drain(ctx, b.poll, b.pollURL, nil); err != nil {
 		return f, fmt.Errorf("polling relay's drain: %w", err)
 	}
-	if f.cdcDrain, err = rb.drain(ctx, b.cdc, b.cdcURL, nil); err != nil {
+	if f.cdcDrain, err = rb.Drain(ctx, b.cdc, b.cdcURL, nil); err != nil {
 		return f, fmt.Errorf("CDC relay's drain: %w", err)
 	}
-	if f.pollLatency, err = rb.latency(ctx, b.poll, b.pollURL); err != nil {
+	if f.pollLatency, err = rb.Latency(ctx, b.poll, b.pollURL); err != nil {
 		return f, fmt.Errorf("polling relay's latency: %w", err)
 	}
-	if f.cdcLatency, err = rb.latency(ctx, b.cdc, b.cdcURL); err != nil {
+	if f.cdcLatency, err = rb.Latency(ctx, b.cdc, b.cdcURL); err != nil {
 		return f, fmt.Errorf("CDC relay's latency: %w", err)
 	}
 	f.loadAvg = benchenv.LoadAverage()
@@ -171,28 +172,27 @@ func (b cdcBench) outage(ctx context.Context) (float64, error) {
 		return 0, fmt.Errorf("open pool: %w", err)
 	}
 	defer pool.Close()
-	if err := b.cdc.fill(ctx, pool, 0); err != nil {
+	if err := b.cdc.Fill(ctx, pool, 0); err != nil {
 		return 0, err
 	}
 	total := int(b.cfg.outage.Seconds() * float64(b.cfg.latencyRate))
-	gen := startGenerator(ctx, pool, b.cdc, func() {}, b.cfg.latencyRate, total)
-	gen.wait()
-	if gen.err != nil {
-		return 0, fmt.Errorf("generate events: %w", gen.err)
+	gen := measure.StartGenerator(ctx, pool, b.cdc, func() {}, b.cfg.latencyRate, total)
+	if err := gen.Wait(); err != nil {
+		return 0, fmt.Errorf("generate events: %w", err)
 	}
-	return walRetained(ctx, b.Admin, b.cdcURL)
+	return measure.WALRetained(ctx, b.Admin, b.cdcURL)
 }
 
 func printCDCRepetition(w io.Writer, rep int, f cdcFigures, cfg cdcBenchConfig) {
 	fmt.Fprintf(w, "repetition %d (load average %.2f)\n", rep, f.loadAvg)
-	fmt.Fprintf(w, "  drain of %d, polling relay   %8.0f events/s  (%.0f WAL bytes per event)\n", cfg.backlog, f.pollDrain.eventsPerSecond, f.pollDrain.cost.walBytes)
-	fmt.Fprintf(w, "  drain of %d, CDC relay       %8.0f events/s  (%.0f WAL bytes per event)\n", cfg.backlog, f.cdcDrain.eventsPerSecond, f.cdcDrain.cost.walBytes)
+	fmt.Fprintf(w, "  drain of %d, polling relay   %8.0f events/s  (%.0f WAL bytes per event)\n", cfg.backlog, f.pollDrain.EventsPerSecond, f.pollDrain.Cost.WALBytes)
+	fmt.Fprintf(w, "  drain of %d, CDC relay       %8.0f events/s  (%.0f WAL bytes per event)\n", cfg.backlog, f.cdcDrain.EventsPerSecond, f.cdcDrain.Cost.WALBytes)
 	for _, l := range []struct {
 		name string
-		r    latencyResult
+		r    measure.LatencyResult
 	}{{"polling relay", f.pollLatency}, {"CDC relay", f.cdcLatency}} {
 		fmt.Fprintf(w, "  latency at %d/s, %-13s p50 %6.1f ms, p99 %6.1f ms, max %6.1f ms (%d events, achieved %.0f/s)\n",
-			cfg.latencyRate, l.name, l.r.p50, l.r.p99, l.r.max, l.r.events, l.r.achievedRate)
+			cfg.latencyRate, l.name, l.r.P50, l.r.P99, l.r.Max, l.r.Events, l.r.AchievedRate)
 	}
 }
 
@@ -219,16 +219,16 @@ func cdcReport(all []cdcFigures, walRetainedBytes float64, cfg cdcBenchConfig) m
 		round func(float64) float64
 		value func(cdcFigures) float64
 	}{
-		{"cdc_bench_poll_drain_events_per_s", benchreport.Tenths, func(f cdcFigures) float64 { return f.pollDrain.eventsPerSecond }},
-		{"cdc_drain_events_per_s", benchreport.Tenths, func(f cdcFigures) float64 { return f.cdcDrain.eventsPerSecond }},
-		{"cdc_to_poll_drain_ratio", benchreport.Hundredths, func(f cdcFigures) float64 { return f.cdcDrain.eventsPerSecond / f.pollDrain.eventsPerSecond }},
-		{"cdc_bench_poll_wal_bytes_per_event", benchreport.Tenths, func(f cdcFigures) float64 { return f.pollDrain.cost.walBytes }},
-		{"cdc_wal_bytes_per_event", benchreport.Tenths, func(f cdcFigures) float64 { return f.cdcDrain.cost.walBytes }},
-		{"cdc_bench_poll_latency_p50_ms", benchreport.Tenths, func(f cdcFigures) float64 { return f.pollLatency.p50 }},
-		{"cdc_bench_poll_latency_p99_ms", benchreport.Tenths, func(f cdcFigures) float64 { return f.pollLatency.p99 }},
-		{"cdc_latency_p50_ms", benchreport.Tenths, func(f cdcFigures) float64 { return f.cdcLatency.p50 }},
-		{"cdc_latency_p99_ms", benchreport.Tenths, func(f cdcFigures) float64 { return f.cdcLatency.p99 }},
-		{"cdc_latency_rate_per_s", benchreport.Tenths, func(f cdcFigures) float64 { return f.cdcLatency.achievedRate }},
+		{"cdc_bench_poll_drain_events_per_s", benchreport.Tenths, func(f cdcFigures) float64 { return f.pollDrain.EventsPerSecond }},
+		{"cdc_drain_events_per_s", benchreport.Tenths, func(f cdcFigures) float64 { return f.cdcDrain.EventsPerSecond }},
+		{"cdc_to_poll_drain_ratio", benchreport.Hundredths, func(f cdcFigures) float64 { return f.cdcDrain.EventsPerSecond / f.pollDrain.EventsPerSecond }},
+		{"cdc_bench_poll_wal_bytes_per_event", benchreport.Tenths, func(f cdcFigures) float64 { return f.pollDrain.Cost.WALBytes }},
+		{"cdc_wal_bytes_per_event", benchreport.Tenths, func(f cdcFigures) float64 { return f.cdcDrain.Cost.WALBytes }},
+		{"cdc_bench_poll_latency_p50_ms", benchreport.Tenths, func(f cdcFigures) float64 { return f.pollLatency.P50 }},
+		{"cdc_bench_poll_latency_p99_ms", benchreport.Tenths, func(f cdcFigures) float64 { return f.pollLatency.P99 }},
+		{"cdc_latency_p50_ms", benchreport.Tenths, func(f cdcFigures) float64 { return f.cdcLatency.P50 }},
+		{"cdc_latency_p99_ms", benchreport.Tenths, func(f cdcFigures) float64 { return f.cdcLatency.P99 }},
+		{"cdc_latency_rate_per_s", benchreport.Tenths, func(f cdcFigures) float64 { return f.cdcLatency.AchievedRate }},
 		{"cdc_bench_load_avg_1m", benchreport.Hundredths, func(f cdcFigures) float64 { return f.loadAvg }},
 	}
 	for _, fig := range figures {

@@ -4,15 +4,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/bench/measure"
+
 	"github.com/google/go-cmp/cmp"
 )
 
 func TestCDCReportTakesMediansOfRepetitionsAndTheOutageOnce(t *testing.T) {
 	t.Parallel()
 	all := []cdcFigures{
-		{pollDrain: drainResult{eventsPerSecond: 100}, cdcDrain: drainResult{eventsPerSecond: 50}, cdcLatency: latencyResult{p99: 30}, loadAvg: 1},
-		{pollDrain: drainResult{eventsPerSecond: 300}, cdcDrain: drainResult{eventsPerSecond: 150}, cdcLatency: latencyResult{p99: 10}, loadAvg: 5},
-		{pollDrain: drainResult{eventsPerSecond: 200}, cdcDrain: drainResult{eventsPerSecond: 80}, cdcLatency: latencyResult{p99: 20}, loadAvg: 3},
+		{pollDrain: measure.DrainResult{EventsPerSecond: 100}, cdcDrain: measure.DrainResult{EventsPerSecond: 50}, cdcLatency: measure.LatencyResult{P99: 30}, loadAvg: 1},
+		{pollDrain: measure.DrainResult{EventsPerSecond: 300}, cdcDrain: measure.DrainResult{EventsPerSecond: 150}, cdcLatency: measure.LatencyResult{P99: 10}, loadAvg: 5},
+		{pollDrain: measure.DrainResult{EventsPerSecond: 200}, cdcDrain: measure.DrainResult{EventsPerSecond: 80}, cdcLatency: measure.LatencyResult{P99: 20}, loadAvg: 3},
 	}
 	got := cdcReport(all, 60_355_232, cdcBenchConfig{backlog: 1000, reps: len(all), outage: 60 * time.Second})
 

@@ -56,7 +56,7 @@ func printStatements(ctx context.Context, stdout io.Writer, dbURL, relay string,
 		totalMillis float64
 		rows        int64
 		walBytes    float64
-		walFPI      int64 // full-page images: see pgCost
+		walFPI      int64 // full-page images: see measure.PGCost
 		hit, read   int64
 		query       string
 	}

@@ -23,6 +23,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/bench/measure"
+
 	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
 	"github.com/dscourse/payments-outbox/internal/benchreport"
 	"github.com/dscourse/payments-outbox/internal/outbox/poll"
@@ -64,8 +66,8 @@ func parseRelayFlags(args []string, stdout io.Writer) (relayBenchConfig, error) 
 
 // relayFigures are one repetition's measurements.
 type relayFigures struct {
-	relay, floor, sameSchema   drainResult
-	relayLatency, floorLatency latencyResult
+	relay, floor, sameSchema   measure.DrainResult
+	relayLatency, floorLatency measure.LatencyResult
 	loadAvg                    float64
 	// cluster is our relay on the three-node cluster (relay_cluster.go); nil without
 	// KAFKA_CLUSTER_BROKERS.
@@ -101,8 +103,9 @@ func benchRelay(ctx context.Context, args []string, getenv func(string) string, 
 		return fmt.Errorf("create floor table: %w", err)
 	}
 	b := relayBench{
-		Env: env, cfg: cfg, ourURL: ourURL, floorURL: floorURL,
-		ours:       ourRelay{cfg: relayCfg, logger: slog.New(slog.DiscardHandler)},
+		Bench: measure.Bench{Env: env, Backlog: cfg.backlog, LatencyRate: cfg.latencyRate, LatencyDuration: cfg.latencyDuration},
+		cfg:   cfg, ourURL: ourURL, floorURL: floorURL,
+		ours:       measure.PollRelay{Config: relayCfg, Logger: slog.New(slog.DiscardHandler)},
 		floor:      floorRelay{brokers: env.Brokers},
 		sameSchema: sameSchemaRelay{brokers: env.Brokers},
 	}
@@ -115,6 +118,7 @@ func benchRelay(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	if cfg.diagnose.explain {
 		b.claims = &claimRecorder{}
+		b.Tracer = b.claims
 	}
 
 	var all []relayFigures
@@ -159,13 +163,14 @@ func relayConfigFromEnv(getenv func(string) string, brokers []string) (poll.Conf
 
 // relayBench is one run of the relay benchmark: its databases, broker and relays.
 type relayBench struct {
-	benchenv.Env
+	measure.Bench
 	cfg              relayBenchConfig
 	ourURL, floorURL string
-	ours             ourRelay
+	ours             measure.PollRelay
 	floor            floorRelay
 	sameSchema       sameSchemaRelay
-	// claims records our relay's claim statement for -explain; nil without it.
+	// claims records our relay's claim statement for -explain (and is then Bench.Tracer);
+	// nil without it.
 	claims *claimRecorder
 }
 
@@ -174,25 +179,25 @@ type relayBench struct {
 func (b relayBench) repetition(ctx context.Context, rep int) (relayFigures, error) {
 	var f relayFigures
 	var err error
-	if f.relay, err = b.drain(ctx, b.ours, b.ourURL, nil); err != nil {
+	if f.relay, err = b.Drain(ctx, b.ours, b.ourURL, nil); err != nil {
 		return f, fmt.Errorf("our relay's drain: %w", err)
 	}
-	if f.floor, err = b.drain(ctx, b.floor, b.floorURL, nil); err != nil {
+	if f.floor, err = b.Drain(ctx, b.floor, b.floorURL, nil); err != nil {
 		return f, fmt.Errorf("floor drain: %w", err)
 	}
-	if f.sameSchema, err = b.drain(ctx, b.sameSchema, b.ourURL, nil); err != nil {
+	if f.sameSchema, err = b.Drain(ctx, b.sameSchema, b.ourURL, nil); err != nil {
 		return f, fmt.Errorf("same-schema minimal relay's drain: %w", err)
 	}
 	// The two latencies take turns going first, so that neither is always the one
 	// measured right after the drains.
 	ours := func() (err error) {
-		if f.relayLatency, err = b.tracedLatency(ctx, b.ours, b.ourURL, b.tracePath("ours", rep)); err != nil {
+		if f.relayLatency, err = b.TracedLatency(ctx, b.ours, b.ourURL, b.tracePath("ours", rep)); err != nil {
 			return fmt.Errorf("our relay's latency: %w", err)
 		}
 		return nil
 	}
 	floor := func() (err error) {
-		if f.floorLatency, err = b.tracedLatency(ctx, b.floor, b.floorURL, b.tracePath("floor", rep)); err != nil {
+		if f.floorLatency, err = b.TracedLatency(ctx, b.floor, b.floorURL, b.tracePath("floor", rep)); err != nil {
 			return fmt.Errorf("floor latency: %w", err)
 		}
 		return nil
@@ -211,20 +216,6 @@ func (b relayBench) repetition(ctx context.Context, rep int) (relayFigures, erro
 	return f, nil
 }
 
-// drain measures one drain of relay on a fresh topic.
-func (b relayBench) drain(ctx context.Context, relay relayUnderTest, dbURL string, around func() (func() error, error)) (drainResult, error) {
-	topic, dropTopic, err := b.CreateTopic(ctx, "bench.relay-drain")
-	if err != nil {
-		return drainResult{}, err
-	}
-	defer dropTopic()
-	s := drainSetup{admin: b.Admin, dbURL: dbURL, topic: topic, backlog: b.cfg.backlog, around: around}
-	if b.claims != nil { // a nil *claimRecorder in the interface would be a tracer that panics
-		s.tracer = b.claims
-	}
-	return measureDrain(ctx, relay, s)
-}
-
 // tracePath is where the latency measurement of relay in repetition rep writes its
 // trace, or "" without -latency-trace.
 func (b relayBench) tracePath(relay string, rep int) string {
@@ -232,25 +223,4 @@ func (b relayBench) tracePath(relay string, rep int) string {
 		return ""
 	}
 	return fmt.Sprintf("%s-%s-%d.csv", b.cfg.diagnose.latencyTrace, relay, rep)
-}
-
-// latency measures one latency run of relay on a fresh topic, from a settled server.
-func (b relayBench) latency(ctx context.Context, relay relayUnderTest, dbURL string) (latencyResult, error) {
-	return b.tracedLatency(ctx, relay, dbURL, "")
-}
-
-// tracedLatency is latency, writing its trace to trace unless that is "".
-func (b relayBench) tracedLatency(ctx context.Context, relay relayUnderTest, dbURL, trace string) (latencyResult, error) {
-	if err := benchenv.Settle(ctx, b.Admin); err != nil {
-		return latencyResult{}, err
-	}
-	topic, dropTopic, err := b.CreateTopic(ctx, "bench.relay-latency")
-	if err != nil {
-		return latencyResult{}, err
-	}
-	defer dropTopic()
-	return measureLatency(ctx, relay, latencySetup{
-		dbURL: dbURL, brokers: b.Brokers, topic: topic, rate: b.cfg.latencyRate, duration: b.cfg.latencyDuration,
-		trace: trace,
-	})
 }

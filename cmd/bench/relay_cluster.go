@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dscourse/payments-outbox/internal/bench/measure"
+
 	"github.com/dscourse/payments-outbox/internal/benchreport"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -54,25 +56,25 @@ func newClusterBench(ctx context.Context, b relayBench, getenv func(string) stri
 		return nil, fmt.Errorf("KAFKA_CLUSTER_BROKERS=%s: %d brokers registered, want 3 for replication factor 3", env, len(meta.Brokers))
 	}
 	c := &clusterBench{relayBench: b, close: cl.Close}
-	c.Kafka, c.Adm, c.Brokers, c.claims = cl, adm, brokers, nil
-	c.ours.cfg.Brokers = brokers
+	c.Kafka, c.Adm, c.Brokers, c.claims, c.Tracer = cl, adm, brokers, nil, nil
+	c.ours.Config.Brokers = brokers
 	return c, nil
 }
 
 // clusterFigures are one repetition's measurements on the cluster.
 type clusterFigures struct {
-	drain   drainResult
-	latency latencyResult
+	drain   measure.DrainResult
+	latency measure.LatencyResult
 }
 
 // repetition measures our relay's drain and latency on the cluster once.
 func (c *clusterBench) repetition(ctx context.Context) (*clusterFigures, error) {
 	var f clusterFigures
 	var err error
-	if f.drain, err = c.drain(ctx, c.ours, c.ourURL, nil); err != nil {
+	if f.drain, err = c.Drain(ctx, c.ours, c.ourURL, nil); err != nil {
 		return nil, fmt.Errorf("our relay's drain on the cluster: %w", err)
 	}
-	if f.latency, err = c.latency(ctx, c.ours, c.ourURL); err != nil {
+	if f.latency, err = c.Latency(ctx, c.ours, c.ourURL); err != nil {
 		return nil, fmt.Errorf("our relay's latency on the cluster: %w", err)
 	}
 	return &f, nil
@@ -86,10 +88,10 @@ func addClusterFigures(report map[string]any, all []relayFigures) {
 		if f.cluster == nil {
 			return
 		}
-		drain = append(drain, f.cluster.drain.eventsPerSecond)
-		p50 = append(p50, f.cluster.latency.p50)
-		p99 = append(p99, f.cluster.latency.p99)
-		rate = append(rate, f.cluster.latency.achievedRate)
+		drain = append(drain, f.cluster.drain.EventsPerSecond)
+		p50 = append(p50, f.cluster.latency.P50)
+		p99 = append(p99, f.cluster.latency.P99)
+		rate = append(rate, f.cluster.latency.AchievedRate)
 	}
 	drain.AddTo(report, "relay_drain_cluster_events_per_s", benchreport.Tenths)
 	p50.AddTo(report, "relay_latency_cluster_p50_ms", benchreport.Tenths)

@@ -67,11 +67,11 @@ func (b relayBench) diagnose(ctx context.Context, stdout io.Writer) error {
 			return start()
 		}
 	}
-	d, err := b.drain(ctx, b.ours, b.ourURL, resetBefore(b.ourURL, c.startProfiles))
+	d, err := b.Drain(ctx, b.ours, b.ourURL, resetBefore(b.ourURL, c.startProfiles))
 	if err != nil {
 		return fmt.Errorf("diagnostic drain of our relay: %w", err)
 	}
-	fmt.Fprintf(stdout, "diagnostic drain, our relay: %.0f events/s (under the diagnostics; not reported)\n", d.eventsPerSecond)
+	fmt.Fprintf(stdout, "diagnostic drain, our relay: %.0f events/s (under the diagnostics; not reported)\n", d.EventsPerSecond)
 	if !statements {
 		return nil
 	}
@@ -79,7 +79,7 @@ func (b relayBench) diagnose(ctx context.Context, stdout io.Writer) error {
 		return err
 	}
 	noProfiles := func() (func() error, error) { return func() error { return nil }, nil }
-	if _, err := b.drain(ctx, b.floor, b.floorURL, resetBefore(b.floorURL, noProfiles)); err != nil {
+	if _, err := b.Drain(ctx, b.floor, b.floorURL, resetBefore(b.floorURL, noProfiles)); err != nil {
 		return fmt.Errorf("diagnostic drain of the floor: %w", err)
 	}
 	return printStatements(ctx, stdout, b.floorURL, "the floor", b.cfg.backlog)
@@ -168,7 +168,7 @@ func (b relayBench) explainClaim(ctx context.Context, stdout io.Writer) error {
 		return fmt.Errorf("open pool: %w", err)
 	}
 	defer pool.Close()
-	if err := b.ours.fill(ctx, pool, b.cfg.backlog); err != nil {
+	if err := b.ours.Fill(ctx, pool, b.cfg.backlog); err != nil {
 		return err
 	}
 	var plan []string

@@ -32,6 +32,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/bench/measure"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -63,29 +65,29 @@ type ladderRung struct {
 	size    int
 }
 
-// ladderTable is the part of a relayUnderTest that a rung takes from the table it
+// ladderTable is the part of a measure.Relay that a rung takes from the table it
 // drains.
 type ladderTable interface {
-	fill(ctx context.Context, pool *pgxpool.Pool, n int) error
-	pending(ctx context.Context, pool *pgxpool.Pool) (bool, error)
+	Fill(ctx context.Context, pool *pgxpool.Pool, n int) error
+	Pending(ctx context.Context, pool *pgxpool.Pool) (bool, error)
 }
 
-func (r ladderRung) fill(ctx context.Context, pool *pgxpool.Pool, n int) error {
-	return r.table.fill(ctx, pool, n)
+func (r ladderRung) Fill(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	return r.table.Fill(ctx, pool, n)
 }
 
-func (r ladderRung) pending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
-	return r.table.pending(ctx, pool)
+func (r ladderRung) Pending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+	return r.table.Pending(ctx, pool)
 }
 
-func (ladderRung) insert(context.Context, pgx.Tx, string, []byte) error {
+func (ladderRung) Insert(context.Context, pgx.Tx, string, []byte) error {
 	return errors.New("the SQL ladder measures drains only")
 }
 
-// start runs the rung's workers, each claiming and marking batches until stopped,
+// Start runs the rung's workers, each claiming and marking batches until stopped,
 // polling every millisecond when it finds nothing.
-func (r ladderRung) start(ctx context.Context, pool *pgxpool.Pool, _ string) (*running, error) {
-	return goRun(ctx, func() {}, func(ctx context.Context) error {
+func (r ladderRung) Start(ctx context.Context, pool *pgxpool.Pool, _ string) (*measure.Running, error) {
+	return measure.GoRun(ctx, func() {}, func(ctx context.Context) error {
 		errs := make(chan error, r.workers)
 		for range r.workers {
 			go func() {
@@ -154,15 +156,15 @@ func benchLadder(ctx context.Context, args []string, getenv func(string) string,
 		load = append(load, benchenv.LoadAverage())
 		fmt.Fprintf(stdout, "repetition %d (load average %.2f)\n", rep, load[len(load)-1])
 		for i, r := range rungs {
-			d, err := measureDrain(ctx, r, drainSetup{admin: env.Admin, dbURL: urls[i], backlog: cfg.backlog})
+			d, err := measure.MeasureDrain(ctx, r, measure.DrainSetup{Admin: env.Admin, DBURL: urls[i], Backlog: cfg.backlog})
 			if err != nil {
 				return fmt.Errorf("%s: %w", r.name, err)
 			}
-			results[i] = append(results[i], d.eventsPerSecond)
-			wal[i] = append(wal[i], d.cost.walBytes)
-			records[i] = append(records[i], d.cost.walRecords)
+			results[i] = append(results[i], d.EventsPerSecond)
+			wal[i] = append(wal[i], d.Cost.WALBytes)
+			records[i] = append(records[i], d.Cost.WALRecords)
 			fmt.Fprintf(stdout, "  %-16s %8.0f events/s  %6.1f µs per event  %6.0f WAL bytes, %.2f WAL records per event\n",
-				r.name, d.eventsPerSecond, 1e6/d.eventsPerSecond, d.cost.walBytes, d.cost.walRecords)
+				r.name, d.EventsPerSecond, 1e6/d.EventsPerSecond, d.Cost.WALBytes, d.Cost.WALRecords)
 		}
 	}
 	report := map[string]any{
@@ -206,12 +208,12 @@ func ladderRungs(cfg ladderConfig) []ladderRung {
 		rung("floor", "floor", sqlSetup(floorTableSQL), floorRelay{}, floorSQLBatch(false)),
 		rung("floor_order", "floor + order", sqlSetup(floorTableSQL+`;
 			CREATE INDEX floor_events_key_idx ON floor_events (key, id) WHERE NOT published`), floorRelay{}, floorSQLBatch(true)),
-		rung("ours_no_history", "ours, no history", migrate, outboxTable{}, ourSQLBatch(poll.ClaimSQL, `DELETE FROM outbox_events WHERE ctid = ANY($1::tid[])`, byTID)),
-		rung("ours", "ours", migrate, outboxTable{}, ourSQLBatch(poll.ClaimSQL, poll.MarkClaimedSQL, byTID)),
-		rung("ours_mark_by_id", "ours, mark by id", migrate, outboxTable{}, ourSQLBatch(poll.ClaimSQL, cdc.MarkPublishedSQL, byID)),
-		rung("ours_probe_every_row", "ours, probe all", migrate, outboxTable{}, ourSQLBatch(claimProbingEveryRowSQL, poll.MarkClaimedSQL, byTID)),
+		rung("ours_no_history", "ours, no history", migrate, measure.OutboxTable{}, ourSQLBatch(poll.ClaimSQL, `DELETE FROM outbox_events WHERE ctid = ANY($1::tid[])`, byTID)),
+		rung("ours", "ours", migrate, measure.OutboxTable{}, ourSQLBatch(poll.ClaimSQL, poll.MarkClaimedSQL, byTID)),
+		rung("ours_mark_by_id", "ours, mark by id", migrate, measure.OutboxTable{}, ourSQLBatch(poll.ClaimSQL, cdc.MarkPublishedSQL, byID)),
+		rung("ours_probe_every_row", "ours, probe all", migrate, measure.OutboxTable{}, ourSQLBatch(claimProbingEveryRowSQL, poll.MarkClaimedSQL, byTID)),
 		// The first design's table has the name and pending rows of ours.
-		rung("first_design", "first design", sqlSetup(firstDesignTableSQL), outboxTable{}, firstDesignBatch),
+		rung("first_design", "first design", sqlSetup(firstDesignTableSQL), measure.OutboxTable{}, firstDesignBatch),
 	}
 }
 

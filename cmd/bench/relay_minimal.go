@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/bench/measure"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -50,7 +52,7 @@ type floorRelay struct {
 	brokers []string
 }
 
-func (floorRelay) fill(ctx context.Context, pool *pgxpool.Pool, n int) error {
+func (floorRelay) Fill(ctx context.Context, pool *pgxpool.Pool, n int) error {
 	if _, err := pool.Exec(ctx, `TRUNCATE floor_events`); err != nil {
 		return fmt.Errorf("truncate floor table: %w", err)
 	}
@@ -64,7 +66,7 @@ func (floorRelay) fill(ctx context.Context, pool *pgxpool.Pool, n int) error {
 	return benchenv.VacuumAnalyze(ctx, pool, "floor_events")
 }
 
-func (floorRelay) pending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+func (floorRelay) Pending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 	var pending bool
 	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM floor_events WHERE NOT published)`).Scan(&pending); err != nil {
 		return false, fmt.Errorf("check floor backlog: %w", err)
@@ -72,14 +74,14 @@ func (floorRelay) pending(ctx context.Context, pool *pgxpool.Pool) (bool, error)
 	return pending, nil
 }
 
-func (floorRelay) insert(ctx context.Context, tx pgx.Tx, key string, payload []byte) error {
+func (floorRelay) Insert(ctx context.Context, tx pgx.Tx, key string, payload []byte) error {
 	if _, err := tx.Exec(ctx, `INSERT INTO floor_events (key, payload) VALUES ($1, $2)`, key, payload); err != nil {
 		return fmt.Errorf("insert floor event: %w", err)
 	}
 	return nil
 }
 
-func (f floorRelay) start(ctx context.Context, pool *pgxpool.Pool, topic string) (*running, error) {
+func (f floorRelay) Start(ctx context.Context, pool *pgxpool.Pool, topic string) (*measure.Running, error) {
 	return startMinimalRelay(ctx, f.brokers, func(ctx context.Context, client *kgo.Client) (int, error) {
 		return floorBatch(ctx, pool, minimalRelayBatchSize, "", func(records []*kgo.Record) error {
 			for _, r := range records {
@@ -134,11 +136,11 @@ func floorBatch(ctx context.Context, pool *pgxpool.Pool, n int, where string, pu
 // indexes, fillfactor and NOTIFY trigger, marking as our relay does (the move to
 // outbox_published): the same-schema comparison.
 type sameSchemaRelay struct {
-	outboxTable
+	measure.OutboxTable
 	brokers []string
 }
 
-func (s sameSchemaRelay) start(ctx context.Context, pool *pgxpool.Pool, topic string) (*running, error) {
+func (s sameSchemaRelay) Start(ctx context.Context, pool *pgxpool.Pool, topic string) (*measure.Running, error) {
 	return startMinimalRelay(ctx, s.brokers, func(ctx context.Context, client *kgo.Client) (int, error) {
 		return sameSchemaBatch(ctx, pool, client, topic)
 	})
@@ -182,7 +184,7 @@ func sameSchemaBatch(ctx context.Context, pool *pgxpool.Pool, client *kgo.Client
 // startMinimalRelay runs batch in a loop until stopped, polling every
 // minimalRelayIdlePoll after a batch that found nothing. The Kafka client is configured
 // like our relay's where it matters for speed (floorClientOpts).
-func startMinimalRelay(ctx context.Context, brokers []string, batch func(context.Context, *kgo.Client) (int, error)) (*running, error) {
+func startMinimalRelay(ctx context.Context, brokers []string, batch func(context.Context, *kgo.Client) (int, error)) (*measure.Running, error) {
 	client, err := kgo.NewClient(floorClientOpts(brokers)...)
 	if err != nil {
 		return nil, fmt.Errorf("new minimal relay producer: %w", err)
@@ -208,7 +210,7 @@ func startMinimalRelay(ctx context.Context, brokers []string, batch func(context
 			}
 		}
 	}
-	return goRun(ctx, func() {}, loop), nil
+	return measure.GoRun(ctx, func() {}, loop), nil
 }
 
 // floorClientOpts are the minimal relays' producer options. What decides the speed of

@@ -7,6 +7,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/bench/measure"
+
 	"github.com/dscourse/payments-outbox/internal/benchreport"
 
 	"github.com/dscourse/payments-outbox/internal/outbox/poll"
@@ -14,21 +16,21 @@ import (
 
 // printRepetition prints one repetition's figures as they are measured.
 func printRepetition(w io.Writer, rep int, f relayFigures, relayCfg poll.Config, rate int) {
-	drain := func(name string, d drainResult) {
+	drain := func(name string, d measure.DrainResult) {
 		fmt.Fprintf(w, "  %-28s %8.0f events/s  %6.0f WAL bytes, %.2f WAL records, %.3f full-page images, %.4f WAL flushes, %.4f commits per event\n",
-			name, d.eventsPerSecond, d.cost.walBytes, d.cost.walRecords, d.cost.walFPI, d.cost.walSyncs, d.cost.commits)
+			name, d.EventsPerSecond, d.Cost.WALBytes, d.Cost.WALRecords, d.Cost.WALFPI, d.Cost.WALSyncs, d.Cost.Commits)
 	}
-	latency := func(name string, l latencyResult) {
+	latency := func(name string, l measure.LatencyResult) {
 		fmt.Fprintf(w, "  %-28s p50 %6.1f ms, p99 %6.1f ms, max %6.1f ms (%d events, achieved %.0f/s)\n",
-			name, l.p50, l.p99, l.max, l.events, l.achievedRate)
-		fmt.Fprintf(w, "  %-28s commit to record stamped (the claim): p50 %6.1f ms, p99 %6.1f ms\n", "", l.stampedP50, l.stampedP99)
+			name, l.P50, l.P99, l.Max, l.Events, l.AchievedRate)
+		fmt.Fprintf(w, "  %-28s commit to record stamped (the claim): p50 %6.1f ms, p99 %6.1f ms\n", "", l.StampedP50, l.StampedP99)
 	}
 	fmt.Fprintf(w, "repetition %d (load average %.2f)\n", rep, f.loadAvg)
 	drain(fmt.Sprintf("drain, our relay (%dx%d)", relayCfg.Workers, relayCfg.BatchSize), f.relay)
 	drain("drain, floor", f.floor)
 	drain("drain, same-schema minimal", f.sameSchema)
 	latency(fmt.Sprintf("latency at %d/s, our relay", rate), f.relayLatency)
-	f.relayLatency.wokenBy.print(w)
+	f.relayLatency.WokenBy.Print(w)
 	latency(fmt.Sprintf("latency at %d/s, floor", rate), f.floorLatency)
 	if f.cluster != nil {
 		drain("drain, our relay, cluster", f.cluster.drain)
@@ -67,45 +69,45 @@ func relayReport(all []relayFigures, cfg relayBenchConfig, relayCfg poll.Config)
 		round func(float64) float64
 		value func(relayFigures) float64
 	}{
-		{"relay_drain_events_per_s", benchreport.Tenths, func(f relayFigures) float64 { return f.relay.eventsPerSecond }},
-		{"floor_relay_events_per_s", benchreport.Tenths, func(f relayFigures) float64 { return f.floor.eventsPerSecond }},
-		{"minimal_relay_events_per_s", benchreport.Tenths, func(f relayFigures) float64 { return f.sameSchema.eventsPerSecond }},
-		{"relay_to_floor_ratio", benchreport.Hundredths, func(f relayFigures) float64 { return f.relay.eventsPerSecond / f.floor.eventsPerSecond }},
-		{"relay_to_minimal_ratio", benchreport.Hundredths, func(f relayFigures) float64 { return f.relay.eventsPerSecond / f.sameSchema.eventsPerSecond }},
+		{"relay_drain_events_per_s", benchreport.Tenths, func(f relayFigures) float64 { return f.relay.EventsPerSecond }},
+		{"floor_relay_events_per_s", benchreport.Tenths, func(f relayFigures) float64 { return f.floor.EventsPerSecond }},
+		{"minimal_relay_events_per_s", benchreport.Tenths, func(f relayFigures) float64 { return f.sameSchema.EventsPerSecond }},
+		{"relay_to_floor_ratio", benchreport.Hundredths, func(f relayFigures) float64 { return f.relay.EventsPerSecond / f.floor.EventsPerSecond }},
+		{"relay_to_minimal_ratio", benchreport.Hundredths, func(f relayFigures) float64 { return f.relay.EventsPerSecond / f.sameSchema.EventsPerSecond }},
 
-		{"relay_latency_p50_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.relayLatency.p50 }},
-		{"relay_latency_p99_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.relayLatency.p99 }},
-		{"relay_latency_rate_per_s", benchreport.Tenths, func(f relayFigures) float64 { return f.relayLatency.achievedRate }},
-		{"floor_latency_p50_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.floorLatency.p50 }},
-		{"floor_latency_p99_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.floorLatency.p99 }},
-		{"relay_latency_stamped_p50_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.relayLatency.stampedP50 }},
-		{"relay_latency_stamped_p99_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.relayLatency.stampedP99 }},
-		{"floor_latency_stamped_p50_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.floorLatency.stampedP50 }},
-		{"floor_latency_stamped_p99_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.floorLatency.stampedP99 }},
-		{"relay_latency_p99_to_floor_ratio", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.p99 / f.floorLatency.p99 }},
+		{"relay_latency_p50_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.relayLatency.P50 }},
+		{"relay_latency_p99_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.relayLatency.P99 }},
+		{"relay_latency_rate_per_s", benchreport.Tenths, func(f relayFigures) float64 { return f.relayLatency.AchievedRate }},
+		{"floor_latency_p50_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.floorLatency.P50 }},
+		{"floor_latency_p99_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.floorLatency.P99 }},
+		{"relay_latency_stamped_p50_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.relayLatency.StampedP50 }},
+		{"relay_latency_stamped_p99_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.relayLatency.StampedP99 }},
+		{"floor_latency_stamped_p50_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.floorLatency.StampedP50 }},
+		{"floor_latency_stamped_p99_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.floorLatency.StampedP99 }},
+		{"relay_latency_p99_to_floor_ratio", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.P99 / f.floorLatency.P99 }},
 
-		{"relay_wal_bytes_per_event", benchreport.Tenths, func(f relayFigures) float64 { return f.relay.cost.walBytes }},
-		{"floor_wal_bytes_per_event", benchreport.Tenths, func(f relayFigures) float64 { return f.floor.cost.walBytes }},
-		{"minimal_relay_wal_bytes_per_event", benchreport.Tenths, func(f relayFigures) float64 { return f.sameSchema.cost.walBytes }},
-		{"relay_wal_records_per_event", benchreport.Hundredths, func(f relayFigures) float64 { return f.relay.cost.walRecords }},
-		{"floor_wal_records_per_event", benchreport.Hundredths, func(f relayFigures) float64 { return f.floor.cost.walRecords }},
-		{"minimal_relay_wal_records_per_event", benchreport.Hundredths, func(f relayFigures) float64 { return f.sameSchema.cost.walRecords }},
-		{"relay_wal_fpi_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.relay.cost.walFPI }},
-		{"floor_wal_fpi_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.floor.cost.walFPI }},
-		{"minimal_relay_wal_fpi_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.sameSchema.cost.walFPI }},
-		{"relay_wal_flushes_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.relay.cost.walSyncs }},
-		{"floor_wal_flushes_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.floor.cost.walSyncs }},
-		{"relay_commits_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.relay.cost.commits }},
-		{"floor_commits_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.floor.cost.commits }},
-		{"minimal_relay_commits_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.sameSchema.cost.commits }},
+		{"relay_wal_bytes_per_event", benchreport.Tenths, func(f relayFigures) float64 { return f.relay.Cost.WALBytes }},
+		{"floor_wal_bytes_per_event", benchreport.Tenths, func(f relayFigures) float64 { return f.floor.Cost.WALBytes }},
+		{"minimal_relay_wal_bytes_per_event", benchreport.Tenths, func(f relayFigures) float64 { return f.sameSchema.Cost.WALBytes }},
+		{"relay_wal_records_per_event", benchreport.Hundredths, func(f relayFigures) float64 { return f.relay.Cost.WALRecords }},
+		{"floor_wal_records_per_event", benchreport.Hundredths, func(f relayFigures) float64 { return f.floor.Cost.WALRecords }},
+		{"minimal_relay_wal_records_per_event", benchreport.Hundredths, func(f relayFigures) float64 { return f.sameSchema.Cost.WALRecords }},
+		{"relay_wal_fpi_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.relay.Cost.WALFPI }},
+		{"floor_wal_fpi_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.floor.Cost.WALFPI }},
+		{"minimal_relay_wal_fpi_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.sameSchema.Cost.WALFPI }},
+		{"relay_wal_flushes_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.relay.Cost.WALSyncs }},
+		{"floor_wal_flushes_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.floor.Cost.WALSyncs }},
+		{"relay_commits_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.relay.Cost.Commits }},
+		{"floor_commits_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.floor.Cost.Commits }},
+		{"minimal_relay_commits_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.sameSchema.Cost.Commits }},
 
 		// What woke our relay's workers at the latency measurement's rate, and how long
 		// after the commit the claim came (relay_wakeup.go).
-		{"relay_latency_woken_by_busy_share", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.wokenBy["busy"].share }},
-		{"relay_latency_woken_by_nudge_share", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.wokenBy["nudge"].share }},
-		{"relay_latency_woken_by_notify_share", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.wokenBy["notify"].share }},
-		{"relay_latency_woken_by_poll_share", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.wokenBy["poll"].share }},
-		{"relay_latency_commit_to_claim_mean_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.relayLatency.wokenBy.meanWaitMs() }},
+		{"relay_latency_woken_by_busy_share", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.WokenBy["busy"].Share }},
+		{"relay_latency_woken_by_nudge_share", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.WokenBy["nudge"].Share }},
+		{"relay_latency_woken_by_notify_share", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.WokenBy["notify"].Share }},
+		{"relay_latency_woken_by_poll_share", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.WokenBy["poll"].Share }},
+		{"relay_latency_commit_to_claim_mean_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.relayLatency.WokenBy.MeanWaitMs() }},
 
 		// Neighbours on a shared machine lower every figure (less so the ratios).
 		{"relay_bench_load_avg_1m", benchreport.Hundredths, func(f relayFigures) float64 { return f.loadAvg }},

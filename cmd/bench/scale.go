@@ -26,6 +26,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/bench/measure"
+
 	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
 	"github.com/dscourse/payments-outbox/internal/benchreport"
 	"github.com/dscourse/payments-outbox/internal/outbox/poll"
@@ -93,8 +95,8 @@ func parseSizes(list string) ([]int, error) {
 type scaleBench struct {
 	benchenv.Env
 	cfg    scaleBenchConfig
-	poll   ourRelay
-	cdc    cdcRelay
+	poll   measure.PollRelay
+	cdc    measure.CDCRelay
 	stdout io.Writer
 	report map[string]any
 }
@@ -113,8 +115,8 @@ func benchScale(ctx context.Context, args []string, getenv func(string) string, 
 	logger := slog.New(slog.DiscardHandler)
 	b := scaleBench{
 		Env: env, cfg: cfg, stdout: stdout,
-		poll: ourRelay{cfg: poll.Config{Brokers: env.Brokers, Workers: 4, BatchSize: 1000}, logger: logger},
-		cdc:  cdcRelay{brokers: env.Brokers, logger: logger},
+		poll: measure.PollRelay{Config: poll.Config{Brokers: env.Brokers, Workers: 4, BatchSize: 1000}, Logger: logger},
+		cdc:  measure.CDCRelay{Brokers: env.Brokers, Logger: logger},
 		report: map[string]any{
 			"scale_bench_reps":        cfg.reps,
 			"scale_bench_measured_at": time.Now().UTC().Format(time.RFC3339),
@@ -162,20 +164,20 @@ func (b scaleBench) drains(ctx context.Context, n int) error {
 	}
 	defer dropCDC()
 	defer b.dropSlotOf(ctx, cdcURL) // before the database (defers run in reverse)
-	rb := relayBench{Env: b.Env, cfg: relayBenchConfig{backlog: n}}
+	rb := measure.Bench{Env: b.Env, Backlog: n}
 	var poll, cdc, load benchreport.Samples
 	for rep := 1; rep <= b.cfg.reps; rep++ {
-		p, err := rb.drain(ctx, b.poll, pollURL, nil)
+		p, err := rb.Drain(ctx, b.poll, pollURL, nil)
 		if err != nil {
 			return fmt.Errorf("polling relay's drain: %w", err)
 		}
-		c, err := rb.drain(ctx, b.cdc, cdcURL, nil)
+		c, err := rb.Drain(ctx, b.cdc, cdcURL, nil)
 		if err != nil {
 			return fmt.Errorf("CDC relay's drain: %w", err)
 		}
-		poll, cdc, load = append(poll, p.eventsPerSecond), append(cdc, c.eventsPerSecond), append(load, benchenv.LoadAverage())
+		poll, cdc, load = append(poll, p.EventsPerSecond), append(cdc, c.EventsPerSecond), append(load, benchenv.LoadAverage())
 		fmt.Fprintf(b.stdout, "backlog %d, repetition %d (load %.2f): drain poll %.0f, cdc %.0f events/s\n",
-			n, rep, load[len(load)-1], p.eventsPerSecond, c.eventsPerSecond)
+			n, rep, load[len(load)-1], p.EventsPerSecond, c.EventsPerSecond)
 	}
 	suffix := "_backlog_" + strconv.Itoa(n)
 	poll.AddTo(b.report, "scale_poll_drain_events_per_s"+suffix, benchreport.Tenths)
@@ -185,7 +187,7 @@ func (b scaleBench) drains(ctx context.Context, n int) error {
 }
 
 func (b scaleBench) dropSlotOf(ctx context.Context, dbURL string) {
-	if err := dropSlot(context.WithoutCancel(ctx), b.Admin, dbURL); err != nil {
+	if err := measure.DropSlot(context.WithoutCancel(ctx), b.Admin, dbURL); err != nil {
 		fmt.Fprintln(b.stdout, "warning:", err)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/bench/measure"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,11 +26,11 @@ import (
 // (measureLatency asks for an empty table), so that it runs beside the history.
 // prepare, when set, readies the relay instead (the CDC relay's slot).
 type keepHistory struct {
-	relayUnderTest
+	measure.Relay
 	prepare func(ctx context.Context, pool *pgxpool.Pool) error
 }
 
-func (k keepHistory) fill(ctx context.Context, pool *pgxpool.Pool, n int) error {
+func (k keepHistory) Fill(ctx context.Context, pool *pgxpool.Pool, n int) error {
 	if n != 0 {
 		return fmt.Errorf("keepHistory cannot add a backlog of %d", n)
 	}
@@ -74,7 +76,7 @@ func (c *claimTimer) percentiles() (p50, p99 float64, n int) {
 	if len(sorted) == 0 {
 		return 0, 0, 0
 	}
-	return percentile(sorted, 0.50), percentile(sorted, 0.99), len(sorted)
+	return measure.Percentile(sorted, 0.50), measure.Percentile(sorted, 0.99), len(sorted)
 }
 
 // cleanupCycle is one cycle of the cleaner.

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/bench/measure"
+
 	"github.com/dscourse/payments-outbox/internal/benchreport"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -54,31 +56,31 @@ func (b scaleBench) history(ctx context.Context, n int) error {
 // latencies measures, for both relays beside the history, commit-to-consumed latency
 // and (for the polling relay) its claim statements' time.
 func (b scaleBench) latencies(ctx context.Context, dbURL, suffix string) error {
-	rb := relayBench{Env: b.Env, cfg: relayBenchConfig{latencyRate: b.cfg.latencyRate, latencyDuration: b.cfg.latencyDuration}}
+	rb := measure.Bench{Env: b.Env, LatencyRate: b.cfg.latencyRate, LatencyDuration: b.cfg.latencyDuration}
 	var pollP50, pollP99, claimP50, claimP99, cdcP50, cdcP99, load benchreport.Samples
-	poll := keepHistory{relayUnderTest: b.poll}
+	poll := keepHistory{Relay: b.poll}
 	for rep := 1; rep <= b.cfg.reps; rep++ {
 		claims := &claimTimer{}
-		r, err := rb.latencyTraced(ctx, poll, dbURL, claims)
+		r, err := latencyTraced(ctx, rb, poll, dbURL, claims)
 		if err != nil {
 			return fmt.Errorf("polling relay's latency: %w", err)
 		}
 		c50, c99, nClaims := claims.percentiles()
-		pollP50, pollP99 = append(pollP50, r.p50), append(pollP99, r.p99)
+		pollP50, pollP99 = append(pollP50, r.P50), append(pollP99, r.P99)
 		claimP50, claimP99 = append(claimP50, c50), append(claimP99, c99)
 		load = append(load, benchenv.LoadAverage())
 		fmt.Fprintf(b.stdout, "  repetition %d, polling relay: p50 %.1f ms, p99 %.1f ms; claim p50 %.2f ms, p99 %.2f ms (%d claims); load %.2f\n",
-			rep, r.p50, r.p99, c50, c99, nClaims, load[len(load)-1])
+			rep, r.P50, r.P99, c50, c99, nClaims, load[len(load)-1])
 	}
-	cdc := keepHistory{relayUnderTest: b.cdc, prepare: b.cdc.ensureSlot}
+	cdc := keepHistory{Relay: b.cdc, prepare: b.cdc.EnsureSlot}
 	for rep := 1; rep <= b.cfg.reps; rep++ {
-		r, err := rb.latencyTraced(ctx, cdc, dbURL, nil)
+		r, err := latencyTraced(ctx, rb, cdc, dbURL, nil)
 		if err != nil {
 			return fmt.Errorf("CDC relay's latency: %w", err)
 		}
-		cdcP50, cdcP99 = append(cdcP50, r.p50), append(cdcP99, r.p99)
+		cdcP50, cdcP99 = append(cdcP50, r.P50), append(cdcP99, r.P99)
 		load = append(load, benchenv.LoadAverage())
-		fmt.Fprintf(b.stdout, "  repetition %d, CDC relay: p50 %.1f ms, p99 %.1f ms; load %.2f\n", rep, r.p50, r.p99, load[len(load)-1])
+		fmt.Fprintf(b.stdout, "  repetition %d, CDC relay: p50 %.1f ms, p99 %.1f ms; load %.2f\n", rep, r.P50, r.P99, load[len(load)-1])
 	}
 	pollP50.AddTo(b.report, "scale_poll_latency_p50_ms"+suffix, benchreport.Tenths)
 	pollP99.AddTo(b.report, "scale_poll_latency_p99_ms"+suffix, benchreport.Tenths)
@@ -158,17 +160,17 @@ func (b scaleBench) retention(ctx context.Context, pool *pgxpool.Pool, suffix st
 }
 
 // latencyTraced is latency with a tracer on the relay's pool (nil for none).
-func (b relayBench) latencyTraced(ctx context.Context, relay relayUnderTest, dbURL string, tracer *claimTimer) (latencyResult, error) {
+func latencyTraced(ctx context.Context, b measure.Bench, relay measure.Relay, dbURL string, tracer *claimTimer) (measure.LatencyResult, error) {
 	topic, dropTopic, err := b.CreateTopic(ctx, "bench.scale-latency")
 	if err != nil {
-		return latencyResult{}, err
+		return measure.LatencyResult{}, err
 	}
 	defer dropTopic()
-	s := latencySetup{dbURL: dbURL, brokers: b.Brokers, topic: topic, rate: b.cfg.latencyRate, duration: b.cfg.latencyDuration}
+	s := measure.LatencySetup{DBURL: dbURL, Brokers: b.Brokers, Topic: topic, Rate: b.LatencyRate, Duration: b.LatencyDuration}
 	if tracer != nil { // a nil *claimTimer in the interface would be a tracer that panics
-		s.tracer = tracer
+		s.Tracer = tracer
 	}
-	return measureLatency(ctx, relay, s)
+	return measure.MeasureLatency(ctx, relay, s)
 }
 
 func mib(bytes float64) string { return fmt.Sprintf("%.1f MiB", bytes/(1<<20)) }

@@ -1,4 +1,4 @@
-package main
+package measure
 
 // The drain measurement, one code path for every relay: a backlog committed before the
 // relay starts, the time until the relay has published all of it, and what the drain
@@ -22,80 +22,80 @@ func drainTimeout(n int) time.Duration {
 	return max(5*time.Minute, time.Duration(n/500)*time.Second)
 }
 
-// drainResult is one drain of one relay.
-type drainResult struct {
-	eventsPerSecond float64
-	cost            pgCost // per published event
+// DrainResult is one drain of one relay.
+type DrainResult struct {
+	EventsPerSecond float64
+	Cost            PGCost // per published event
 }
 
-// drainSetup is what a drain runs on.
-type drainSetup struct {
-	admin   *pgxpool.Pool // the admin database: reads the statistics, never the benchmark's tables
-	dbURL   string        // the benchmark database, which holds the relay's table
-	topic   string
-	backlog int
-	// around, when set, is called just before the relay starts and returns what to call
-	// once it has stopped: the hook of the profiles (relay_diagnose.go).
-	around func() (after func() error, err error)
-	// tracer, when set, sees every statement of the relay's pool: the claim recorder of
-	// -explain (relay_diagnose.go).
-	tracer pgx.QueryTracer
+// DrainSetup is what a drain runs on.
+type DrainSetup struct {
+	Admin   *pgxpool.Pool // the admin database: reads the statistics, never the benchmark's tables
+	DBURL   string        // the benchmark database, which holds the relay's table
+	Topic   string
+	Backlog int
+	// Around, when set, is called just before the relay starts and returns what to call
+	// once it has stopped: the hook of the relay benchmark's profiles.
+	Around func() (after func() error, err error)
+	// Tracer, when set, sees every statement of the relay's pool: the claim recorder of
+	// the relay benchmark's -explain.
+	Tracer pgx.QueryTracer
 }
 
-// measureDrain fills the relay's table with a backlog, then lets the relay drain it.
+// MeasureDrain fills the relay's table with a backlog, then lets the relay drain it.
 //
 // Each phase opens its own pool and closes it before the statistics are read, and the
 // statistics are read only once no client is connected to the database: a backend
 // reports its commits to pg_stat_database when it exits at the latest, so no commit is
 // missed and none of the backlog's is counted. The checks for "drained" run on the
 // relay's pool and are subtracted from the commits.
-func measureDrain(ctx context.Context, relay relayUnderTest, s drainSetup) (drainResult, error) {
-	fillPool, err := pgxpool.New(ctx, s.dbURL)
+func MeasureDrain(ctx context.Context, relay Relay, s DrainSetup) (DrainResult, error) {
+	fillPool, err := pgxpool.New(ctx, s.DBURL)
 	if err != nil {
-		return drainResult{}, fmt.Errorf("open pool: %w", err)
+		return DrainResult{}, fmt.Errorf("open pool: %w", err)
 	}
-	err = relay.fill(ctx, fillPool, s.backlog)
+	err = relay.Fill(ctx, fillPool, s.Backlog)
 	fillPool.Close()
 	if err != nil {
-		return drainResult{}, err
+		return DrainResult{}, err
 	}
-	dbName, err := databaseName(s.dbURL)
+	dbName, err := databaseName(s.DBURL)
 	if err != nil {
-		return drainResult{}, err
+		return DrainResult{}, err
 	}
-	before, err := readPGCounters(ctx, s.admin, dbName)
+	before, err := readPGCounters(ctx, s.Admin, dbName)
 	if err != nil {
-		return drainResult{}, err
+		return DrainResult{}, err
 	}
 
 	elapsed, checks, err := runDrain(ctx, relay, s)
 	if err != nil {
-		return drainResult{}, err
+		return DrainResult{}, err
 	}
 
-	after, err := readPGCounters(ctx, s.admin, dbName)
+	after, err := readPGCounters(ctx, s.Admin, dbName)
 	if err != nil {
-		return drainResult{}, err
+		return DrainResult{}, err
 	}
-	total := after.minus(before)
-	total.commits -= float64(checks)
-	return drainResult{
-		eventsPerSecond: float64(s.backlog) / elapsed.Seconds(),
-		cost:            total.per(float64(s.backlog)),
+	total := after.Minus(before)
+	total.Commits -= float64(checks)
+	return DrainResult{
+		EventsPerSecond: float64(s.Backlog) / elapsed.Seconds(),
+		Cost:            total.Per(float64(s.Backlog)),
 	}, nil
 }
 
 // runDrain starts the relay on a pool of its own, waits until the backlog is published,
 // stops the relay and closes the pool. It returns the time from the relay's start to
 // the check that found nothing pending, and how many checks it made.
-func runDrain(ctx context.Context, relay relayUnderTest, s drainSetup) (time.Duration, int, error) {
-	cfg, err := pgxpool.ParseConfig(s.dbURL)
+func runDrain(ctx context.Context, relay Relay, s DrainSetup) (time.Duration, int, error) {
+	cfg, err := pgxpool.ParseConfig(s.DBURL)
 	if err != nil {
 		return 0, 0, fmt.Errorf("parse database URL: %w", err)
 	}
 	cfg.MaxConns = 32
-	if s.tracer != nil {
-		cfg.ConnConfig.Tracer = s.tracer
+	if s.Tracer != nil {
+		cfg.ConnConfig.Tracer = s.Tracer
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -104,20 +104,20 @@ func runDrain(ctx context.Context, relay relayUnderTest, s drainSetup) (time.Dur
 	defer pool.Close()
 
 	after := func() error { return nil }
-	if s.around != nil {
-		if after, err = s.around(); err != nil {
+	if s.Around != nil {
+		if after, err = s.Around(); err != nil {
 			return 0, 0, err
 		}
 	}
 	start := time.Now()
-	r, err := relay.start(ctx, pool, s.topic)
+	r, err := relay.Start(ctx, pool, s.Topic)
 	if err != nil {
 		return 0, 0, err
 	}
 	r.wake()
-	checks, waitErr := waitDrained(ctx, relay, pool, r, drainTimeout(s.backlog))
+	checks, waitErr := waitDrained(ctx, relay, pool, r, drainTimeout(s.Backlog))
 	elapsed := time.Since(start)
-	stopErr := r.stop()
+	stopErr := r.Stop()
 	if err := after(); err != nil {
 		return 0, 0, err
 	}
@@ -132,13 +132,13 @@ func runDrain(ctx context.Context, relay relayUnderTest, s drainSetup) (time.Dur
 
 // waitDrained polls every 10 ms until nothing is pending, the relay fails or timeout
 // passes. It returns how many checks it made.
-func waitDrained(ctx context.Context, relay relayUnderTest, pool *pgxpool.Pool, r *running, timeout time.Duration) (int, error) {
+func waitDrained(ctx context.Context, relay Relay, pool *pgxpool.Pool, r *Running, timeout time.Duration) (int, error) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for checks := 1; ; checks++ {
-		pending, err := relay.pending(ctx, pool)
+		pending, err := relay.Pending(ctx, pool)
 		if err != nil {
 			return checks, err
 		}

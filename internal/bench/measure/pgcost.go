@@ -1,4 +1,4 @@
-package main
+package measure
 
 // The physical cost of a drain: WAL bytes and records, WAL flushes and
 // commits, read from PostgreSQL's statistics before and after, divided by the events.
@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// pgCost is what the database did, in total or per event.
+// PGCost is what the database did, in total or per event.
 //
 // walBytes comes from pg_current_wal_lsn(), exact at once; walRecords, walFPI and
 // walSyncs from pg_stat_wal. walFPI counts full-page images: the first change to a
@@ -22,17 +22,17 @@ import (
 // benchmark alone, on a busy one the neighbours' WAL is counted too. commits is
 // pg_stat_database.xact_commit of the benchmark's database only, read-only transactions
 // included; walSyncs is the WAL flushes (fsyncs) that commits waited for.
-type pgCost struct {
-	walBytes, walRecords, walFPI, walSyncs, commits float64
+type PGCost struct {
+	WALBytes, WALRecords, WALFPI, WALSyncs, Commits float64
 }
 
-func (c pgCost) minus(o pgCost) pgCost {
-	return pgCost{c.walBytes - o.walBytes, c.walRecords - o.walRecords, c.walFPI - o.walFPI,
-		c.walSyncs - o.walSyncs, c.commits - o.commits}
+func (c PGCost) Minus(o PGCost) PGCost {
+	return PGCost{c.WALBytes - o.WALBytes, c.WALRecords - o.WALRecords, c.WALFPI - o.WALFPI,
+		c.WALSyncs - o.WALSyncs, c.Commits - o.Commits}
 }
 
-func (c pgCost) per(events float64) pgCost {
-	return pgCost{c.walBytes / events, c.walRecords / events, c.walFPI / events, c.walSyncs / events, c.commits / events}
+func (c PGCost) Per(events float64) PGCost {
+	return PGCost{c.WALBytes / events, c.WALRecords / events, c.WALFPI / events, c.WALSyncs / events, c.Commits / events}
 }
 
 // quiesceTimeout bounds the wait for a database's clients to disconnect.
@@ -41,18 +41,18 @@ const quiesceTimeout = 10 * time.Second
 // readPGCounters waits until no client is connected to dbName, so that every backend
 // that worked there has reported its statistics (a backend reports them when it exits
 // at the latest), and reads the server's counters through admin.
-func readPGCounters(ctx context.Context, admin *pgxpool.Pool, dbName string) (pgCost, error) {
+func readPGCounters(ctx context.Context, admin *pgxpool.Pool, dbName string) (PGCost, error) {
 	if err := waitNoClients(ctx, admin, dbName); err != nil {
-		return pgCost{}, err
+		return PGCost{}, err
 	}
-	var c pgCost
+	var c PGCost
 	err := admin.QueryRow(ctx, `
 		SELECT (pg_current_wal_lsn() - '0/0')::float8, w.wal_records::float8, w.wal_fpi::float8, w.wal_sync::float8,
 		       d.xact_commit::float8
 		FROM pg_stat_wal w, pg_stat_database d
-		WHERE d.datname = $1`, dbName).Scan(&c.walBytes, &c.walRecords, &c.walFPI, &c.walSyncs, &c.commits)
+		WHERE d.datname = $1`, dbName).Scan(&c.WALBytes, &c.WALRecords, &c.WALFPI, &c.WALSyncs, &c.Commits)
 	if err != nil {
-		return pgCost{}, fmt.Errorf("read WAL and commit statistics: %w", err)
+		return PGCost{}, fmt.Errorf("read WAL and commit statistics: %w", err)
 	}
 	return c, nil
 }

@@ -1,4 +1,4 @@
-package main
+package measure
 
 import (
 	"testing"
@@ -35,16 +35,16 @@ func TestWakeFiguresSinceTheWarmUp(t *testing.T) {
 	}
 
 	got := after.since(warmedUp)
-	want := wakeFigures{
-		"busy":  {claims: 1, events: 3, meanWaitMs: 2, share: 0.75, claimsShare: 0.5},
-		"nudge": {claims: 1, events: 1, meanWaitMs: 6, share: 0.25, claimsShare: 0.5},
+	want := WakeFigures{
+		"busy":  {claims: 1, events: 3, meanWaitMs: 2, Share: 0.75, claimsShare: 0.5},
+		"nudge": {claims: 1, events: 1, meanWaitMs: 6, Share: 0.25, claimsShare: 0.5},
 		"poll":  {},
 	}
 	approx := cmp.Comparer(func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 })
-	if diff := cmp.Diff(want, got, cmp.AllowUnexported(wakeFigure{}), approx); diff != "" {
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(WakeFigure{}), approx); diff != "" {
 		t.Errorf("wake-up figures of the run (-want +got):\n%s", diff)
 	}
-	if got, want := got.meanWaitMs(), 3.0; got-want > 1e-9 || want-got > 1e-9 {
+	if got, want := got.MeanWaitMs(), 3.0; got-want > 1e-9 || want-got > 1e-9 {
 		t.Errorf("mean commit-to-claim = %v ms, want %v", got, want)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package measure
 
 // The latency measurement, one code path for every relay: events committed at a steady
 // rate, each in its own transaction as the API commits them, and the time from each
@@ -25,55 +25,55 @@ import (
 	"github.com/dscourse/payments-outbox/internal/event"
 )
 
-// latencyResult is one latency measurement of one relay.
-type latencyResult struct {
-	p50, p99, max float64 // milliseconds
-	// stampedP50 and stampedP99 split the latency at the record's timestamp, which the
+// LatencyResult is one latency measurement of one relay.
+type LatencyResult struct {
+	P50, P99, Max float64 // milliseconds
+	// StampedP50 and StampedP99 split the latency at the record's timestamp, which the
 	// relay's producer sets when it builds the record, after the claim: commit to
 	// stamp is the wait for a claim, the rest is the produce, the broker and the
 	// consumer's fetch. Kafka keeps milliseconds, so each is within 1 ms.
-	stampedP50, stampedP99 float64
-	events                 int
-	achievedRate           float64 // events committed per second
-	// wokenBy is what woke the relay's workers during the measurement (warm-up
+	StampedP50, StampedP99 float64
+	Events                 int
+	AchievedRate           float64 // events committed per second
+	// WokenBy is what woke the relay's workers during the measurement (warm-up
 	// excluded); nil for a relay without wake-ups.
-	wokenBy wakeFigures
+	WokenBy WakeFigures
 }
 
-// latencySetup is what a latency measurement runs on.
-type latencySetup struct {
-	dbURL    string
-	brokers  []string
-	topic    string
-	rate     int // events per second
-	duration time.Duration
-	// tracer, when set, sees every statement of the relay's pool: the claim timer of
-	// the scale benchmark (scale_history.go).
-	tracer pgx.QueryTracer
-	// trace, when set, is the file each event is written to (writeLatencyTrace).
-	trace string
+// LatencySetup is what a latency measurement runs on.
+type LatencySetup struct {
+	DBURL    string
+	Brokers  []string
+	Topic    string
+	Rate     int // events per second
+	Duration time.Duration
+	// Tracer, when set, sees every statement of the relay's pool: the claim timer of
+	// the scale benchmark.
+	Tracer pgx.QueryTracer
+	// Trace, when set, is the file each event is written to (writeLatencyTrace).
+	Trace string
 }
 
-// measureLatency empties the relay's table, starts the relay and commits s.rate events
-// per second for s.duration, calling the relay's wake after each commit as the API calls
+// MeasureLatency empties the relay's table, starts the relay and commits s.Rate events
+// per second for s.Duration, calling the relay's wake after each commit as the API calls
 // Notify.
-func measureLatency(ctx context.Context, relay relayUnderTest, s latencySetup) (latencyResult, error) {
-	cfg, err := pgxpool.ParseConfig(s.dbURL)
+func MeasureLatency(ctx context.Context, relay Relay, s LatencySetup) (LatencyResult, error) {
+	cfg, err := pgxpool.ParseConfig(s.DBURL)
 	if err != nil {
-		return latencyResult{}, fmt.Errorf("parse database URL: %w", err)
+		return LatencyResult{}, fmt.Errorf("parse database URL: %w", err)
 	}
 	cfg.MaxConns = 32
 	genCfg := cfg.Copy() // before the tracer: the generator's statements are not the relay's
-	if s.tracer != nil {
-		cfg.ConnConfig.Tracer = s.tracer
+	if s.Tracer != nil {
+		cfg.ConnConfig.Tracer = s.Tracer
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return latencyResult{}, fmt.Errorf("open pool: %w", err)
+		return LatencyResult{}, fmt.Errorf("open pool: %w", err)
 	}
 	defer pool.Close()
-	if err := relay.fill(ctx, pool, 0); err != nil {
-		return latencyResult{}, err
+	if err := relay.Fill(ctx, pool, 0); err != nil {
+		return LatencyResult{}, err
 	}
 
 	// On a small machine the database commits barely more durable transactions per
@@ -84,50 +84,50 @@ func measureLatency(ctx context.Context, relay relayUnderTest, s latencySetup) (
 	genCfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	genPool, err := pgxpool.NewWithConfig(ctx, genCfg)
 	if err != nil {
-		return latencyResult{}, fmt.Errorf("open generator pool: %w", err)
+		return LatencyResult{}, fmt.Errorf("open generator pool: %w", err)
 	}
 	defer genPool.Close()
 
-	consumer, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...), kgo.ConsumeTopics(s.topic),
+	consumer, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ConsumeTopics(s.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
 	if err != nil {
-		return latencyResult{}, fmt.Errorf("new consumer: %w", err)
+		return LatencyResult{}, fmt.Errorf("new consumer: %w", err)
 	}
 	defer consumer.Close()
 
-	r, err := relay.start(ctx, pool, s.topic)
+	r, err := relay.Start(ctx, pool, s.Topic)
 	if err != nil {
-		return latencyResult{}, err
+		return LatencyResult{}, err
 	}
-	defer r.stop() // its error is the drain's concern; here only delivery counts
+	defer r.Stop() // its error is the drain's concern; here only delivery counts
 	if err := warmUp(ctx, genPool, relay, r, consumer); err != nil {
-		return latencyResult{}, err
+		return LatencyResult{}, err
 	}
 	// Then the rate itself for a moment, unmeasured, so that the measurement sees the
 	// relay in its steady state: every worker on a connection of its own, its
 	// statements prepared, the generator's pool open. Both relays get the same.
-	warm := startGenerator(ctx, genPool, relay, r.wake, s.rate, int(steadyWarmUp.Seconds()*float64(s.rate)))
+	warm := StartGenerator(ctx, genPool, relay, r.wake, s.Rate, int(steadyWarmUp.Seconds()*float64(s.Rate)))
 	_, err = consume(ctx, consumer, len(warm.keys), steadyWarmUp+time.Minute, warm)
-	warm.wait()
+	warm.Wait()
 	if err != nil {
-		return latencyResult{}, fmt.Errorf("steady warm-up: %w", err)
+		return LatencyResult{}, fmt.Errorf("steady warm-up: %w", err)
 	}
-	var beforeLoad wakeFigures
+	var beforeLoad WakeFigures
 	if r.wakeups != nil {
 		if beforeLoad, err = r.wakeups(); err != nil {
-			return latencyResult{}, err
+			return LatencyResult{}, err
 		}
 	}
 
-	total := int(s.duration.Seconds() * float64(s.rate))
-	gen := startGenerator(ctx, genPool, relay, r.wake, s.rate, total)
-	received, err := consume(ctx, consumer, total, s.duration+time.Minute, gen)
-	gen.wait()
+	total := int(s.Duration.Seconds() * float64(s.Rate))
+	gen := StartGenerator(ctx, genPool, relay, r.wake, s.Rate, total)
+	received, err := consume(ctx, consumer, total, s.Duration+time.Minute, gen)
+	gen.Wait()
 	if err != nil {
-		return latencyResult{}, err
+		return LatencyResult{}, err
 	}
 	if gen.err != nil {
-		return latencyResult{}, fmt.Errorf("generate events: %w", gen.err)
+		return LatencyResult{}, fmt.Errorf("generate events: %w", gen.err)
 	}
 
 	var latencies, toStamp []float64
@@ -137,31 +137,31 @@ func measureLatency(ctx context.Context, relay relayUnderTest, s latencySetup) (
 			toStamp = append(toStamp, millisBetween(at, got.stamped))
 		}
 	}
-	if s.trace != "" {
-		if err := writeLatencyTrace(s.trace, gen, received); err != nil {
-			return latencyResult{}, err
+	if s.Trace != "" {
+		if err := writeLatencyTrace(s.Trace, gen, received); err != nil {
+			return LatencyResult{}, err
 		}
 	}
 	if len(latencies) < total {
-		return latencyResult{}, fmt.Errorf("received %d of %d events", len(latencies), total)
+		return LatencyResult{}, fmt.Errorf("received %d of %d events", len(latencies), total)
 	}
 	slices.Sort(latencies)
 	slices.Sort(toStamp)
-	result := latencyResult{
-		p50:          percentile(latencies, 0.50),
-		p99:          percentile(latencies, 0.99),
-		max:          latencies[len(latencies)-1],
-		stampedP50:   percentile(toStamp, 0.50),
-		stampedP99:   percentile(toStamp, 0.99),
-		events:       len(latencies),
-		achievedRate: float64(total) / gen.lastCommit.Sub(gen.start).Seconds(),
+	result := LatencyResult{
+		P50:          Percentile(latencies, 0.50),
+		P99:          Percentile(latencies, 0.99),
+		Max:          latencies[len(latencies)-1],
+		StampedP50:   Percentile(toStamp, 0.50),
+		StampedP99:   Percentile(toStamp, 0.99),
+		Events:       len(latencies),
+		AchievedRate: float64(total) / gen.lastCommit.Sub(gen.start).Seconds(),
 	}
 	if r.wakeups != nil {
 		after, err := r.wakeups()
 		if err != nil {
-			return latencyResult{}, err
+			return LatencyResult{}, err
 		}
-		result.wokenBy = after.since(beforeLoad)
+		result.WokenBy = after.since(beforeLoad)
 	}
 	return result, nil
 }
@@ -179,9 +179,9 @@ const warmUpTimeout = 3 * time.Minute
 // measurement starts with the relay's producer and the consumer connected: neither
 // relay's first publish (metadata, producer id) nor the consumer's first fetch is
 // counted as latency.
-func warmUp(ctx context.Context, pool *pgxpool.Pool, relay relayUnderTest, r *running, consumer *kgo.Client) error {
+func warmUp(ctx context.Context, pool *pgxpool.Pool, relay Relay, r *Running, consumer *kgo.Client) error {
 	key := "warm-up-" + uuid.NewString()
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return relay.insert(ctx, tx, key, []byte(`{}`)) })
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return relay.Insert(ctx, tx, key, []byte(`{}`)) })
 	if err != nil {
 		return fmt.Errorf("commit warm-up event: %w", err)
 	}
@@ -201,9 +201,9 @@ func warmUp(ctx context.Context, pool *pgxpool.Pool, relay relayUnderTest, r *ru
 	}
 }
 
-// generator stands in for the API: a paced schedule handed to a few committing
+// Generator stands in for the API: a paced schedule handed to a few committing
 // goroutines. Its fields other than mu are read only after wait.
-type generator struct {
+type Generator struct {
 	// keys are the record keys (payment ids) the generator commits, chosen before it
 	// starts, so that a consumer can tell its records from an earlier generator's.
 	keys        map[string]bool
@@ -215,9 +215,9 @@ type generator struct {
 	workers     sync.WaitGroup
 }
 
-// startGenerator commits total events at rate per second through relay.insert, each of
+// StartGenerator commits total events at rate per second through relay.Insert, each of
 // its own payment, calling wake after each commit.
-func startGenerator(ctx context.Context, pool *pgxpool.Pool, relay relayUnderTest, wake func(), rate, total int) *generator {
+func StartGenerator(ctx context.Context, pool *pgxpool.Pool, relay Relay, wake func(), rate, total int) *Generator {
 	// UUIDv7 payment ids, as the API makes (the payment id is the aggregate id,
 	// indexed in the outbox and its history).
 	ids := make([]uuid.UUID, total)
@@ -226,7 +226,7 @@ func startGenerator(ctx context.Context, pool *pgxpool.Pool, relay relayUnderTes
 		ids[i] = uuid.Must(uuid.NewV7())
 		keys[ids[i].String()] = true
 	}
-	g := &generator{keys: keys, committedAt: make(map[string]time.Time, total), start: time.Now()}
+	g := &Generator{keys: keys, committedAt: make(map[string]time.Time, total), start: time.Now()}
 	jobs := make(chan int, rate)
 	for range 16 {
 		g.workers.Go(func() {
@@ -234,7 +234,7 @@ func startGenerator(ctx context.Context, pool *pgxpool.Pool, relay relayUnderTes
 				p := event.PaymentCreated{PaymentID: ids[i], UserID: fmt.Sprint("u-", i%1000), Amount: 1999, Currency: "EUR", CreatedAt: time.Now()}
 				payload, _ := json.Marshal(p) // a struct of plain fields always encodes
 				key := p.PaymentID.String()
-				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return relay.insert(ctx, tx, key, payload) })
+				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return relay.Insert(ctx, tx, key, payload) })
 				now := time.Now()
 				g.mu.Lock()
 				if err != nil {
@@ -269,15 +269,19 @@ func startGenerator(ctx context.Context, pool *pgxpool.Pool, relay relayUnderTes
 	return g
 }
 
-// failed reports whether a commit has failed so far.
-func (g *generator) failed() bool {
+// Failed reports whether a commit has failed so far.
+func (g *Generator) Failed() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.err != nil
 }
 
-// wait returns once every event is committed or has failed.
-func (g *generator) wait() { g.workers.Wait() }
+// Wait returns once every event is committed or has failed, with the first failed
+// commit's error.
+func (g *Generator) Wait() error {
+	g.workers.Wait()
+	return g.err
+}
 
 // arrival is when a record first reached the consumer, and the timestamp its producer
 // gave it.
@@ -294,11 +298,11 @@ func millisBetween(a, b time.Time) float64 {
 // earlier generator's) are skipped. A record can arrive
 // before its generator goroutine has noted the commit time, so the two are joined
 // only at the end.
-func consume(ctx context.Context, consumer *kgo.Client, total int, timeout time.Duration, gen *generator) (map[string]arrival, error) {
+func consume(ctx context.Context, consumer *kgo.Client, total int, timeout time.Duration, gen *Generator) (map[string]arrival, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	received := make(map[string]arrival, total)
-	for len(received) < total && !gen.failed() {
+	for len(received) < total && !gen.Failed() {
 		fetches := consumer.PollFetches(ctx)
 		now := time.Now()
 		if ctx.Err() != nil {
@@ -317,7 +321,7 @@ func consume(ctx context.Context, consumer *kgo.Client, total int, timeout time.
 // the first commit to its commit, its latency, and its wait for a claim (commit to the
 // record's timestamp). It answers what a percentile cannot: whether the slowest events
 // came together (a stall of something) or were spread over the run (queueing).
-func writeLatencyTrace(path string, gen *generator, received map[string]arrival) error {
+func writeLatencyTrace(path string, gen *Generator, received map[string]arrival) error {
 	type line struct{ at, latency, toStamp float64 }
 	var lines []line
 	for key, at := range gen.committedAt {
@@ -337,8 +341,8 @@ func writeLatencyTrace(path string, gen *generator, received map[string]arrival)
 	return nil
 }
 
-// percentile is the p-quantile of sorted, nearest rank.
-func percentile(sorted []float64, p float64) float64 {
+// Percentile is the p-quantile of sorted, nearest rank.
+func Percentile(sorted []float64, p float64) float64 {
 	if len(sorted) == 0 {
 		return 0
 	}

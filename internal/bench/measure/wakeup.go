@@ -1,4 +1,4 @@
-package main
+package measure
 
 // What wakes our relay's workers during the latency measurement, and how long after the
 // commit: read from the relay's own metrics, outbox_claims_total and
@@ -13,26 +13,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// wakeFigures are, for each wake-up source, the claims that found events and how long
+// WakeFigures are, for each wake-up source, the claims that found events and how long
 // those events had waited for their claim.
-type wakeFigures map[string]wakeFigure
+type WakeFigures map[string]WakeFigure
 
-type wakeFigure struct {
+type WakeFigure struct {
 	claims     float64
 	events     float64
 	meanWaitMs float64 // mean time from creation (just before the commit) to claim
-	// share and claimsShare are of all claimed events and of all claims that found
+	// Share and claimsShare are of all claimed events and of all claims that found
 	// events; since fills them in.
-	share, claimsShare float64
+	Share, claimsShare float64
 }
 
 // gatherWakeups reads the wake-up metrics from reg.
-func gatherWakeups(reg prometheus.Gatherer) (wakeFigures, error) {
+func gatherWakeups(reg prometheus.Gatherer) (WakeFigures, error) {
 	families, err := reg.Gather()
 	if err != nil {
 		return nil, fmt.Errorf("gather relay metrics: %w", err)
 	}
-	figures := wakeFigures{}
+	figures := WakeFigures{}
 	for _, family := range families {
 		for _, m := range family.GetMetric() {
 			var source string
@@ -62,12 +62,12 @@ func gatherWakeups(reg prometheus.Gatherer) (wakeFigures, error) {
 
 // since is w minus the figures earlier read from the same relay: what happened in
 // between. The shares and means are recomputed from the differences.
-func (w wakeFigures) since(earlier wakeFigures) wakeFigures {
-	diff := wakeFigures{}
+func (w WakeFigures) since(earlier WakeFigures) WakeFigures {
+	diff := WakeFigures{}
 	var claims, events float64
 	for source, f := range w {
 		e := earlier[source]
-		d := wakeFigure{claims: f.claims - e.claims, events: f.events - e.events}
+		d := WakeFigure{claims: f.claims - e.claims, events: f.events - e.events}
 		if d.events > 0 {
 			d.meanWaitMs = (f.meanWaitMs*f.events - e.meanWaitMs*e.events) / d.events
 		}
@@ -76,7 +76,7 @@ func (w wakeFigures) since(earlier wakeFigures) wakeFigures {
 	}
 	for source, d := range diff {
 		if events > 0 {
-			d.share = d.events / events
+			d.Share = d.events / events
 		}
 		if claims > 0 {
 			d.claimsShare = d.claims / claims
@@ -86,8 +86,8 @@ func (w wakeFigures) since(earlier wakeFigures) wakeFigures {
 	return diff
 }
 
-// print writes one line: each source that claimed events, by share of events.
-func (w wakeFigures) print(out io.Writer) {
+// Print writes one line: each source that claimed events, by share of events.
+func (w WakeFigures) Print(out io.Writer) {
 	sources := make([]string, 0, len(w))
 	for source, f := range w {
 		if f.events > 0 {
@@ -99,13 +99,13 @@ func (w wakeFigures) print(out io.Writer) {
 	for i, source := range sources {
 		f := w[source]
 		parts[i] = fmt.Sprintf("%s %.0f%% of events (%.0f%% of claims, %.1f ms after commit on average)",
-			source, 100*f.share, 100*f.claimsShare, f.meanWaitMs)
+			source, 100*f.Share, 100*f.claimsShare, f.meanWaitMs)
 	}
 	fmt.Fprintf(out, "  %-28s %s\n", "woken by, our relay", strings.Join(parts, "; "))
 }
 
-// meanWaitMs is the mean commit-to-claim time over every claimed event.
-func (w wakeFigures) meanWaitMs() float64 {
+// MeanWaitMs is the mean commit-to-claim time over every claimed event.
+func (w WakeFigures) MeanWaitMs() float64 {
 	var sum, events float64
 	for _, f := range w {
 		sum += f.meanWaitMs * f.events

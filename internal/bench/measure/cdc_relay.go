@@ -1,6 +1,6 @@
-package main
+package measure
 
-// The CDC relay (internal/outbox/cdc) as a relayUnderTest, so that the drain and the
+// The CDC relay (internal/outbox/cdc) as a Relay, so that the drain and the
 // latency measurement treat it exactly like the polling relay, and the measurement of
 // the WAL its slot holds during an outage.
 
@@ -16,36 +16,36 @@ import (
 	"github.com/dscourse/payments-outbox/internal/outbox/cdc"
 )
 
-// cdcRelay is the CDC relay on our outbox_events table, with cmd/api's defaults.
-type cdcRelay struct {
-	outboxTable
-	brokers []string
-	logger  *slog.Logger
+// CDCRelay is the CDC relay on our outbox_events table, with cmd/api's defaults.
+type CDCRelay struct {
+	OutboxTable
+	Brokers []string
+	Logger  *slog.Logger
 }
 
-// fill makes sure the slot exists first, then commits the backlog with no relay
+// Fill makes sure the slot exists first, then commits the backlog with no relay
 // running: the backlog is then what the slot streams, as after an outage of the relay,
 // not what a new slot's catch-up reads from its snapshot.
-func (c cdcRelay) fill(ctx context.Context, pool *pgxpool.Pool, n int) error {
-	if err := c.ensureSlot(ctx, pool); err != nil {
+func (c CDCRelay) Fill(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	if err := c.EnsureSlot(ctx, pool); err != nil {
 		return err
 	}
-	return c.outboxTable.fill(ctx, pool, n)
+	return c.OutboxTable.Fill(ctx, pool, n)
 }
 
-// ensureSlot runs the relay until it streams from its slot (so the slot exists and its
+// EnsureSlot runs the relay until it streams from its slot (so the slot exists and its
 // catch-up is over), then stops it. "Streams" is the slot's walsender past
 // START_REPLICATION (pg_stat_replication.state catchup or streaming), which the relay
 // sends only after its catch-up is recorded. The slot alone is not enough: it is active
 // from the moment it is created, and a relay stopped then leaves its catch-up to be done
 // again, so the next relay would publish the whole backlog from the table (the catch-up
 // path) and then again from the stream.
-func (c cdcRelay) ensureSlot(ctx context.Context, pool *pgxpool.Pool) error {
-	r, err := c.start(ctx, pool, "bench.cdc-unused")
+func (c CDCRelay) EnsureSlot(ctx context.Context, pool *pgxpool.Pool) error {
+	r, err := c.Start(ctx, pool, "bench.cdc-unused")
 	if err != nil {
 		return err
 	}
-	defer r.stop()
+	defer r.Stop()
 	slot := cdc.DefaultSlot(pool.Config().ConnString())
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -82,23 +82,23 @@ func caughtUpRecorded(ctx context.Context, pool *pgxpool.Pool, slot string) erro
 	return nil
 }
 
-func (c cdcRelay) start(ctx context.Context, pool *pgxpool.Pool, topic string) (*running, error) {
+func (c CDCRelay) Start(ctx context.Context, pool *pgxpool.Pool, topic string) (*Running, error) {
 	reg := prometheus.NewRegistry()
 	metrics, err := cdc.NewMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
-	relay, err := cdc.NewRelay(pool, cdc.Config{DatabaseURL: pool.Config().ConnString(), Brokers: c.brokers, Topic: topic}, c.logger, metrics)
+	relay, err := cdc.NewRelay(pool, cdc.Config{DatabaseURL: pool.Config().ConnString(), Brokers: c.Brokers, Topic: topic}, c.Logger, metrics)
 	if err != nil {
 		return nil, err
 	}
 	// The stream brings every insert: nothing to wake.
-	return goRun(ctx, func() {}, relay.Run), nil
+	return GoRun(ctx, func() {}, relay.Run), nil
 }
 
-// dropSlot drops the benchmark database's slot once its walsender is gone. It must run
+// DropSlot drops the benchmark database's slot once its walsender is gone. It must run
 // before the database is dropped: PostgreSQL refuses to drop a database a slot uses.
-func dropSlot(ctx context.Context, admin *pgxpool.Pool, dbURL string) error {
+func DropSlot(ctx context.Context, admin *pgxpool.Pool, dbURL string) error {
 	slot := cdc.DefaultSlot(dbURL)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -113,8 +113,8 @@ func dropSlot(ctx context.Context, admin *pgxpool.Pool, dbURL string) error {
 	}
 }
 
-// walRetained returns how much WAL the slot of dbURL's database holds back.
-func walRetained(ctx context.Context, admin *pgxpool.Pool, dbURL string) (float64, error) {
+// WALRetained returns how much WAL the slot of dbURL's database holds back.
+func WALRetained(ctx context.Context, admin *pgxpool.Pool, dbURL string) (float64, error) {
 	var bytes float64
 	err := admin.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)
 		FROM pg_replication_slots WHERE slot_name = $1`, cdc.DefaultSlot(dbURL)).Scan(&bytes)
