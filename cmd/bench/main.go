@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/bench/cdc"
 	"github.com/dscourse/payments-outbox/internal/bench/consumer"
 	"github.com/dscourse/payments-outbox/internal/benchreport"
 )
@@ -48,7 +49,7 @@ type benchmark func(ctx context.Context, args []string, getenv func(string) stri
 func benchmarks() map[string]benchmark {
 	return map[string]benchmark{
 		"api":      benchAPI,
-		"cdc":      benchCDC,
+		"cdc":      cdc.Run,
 		"consumer": consumer.Run,
 		"ladder":   benchLadder,
 		"relay":    benchRelay,

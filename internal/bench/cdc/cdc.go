@@ -1,8 +1,7 @@
-package main
-
-// The CDC benchmark: the change-data-capture relay beside the polling relay,
-// in the same run, on the same PostgreSQL and Kafka broker, measured by the same code
-// (relay_drain.go, relay_latency.go). Each repetition measures
+// Package cdc is the CDC benchmark (go run ./cmd/bench cdc): the change-data-capture
+// relay beside the polling relay, in the same run, on the same PostgreSQL and Kafka
+// broker, measured by the same code (internal/bench/measure). Start at Run. Each
+// repetition measures
 //
 //   - the drain rate of a backlog (100,000 events by default) committed while the relay
 //     was stopped, for the polling relay and for the CDC relay (whose slot existed
@@ -18,6 +17,7 @@ package main
 // at that rate. That figure follows the server's write rate during the outage, not a
 // comparison between the relays within a repetition; measuring it once spares the run a
 // minute for each further repetition.
+package cdc
 
 import (
 	"context"
@@ -73,8 +73,9 @@ type cdcFigures struct {
 	loadAvg                 float64
 }
 
-// benchCDC runs the CDC benchmark and merges its figures into the report.
-func benchCDC(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+// Run runs the CDC benchmark with the flags in args (-h lists them) and merges its
+// figures into the report.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cfg, err := parseCDCFlags(args, stdout)
 	if err != nil {
 		return err
