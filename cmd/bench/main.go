@@ -35,6 +35,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/bench/cdc"
 	"github.com/dscourse/payments-outbox/internal/bench/consumer"
+	"github.com/dscourse/payments-outbox/internal/bench/scale"
 	"github.com/dscourse/payments-outbox/internal/benchreport"
 )
 
@@ -53,7 +54,7 @@ func benchmarks() map[string]benchmark {
 		"consumer": consumer.Run,
 		"ladder":   benchLadder,
 		"relay":    benchRelay,
-		"scale":    benchScale,
+		"scale":    scale.Run,
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package scale
 
 // The scale benchmark's measurements beside a table full of history: latency and
 // claims, then retention by the cleaner and by dropping partitions (scale.go says what
@@ -159,7 +159,9 @@ func (b scaleBench) retention(ctx context.Context, pool *pgxpool.Pool, suffix st
 	return nil
 }
 
-// latencyTraced is latency with a tracer on the relay's pool (nil for none).
+// latencyTraced measures one latency run of relay on a fresh topic, as
+// measure.Bench.Latency does but without settling the server first, with tracer (nil
+// for none) on the relay's pool.
 func latencyTraced(ctx context.Context, b measure.Bench, relay measure.Relay, dbURL string, tracer *claimTimer) (measure.LatencyResult, error) {
 	topic, dropTopic, err := b.CreateTopic(ctx, "bench.scale-latency")
 	if err != nil {

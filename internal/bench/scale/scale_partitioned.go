@@ -1,4 +1,4 @@
-package main
+package scale
 
 // The partitioned alternative for retention, as a benchmark fixture only: the
 // history of published events partitioned by day of publication, where retention drops

@@ -1,10 +1,9 @@
-package main
-
-// The scale benchmark: how the relays' cost grows with the work and with the
-// table. In the same run, on the same PostgreSQL and Kafka broker:
+// Package scale is the scale benchmark (go run ./cmd/bench scale): how the relays' cost
+// grows with the work and with the table. Start at Run. In the same run, on the same
+// PostgreSQL and Kafka broker:
 //
 //   - for each backlog size (-backlogs), the drain rate of the polling relay and of the
-//     CDC relay (relay_drain.go, the code the relay and cdc benchmarks use);
+//     CDC relay (internal/bench/measure, the code the relay and cdc benchmarks use);
 //   - for each history size (-history: published rows in the table, before any
 //     cleanup), the latency from commit to consumed at a steady rate for both relays,
 //     the polling relay's claim statement's own time, the rate of the relay's real
@@ -12,9 +11,10 @@ package main
 //     and its indexes weigh before and after one cycle, and the same retention done by
 //     dropping day partitions of a partitioned copy of the table (scale_partitioned.go).
 //
-// The rows are made by internal/bench/benchenv, the one place that knows the outbox's schema.
-// Each figure is the median of -reps repetitions with its min and max, and the median
-// load average while it was taken.
+// The rows are made by internal/bench/benchenv, the one place that knows the outbox's
+// schema. Each figure is the median of -reps repetitions with its min and max, and the
+// median load average while it was taken.
+package scale
 
 import (
 	"context"
@@ -101,8 +101,9 @@ type scaleBench struct {
 	report map[string]any
 }
 
-// benchScale runs the scale benchmark and merges its figures into the report.
-func benchScale(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+// Run runs the scale benchmark with the flags in args (-h lists them) and merges its
+// figures into the report.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cfg, err := parseScaleFlags(args, stdout)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package main
+package scale
 
 // The pieces of the scale benchmark that work on a table full of history: the relays
 // measured without emptying it, a timer of the polling relay's claim statement, and one
