@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/bench/api"
 	"github.com/dscourse/payments-outbox/internal/bench/cdc"
 	"github.com/dscourse/payments-outbox/internal/bench/consumer"
 	"github.com/dscourse/payments-outbox/internal/bench/scale"
@@ -49,7 +50,7 @@ type benchmark func(ctx context.Context, args []string, getenv func(string) stri
 // line here.
 func benchmarks() map[string]benchmark {
 	return map[string]benchmark{
-		"api":      benchAPI,
+		"api":      api.Run,
 		"cdc":      cdc.Run,
 		"consumer": consumer.Run,
 		"ladder":   benchLadder,

@@ -1,4 +1,4 @@
-package main
+package api
 
 // The API's create rate with each relay running: cmd/api with RELAY_MODE=poll
 // and with RELAY_MODE=cdc, in alternating rounds, on one database and one broker, each

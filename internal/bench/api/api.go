@@ -1,9 +1,9 @@
-package main
-
-// The API benchmark: payments/s through the real cmd/api binary over HTTP,
-// against the ceiling of the database itself for the same transaction, measured by
-// pgbench on the same server; then the API's rate with each relay in its process
-// (api_relays.go). Figures go to reports/bench.json.
+// Package api is the API benchmark (go run ./cmd/bench api, from the repository's root):
+// payments/s through the real cmd/api binary over HTTP, against the ceiling of the
+// database itself for the same transaction, measured by pgbench on the same server; then
+// the API's rate with each relay in its process (relays.go). Figures go to
+// reports/bench.json. Start at Run.
+package api
 
 import (
 	"bufio"
@@ -53,8 +53,9 @@ const (
 // phase, and alternating keeps such a burst from favouring one side.
 const apiBenchRounds = 2
 
-// benchAPI runs the API benchmark and merges its figures into reports/bench.json.
-func benchAPI(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+// Run runs the API benchmark and merges its figures into reports/bench.json. It takes
+// no flags.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if err := benchenv.NoFlags("api", args, stdout); err != nil {
 		return err
 	}
