@@ -36,6 +36,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/bench/api"
 	"github.com/dscourse/payments-outbox/internal/bench/cdc"
 	"github.com/dscourse/payments-outbox/internal/bench/consumer"
+	"github.com/dscourse/payments-outbox/internal/bench/relay"
 	"github.com/dscourse/payments-outbox/internal/bench/scale"
 	"github.com/dscourse/payments-outbox/internal/benchreport"
 )
@@ -53,8 +54,8 @@ func benchmarks() map[string]benchmark {
 		"api":      api.Run,
 		"cdc":      cdc.Run,
 		"consumer": consumer.Run,
-		"ladder":   benchLadder,
-		"relay":    benchRelay,
+		"ladder":   relay.Ladder,
+		"relay":    relay.Run,
 		"scale":    scale.Run,
 	}
 }

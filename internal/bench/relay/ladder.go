@@ -1,11 +1,11 @@
-package main
+package relay
 
 // The SQL ladder: what each guarantee of the relay costs in the database alone.
 // Each rung drains the same backlog with the same workers and batches, and no Kafka at
 // all (a batch is "published" the moment it is claimed), so the only difference between
 // two rungs is the SQL one of them adds:
 //
-//	floor           the floor's table and loop (relay_minimal.go): lock a batch, set a flag
+//	floor           the floor's table and loop (minimal.go): lock a batch, set a flag
 //	floor + order   the same, plus the order rule per aggregate (NOT EXISTS on an index)
 //	ours, no history  our schema and claim, but the mark deletes the events instead of
 //	                moving them: what the history costs (GET /payments/{id}, operators)
@@ -16,11 +16,11 @@ package main
 //	ours, probe every row  ours with the claim as it was before migration 00010: the
 //	                order rule probed for every candidate row, not only for rows written
 //	                behind another event of their aggregate
-//	first design    our relay's first design (relay_ladder_first.go): a lease written by
+//	first design    our relay's first design (ladder_first.go): a lease written by
 //	                the claim and a mark that updates the row in place, each in its own
 //	                transaction
 //
-// It measures with the drain of the relay benchmark (relay_drain.go): events per second
+// It measures with the drain of the relay benchmark (measure.MeasureDrain): events per second
 // and WAL per event, around the drain only.
 
 import (
@@ -117,7 +117,9 @@ func (r ladderRung) Start(ctx context.Context, pool *pgxpool.Pool, _ string) (*m
 	}), nil
 }
 
-func benchLadder(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+// Ladder runs the SQL ladder with the flags in args (-h lists them) and merges its
+// figures into the report.
+func Ladder(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench ladder", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	var cfg ladderConfig

@@ -1,4 +1,4 @@
-package main
+package relay
 
 // What the relay benchmark prints and what it writes to reports/bench.json.
 
@@ -102,7 +102,7 @@ func relayReport(all []relayFigures, cfg relayBenchConfig, relayCfg poll.Config)
 		{"minimal_relay_commits_per_event", benchreport.Round4, func(f relayFigures) float64 { return f.sameSchema.Cost.Commits }},
 
 		// What woke our relay's workers at the latency measurement's rate, and how long
-		// after the commit the claim came (relay_wakeup.go).
+		// after the commit the claim came (measure.WakeFigures).
 		{"relay_latency_woken_by_busy_share", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.WokenBy["busy"].Share }},
 		{"relay_latency_woken_by_nudge_share", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.WokenBy["nudge"].Share }},
 		{"relay_latency_woken_by_notify_share", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.WokenBy["notify"].Share }},

@@ -1,4 +1,4 @@
-package main
+package relay
 
 // Per-statement figures from pg_stat_statements, when the server loads it.
 

@@ -1,18 +1,25 @@
-package main
-
-// The relay benchmark: our relay against the floor, in the same run, on
-// the same PostgreSQL and the same Kafka broker. Each repetition measures
+// Package relay is the relay benchmark (go run ./cmd/bench relay) and the SQL ladder
+// (go run ./cmd/bench ladder). Start at Run.
+//
+// The relay benchmark is our relay against the floor, in the same run, on the same
+// PostgreSQL and the same Kafka broker, measured by internal/bench/measure. Each
+// repetition measures
 //
 //   - the drain rate of a backlog (100,000 events by default) committed before the relay
 //     starts, for our relay, for the floor (a minimal relay on a minimal table of its own,
-//     relay_minimal.go) and for the same minimal relay on our table (the same-schema
+//     minimal.go) and for the same minimal relay on our table (the same-schema
 //     comparison), with WAL bytes, WAL records, WAL flushes and commits per event;
 //   - the latency from commit to consumed at a steady 1,000 events/s, for our relay and
 //     the floor.
 //
 // Each figure in reports/bench.json is the median of the repetitions, with its min and
 // max. Flags ask for the relay's CPU and block profiles, the plan of its claim and
-// per-statement figures (relay_diagnose.go; docs/bench.md).
+// per-statement figures (diagnose.go; docs/bench.md). With KAFKA_CLUSTER_BROKERS it
+// measures our relay on a three-node cluster too (cluster.go).
+//
+// The ladder (Ladder, ladder.go) prices each of the relay's guarantees in the database
+// alone, without Kafka.
+package relay
 
 import (
 	"context"
@@ -69,13 +76,14 @@ type relayFigures struct {
 	relay, floor, sameSchema   measure.DrainResult
 	relayLatency, floorLatency measure.LatencyResult
 	loadAvg                    float64
-	// cluster is our relay on the three-node cluster (relay_cluster.go); nil without
+	// cluster is our relay on the three-node cluster (cluster.go); nil without
 	// KAFKA_CLUSTER_BROKERS.
 	cluster *clusterFigures
 }
 
-// benchRelay runs the relay benchmark and merges its figures into the report.
-func benchRelay(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+// Run runs the relay benchmark with the flags in args (-h lists them) and merges its
+// figures into the report.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cfg, err := parseRelayFlags(args, stdout)
 	if err != nil {
 		return err

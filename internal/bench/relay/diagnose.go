@@ -1,4 +1,4 @@
-package main
+package relay
 
 // Where the relay's time goes: CPU and block profiles of our relay during a
 // drain, the plan of its claim at a full backlog, and per-statement figures from

@@ -1,4 +1,4 @@
-package main
+package relay
 
 // The two minimal relays: the floor, a minimal relay on a minimal table of its own, and
 // the same-schema comparison, the same minimal loop on our outbox_events table. The

@@ -1,4 +1,4 @@
-package main
+package relay
 
 // The first design of our relay, kept as the top rung of the SQL ladder: what it cost is
 // the reason for the current one (docs/adr/0002).

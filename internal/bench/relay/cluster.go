@@ -1,4 +1,4 @@
-package main
+package relay
 
 // The relay against the three-node cluster, beside the single broker, in the
 // same run: KAFKA_CLUSTER_BROKERS names the cluster's brokers (make bench sets it when
