@@ -24,7 +24,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/bench/measure"
@@ -33,37 +32,27 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
 	"github.com/dscourse/payments-outbox/internal/benchreport"
-	"github.com/dscourse/payments-outbox/internal/outbox/poll"
-	"github.com/dscourse/payments-outbox/migrations"
 )
 
 // cdcBenchConfig is the CDC benchmark's settings, from its flags.
 type cdcBenchConfig struct {
-	backlog         int
-	reps            int
-	latencyRate     int
-	latencyDuration time.Duration
-	outage          time.Duration
-	report          string
+	measure.Flags
+	outage time.Duration // -outage, default 60s
 }
 
 func parseCDCFlags(args []string, stdout io.Writer) (cdcBenchConfig, error) {
 	var c cdcBenchConfig
 	fs := flag.NewFlagSet("bench cdc", flag.ContinueOnError)
 	fs.SetOutput(stdout)
-	fs.IntVar(&c.backlog, "backlog", 100_000, "events in each drain's backlog")
-	fs.IntVar(&c.reps, "reps", 3, "repetitions of the drains and latencies; each of their figures is the median, with min and max")
-	fs.IntVar(&c.latencyRate, "latency-rate", 1000, "events committed per second in the latency and outage measurements")
-	fs.DurationVar(&c.latencyDuration, "latency-duration", 15*time.Second, "length of each latency measurement")
-	fs.DurationVar(&c.outage, "outage", 60*time.Second, "how long the CDC relay is stopped while events are committed, once per run, after the repetitions")
-	fs.StringVar(&c.report, "report", benchreport.Path, "JSON report to merge the figures into")
+	c.Define(fs, true)
+	fs.DurationVar(&c.outage, "outage", 60*time.Second, "how long the CDC relay is stopped while events are committed at -latency-rate, once per run, after the repetitions (not repeated)")
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("parse flags: %w", err)
 	}
-	if c.backlog < 1 || c.reps < 1 || c.latencyRate < 1 || c.latencyDuration < time.Second || c.outage < time.Second {
-		return c, fmt.Errorf("-backlog, -reps and -latency-rate must be positive, -latency-duration and -outage at least 1s")
+	if c.outage < time.Second {
+		return c, fmt.Errorf("-outage must be at least 1s")
 	}
-	return c, nil
+	return c, c.Check()
 }
 
 // cdcFigures are one repetition's measurements.
@@ -85,34 +74,15 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	defer env.Close()
-
-	// One database per relay: the CDC relay's slot and its marks never meet the polling
-	// relay's rows.
-	pollURL, dropPoll, err := env.MigratedDatabase(ctx, "bench_poll", migrations.Payments)
+	pollURL, cdcURL, drop, err := cfg.Bench(env).PairDatabases(ctx, "bench", stdout)
 	if err != nil {
 		return err
 	}
-	defer dropPoll()
-	cdcURL, dropCDC, err := env.MigratedDatabase(ctx, "bench_cdc", migrations.Payments)
-	if err != nil {
-		return err
-	}
-	defer dropCDC()
-	// Deferred after dropCDC, so it runs first: the slot must go before its database.
-	defer func() {
-		if err := measure.DropSlot(context.WithoutCancel(ctx), env.Admin, cdcURL); err != nil {
-			fmt.Fprintln(stdout, "warning:", err)
-		}
-	}()
+	defer drop()
 
-	logger := slog.New(slog.DiscardHandler)
-	b := cdcBench{
-		Env: env, cfg: cfg, pollURL: pollURL, cdcURL: cdcURL,
-		poll: measure.PollRelay{Config: poll.Config{Brokers: env.Brokers, Workers: 4, BatchSize: 1000}, Logger: logger},
-		cdc:  measure.CDCRelay{Brokers: env.Brokers, Logger: logger},
-	}
+	b := cdcBench{Env: env, cfg: cfg, pollURL: pollURL, cdcURL: cdcURL, Pair: measure.NewPair(env.Brokers)}
 	var all []cdcFigures
-	for rep := 1; rep <= cfg.reps; rep++ {
+	for rep := 1; rep <= cfg.Reps; rep++ {
 		f, err := b.repetition(ctx)
 		if err != nil {
 			return fmt.Errorf("repetition %d: %w", rep, err)
@@ -125,12 +95,12 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("CDC outage: %w", err)
 	}
 	fmt.Fprintf(stdout, "WAL retained by the slot after a %s outage at %d/s (load average %.2f): %.0f bytes\n",
-		cfg.outage, cfg.latencyRate, benchenv.LoadAverage(), walRetained)
+		cfg.outage, cfg.LatencyRate, benchenv.LoadAverage(), walRetained)
 	report := cdcReport(all, walRetained, cfg)
 	fmt.Fprintf(stdout, "medians of %d: drain poll %v, cdc %v events/s (ratio %v); latency p99 poll %v, cdc %v ms\n",
-		cfg.reps, report["cdc_bench_poll_drain_events_per_s"], report["cdc_drain_events_per_s"], report["cdc_to_poll_drain_ratio"],
+		cfg.Reps, report["cdc_bench_poll_drain_events_per_s"], report["cdc_drain_events_per_s"], report["cdc_to_poll_drain_ratio"],
 		report["cdc_bench_poll_latency_p99_ms"], report["cdc_latency_p99_ms"])
-	return benchreport.Merge(cfg.report, report)
+	return benchreport.Merge(cfg.Report, report)
 }
 
 // cdcBench is one run of the CDC benchmark.
@@ -138,24 +108,23 @@ type cdcBench struct {
 	benchenv.Env
 	cfg             cdcBenchConfig
 	pollURL, cdcURL string
-	poll            measure.PollRelay
-	cdc             measure.CDCRelay
+	measure.Pair
 }
 
 func (b cdcBench) repetition(ctx context.Context) (cdcFigures, error) {
 	var f cdcFigures
 	var err error
-	rb := measure.Bench{Env: b.Env, Backlog: b.cfg.backlog, LatencyRate: b.cfg.latencyRate, LatencyDuration: b.cfg.latencyDuration}
-	if f.pollDrain, err = rb.Drain(ctx, b.poll, b.pollURL, nil); err != nil {
+	rb := b.cfg.Bench(b.Env)
+	if f.pollDrain, err = rb.Drain(ctx, b.Poll, b.pollURL, nil); err != nil {
 		return f, fmt.Errorf("polling relay's drain: %w", err)
 	}
-	if f.cdcDrain, err = rb.Drain(ctx, b.cdc, b.cdcURL, nil); err != nil {
+	if f.cdcDrain, err = rb.Drain(ctx, b.CDC, b.cdcURL, nil); err != nil {
 		return f, fmt.Errorf("CDC relay's drain: %w", err)
 	}
-	if f.pollLatency, err = rb.Latency(ctx, b.poll, b.pollURL); err != nil {
+	if f.pollLatency, err = rb.Latency(ctx, b.Poll, b.pollURL); err != nil {
 		return f, fmt.Errorf("polling relay's latency: %w", err)
 	}
-	if f.cdcLatency, err = rb.Latency(ctx, b.cdc, b.cdcURL); err != nil {
+	if f.cdcLatency, err = rb.Latency(ctx, b.CDC, b.cdcURL); err != nil {
 		return f, fmt.Errorf("CDC relay's latency: %w", err)
 	}
 	f.loadAvg = benchenv.LoadAverage()
@@ -173,11 +142,11 @@ func (b cdcBench) outage(ctx context.Context) (float64, error) {
 		return 0, fmt.Errorf("open pool: %w", err)
 	}
 	defer pool.Close()
-	if err := b.cdc.Fill(ctx, pool, 0); err != nil {
+	if err := b.CDC.Fill(ctx, pool, 0); err != nil {
 		return 0, err
 	}
-	total := int(b.cfg.outage.Seconds() * float64(b.cfg.latencyRate))
-	gen := measure.StartGenerator(ctx, pool, b.cdc, func() {}, b.cfg.latencyRate, total)
+	total := int(b.cfg.outage.Seconds() * float64(b.cfg.LatencyRate))
+	gen := measure.StartGenerator(ctx, pool, b.CDC, func() {}, b.cfg.LatencyRate, total)
 	if err := gen.Wait(); err != nil {
 		return 0, fmt.Errorf("generate events: %w", err)
 	}
@@ -186,14 +155,14 @@ func (b cdcBench) outage(ctx context.Context) (float64, error) {
 
 func printCDCRepetition(w io.Writer, rep int, f cdcFigures, cfg cdcBenchConfig) {
 	fmt.Fprintf(w, "repetition %d (load average %.2f)\n", rep, f.loadAvg)
-	fmt.Fprintf(w, "  drain of %d, polling relay   %8.0f events/s  (%.0f WAL bytes per event)\n", cfg.backlog, f.pollDrain.EventsPerSecond, f.pollDrain.Cost.WALBytes)
-	fmt.Fprintf(w, "  drain of %d, CDC relay       %8.0f events/s  (%.0f WAL bytes per event)\n", cfg.backlog, f.cdcDrain.EventsPerSecond, f.cdcDrain.Cost.WALBytes)
+	fmt.Fprintf(w, "  drain of %d, polling relay   %8.0f events/s  (%.0f WAL bytes per event)\n", cfg.Backlog, f.pollDrain.EventsPerSecond, f.pollDrain.Cost.WALBytes)
+	fmt.Fprintf(w, "  drain of %d, CDC relay       %8.0f events/s  (%.0f WAL bytes per event)\n", cfg.Backlog, f.cdcDrain.EventsPerSecond, f.cdcDrain.Cost.WALBytes)
 	for _, l := range []struct {
 		name string
 		r    measure.LatencyResult
 	}{{"polling relay", f.pollLatency}, {"CDC relay", f.cdcLatency}} {
 		fmt.Fprintf(w, "  latency at %d/s, %-13s p50 %6.1f ms, p99 %6.1f ms, max %6.1f ms (%d events, achieved %.0f/s)\n",
-			cfg.latencyRate, l.name, l.r.P50, l.r.P99, l.r.Max, l.r.Events, l.r.AchievedRate)
+			cfg.LatencyRate, l.name, l.r.P50, l.r.P99, l.r.Max, l.r.Events, l.r.AchievedRate)
 	}
 }
 
@@ -204,8 +173,8 @@ func printCDCRepetition(w io.Writer, rep int, f cdcFigures, cfg cdcBenchConfig) 
 // deletes a key).
 func cdcReport(all []cdcFigures, walRetainedBytes float64, cfg cdcBenchConfig) map[string]any {
 	report := map[string]any{
-		"cdc_bench_backlog":     cfg.backlog,
-		"cdc_bench_reps":        cfg.reps,
+		"cdc_bench_backlog":     cfg.Backlog,
+		"cdc_bench_reps":        cfg.Reps,
 		"cdc_bench_outage_s":    cfg.outage.Seconds(),
 		"cdc_bench_measured_at": time.Now().UTC().Format(time.RFC3339),
 		"cdc_bench_note": "go run ./cmd/bench cdc: medians of cdc_bench_reps repetitions (_min, _max: the spread; cdc_bench_load_avg_1m: the machine's load), except wal_retained; " +

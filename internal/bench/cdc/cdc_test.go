@@ -16,7 +16,7 @@ func TestCDCReportTakesMediansOfRepetitionsAndTheOutageOnce(t *testing.T) {
 		{pollDrain: measure.DrainResult{EventsPerSecond: 300}, cdcDrain: measure.DrainResult{EventsPerSecond: 150}, cdcLatency: measure.LatencyResult{P99: 10}, loadAvg: 5},
 		{pollDrain: measure.DrainResult{EventsPerSecond: 200}, cdcDrain: measure.DrainResult{EventsPerSecond: 80}, cdcLatency: measure.LatencyResult{P99: 20}, loadAvg: 3},
 	}
-	got := cdcReport(all, 60_355_232, cdcBenchConfig{backlog: 1000, reps: len(all), outage: 60 * time.Second})
+	got := cdcReport(all, 60_355_232, cdcBenchConfig{Flags: measure.Flags{Backlog: 1000, Reps: len(all)}, outage: 60 * time.Second})
 
 	want := map[string]any{
 		"cdc_bench_reps":     3,

@@ -75,14 +75,14 @@ func (b relayBench) diagnose(ctx context.Context, stdout io.Writer) error {
 	if !statements {
 		return nil
 	}
-	if err := printStatements(ctx, stdout, b.ourURL, "our relay", b.cfg.backlog); err != nil {
+	if err := printStatements(ctx, stdout, b.ourURL, "our relay", b.cfg.Backlog); err != nil {
 		return err
 	}
 	noProfiles := func() (func() error, error) { return func() error { return nil }, nil }
 	if _, err := b.Drain(ctx, b.floor, b.floorURL, resetBefore(b.floorURL, noProfiles)); err != nil {
 		return fmt.Errorf("diagnostic drain of the floor: %w", err)
 	}
-	return printStatements(ctx, stdout, b.floorURL, "the floor", b.cfg.backlog)
+	return printStatements(ctx, stdout, b.floorURL, "the floor", b.cfg.Backlog)
 }
 
 // startProfiles starts the profiles that c asks for and returns what stops them and
@@ -168,7 +168,7 @@ func (b relayBench) explainClaim(ctx context.Context, stdout io.Writer) error {
 		return fmt.Errorf("open pool: %w", err)
 	}
 	defer pool.Close()
-	if err := b.ours.Fill(ctx, pool, b.cfg.backlog); err != nil {
+	if err := b.ours.Fill(ctx, pool, b.cfg.Backlog); err != nil {
 		return err
 	}
 	var plan []string
@@ -185,7 +185,7 @@ func (b relayBench) explainClaim(ctx context.Context, stdout io.Writer) error {
 		return fmt.Errorf("explain claim: %w", err)
 	}
 	fmt.Fprintf(stdout, "EXPLAIN (ANALYZE, BUFFERS) of our relay's claim at a backlog of %d (rolled back):\n%s\n%s\n",
-		b.cfg.backlog, sql, strings.Join(plan, "\n"))
+		b.cfg.Backlog, sql, strings.Join(plan, "\n"))
 	return nil
 }
 

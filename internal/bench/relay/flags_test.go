@@ -11,9 +11,9 @@ func TestParseRelayFlags(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parse: %v", err)
 	}
-	if c.backlog != 5000 || c.reps != 1 || !c.diagnose.explain || c.latencyRate != 1000 {
+	if c.Backlog != 5000 || c.Reps != 1 || !c.diagnose.explain || c.LatencyRate != 1000 {
 		t.Errorf("got backlog %d, reps %d, explain %t, latency rate %d; want 5000, 1, true, 1000",
-			c.backlog, c.reps, c.diagnose.explain, c.latencyRate)
+			c.Backlog, c.Reps, c.diagnose.explain, c.LatencyRate)
 	}
 	if _, err := parseRelayFlags([]string{"-reps", "0"}, io.Discard); err == nil {
 		t.Error("-reps 0: got no error, want one")

@@ -28,7 +28,6 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
-	"time"
 
 	"github.com/dscourse/payments-outbox/internal/bench/measure"
 
@@ -40,23 +39,15 @@ import (
 
 // relayBenchConfig is the relay benchmark's settings, from its flags.
 type relayBenchConfig struct {
-	backlog         int           // events per drain; -backlog, default 100,000
-	reps            int           // repetitions; -reps, default 3
-	latencyRate     int           // events per second; -latency-rate, default 1,000
-	latencyDuration time.Duration // -latency-duration, default 15s
-	report          string        // where the figures go; -report, default reports/bench.json
-	diagnose        diagnoseConfig
+	measure.Flags
+	diagnose diagnoseConfig
 }
 
 func parseRelayFlags(args []string, stdout io.Writer) (relayBenchConfig, error) {
 	var c relayBenchConfig
 	fs := flag.NewFlagSet("bench relay", flag.ContinueOnError)
 	fs.SetOutput(stdout)
-	fs.IntVar(&c.backlog, "backlog", 100_000, "events in each drain's backlog")
-	fs.IntVar(&c.reps, "reps", 3, "repetitions; each figure is their median, with min and max")
-	fs.IntVar(&c.latencyRate, "latency-rate", 1000, "events committed per second in the latency measurement")
-	fs.DurationVar(&c.latencyDuration, "latency-duration", 15*time.Second, "length of each latency measurement")
-	fs.StringVar(&c.report, "report", benchreport.Path, "JSON report to merge the figures into")
+	c.Define(fs, true)
 	fs.StringVar(&c.diagnose.cpuProfile, "cpuprofile", "", "write a CPU profile of our relay's drain to this file")
 	fs.StringVar(&c.diagnose.blockProfile, "blockprofile", "", "write a block profile of our relay's drain to this file")
 	fs.BoolVar(&c.diagnose.explain, "explain", false, "print EXPLAIN (ANALYZE, BUFFERS) of our relay's claim at a full backlog")
@@ -65,10 +56,7 @@ func parseRelayFlags(args []string, stdout io.Writer) (relayBenchConfig, error) 
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("parse flags: %w", err)
 	}
-	if c.backlog < 1 || c.reps < 1 || c.latencyRate < 1 || c.latencyDuration < time.Second {
-		return c, fmt.Errorf("-backlog, -reps and -latency-rate must be positive and -latency-duration at least 1s")
-	}
-	return c, nil
+	return c, c.Check()
 }
 
 // relayFigures are one repetition's measurements.
@@ -111,7 +99,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("create floor table: %w", err)
 	}
 	b := relayBench{
-		Bench: measure.Bench{Env: env, Backlog: cfg.backlog, LatencyRate: cfg.latencyRate, LatencyDuration: cfg.latencyDuration},
+		Bench: cfg.Bench(env),
 		cfg:   cfg, ourURL: ourURL, floorURL: floorURL,
 		ours:       measure.PollRelay{Config: relayCfg, Logger: slog.New(slog.DiscardHandler)},
 		floor:      floorRelay{brokers: env.Brokers},
@@ -130,7 +118,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 
 	var all []relayFigures
-	for rep := 1; rep <= cfg.reps; rep++ {
+	for rep := 1; rep <= cfg.Reps; rep++ {
 		f, err := b.repetition(ctx, rep)
 		if err != nil {
 			return fmt.Errorf("repetition %d: %w", rep, err)
@@ -140,7 +128,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 				return fmt.Errorf("repetition %d: %w", rep, err)
 			}
 		}
-		printRepetition(stdout, rep, f, relayCfg, cfg.latencyRate)
+		printRepetition(stdout, rep, f, relayCfg, cfg.LatencyRate)
 		all = append(all, f)
 	}
 	if err := b.diagnose(ctx, stdout); err != nil {
@@ -148,7 +136,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	report := relayReport(all, cfg, relayCfg)
 	printSummary(stdout, report)
-	return benchreport.Merge(cfg.report, report)
+	return benchreport.Merge(cfg.Report, report)
 }
 
 // relayConfigFromEnv is the relay's defaults, unless RELAY_WORKERS / RELAY_BATCH_SIZE say

@@ -54,8 +54,8 @@ func relayReport(all []relayFigures, cfg relayBenchConfig, relayCfg poll.Config)
 		"relay_workers":           relayCfg.Workers,
 		"relay_batch_size":        relayCfg.BatchSize,
 		"floor_relay_batch_size":  minimalRelayBatchSize,
-		"relay_bench_backlog":     cfg.backlog,
-		"relay_bench_reps":        cfg.reps,
+		"relay_bench_backlog":     cfg.Backlog,
+		"relay_bench_reps":        cfg.Reps,
 		"relay_bench_measured_at": time.Now().UTC().Format(time.RFC3339),
 		"relay_bench_note": "medians of relay_bench_reps repetitions (_min, _max: the spread); " +
 			"floor = one-loop minimal relay on a minimal table of its own (bigserial id, key, jsonb payload, published; one partial index); " +

@@ -21,7 +21,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -30,19 +29,14 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
 	"github.com/dscourse/payments-outbox/internal/benchreport"
-	"github.com/dscourse/payments-outbox/internal/outbox/poll"
-	"github.com/dscourse/payments-outbox/migrations"
 )
 
 // scaleBenchConfig is the scale benchmark's settings, from its flags.
 type scaleBenchConfig struct {
-	backlogs        []int
-	histories       []int
-	days            int // days of history; each cleanup cycle removes one
-	reps            int
-	latencyRate     int
-	latencyDuration time.Duration
-	report          string
+	backlogs      []int
+	histories     []int
+	days          int // days of history; each cleanup cycle removes one
+	measure.Flags     // without -backlog: backlogs instead
 }
 
 func parseScaleFlags(args []string, stdout io.Writer) (scaleBenchConfig, error) {
@@ -53,10 +47,7 @@ func parseScaleFlags(args []string, stdout io.Writer) (scaleBenchConfig, error) 
 	fs.StringVar(&backlogs, "backlogs", "10000,100000,1000000", "comma-separated backlog sizes to drain; empty for none")
 	fs.StringVar(&histories, "history", "1000000,10000000", "comma-separated sizes of published history to measure beside; empty for none")
 	fs.IntVar(&c.days, "history-days", 8, "days the history spans; each cleanup repetition removes the oldest one")
-	fs.IntVar(&c.reps, "reps", 3, "repetitions; each figure is their median, with min and max")
-	fs.IntVar(&c.latencyRate, "latency-rate", 1000, "events committed per second in the latency measurements")
-	fs.DurationVar(&c.latencyDuration, "latency-duration", 15*time.Second, "length of each latency measurement")
-	fs.StringVar(&c.report, "report", benchreport.Path, "JSON report to merge the figures into")
+	c.Define(fs, false)
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("parse flags: %w", err)
 	}
@@ -67,11 +58,11 @@ func parseScaleFlags(args []string, stdout io.Writer) (scaleBenchConfig, error) 
 	if c.histories, err = parseSizes(histories); err != nil {
 		return c, fmt.Errorf("-history: %w", err)
 	}
-	if c.reps < 1 || c.latencyRate < 1 || c.latencyDuration < time.Second {
-		return c, fmt.Errorf("-reps and -latency-rate must be positive and -latency-duration at least 1s")
+	if err := c.Check(); err != nil {
+		return c, err
 	}
-	if c.days <= c.reps {
-		return c, fmt.Errorf("-history-days (%d) must exceed -reps (%d): each cleanup repetition removes one day", c.days, c.reps)
+	if c.days <= c.Reps {
+		return c, fmt.Errorf("-history-days (%d) must exceed -reps (%d): each cleanup repetition removes one day", c.days, c.Reps)
 	}
 	return c, nil
 }
@@ -94,9 +85,8 @@ func parseSizes(list string) ([]int, error) {
 // scaleBench is one run of the scale benchmark.
 type scaleBench struct {
 	benchenv.Env
-	cfg    scaleBenchConfig
-	poll   measure.PollRelay
-	cdc    measure.CDCRelay
+	cfg scaleBenchConfig
+	measure.Pair
 	stdout io.Writer
 	report map[string]any
 }
@@ -113,13 +103,10 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	defer env.Close()
-	logger := slog.New(slog.DiscardHandler)
 	b := scaleBench{
-		Env: env, cfg: cfg, stdout: stdout,
-		poll: measure.PollRelay{Config: poll.Config{Brokers: env.Brokers, Workers: 4, BatchSize: 1000}, Logger: logger},
-		cdc:  measure.CDCRelay{Brokers: env.Brokers, Logger: logger},
+		Env: env, cfg: cfg, stdout: stdout, Pair: measure.NewPair(env.Brokers),
 		report: map[string]any{
-			"scale_bench_reps":        cfg.reps,
+			"scale_bench_reps":        cfg.Reps,
 			"scale_bench_measured_at": time.Now().UTC().Format(time.RFC3339),
 			"scale_bench_note": "go run ./cmd/bench scale: medians of scale_bench_reps repetitions (_min, _max; scale_*_load_avg_1m: the machine's load); " +
 				"poll = internal/outbox's relay (4 workers x 1000), cdc = internal/outbox/cdc's relay; " +
@@ -136,7 +123,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		if err := b.drains(ctx, n); err != nil {
 			return fmt.Errorf("backlog of %d: %w", n, err)
 		}
-		if err := benchreport.Merge(cfg.report, b.report); err != nil {
+		if err := benchreport.Merge(cfg.Report, b.report); err != nil {
 			return err
 		}
 	}
@@ -144,7 +131,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		if err := b.history(ctx, n); err != nil {
 			return fmt.Errorf("history of %d: %w", n, err)
 		}
-		if err := benchreport.Merge(cfg.report, b.report); err != nil {
+		if err := benchreport.Merge(cfg.Report, b.report); err != nil {
 			return err
 		}
 	}
@@ -154,25 +141,19 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 // drains measures the drain of a backlog of n, for both relays, each on a database of
 // its own.
 func (b scaleBench) drains(ctx context.Context, n int) error {
-	pollURL, dropPoll, err := b.MigratedDatabase(ctx, "bench_scale_poll", migrations.Payments)
-	if err != nil {
-		return err
-	}
-	defer dropPoll()
-	cdcURL, dropCDC, err := b.MigratedDatabase(ctx, "bench_scale_cdc", migrations.Payments)
-	if err != nil {
-		return err
-	}
-	defer dropCDC()
-	defer b.dropSlotOf(ctx, cdcURL) // before the database (defers run in reverse)
 	rb := measure.Bench{Env: b.Env, Backlog: n}
+	pollURL, cdcURL, drop, err := rb.PairDatabases(ctx, "bench_scale", b.stdout)
+	if err != nil {
+		return err
+	}
+	defer drop()
 	var poll, cdc, load benchreport.Samples
-	for rep := 1; rep <= b.cfg.reps; rep++ {
-		p, err := rb.Drain(ctx, b.poll, pollURL, nil)
+	for rep := 1; rep <= b.cfg.Reps; rep++ {
+		p, err := rb.Drain(ctx, b.Poll, pollURL, nil)
 		if err != nil {
 			return fmt.Errorf("polling relay's drain: %w", err)
 		}
-		c, err := rb.Drain(ctx, b.cdc, cdcURL, nil)
+		c, err := rb.Drain(ctx, b.CDC, cdcURL, nil)
 		if err != nil {
 			return fmt.Errorf("CDC relay's drain: %w", err)
 		}

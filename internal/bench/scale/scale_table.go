@@ -56,10 +56,10 @@ func (b scaleBench) history(ctx context.Context, n int) error {
 // latencies measures, for both relays beside the history, commit-to-consumed latency
 // and (for the polling relay) its claim statements' time.
 func (b scaleBench) latencies(ctx context.Context, dbURL, suffix string) error {
-	rb := measure.Bench{Env: b.Env, LatencyRate: b.cfg.latencyRate, LatencyDuration: b.cfg.latencyDuration}
+	rb := b.cfg.Bench(b.Env)
 	var pollP50, pollP99, claimP50, claimP99, cdcP50, cdcP99, load benchreport.Samples
-	poll := keepHistory{Relay: b.poll}
-	for rep := 1; rep <= b.cfg.reps; rep++ {
+	poll := keepHistory{Relay: b.Poll}
+	for rep := 1; rep <= b.cfg.Reps; rep++ {
 		claims := &claimTimer{}
 		r, err := latencyTraced(ctx, rb, poll, dbURL, claims)
 		if err != nil {
@@ -72,8 +72,8 @@ func (b scaleBench) latencies(ctx context.Context, dbURL, suffix string) error {
 		fmt.Fprintf(b.stdout, "  repetition %d, polling relay: p50 %.1f ms, p99 %.1f ms; claim p50 %.2f ms, p99 %.2f ms (%d claims); load %.2f\n",
 			rep, r.P50, r.P99, c50, c99, nClaims, load[len(load)-1])
 	}
-	cdc := keepHistory{Relay: b.cdc, prepare: b.cdc.EnsureSlot}
-	for rep := 1; rep <= b.cfg.reps; rep++ {
+	cdc := keepHistory{Relay: b.CDC, prepare: b.CDC.EnsureSlot}
+	for rep := 1; rep <= b.cfg.Reps; rep++ {
 		r, err := latencyTraced(ctx, rb, cdc, dbURL, nil)
 		if err != nil {
 			return fmt.Errorf("CDC relay's latency: %w", err)
@@ -89,7 +89,7 @@ func (b scaleBench) latencies(ctx context.Context, dbURL, suffix string) error {
 	cdcP50.AddTo(b.report, "scale_cdc_latency_p50_ms"+suffix, benchreport.Tenths)
 	cdcP99.AddTo(b.report, "scale_cdc_latency_p99_ms"+suffix, benchreport.Tenths)
 	load.AddTo(b.report, "scale_latency_load_avg_1m"+suffix, benchreport.Hundredths)
-	b.report["scale_bench_latency_rate_per_s"] = b.cfg.latencyRate
+	b.report["scale_bench_latency_rate_per_s"] = b.cfg.LatencyRate
 	return nil
 }
 
@@ -114,7 +114,7 @@ func (b scaleBench) retention(ctx context.Context, pool *pgxpool.Pool, suffix st
 
 	var cleanRate, cleanRows, cleanSecs, dropRate, dropRows, dropSecs, load benchreport.Samples
 	today := time.Now().UTC().Truncate(24 * time.Hour)
-	for rep := 1; rep <= b.cfg.reps; rep++ {
+	for rep := 1; rep <= b.cfg.Reps; rep++ {
 		// The rows created before cutoff: the oldest day still in the table.
 		cutoff := today.AddDate(0, 0, rep-b.cfg.days)
 		cycle, err := runCleanerOnce(ctx, pool, time.Since(cutoff))
