@@ -18,6 +18,10 @@
 // PostgreSQL is DATABASE_URL (an admin URL; each benchmark creates its own databases)
 // or the native stack's; Kafka is KAFKA_BROKERS or the native stack's direct listener.
 // The native servers are started when they are not running (internal/devstack).
+//
+// This command only reads the command line and runs the benchmarks it names: each is a
+// package under internal/bench (api, cdc, consumer, relay with the ladder, scale), set up
+// by internal/bench/benchenv, measuring relays with internal/bench/measure.
 package main
 
 import (
@@ -47,8 +51,9 @@ import (
 // and KAFKA_BROKERS through getenv.
 type benchmark func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error
 
-// benchmarks are the subcommands. A new benchmark is a file with its function and one
-// line here.
+// benchmarks are the subcommands, each a package under internal/bench (benchenv sets up
+// what they run on, measure measures a relay). A new benchmark is a package with its Run
+// and one line here.
 func benchmarks() map[string]benchmark {
 	return map[string]benchmark{
 		"api":      api.Run,
