@@ -91,12 +91,7 @@ func (e Env) CreateDatabase(ctx context.Context, prefix string) (string, func(),
 	if err != nil {
 		return "", nil, err
 	}
-	drop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = devstack.DropDatabase(ctx, e.AdminURL, name)
-	}
-	return dbURL, drop, nil
+	return dbURL, cleanup(func(ctx context.Context) error { return devstack.DropDatabase(ctx, e.AdminURL, name) }), nil
 }
 
 // MigratedDatabase is CreateDatabase with set applied.
@@ -145,12 +140,18 @@ func (e Env) CreateTopic(ctx context.Context, prefix string) (string, func(), er
 	if err := devstack.CreateTopic(ctx, e.Adm, name, 3); err != nil {
 		return "", nil, err
 	}
-	drop := func() {
+	return name, cleanup(func(ctx context.Context) error { return devstack.DeleteTopic(ctx, e.Adm, name) }), nil
+}
+
+// cleanup makes remove a function for a benchmark to defer. It runs on a context of its
+// own, bounded by 30 s, since the benchmark's may have ended (an interrupted run still
+// cleans up), and its error is dropped: what it fails to remove is a throwaway.
+func cleanup(remove func(ctx context.Context) error) func() {
+	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = devstack.DeleteTopic(ctx, e.Adm, name)
+		_ = remove(ctx)
 	}
-	return name, drop, nil
 }
 
 // ExecOnce runs sql on a connection of its own to dbURL.
