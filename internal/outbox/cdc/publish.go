@@ -320,7 +320,7 @@ func (r *Relay) holdBack(ctx context.Context, events []outboxEvent) ([]outboxEve
 			return nil, err
 		}
 		if !moved {
-			continue // dead-lettered already, before a restart streamed it again
+			continue // dead-lettered already, before a restart streamed it again (never "not found": deadLetter waits for the row)
 		}
 		r.logger.Warn("event held back behind a dead-lettered event of its aggregate",
 			slog.String("event_id", e.ID.String()), slog.String("aggregate_id", e.AggregateID))

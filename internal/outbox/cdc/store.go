@@ -124,15 +124,44 @@ func (s store) recordHeldBack(ctx context.Context, ids []uuid.UUID, lastError st
 // the row becomes 'failed' and a copy goes to outbox_dlq, where an operator replays it.
 // reason becomes its last_error. It returns the dead letter for the alert, or nil when
 // the row was already failed or published (nothing moved, nothing to alert).
+//
+// A row the move does not find at all is not taken for either: the stream can carry a
+// commit before this session sees it (markPublished says why), and an event dropped
+// then would be neither in Kafka nor in the DLQ while the slot is confirmed past it. So
+// the move is tried again every markRetryInterval, as the mark does, and fails once
+// ctx ends with the row still not found: the stream stops before that event, and the
+// next session streams it again.
 func (s store) deadLetter(ctx context.Context, id uuid.UUID, reason string) (*outbox.DeadLetter, error) {
-	var dead *outbox.DeadLetter
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	for {
+		dead, found, err := s.deadLetterOnce(ctx, id, reason)
+		if err != nil || found {
+			return dead, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("dead-letter outbox event %s: its row is not visible: %w", id, ctx.Err())
+		case <-time.After(markRetryInterval):
+		}
+	}
+}
+
+// deadLetterOnce is one try of deadLetter; found is false when the event's row is
+// nowhere to be seen, in the outbox or its history.
+func (s store) deadLetterOnce(ctx context.Context, id uuid.UUID, reason string) (dead *outbox.DeadLetter, found bool, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `
 			UPDATE outbox_events SET status = 'failed', last_error = $2
 			WHERE id = $1 AND status = 'pending'`, id, reason)
-		if err != nil || tag.RowsAffected() == 0 {
-			return err // already failed or published: nothing to move
+		if err != nil {
+			return err
 		}
+		if tag.RowsAffected() == 0 {
+			// Already failed or published (nothing to move), or not visible yet.
+			return tx.QueryRow(ctx, `
+				SELECT EXISTS (SELECT 1 FROM outbox_events WHERE id = $1)
+				    OR EXISTS (SELECT 1 FROM outbox_published WHERE id = $1)`, id).Scan(&found)
+		}
+		found = true
 		var d outbox.DeadLetter
 		err = tx.QueryRow(ctx, `
 			INSERT INTO outbox_dlq (event_id, event_type, aggregate_id, payload, attempts, last_error)
@@ -147,9 +176,9 @@ func (s store) deadLetter(ctx context.Context, id uuid.UUID, reason string) (*ou
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("dead-letter outbox event %s: %w", id, err)
+		return nil, false, fmt.Errorf("dead-letter outbox event %s: %w", id, err)
 	}
-	return dead, nil
+	return dead, found, nil
 }
 
 // blockedAggregates returns which of the aggregates have a dead-lettered event that has
