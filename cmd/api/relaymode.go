@@ -75,6 +75,7 @@ func (c config) cdcConfig() cdc.Config {
 		AlertSecret:        c.Relay.AlertSecret,
 		AlertTimeout:       c.Relay.AlertTimeout,
 		OldestPendingAlert: c.Relay.OldestPendingAlert,
+		TracerProvider:     c.Relay.TracerProvider,
 		// Fault injection for the clock-skew chaos scenario (docs/contract.md).
 		FaultTimestampSkew: c.Relay.FaultTimestampSkew,
 	}

@@ -421,7 +421,11 @@ func (r *Relay) record(e outboxEvent) *kgo.Record {
 
 func (r *Relay) recordAt(e outboxEvent, now time.Time) *kgo.Record {
 	envelope := event.Envelope{ID: e.ID, Type: e.Type, Key: e.AggregateID, OccurredAt: e.CreatedAt, Payload: e.Payload}
-	return envelope.Record(r.cfg.Topic, now)
+	rec := envelope.Record(r.cfg.Topic, now)
+	if e.Traceparent != "" {
+		rec.Context = withTraced(e)
+	}
+	return rec
 }
 
 // maxPublishTimeout is the longest the back-off of send lets a publish take: four
@@ -440,9 +444,11 @@ func (r *Relay) send(ctx context.Context, p producer, records []*kgo.Record, tim
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeouts.Next(r.cfg.PublishTimeout, r.maxPublishTimeout()))
 	defer cancel()
+	spans := r.startPublishSpans(records)
 	out := make(kgo.ProduceResults, len(records))
 	for _, res := range p.ProduceSync(ctx, records...) {
 		out[index[res.Record]] = res
+		spans.end(res.Record, res.Err)
 	}
 	timeouts.Judge(out)
 	return out

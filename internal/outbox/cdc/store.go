@@ -218,14 +218,14 @@ func (s store) blockedAggregates(ctx context.Context, aggregates []string) (map[
 // UPDATE, which the stream does not carry). tx may carry an exported snapshot.
 func pendingRows(ctx context.Context, q pgx.Tx, replayedOnly bool) ([]outboxEvent, error) {
 	rows, _ := q.Query(ctx, `
-		SELECT e.id, e.event_type, e.aggregate_id, e.payload, e.created_at
+		SELECT e.id, e.event_type, e.aggregate_id, e.payload, e.created_at, coalesce(e.traceparent, '')
 		FROM outbox_events e
 		WHERE e.status = 'pending'
 		  AND (NOT $1 OR EXISTS (SELECT 1 FROM outbox_dlq d WHERE d.event_id = e.id AND d.replayed_at IS NOT NULL))
 		ORDER BY e.seq`, replayedOnly)
 	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (outboxEvent, error) {
 		var e outboxEvent
-		err := row.Scan(&e.ID, &e.Type, &e.AggregateID, &e.Payload, &e.CreatedAt)
+		err := row.Scan(&e.ID, &e.Type, &e.AggregateID, &e.Payload, &e.CreatedAt, &e.Traceparent)
 		return e, err
 	})
 	if err != nil {

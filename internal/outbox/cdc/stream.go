@@ -23,6 +23,9 @@ type outboxEvent struct {
 	AggregateID string
 	Payload     []byte
 	CreatedAt   time.Time
+	// Traceparent is the writer's W3C trace context, "" when it traced nothing: the
+	// publish continues that trace (trace.go).
+	Traceparent string
 }
 
 // errSlotBusy means another relay streams from the slot: PostgreSQL lets one
@@ -257,6 +260,7 @@ func (c *replicationConn) decodeInsert(msg *pglogrepl.InsertMessage) (outboxEven
 		return outboxEvent{}, &decodeError{Err: fmt.Errorf("column id %q: %w", values["id"], err)}
 	}
 	e.Type, e.AggregateID, e.Payload = string(values["event_type"]), string(values["aggregate_id"]), values["payload"]
+	e.Traceparent = string(values["traceparent"]) // NULL arrives as no value: ""
 	if e.Type == "" || e.AggregateID == "" || e.Payload == nil {
 		fail(errors.New("event_type, aggregate_id or payload is missing from the stream"))
 	}
