@@ -61,6 +61,7 @@ func (r *Relay) publish(ctx context.Context, p producer, events []outboxEvent, l
 		if err != nil {
 			return nil, err
 		}
+		r.unmarked.add(ok)
 		acked = append(acked, ok...)
 	}
 	return acked, nil
@@ -82,6 +83,7 @@ func (r *Relay) publishAndMark(ctx context.Context, p producer, events []outboxE
 // event the mark cannot find is logged and left: Kafka has it, and the stream must not
 // wait on a row it cannot find (store.markPublished looks again for a moment first).
 func (r *Relay) markAcked(ctx context.Context, acked []uuid.UUID) error {
+	defer r.unmarked.remove(acked)
 	unmarked, err := r.store.markPublished(ctx, acked)
 	if err != nil {
 		return err
@@ -298,14 +300,10 @@ func (r *Relay) parkFailed(ctx context.Context, p producer, lot *parkingLot, bat
 	return failed, nil
 }
 
-// holdBack dead-letters the events whose aggregate already has an event in the DLQ and
-// returns the others, in order.
+// holdBack dead-letters the events of an aggregate blocked by an earlier event in the
+// DLQ (store.blockedAggregates) and returns the others, in order.
 func (r *Relay) holdBack(ctx context.Context, events []outboxEvent) ([]outboxEvent, error) {
-	aggregates := make([]string, len(events))
-	for i, e := range events {
-		aggregates[i] = e.AggregateID
-	}
-	blocked, err := r.store.blockedAggregates(ctx, aggregates)
+	blocked, err := r.store.blockedAggregates(ctx, events, r.unmarked.list())
 	if err != nil || len(blocked) == 0 {
 		return events, err
 	}

@@ -51,6 +51,10 @@ type Relay struct {
 	// replayed carries nudges to look for events an operator replayed from the DLQ:
 	// replay is an UPDATE, which the insert-only stream does not carry.
 	replayed chan struct{}
+	// unmarked are the events the publisher got acknowledged whose marks have not
+	// finished: their rows still look unpublished, yet they must not block their
+	// aggregates' next events (holdBack).
+	unmarked idSet
 }
 
 // NewRelay returns a CDC relay over the outbox in pool (used for marks and stats; the

@@ -181,27 +181,46 @@ func (s store) deadLetterOnce(ctx context.Context, id uuid.UUID, reason string) 
 	return dead, found, nil
 }
 
-// blockedAggregates returns which of the aggregates have a dead-lettered event that has
-// not been replayed. Their later events are held back with it (polling mode holds them
-// in the table; the stream cannot wait, so they go to the DLQ behind it, to be replayed
-// in order). The lookup reads the (aggregate_id, seq) index once per aggregate, so it
-// first asks whether the DLQ holds any entry not replayed, which it nearly never does:
-// a failed row always has one (both relays write the two in one transaction, and a
-// replay clears both in one). Without that question first, the lookup of a batch of a
-// few hundred events costs 10-30 ms on a loaded machine, a third of the publisher's
-// time in a drain, and it runs before every batch.
-func (s store) blockedAggregates(ctx context.Context, aggregates []string) (map[string]bool, error) {
+// blockedAggregates returns which of the events' aggregates are blocked: an earlier
+// event of the aggregate (a lower seq) has a DLQ row and is not published, because it is
+// failed, or replayed and not yet published (the stream does not carry a replay: the
+// relay reads replays at its next look, and an event of the aggregate streamed
+// meanwhile must not overtake it). published are events Kafka acknowledged whose rows
+// are not marked yet: they block nothing. A blocked event goes to the DLQ behind its
+// predecessor (polling mode holds it in the table; the stream cannot wait), to be
+// replayed in order. The events are of distinct aggregates (one wave, publishWave).
+//
+// The lookup reads the (aggregate_id, seq) index once per event, so it first asks
+// whether the DLQ holds any entry whose event is still in the outbox, which it nearly
+// never does: a failed row always has one (both relays write the two in one
+// transaction, and a replay keeps the entry until the mark moves the row). Without
+// that question first, the lookup of a batch of a few hundred events costs 10-30 ms on
+// a loaded machine, a third of the publisher's time in a drain, and it runs before
+// every batch.
+func (s store) blockedAggregates(ctx context.Context, events []outboxEvent, published []uuid.UUID) (map[string]bool, error) {
 	var dlqHolds bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox_dlq WHERE replayed_at IS NULL)`).Scan(&dlqHolds)
+	err := s.pool.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM outbox_dlq d
+		               WHERE d.replayed_at IS NULL
+		                  OR EXISTS (SELECT 1 FROM outbox_events e WHERE e.id = d.event_id))`).Scan(&dlqHolds)
 	if err != nil {
 		return nil, fmt.Errorf("look for dead letters: %w", err)
 	}
 	if !dlqHolds {
 		return nil, nil
 	}
+	aggregates, seqs := make([]string, len(events)), make([]int64, len(events))
+	for i, e := range events {
+		aggregates[i], seqs[i] = e.AggregateID, e.Seq
+	}
 	rows, _ := s.pool.Query(ctx, `
-		SELECT DISTINCT aggregate_id FROM outbox_events
-		WHERE aggregate_id = ANY($1) AND status = 'failed'`, aggregates)
+		SELECT DISTINCT u.aggregate_id FROM unnest($1::text[], $2::bigint[]) AS u(aggregate_id, seq)
+		WHERE EXISTS (
+			SELECT 1 FROM outbox_events e
+			WHERE e.aggregate_id = u.aggregate_id AND e.seq < u.seq
+			  AND e.id <> ALL(coalesce($3::uuid[], '{}'))
+			  AND (e.status = 'failed' OR EXISTS (SELECT 1 FROM outbox_dlq d WHERE d.event_id = e.id)))`,
+		aggregates, seqs, published)
 	blocked, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("look up dead-lettered aggregates: %w", err)
@@ -218,14 +237,14 @@ func (s store) blockedAggregates(ctx context.Context, aggregates []string) (map[
 // UPDATE, which the stream does not carry). tx may carry an exported snapshot.
 func pendingRows(ctx context.Context, q pgx.Tx, replayedOnly bool) ([]outboxEvent, error) {
 	rows, _ := q.Query(ctx, `
-		SELECT e.id, e.event_type, e.aggregate_id, e.payload, e.created_at, coalesce(e.traceparent, '')
+		SELECT e.id, e.seq, e.event_type, e.aggregate_id, e.payload, e.created_at, coalesce(e.traceparent, '')
 		FROM outbox_events e
 		WHERE e.status = 'pending'
 		  AND (NOT $1 OR EXISTS (SELECT 1 FROM outbox_dlq d WHERE d.event_id = e.id AND d.replayed_at IS NOT NULL))
 		ORDER BY e.seq`, replayedOnly)
 	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (outboxEvent, error) {
 		var e outboxEvent
-		err := row.Scan(&e.ID, &e.Type, &e.AggregateID, &e.Payload, &e.CreatedAt, &e.Traceparent)
+		err := row.Scan(&e.ID, &e.Seq, &e.Type, &e.AggregateID, &e.Payload, &e.CreatedAt, &e.Traceparent)
 		return e, err
 	})
 	if err != nil {

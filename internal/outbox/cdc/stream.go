@@ -18,7 +18,10 @@ import (
 
 // An outboxEvent is one inserted outbox row as the stream carries it.
 type outboxEvent struct {
-	ID          uuid.UUID
+	ID uuid.UUID
+	// Seq is the row's place in the outbox (outbox_events.seq): which events of its
+	// aggregate came before it (store.blockedAggregates).
+	Seq         int64
 	Type        string
 	AggregateID string
 	Payload     []byte
@@ -261,6 +264,9 @@ func (c *replicationConn) decodeInsert(msg *pglogrepl.InsertMessage) (outboxEven
 	}
 	e.Type, e.AggregateID, e.Payload = string(values["event_type"]), string(values["aggregate_id"]), values["payload"]
 	e.Traceparent = string(values["traceparent"]) // NULL arrives as no value: ""
+	if _, err := fmt.Sscan(string(values["seq"]), &e.Seq); err != nil {
+		fail(fmt.Errorf("column seq %q: %w", values["seq"], err))
+	}
 	if e.Type == "" || e.AggregateID == "" || e.Payload == nil {
 		fail(errors.New("event_type, aggregate_id or payload is missing from the stream"))
 	}

@@ -33,7 +33,8 @@ func TestHoldBackWaitsForARowNotYetVisible(t *testing.T) {
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after the commit, a no-op
 	second := outboxEvent{ID: uuid.New(), Type: "TestEvent", AggregateID: "pay-0", Payload: []byte(`{}`), CreatedAt: time.Now()}
-	if _, err := tx.Exec(ctx, `INSERT INTO outbox_events (id, event_type, aggregate_id, payload) VALUES ($1, 'TestEvent', 'pay-0', '{}')`, second.ID); err != nil {
+	if err := tx.QueryRow(ctx, `INSERT INTO outbox_events (id, event_type, aggregate_id, payload)
+		VALUES ($1, 'TestEvent', 'pay-0', '{}') RETURNING seq`, second.ID).Scan(&second.Seq); err != nil {
 		t.Fatal(err)
 	}
 	committed := make(chan error, 1)
@@ -73,7 +74,7 @@ func TestHoldBackFailsRatherThanDropAnEventItCannotFind(t *testing.T) {
 	if moved, err := r.deadLetter(ctx, first, "poison"); err != nil || !moved {
 		t.Fatalf("dead-letter the first event: moved %v, err %v", moved, err)
 	}
-	ghost := outboxEvent{ID: uuid.New(), Type: "TestEvent", AggregateID: "pay-0", Payload: []byte(`{}`), CreatedAt: time.Now()}
+	ghost := outboxEvent{ID: uuid.New(), Seq: 1 << 40, Type: "TestEvent", AggregateID: "pay-0", Payload: []byte(`{}`), CreatedAt: time.Now()}
 	holdCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	out, err := r.holdBack(holdCtx, []outboxEvent{ghost})
