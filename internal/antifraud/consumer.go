@@ -259,6 +259,12 @@ func (c *Consumer) observe(res batchResult) {
 			slog.Int("sequence", v.ev.sequence), slog.Int("last_sequence", v.before.sequence), slog.String("last_type", v.before.lastType),
 			slog.Int("partition", int(v.ev.record.Partition)), slog.Int64("offset", v.ev.record.Offset))
 	}
+	c.metrics.parked.Add(float64(res.parked.parked))
+	c.metrics.unparked.Add(float64(res.parked.unparked))
+	if res.parked.parked > 0 {
+		c.logger.Warn("events parked until an earlier event of their payment arrives",
+			slog.Int("parked", res.parked.parked), slog.Int("waiting", res.parked.waiting))
+	}
 	for _, l := range res.poison {
 		c.metrics.poison.WithLabelValues(l.reason).Inc()
 		c.logger.Warn("poison record stored as a dead letter and skipped",
