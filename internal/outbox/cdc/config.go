@@ -98,6 +98,10 @@ type Config struct {
 	AlertSecret     webhooksig.Secret
 	AlertTimeout    time.Duration
 
+	// ReconcileInterval is how often the relay looks for rows left pending behind the
+	// slot's confirmed position (reconcile.go). Default 1m.
+	ReconcileInterval time.Duration
+
 	// StatsInterval is how often outbox_pending_count, the oldest pending age and the
 	// WAL the slot retains are refreshed. Default 1s.
 	StatsInterval time.Duration
@@ -132,6 +136,7 @@ func (c Config) withDefaults() Config {
 	c.OutageBackoffMax = cmp.Or(c.OutageBackoffMax, 10*time.Second)
 	c.ReconnectInterval = cmp.Or(c.ReconnectInterval, time.Second)
 	c.StatsInterval = cmp.Or(c.StatsInterval, time.Second)
+	c.ReconcileInterval = cmp.Or(c.ReconcileInterval, time.Minute)
 	c.OldestPendingAlert = cmp.Or(c.OldestPendingAlert, 5*time.Minute)
 	c.AlertTimeout = cmp.Or(c.AlertTimeout, 5*time.Second)
 	c.TracerProvider = tracing.OrNone(c.TracerProvider)

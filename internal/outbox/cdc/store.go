@@ -242,15 +242,19 @@ func pendingRows(ctx context.Context, q pgx.Tx, replayedOnly bool) ([]outboxEven
 		WHERE e.status = 'pending'
 		  AND (NOT $1 OR EXISTS (SELECT 1 FROM outbox_dlq d WHERE d.event_id = e.id AND d.replayed_at IS NOT NULL))
 		ORDER BY e.seq`, replayedOnly)
-	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (outboxEvent, error) {
-		var e outboxEvent
-		err := row.Scan(&e.ID, &e.Seq, &e.Type, &e.AggregateID, &e.Payload, &e.CreatedAt, &e.Traceparent)
-		return e, err
-	})
+	events, err := pgx.CollectRows(rows, scanEvent)
 	if err != nil {
 		return nil, fmt.Errorf("read pending outbox events: %w", err)
 	}
 	return events, nil
+}
+
+// scanEvent reads a row of id, seq, event_type, aggregate_id, payload, created_at and
+// traceparent (never NULL).
+func scanEvent(row pgx.CollectableRow) (outboxEvent, error) {
+	var e outboxEvent
+	err := row.Scan(&e.ID, &e.Seq, &e.Type, &e.AggregateID, &e.Payload, &e.CreatedAt, &e.Traceparent)
+	return e, err
 }
 
 // pendingAt reads the pending rows as of snapshot (or now, when snapshot is empty).
