@@ -1,0 +1,49 @@
+package cdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrSlotInUse means a CDC relay streams from the slot: DropSlot leaves it.
+var ErrSlotInUse = errors.New("replication slot is in use by a CDC relay")
+
+// DropSlot drops the CDC relay's replication slot slot from the database of pool, with
+// its catch-up record, and reports whether there was one. Call it when the relay goes
+// back to polling (cmd/api does on start with RELAY_MODE=poll, and `api cdc drop-slot`
+// on demand): nobody reads the slot any more, and it keeps every WAL segment from its
+// position on, for every database of the server, until the disk is full
+// (max_slot_wal_keep_size, when set, invalidates it first). Nothing is lost by dropping
+// it: the polling relay publishes every pending row, and a CDC relay started later
+// creates a new slot and catches up from its snapshot. A slot a relay streams from is
+// left, with ErrSlotInUse.
+func DropSlot(ctx context.Context, pool *pgxpool.Pool, slot string) (bool, error) {
+	var active *bool
+	err := pool.QueryRow(ctx, `
+		SELECT (SELECT active FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database())`,
+		slot).Scan(&active)
+	if err != nil {
+		return false, fmt.Errorf("look up replication slot %s: %w", slot, err)
+	}
+	if active == nil {
+		return false, nil
+	}
+	if *active {
+		return false, fmt.Errorf("drop replication slot %s: %w", slot, ErrSlotInUse)
+	}
+	if _, err := pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, slot); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "55006" { // object_in_use: a relay took it meanwhile
+			return false, fmt.Errorf("drop replication slot %s: %w", slot, ErrSlotInUse)
+		}
+		return false, fmt.Errorf("drop replication slot %s: %w", slot, err)
+	}
+	if err := (store{pool: pool}).forgetCatchUp(ctx, slot); err != nil {
+		return true, err
+	}
+	return true, nil
+}
