@@ -164,6 +164,9 @@ func (r *Relay) session(ctx context.Context, p producer) error {
 	// creates the slot there and catches up every row still pending, which includes the
 	// rows the old primary's slot had streamed but the relay had not marked.
 	server := slog.String("server", conn.conn.Conn().RemoteAddr().String())
+	if err := r.replaceLostSlot(ctx); err != nil {
+		return err
+	}
 	snapshot, err := conn.createSlotIfMissing(ctx, r.cfg.Slot)
 	if err != nil {
 		return err

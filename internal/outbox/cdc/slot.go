@@ -47,3 +47,29 @@ func DropSlot(ctx context.Context, pool *pgxpool.Pool, slot string) (bool, error
 	}
 	return true, nil
 }
+
+// replaceLostSlot drops the relay's slot if PostgreSQL invalidated it because it held
+// more WAL than max_slot_wal_keep_size (wal_status 'lost'): such a slot exists but can
+// stream nothing, and the relay would retry it for ever. The session then creates a new
+// slot, whose catch-up publishes every row still pending (catchUp): the rows the old
+// slot never delivered, and those Kafka has already whose marks did not run, again
+// (duplicates, never a gap).
+func (r *Relay) replaceLostSlot(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
+	defer cancel()
+	var lost bool
+	err := r.store.pool.QueryRow(ctx, `
+		SELECT coalesce((SELECT wal_status = 'lost' FROM pg_replication_slots
+		                 WHERE slot_name = $1 AND database = current_database()), false)`, r.cfg.Slot).Scan(&lost)
+	if err != nil {
+		return fmt.Errorf("look up replication slot %s: %w", r.cfg.Slot, err)
+	}
+	if !lost {
+		return nil
+	}
+	if _, err := DropSlot(ctx, r.store.pool, r.cfg.Slot); err != nil {
+		return err
+	}
+	r.logger.Error("replication slot was invalidated (it held more WAL than max_slot_wal_keep_size); replaced it, and every pending row is published again")
+	return nil
+}
