@@ -44,3 +44,10 @@ func (s *idSet) list() []uuid.UUID {
 	}
 	return out
 }
+
+// clear empties the set: a new session starts with no mark running.
+func (s *idSet) clear() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ids = nil
+}

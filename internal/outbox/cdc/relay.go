@@ -149,6 +149,7 @@ func (r *Relay) clientOpts() []kgo.Opt {
 // session is one replication connection: make sure the slot exists and has been caught
 // up, then stream from it until something fails or ctx ends.
 func (r *Relay) session(ctx context.Context, p producer) error {
+	r.unmarked.clear() // the last session's marks have all returned (pipeline.finish)
 	conn, err := connect(ctx, r.cfg.DatabaseURL)
 	if err != nil {
 		return err
