@@ -22,22 +22,21 @@ var ErrSlotInUse = errors.New("replication slot is in use by a CDC relay")
 // creates a new slot and catches up from its snapshot. A slot a relay streams from is
 // left, with ErrSlotInUse.
 func DropSlot(ctx context.Context, pool *pgxpool.Pool, slot string) (bool, error) {
-	var active *bool
+	var exists bool
 	err := pool.QueryRow(ctx, `
-		SELECT (SELECT active FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database())`,
-		slot).Scan(&active)
+		SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database())`,
+		slot).Scan(&exists)
 	if err != nil {
 		return false, fmt.Errorf("look up replication slot %s: %w", slot, err)
 	}
-	if active == nil {
+	if !exists {
 		return false, nil
 	}
-	if *active {
-		return false, fmt.Errorf("drop replication slot %s: %w", slot, ErrSlotInUse)
-	}
+	// The server refuses to drop a slot a walsender streams from: no check of ours
+	// first, which a relay could make stale before the drop.
 	if _, err := pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, slot); err != nil {
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "55006" { // object_in_use: a relay took it meanwhile
+		if errors.As(err, &pgErr) && pgErr.Code == "55006" { // object_in_use: a relay streams from it
 			return false, fmt.Errorf("drop replication slot %s: %w", slot, ErrSlotInUse)
 		}
 		return false, fmt.Errorf("drop replication slot %s: %w", slot, err)
