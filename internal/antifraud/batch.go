@@ -155,12 +155,12 @@ func (c *Consumer) applyInOrder(ctx context.Context, tx pgx.Tx, firstTime []paym
 			violations = append(violations, v)
 		}
 	}
-	unparked, more, waiting, err := c.unpark(ctx, tx, parked, advanced)
+	unparked, more, counts, err := c.unpark(ctx, tx, parked, advanced)
 	if err != nil {
 		return nil, err
 	}
 	applied, violations = append(applied, unparked...), append(violations, more...)
-	res.parked = waiting
+	res.parked = counts
 	// The parked events of the batch have no dedup row; those unparked (of this batch or
 	// an earlier one) have one now.
 	res.processed += len(unparked) + len(more) - len(parked)
