@@ -21,6 +21,7 @@ type batchResult struct {
 	verdicts   map[Verdict]int // decisions by verdict
 	violations []violation     // first-time events refused by the order check (order.go)
 	parked     parkedCounts    // events parked and unparked (park.go)
+	parkedNow  *int64          // events in parked_events after the batch, when it parked or unparked any
 }
 
 // processBatch applies the records of one poll to the database in one transaction:
@@ -161,6 +162,13 @@ func (c *Consumer) applyInOrder(ctx context.Context, tx pgx.Tx, firstTime []paym
 	}
 	applied, violations = append(applied, unparked...), append(violations, more...)
 	res.parked = counts
+	if counts.parked > 0 || counts.unparked > 0 {
+		n, err := countParked(ctx, tx)
+		if err != nil {
+			return nil, err
+		}
+		res.parkedNow = &n
+	}
 	// The parked events of the batch have no dedup row; those unparked (of this batch or
 	// an earlier one) have one now.
 	res.processed += len(unparked) + len(more) - len(parked)

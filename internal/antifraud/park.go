@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	"github.com/google/uuid"
@@ -200,4 +201,28 @@ func parkEvents(ctx context.Context, tx pgx.Tx, events []paymentEvent) (int64, e
 		return 0, fmt.Errorf("park events: %w", err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// countParked counts the events waiting in parked_events, every payment's.
+func countParked(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (int64, error) {
+	var n int64
+	if err := q.QueryRow(ctx, `SELECT count(*) FROM parked_events`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count parked events: %w", err)
+	}
+	return n, nil
+}
+
+// refreshParked sets antifraud_parked_events at start: afterwards, the batches that park
+// or unpark set it.
+func (c *Consumer) refreshParked(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.BatchTimeout)
+	defer cancel()
+	n, err := countParked(ctx, c.pool)
+	if err != nil {
+		c.logger.Warn("count parked events", slog.Any("err", err))
+		return
+	}
+	c.metrics.parked.Set(float64(n))
 }

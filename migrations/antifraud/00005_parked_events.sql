@@ -4,8 +4,8 @@
 -- the topic after its successor. Such an event is parked here, with the record it came in,
 -- and gets NO processed_events row: a dedup row stands only for an effect that was applied.
 -- When its predecessor is applied, the consumer applies it in the same transaction and
--- deletes it from here. A row that stays is a predecessor that never came
--- (antifraud_events_parked_total minus antifraud_events_unparked_total counts the waiting).
+-- deletes it from here. A row that stays is a predecessor that never came: the gauge
+-- antifraud_parked_events counts them, and AntifraudEventsParked fires after 30 minutes.
 CREATE TABLE parked_events (
     event_id   uuid        PRIMARY KEY,
     payment_id uuid        NOT NULL,
