@@ -299,12 +299,16 @@ func serverOptions(args []string) map[string]string {
 
 // The CDC relay needs wal_level=logical and the benchmark needs pg_stat_statements: both
 // are start-up settings, so the compose server must be started with the same -c options
-// as the native one (scripts/stack/postgres.sh, SERVER_OPTIONS).
+// as the native one (scripts/stack/postgres.sh, SERVER_OPTIONS). Both bound the WAL a
+// slot may hold (max_slot_wal_keep_size).
 func TestComposePostgresOptionsMatchNative(t *testing.T) {
 	t.Parallel()
 	want := nativeServerOptions(t)
 	if want["wal_level"] != "logical" {
 		t.Errorf("postgres.sh SERVER_OPTIONS: wal_level = %q, want logical (the CDC relay needs it)", want["wal_level"])
+	}
+	if v := want["max_slot_wal_keep_size"]; v == "" || v == "-1" {
+		t.Errorf("postgres.sh SERVER_OPTIONS: max_slot_wal_keep_size = %q, want a bound: a slot nobody reads would fill the disk", v)
 	}
 	got := serverOptions(service(t, loadProject(t), "postgres").Command)
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -6,6 +6,7 @@
 //	api migrate --database-url URL    apply the migrations and exit
 //	api keys create --merchant NAME   create a merchant's API key (keys.go)
 //	api keys revoke ID                revoke one
+//	api cdc drop-slot                 drop the CDC relay's replication slot (slotcmd.go)
 package main
 
 import (
@@ -42,8 +43,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return migrations.Payments.Command(ctx, args[2:], getenv, stdout, logger)
 		case "keys":
 			return runKeys(ctx, args[2:], getenv, stdout)
+		case "cdc":
+			return runCDC(ctx, args[2:], getenv, stdout)
 		default:
-			return fmt.Errorf("unknown command %q: run without arguments to serve, or with \"migrate --database-url URL\" or \"keys create --merchant NAME\"", args[1])
+			return fmt.Errorf("unknown command %q: run without arguments to serve, or with \"migrate --database-url URL\", \"keys create --merchant NAME\" or \"cdc drop-slot\"", args[1])
 		}
 	}
 	cfg, err := loadConfig(getenv)

@@ -104,6 +104,9 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, tp trace.Tracer
 	if err != nil {
 		return err
 	}
+	if cfg.RelayMode != relayModeCDC {
+		dropCDCSlot(ctx, cfg, pool, logger)
+	}
 	cleaner, err := outbox.NewCleaner(pool, cfg.Cleaner, logger, reg)
 	if err != nil {
 		return fmt.Errorf("new cleaner: %w", err)

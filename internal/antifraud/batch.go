@@ -20,6 +20,8 @@ type batchResult struct {
 	poison     []deadLetter    // records stored as dead letters
 	verdicts   map[Verdict]int // decisions by verdict
 	violations []violation     // first-time events refused by the order check (order.go)
+	parked     parkedCounts    // events parked and unparked (park.go)
+	parkedNow  *int64          // events in parked_events after the batch, when it parked or unparked any
 }
 
 // processBatch applies the records of one poll to the database in one transaction:
@@ -144,7 +146,32 @@ func (c *Consumer) applyInOrder(ctx context.Context, tx pgx.Tx, firstTime []paym
 	if err != nil {
 		return nil, err
 	}
-	applied, violations, advanced := inOrder(known, firstTime)
+	applied, refused, advanced := inOrder(known, firstTime)
+	var violations []violation
+	var parked []paymentEvent
+	for _, v := range refused {
+		if v.reason == OrderMissingPredecessor {
+			parked = append(parked, v.ev) // its predecessor may still come (park.go)
+		} else {
+			violations = append(violations, v)
+		}
+	}
+	unparked, more, counts, err := c.unpark(ctx, tx, parked, advanced)
+	if err != nil {
+		return nil, err
+	}
+	applied, violations = append(applied, unparked...), append(violations, more...)
+	res.parked = counts
+	if counts.parked > 0 || counts.unparked > 0 {
+		n, err := countParked(ctx, tx)
+		if err != nil {
+			return nil, err
+		}
+		res.parkedNow = &n
+	}
+	// The parked events of the batch have no dedup row; those unparked (of this batch or
+	// an earlier one) have one now.
+	res.processed += len(unparked) + len(more) - len(parked)
 	if len(advanced) > 0 {
 		if err := saveProgress(ctx, tx, advanced); err != nil {
 			return nil, err

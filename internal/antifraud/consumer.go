@@ -164,6 +164,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return fmt.Errorf("new Kafka client: %w", err)
 	}
 
+	c.refreshParked(ctx)
 	c.logger.Info("consuming", slog.String("topic", c.cfg.Topic), slog.String("group", c.cfg.Group))
 	for {
 		fetches := cl.PollRecords(ctx, c.cfg.MaxPollRecords)
@@ -258,6 +259,13 @@ func (c *Consumer) observe(res batchResult) {
 			slog.String("payment_id", v.ev.payload.PaymentID.String()), slog.String("event_type", v.ev.typ),
 			slog.Int("sequence", v.ev.sequence), slog.Int("last_sequence", v.before.sequence), slog.String("last_type", v.before.lastType),
 			slog.Int("partition", int(v.ev.record.Partition)), slog.Int64("offset", v.ev.record.Offset))
+	}
+	if res.parkedNow != nil {
+		c.metrics.parked.Set(float64(*res.parkedNow))
+	}
+	if res.parked.parked > 0 {
+		c.logger.Warn("events parked until an earlier event of their payment arrives",
+			slog.Int("parked", res.parked.parked), slog.Int("waiting", res.parked.waiting))
 	}
 	for _, l := range res.poison {
 		c.metrics.poison.WithLabelValues(l.reason).Inc()

@@ -16,9 +16,12 @@ type Metrics struct {
 	// orderViolations has a series per reason from the start, so that an alert on it
 	// has a zero to compare with.
 	orderViolations *prometheus.CounterVec
-	decisions       *prometheus.CounterVec
-	processing      prometheus.Histogram
-	lag             *prometheus.GaugeVec
+	// parked is how many events wait for a predecessor in parked_events (park.go),
+	// table-wide: it should come back to 0.
+	parked     prometheus.Gauge
+	decisions  *prometheus.CounterVec
+	processing prometheus.Histogram
+	lag        *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them with reg. It fails if reg already
@@ -41,6 +44,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "antifraud_order_violations_total",
 			Help: "Events that did not follow their payment's last applied event, stored in order_violations and not applied, by reason. Must stay 0.",
 		}, []string{"reason"}),
+		parked: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "antifraud_parked_events",
+			Help: "Events in parked_events: they arrived before an earlier event of their payment and wait for it, not applied and without a dedup row (all consumers).",
+		}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "antifraud_decisions_total",
 			Help: "Decisions made, by verdict (approve, review, block).",
@@ -55,7 +62,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Records behind the partition's high watermark after the last processed batch, by partition.",
 		}, []string{"partition"}),
 	}
-	for _, c := range []prometheus.Collector{m.processed, m.duplicates, m.poison, m.orderViolations, m.decisions, m.processing, m.lag} {
+	for _, c := range []prometheus.Collector{m.processed, m.duplicates, m.poison, m.orderViolations, m.parked, m.decisions, m.processing, m.lag} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register antifraud metrics: %w", err)
 		}

@@ -16,15 +16,19 @@ import (
 // leave the user's totals wrong for good. The relay keeps each payment's order, and the
 // record key keeps a payment on one partition, so an event that does not follow the last
 // one applied must never arrive. If one does, it is not applied and not retried (it would
-// stall its partition, and its predecessor may never come): it is kept in
-// order_violations, counted in antifraud_order_violations_total and logged at Error
-// level, for someone to look at the producer.
+// stall its partition): it is kept in order_violations, counted in
+// antifraud_order_violations_total and logged at Error level, for someone to look at the
+// producer. One exception: an event whose predecessor has not been applied yet
+// (OrderMissingPredecessor) may simply have overtaken it, as an event replayed from the
+// relay's DLQ is overtaken by its successors; it is parked until the predecessor comes
+// (park.go), and counted here only if it is refused then.
 
 // Order violation reasons: the values of order_violations.reason and of the reason label
 // of antifraud_order_violations_total.
 const (
 	// OrderMissingPredecessor: the event's sequence is beyond the next one, so an event
-	// in between has not been applied (not delivered yet, or lost).
+	// in between has not been applied (not delivered yet, or lost). Such an event is
+	// parked (park.go), not recorded as a violation.
 	OrderMissingPredecessor = "missing_predecessor"
 	// OrderOutOfOrder: the sequence is at or below the last one applied, under a new
 	// event id: a later event overtook this one, or the producer wrote one transition

@@ -126,7 +126,8 @@ func TestLifecycleAdjustsTotalsExactlyOnce(t *testing.T) {
 }
 
 // Events that do not follow their payment's last applied one are recorded and counted,
-// never applied, and do not stop the partition.
+// never applied, and do not stop the partition; those whose predecessor has not come
+// yet are parked instead (park.go), and applied once it does.
 func TestOutOfOrderEventsAreRecordedNotApplied(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1)
@@ -135,7 +136,7 @@ func TestOutOfOrderEventsAreRecordedNotApplied(t *testing.T) {
 	twice := newPayment("u-2", 2000, time.Now())
 	voided := newPayment("u-3", 3000, time.Now())
 	records := b.positioned(
-		transitionRecord(t, event.TypePaymentCaptured, early, 2, 0), // before its creation
+		transitionRecord(t, event.TypePaymentCaptured, early, 2, 0), // before its creation: parked, then applied
 		eventRecord(t, uuid.New(), early),
 		eventRecord(t, uuid.New(), twice),
 		transitionRecord(t, event.TypePaymentCaptured, twice, 2, 0),
@@ -143,7 +144,7 @@ func TestOutOfOrderEventsAreRecordedNotApplied(t *testing.T) {
 		eventRecord(t, uuid.New(), voided),
 		transitionRecord(t, event.TypePaymentCancelled, voided, 2, 0),
 		transitionRecord(t, event.TypePaymentRefunded, voided, 3, 100), // refund of a cancelled payment
-		transitionRecord(t, event.TypePaymentRefunded, twice, 5, 100),  // sequence 3 and 4 missing
+		transitionRecord(t, event.TypePaymentRefunded, twice, 5, 100),  // sequence 3 and 4 missing: parked
 	)
 	res, err := c.processBatch(context.Background(), records)
 	if err != nil {
@@ -167,11 +168,11 @@ func TestOutOfOrderEventsAreRecordedNotApplied(t *testing.T) {
 		}
 		got = append(got, r)
 	}
-	want := []row{{0, OrderMissingPredecessor}, {4, OrderOutOfOrder}, {7, OrderInvalidTransition}, {8, OrderMissingPredecessor}}
+	want := []row{{4, OrderOutOfOrder}, {7, OrderInvalidTransition}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("order violations (-want +got):\n%s", diff)
 	}
-	for reason, n := range map[string]float64{OrderMissingPredecessor: 2, OrderOutOfOrder: 1, OrderInvalidTransition: 1} {
+	for reason, n := range map[string]float64{OrderMissingPredecessor: 0, OrderOutOfOrder: 1, OrderInvalidTransition: 1} {
 		if m := testutil.ToFloat64(c.metrics.orderViolations.WithLabelValues(reason)); m != n {
 			t.Errorf("antifraud_order_violations_total{reason=%q} = %v, want %v", reason, m, n)
 		}
@@ -182,15 +183,21 @@ func TestOutOfOrderEventsAreRecordedNotApplied(t *testing.T) {
 	if diff := cmp.Diff(wantTotals, b.totals(t), cmp.AllowUnexported(totalKey{})); diff != "" {
 		t.Errorf("user totals mismatch (-want +got):\n%s", diff)
 	}
-	if n := b.count(t, "SELECT last_sequence FROM payment_progress WHERE payment_id = $1", early.PaymentID); n != 1 {
-		t.Errorf("progress of the payment captured too early = %d, want 1 (the capture not applied)", n)
+	if n := b.count(t, "SELECT last_sequence FROM payment_progress WHERE payment_id = $1", early.PaymentID); n != 2 {
+		t.Errorf("progress of the payment captured too early = %d, want 2 (the capture applied after its creation)", n)
+	}
+	if n := b.count(t, "SELECT count(*) FROM parked_events"); n != 1 {
+		t.Errorf("parked events = %d, want 1 (the refund whose predecessors never came)", n)
 	}
 	// A redelivery of the batch is absorbed: nothing recorded twice, nothing applied.
 	if _, err := c.processBatch(context.Background(), records); err != nil {
 		t.Fatalf("second processBatch: %v", err)
 	}
-	if n := b.count(t, "SELECT count(*) FROM order_violations"); n != 4 {
-		t.Errorf("violations after a redelivery = %d, want 4", n)
+	if n := b.count(t, "SELECT count(*) FROM order_violations"); n != 2 {
+		t.Errorf("violations after a redelivery = %d, want 2", n)
+	}
+	if n := b.count(t, "SELECT count(*) FROM parked_events"); n != 1 {
+		t.Errorf("parked events after a redelivery = %d, want 1", n)
 	}
 	if diff := cmp.Diff(wantTotals, b.totals(t), cmp.AllowUnexported(totalKey{})); diff != "" {
 		t.Errorf("user totals after a redelivery (-want +got):\n%s", diff)

@@ -37,7 +37,14 @@ URL="postgres://postgres@127.0.0.1:$PORT/postgres?sslmode=disable"
 #     `go run ./cmd/bench relay -statements` (docs/bench.md).
 #   wal_level=logical: the CDC relay (RELAY_MODE=cdc) reads the outbox inserts from a
 #     logical replication slot, which the default wal_level=replica cannot serve.
-SERVER_OPTIONS="-c shared_preload_libraries=pg_stat_statements -c wal_level=logical"
+#   max_slot_wal_keep_size=4GB: a slot nobody reads (a stopped CDC relay, one left after
+#     a switch back to polling) keeps every WAL segment from its position on, and the
+#     default (-1) lets it fill the disk. Past 4 GB the server invalidates the slot
+#     instead; the CDC relay then replaces it and publishes every pending row again.
+#     At the 60 MB a stopped relay leaves per minute at 1,000 events/s (docs/bench.md,
+#     "WAL the slot holds"), that is about an hour of outage, well after
+#     OutboxCDCWALRetainedHigh fires at 1 GiB.
+SERVER_OPTIONS="-c shared_preload_libraries=pg_stat_statements -c wal_level=logical -c max_slot_wal_keep_size=4GB"
 
 # This stack's own options, passed with those on every start and restart: the port, so
 # that PGSTACK_PORT moves a data directory that exists, and the owner record. pg_ctl

@@ -10,7 +10,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/dscourse/payments-outbox/internal/tracing"
 	"github.com/dscourse/payments-outbox/internal/webhooksig"
 )
 
@@ -96,6 +98,10 @@ type Config struct {
 	AlertSecret     webhooksig.Secret
 	AlertTimeout    time.Duration
 
+	// ReconcileInterval is how often the relay looks for rows left pending behind the
+	// slot's confirmed position (reconcile.go). Default 1m.
+	ReconcileInterval time.Duration
+
 	// StatsInterval is how often outbox_pending_count, the oldest pending age and the
 	// WAL the slot retains are refreshed. Default 1s.
 	StatsInterval time.Duration
@@ -107,6 +113,11 @@ type Config struct {
 	// production: the polling relay's RELAY_FAULT_TIMESTAMP_SKEW (poll.Config says
 	// why it exists). Every record's timestamp is moved this far from now. Default 0, off.
 	FaultTimestampSkew time.Duration
+
+	// TracerProvider traces each publish of an event whose writer traced it, as a
+	// child of the writer's span (the traceparent stored with the row), as the polling
+	// relay does (docs/tracing.md). Default: none, no span.
+	TracerProvider trace.TracerProvider
 }
 
 func (c Config) withDefaults() Config {
@@ -125,8 +136,10 @@ func (c Config) withDefaults() Config {
 	c.OutageBackoffMax = cmp.Or(c.OutageBackoffMax, 10*time.Second)
 	c.ReconnectInterval = cmp.Or(c.ReconnectInterval, time.Second)
 	c.StatsInterval = cmp.Or(c.StatsInterval, time.Second)
+	c.ReconcileInterval = cmp.Or(c.ReconcileInterval, time.Minute)
 	c.OldestPendingAlert = cmp.Or(c.OldestPendingAlert, 5*time.Minute)
 	c.AlertTimeout = cmp.Or(c.AlertTimeout, 5*time.Second)
+	c.TracerProvider = tracing.OrNone(c.TracerProvider)
 	return c
 }
 

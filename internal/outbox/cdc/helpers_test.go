@@ -265,3 +265,14 @@ func (r *testRelay) metric(t *testing.T, name, reason string) float64 {
 	}
 	return 0
 }
+
+// newTestMetrics is a relay's metrics on a registry of their own, for tests that call
+// the relay's methods without running it.
+func newTestMetrics(t *testing.T) *Metrics {
+	t.Helper()
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}

@@ -52,6 +52,9 @@ func (r *Relay) stream(ctx context.Context, conn *replicationConn, p producer) e
 	ripe := false
 	replayCheck := time.NewTicker(r.cfg.StatusInterval)
 	defer replayCheck.Stop()
+	reconcileCheck := time.NewTicker(r.cfg.ReconcileInterval)
+	defer reconcileCheck.Stop()
+	var watch *reconcileWatch // the reconcile pass's noted look (reconcile.go)
 	for {
 		// A full batch waits for the publisher, and the stream waits with it: not
 		// reading is what holds the walsender back.
@@ -90,6 +93,18 @@ func (r *Relay) stream(ctx context.Context, conn *replicationConn, p producer) e
 			batch = append(replayed, batch...)
 			ripe = true
 			pos.read(len(replayed))
+		case <-reconcileCheck.C:
+			missed, next, err := r.reconcile(ctx, watch)
+			if err != nil && ctx.Err() == nil {
+				r.logger.Warn("reconcile pending rows", slog.Any("err", err)) // tried again at the next tick
+			}
+			watch = next
+			if len(missed) > 0 {
+				// Ahead of the open batch, as replays: they are older than the stream.
+				batch = append(missed, batch...)
+				ripe = true
+				pos.read(len(missed))
+			}
 		case msg := <-msgs:
 			switch {
 			case msg.begin:

@@ -25,6 +25,9 @@ type Metrics struct {
 	// parked is how many events wait beside the stream for a partition that stopped
 	// answering (parking.go); the slot stays behind the oldest of them.
 	parked prometheus.Gauge
+	// reconciled counts the rows found pending behind the confirmed position and
+	// published again (reconcile.go): each is a mark that missed its row.
+	reconciled prometheus.Counter
 }
 
 // NewMetrics creates the relay's metrics and registers them with reg. It fails if reg
@@ -48,8 +51,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "outbox_cdc_parked_events",
 			Help: "Events the CDC relay parked beside the stream because their partition stopped answering; the slot is confirmed only up to the oldest.",
 		}),
+		reconciled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "outbox_cdc_reconciled_total",
+			Help: "Rows the CDC relay found pending behind its slot's confirmed position (a mark that missed its row) and published again.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.walRetained, m.streaming, m.parked} {
+	for _, c := range []prometheus.Collector{m.walRetained, m.streaming, m.parked, m.reconciled} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register CDC relay metrics: %w", err)
 		}

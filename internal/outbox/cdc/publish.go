@@ -61,6 +61,7 @@ func (r *Relay) publish(ctx context.Context, p producer, events []outboxEvent, l
 		if err != nil {
 			return nil, err
 		}
+		r.unmarked.add(ok)
 		acked = append(acked, ok...)
 	}
 	return acked, nil
@@ -82,6 +83,7 @@ func (r *Relay) publishAndMark(ctx context.Context, p producer, events []outboxE
 // event the mark cannot find is logged and left: Kafka has it, and the stream must not
 // wait on a row it cannot find (store.markPublished looks again for a moment first).
 func (r *Relay) markAcked(ctx context.Context, acked []uuid.UUID) error {
+	defer r.unmarked.remove(acked)
 	unmarked, err := r.store.markPublished(ctx, acked)
 	if err != nil {
 		return err
@@ -298,14 +300,10 @@ func (r *Relay) parkFailed(ctx context.Context, p producer, lot *parkingLot, bat
 	return failed, nil
 }
 
-// holdBack dead-letters the events whose aggregate already has an event in the DLQ and
-// returns the others, in order.
+// holdBack dead-letters the events of an aggregate blocked by an earlier event in the
+// DLQ (store.blockedAggregates) and returns the others, in order.
 func (r *Relay) holdBack(ctx context.Context, events []outboxEvent) ([]outboxEvent, error) {
-	aggregates := make([]string, len(events))
-	for i, e := range events {
-		aggregates[i] = e.AggregateID
-	}
-	blocked, err := r.store.blockedAggregates(ctx, aggregates)
+	blocked, err := r.store.blockedAggregates(ctx, events, r.unmarked.list())
 	if err != nil || len(blocked) == 0 {
 		return events, err
 	}
@@ -320,7 +318,7 @@ func (r *Relay) holdBack(ctx context.Context, events []outboxEvent) ([]outboxEve
 			return nil, err
 		}
 		if !moved {
-			continue // dead-lettered already, before a restart streamed it again
+			continue // dead-lettered already, before a restart streamed it again (never "not found": deadLetter waits for the row)
 		}
 		r.logger.Warn("event held back behind a dead-lettered event of its aggregate",
 			slog.String("event_id", e.ID.String()), slog.String("aggregate_id", e.AggregateID))
@@ -421,7 +419,11 @@ func (r *Relay) record(e outboxEvent) *kgo.Record {
 
 func (r *Relay) recordAt(e outboxEvent, now time.Time) *kgo.Record {
 	envelope := event.Envelope{ID: e.ID, Type: e.Type, Key: e.AggregateID, OccurredAt: e.CreatedAt, Payload: e.Payload}
-	return envelope.Record(r.cfg.Topic, now)
+	rec := envelope.Record(r.cfg.Topic, now)
+	if e.Traceparent != "" {
+		rec.Context = withTraced(e)
+	}
+	return rec
 }
 
 // maxPublishTimeout is the longest the back-off of send lets a publish take: four
@@ -440,9 +442,11 @@ func (r *Relay) send(ctx context.Context, p producer, records []*kgo.Record, tim
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeouts.Next(r.cfg.PublishTimeout, r.maxPublishTimeout()))
 	defer cancel()
+	spans := r.startPublishSpans(records)
 	out := make(kgo.ProduceResults, len(records))
 	for _, res := range p.ProduceSync(ctx, records...) {
 		out[index[res.Record]] = res
+		spans.end(res.Record, res.Err)
 	}
 	timeouts.Judge(out)
 	return out

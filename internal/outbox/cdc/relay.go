@@ -51,6 +51,10 @@ type Relay struct {
 	// replayed carries nudges to look for events an operator replayed from the DLQ:
 	// replay is an UPDATE, which the insert-only stream does not carry.
 	replayed chan struct{}
+	// unmarked are the events the publisher got acknowledged whose marks have not
+	// finished: their rows still look unpublished, yet they must not block their
+	// aggregates' next events (holdBack).
+	unmarked idSet
 }
 
 // NewRelay returns a CDC relay over the outbox in pool (used for marks and stats; the
@@ -145,6 +149,7 @@ func (r *Relay) clientOpts() []kgo.Opt {
 // session is one replication connection: make sure the slot exists and has been caught
 // up, then stream from it until something fails or ctx ends.
 func (r *Relay) session(ctx context.Context, p producer) error {
+	r.unmarked.clear() // the last session's marks have all returned (pipeline.finish)
 	conn, err := connect(ctx, r.cfg.DatabaseURL)
 	if err != nil {
 		return err
@@ -160,6 +165,9 @@ func (r *Relay) session(ctx context.Context, p producer) error {
 	// creates the slot there and catches up every row still pending, which includes the
 	// rows the old primary's slot had streamed but the relay had not marked.
 	server := slog.String("server", conn.conn.Conn().RemoteAddr().String())
+	if err := r.replaceLostSlot(ctx); err != nil {
+		return err
+	}
 	snapshot, err := conn.createSlotIfMissing(ctx, r.cfg.Slot)
 	if err != nil {
 		return err

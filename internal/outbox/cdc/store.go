@@ -124,15 +124,44 @@ func (s store) recordHeldBack(ctx context.Context, ids []uuid.UUID, lastError st
 // the row becomes 'failed' and a copy goes to outbox_dlq, where an operator replays it.
 // reason becomes its last_error. It returns the dead letter for the alert, or nil when
 // the row was already failed or published (nothing moved, nothing to alert).
+//
+// A row the move does not find at all is not taken for either: the stream can carry a
+// commit before this session sees it (markPublished says why), and an event dropped
+// then would be neither in Kafka nor in the DLQ while the slot is confirmed past it. So
+// the move is tried again every markRetryInterval, as the mark does, and fails once
+// ctx ends with the row still not found: the stream stops before that event, and the
+// next session streams it again.
 func (s store) deadLetter(ctx context.Context, id uuid.UUID, reason string) (*outbox.DeadLetter, error) {
-	var dead *outbox.DeadLetter
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	for {
+		dead, found, err := s.deadLetterOnce(ctx, id, reason)
+		if err != nil || found {
+			return dead, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("dead-letter outbox event %s: its row is not visible: %w", id, ctx.Err())
+		case <-time.After(markRetryInterval):
+		}
+	}
+}
+
+// deadLetterOnce is one try of deadLetter; found is false when the event's row is
+// nowhere to be seen, in the outbox or its history.
+func (s store) deadLetterOnce(ctx context.Context, id uuid.UUID, reason string) (dead *outbox.DeadLetter, found bool, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `
 			UPDATE outbox_events SET status = 'failed', last_error = $2
 			WHERE id = $1 AND status = 'pending'`, id, reason)
-		if err != nil || tag.RowsAffected() == 0 {
-			return err // already failed or published: nothing to move
+		if err != nil {
+			return err
 		}
+		if tag.RowsAffected() == 0 {
+			// Already failed or published (nothing to move), or not visible yet.
+			return tx.QueryRow(ctx, `
+				SELECT EXISTS (SELECT 1 FROM outbox_events WHERE id = $1)
+				    OR EXISTS (SELECT 1 FROM outbox_published WHERE id = $1)`, id).Scan(&found)
+		}
+		found = true
 		var d outbox.DeadLetter
 		err = tx.QueryRow(ctx, `
 			INSERT INTO outbox_dlq (event_id, event_type, aggregate_id, payload, attempts, last_error)
@@ -147,32 +176,51 @@ func (s store) deadLetter(ctx context.Context, id uuid.UUID, reason string) (*ou
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("dead-letter outbox event %s: %w", id, err)
+		return nil, false, fmt.Errorf("dead-letter outbox event %s: %w", id, err)
 	}
-	return dead, nil
+	return dead, found, nil
 }
 
-// blockedAggregates returns which of the aggregates have a dead-lettered event that has
-// not been replayed. Their later events are held back with it (polling mode holds them
-// in the table; the stream cannot wait, so they go to the DLQ behind it, to be replayed
-// in order). The lookup reads the (aggregate_id, seq) index once per aggregate, so it
-// first asks whether the DLQ holds any entry not replayed, which it nearly never does:
-// a failed row always has one (both relays write the two in one transaction, and a
-// replay clears both in one). Without that question first, the lookup of a batch of a
-// few hundred events costs 10-30 ms on a loaded machine, a third of the publisher's
-// time in a drain, and it runs before every batch.
-func (s store) blockedAggregates(ctx context.Context, aggregates []string) (map[string]bool, error) {
+// blockedAggregates returns which of the events' aggregates are blocked: an earlier
+// event of the aggregate (a lower seq) has a DLQ row and is not published, because it is
+// failed, or replayed and not yet published (the stream does not carry a replay: the
+// relay reads replays at its next look, and an event of the aggregate streamed
+// meanwhile must not overtake it). published are events Kafka acknowledged whose rows
+// are not marked yet: they block nothing. A blocked event goes to the DLQ behind its
+// predecessor (polling mode holds it in the table; the stream cannot wait), to be
+// replayed in order. The events are of distinct aggregates (one wave, publishWave).
+//
+// The lookup reads the (aggregate_id, seq) index once per event, so it first asks
+// whether the DLQ holds any entry whose event is still in the outbox, which it nearly
+// never does: a failed row always has one (both relays write the two in one
+// transaction, and a replay keeps the entry until the mark moves the row). Without
+// that question first, the lookup of a batch of a few hundred events costs 10-30 ms on
+// a loaded machine, a third of the publisher's time in a drain, and it runs before
+// every batch.
+func (s store) blockedAggregates(ctx context.Context, events []outboxEvent, published []uuid.UUID) (map[string]bool, error) {
 	var dlqHolds bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox_dlq WHERE replayed_at IS NULL)`).Scan(&dlqHolds)
+	err := s.pool.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM outbox_dlq d
+		               WHERE d.replayed_at IS NULL
+		                  OR EXISTS (SELECT 1 FROM outbox_events e WHERE e.id = d.event_id))`).Scan(&dlqHolds)
 	if err != nil {
 		return nil, fmt.Errorf("look for dead letters: %w", err)
 	}
 	if !dlqHolds {
 		return nil, nil
 	}
+	aggregates, seqs := make([]string, len(events)), make([]int64, len(events))
+	for i, e := range events {
+		aggregates[i], seqs[i] = e.AggregateID, e.Seq
+	}
 	rows, _ := s.pool.Query(ctx, `
-		SELECT DISTINCT aggregate_id FROM outbox_events
-		WHERE aggregate_id = ANY($1) AND status = 'failed'`, aggregates)
+		SELECT DISTINCT u.aggregate_id FROM unnest($1::text[], $2::bigint[]) AS u(aggregate_id, seq)
+		WHERE EXISTS (
+			SELECT 1 FROM outbox_events e
+			WHERE e.aggregate_id = u.aggregate_id AND e.seq < u.seq
+			  AND e.id <> ALL(coalesce($3::uuid[], '{}'))
+			  AND (e.status = 'failed' OR EXISTS (SELECT 1 FROM outbox_dlq d WHERE d.event_id = e.id)))`,
+		aggregates, seqs, published)
 	blocked, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("look up dead-lettered aggregates: %w", err)
@@ -189,20 +237,24 @@ func (s store) blockedAggregates(ctx context.Context, aggregates []string) (map[
 // UPDATE, which the stream does not carry). tx may carry an exported snapshot.
 func pendingRows(ctx context.Context, q pgx.Tx, replayedOnly bool) ([]outboxEvent, error) {
 	rows, _ := q.Query(ctx, `
-		SELECT e.id, e.event_type, e.aggregate_id, e.payload, e.created_at
+		SELECT e.id, e.seq, e.event_type, e.aggregate_id, e.payload, e.created_at, coalesce(e.traceparent, '')
 		FROM outbox_events e
 		WHERE e.status = 'pending'
 		  AND (NOT $1 OR EXISTS (SELECT 1 FROM outbox_dlq d WHERE d.event_id = e.id AND d.replayed_at IS NOT NULL))
 		ORDER BY e.seq`, replayedOnly)
-	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (outboxEvent, error) {
-		var e outboxEvent
-		err := row.Scan(&e.ID, &e.Type, &e.AggregateID, &e.Payload, &e.CreatedAt)
-		return e, err
-	})
+	events, err := pgx.CollectRows(rows, scanEvent)
 	if err != nil {
 		return nil, fmt.Errorf("read pending outbox events: %w", err)
 	}
 	return events, nil
+}
+
+// scanEvent reads a row of id, seq, event_type, aggregate_id, payload, created_at and
+// traceparent (never NULL).
+func scanEvent(row pgx.CollectableRow) (outboxEvent, error) {
+	var e outboxEvent
+	err := row.Scan(&e.ID, &e.Seq, &e.Type, &e.AggregateID, &e.Payload, &e.CreatedAt, &e.Traceparent)
+	return e, err
 }
 
 // pendingAt reads the pending rows as of snapshot (or now, when snapshot is empty).

@@ -18,11 +18,17 @@ import (
 
 // An outboxEvent is one inserted outbox row as the stream carries it.
 type outboxEvent struct {
-	ID          uuid.UUID
+	ID uuid.UUID
+	// Seq is the row's place in the outbox (outbox_events.seq): which events of its
+	// aggregate came before it (store.blockedAggregates).
+	Seq         int64
 	Type        string
 	AggregateID string
 	Payload     []byte
 	CreatedAt   time.Time
+	// Traceparent is the writer's W3C trace context, "" when it traced nothing: the
+	// publish continues that trace (trace.go).
+	Traceparent string
 }
 
 // errSlotBusy means another relay streams from the slot: PostgreSQL lets one
@@ -257,6 +263,10 @@ func (c *replicationConn) decodeInsert(msg *pglogrepl.InsertMessage) (outboxEven
 		return outboxEvent{}, &decodeError{Err: fmt.Errorf("column id %q: %w", values["id"], err)}
 	}
 	e.Type, e.AggregateID, e.Payload = string(values["event_type"]), string(values["aggregate_id"]), values["payload"]
+	e.Traceparent = string(values["traceparent"]) // NULL arrives as no value: ""
+	if _, err := fmt.Sscan(string(values["seq"]), &e.Seq); err != nil {
+		fail(fmt.Errorf("column seq %q: %w", values["seq"], err))
+	}
 	if e.Type == "" || e.AggregateID == "" || e.Payload == nil {
 		fail(errors.New("event_type, aggregate_id or payload is missing from the stream"))
 	}

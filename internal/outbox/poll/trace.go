@@ -1,16 +1,14 @@
 package poll
 
 import (
-	"context"
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/dscourse/payments-outbox/internal/tracing"
+	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
 )
 
 // publishSpans are the open spans of one publish attempt, by record.
@@ -22,24 +20,15 @@ type publishSpans map[*kgo.Record]trace.Span
 // publish. Each attempt is a span: an event published again after a lost ack shows as
 // a second publish in the same trace. Events without a traceparent get neither.
 func (r *Relay) startPublishSpans(records []*kgo.Record, eventOf map[*kgo.Record]claimedEvent) publishSpans {
-	tracer := r.cfg.TracerProvider.Tracer("github.com/dscourse/payments-outbox/internal/outbox")
+	tracer := r.cfg.TracerProvider.Tracer(delivery.TracerName)
 	spans := publishSpans{}
 	for _, rec := range records {
 		e := eventOf[rec]
-		if e.Traceparent == "" {
-			continue
+		span := delivery.StartPublishSpan(tracer, r.cfg.Topic, rec, e.ID, e.Traceparent,
+			attribute.Int("outbox.attempt", e.Attempts+e.Rejections+1))
+		if span != nil {
+			spans[rec] = span
 		}
-		// The writer's request is over: its context is only a parent for the trace.
-		ctx := tracing.WithTraceparent(context.Background(), e.Traceparent)
-		ctx, span := tracer.Start(ctx, "outbox publish", trace.WithSpanKind(trace.SpanKindProducer),
-			trace.WithAttributes(
-				semconv.MessagingSystemKafka,
-				semconv.MessagingDestinationName(r.cfg.Topic),
-				attribute.String("outbox.event_id", e.ID.String()),
-				attribute.Int("outbox.attempt", e.Attempts+e.Rejections+1),
-			))
-		tracing.InjectRecord(ctx, rec)
-		spans[rec] = span
 	}
 	return spans
 }

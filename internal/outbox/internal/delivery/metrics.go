@@ -23,6 +23,9 @@ type Metrics struct {
 	heldBack         prometheus.Counter
 	// partitionsUnavailable is how many partitions the breaker holds open.
 	partitionsUnavailable prometheus.Gauge
+	// slotWAL is the WAL each replication slot of the outbox's database holds back
+	// (slots.go), in both modes: a slot nobody reads any more holds WAL for ever.
+	slotWAL *prometheus.GaugeVec
 }
 
 // Failure reasons, the values of the reason label of outbox_publish_failures_total.
@@ -77,12 +80,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "outbox_partitions_unavailable",
 			Help: "Partitions that stopped answering while others did, whose events the relay holds back.",
 		}),
+		slotWAL: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "outbox_replication_slot_wal_retained_bytes",
+			Help: "WAL each replication slot of the outbox's database holds back (current WAL position minus its restart_lsn), reported in both relay modes.",
+		}, []string{"slot"}),
 	}
 	// Pre-create both reasons so a dashboard shows 0, not "no data", before a fault.
 	m.publishFailures.WithLabelValues(reasonTransport)
 	m.publishFailures.WithLabelValues(reasonRejected)
 	for _, c := range []prometheus.Collector{m.pending, m.oldestPendingAge, m.published, m.publishFailures,
-		m.deadLettered, m.batchDuration, m.commitToPublish, m.heldBack, m.partitionsUnavailable} {
+		m.deadLettered, m.batchDuration, m.commitToPublish, m.heldBack, m.partitionsUnavailable, m.slotWAL} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register outbox metrics: %w", err)
 		}

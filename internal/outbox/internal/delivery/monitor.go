@@ -9,7 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// PendingMonitor refreshes outbox_pending_count and the oldest pending age, and logs an
+// PendingMonitor refreshes outbox_pending_count, the oldest pending age and the WAL
+// each replication slot of the database holds (slots.go), and logs an
 // Error when the oldest pending event is older than AlertAge: during a broker outage
 // that age, not the DLQ, is what tells operators something is wrong. Both relays run
 // one. The age is the database's to compute (pendingStats): this host's clock and the
@@ -43,6 +44,10 @@ func (m PendingMonitor) Run(ctx context.Context) {
 		}
 		queryCtx, cancel := context.WithTimeout(ctx, m.QueryTimeout)
 		count, age, err := pendingStats(queryCtx, m.Pool)
+		var slots map[string]int64
+		if err == nil {
+			slots, err = slotStats(queryCtx, m.Pool)
+		}
 		if err == nil && m.Also != nil {
 			err = m.Also(queryCtx)
 		}
@@ -54,6 +59,7 @@ func (m PendingMonitor) Run(ctx context.Context) {
 			continue
 		}
 		m.Metrics.observePending(count, age)
+		m.Metrics.observeSlots(slots)
 		if age > m.AlertAge && time.Since(lastAlert) > time.Minute {
 			lastAlert = time.Now()
 			m.Logger.Error("outbox events are not being published; is Kafka reachable?",
