@@ -22,12 +22,11 @@
 //     lifecycleload.go takes each payment on through its lifecycle (capture, refunds,
 //     cancel, and races of two transitions);
 //   - faults.go drives Toxiproxy on a deterministic schedule and records the windows;
-//   - verify.go is the black-box verifier: it needs only an API URL, the payments
-//     database, the Kafka topic and, optionally, the consumer's database, so it can
-//     check any implementation that keeps docs/contract.md; schema.go, topic.go,
-//     payloads.go and totals.go read what it reads, observed.go turns it into counts,
-//     and order.go checks each payment's events against their sequence, in the topic
-//     and in the consumer;
+//   - package verify is the black-box verifier: it needs only the payments database,
+//     the Kafka topic and, optionally, the consumer's database, so it can check any
+//     implementation that keeps docs/contract.md; observed.go and totals.go turn what
+//     it read into counts, and order.go checks each payment's events against their
+//     sequence, in the topic and in the consumer;
 //   - replicapause.go runs two API replicas on one outbox and pauses one past its lease;
 //   - copies.go follows the topic live and injects copies of real records, so the
 //     consumer's dedup is exercised whatever the relay does; evidence.go turns what

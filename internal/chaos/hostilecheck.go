@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -46,7 +47,7 @@ func (h *hostileRecords) validity(r *Report, rn *Run) []Check {
 func (h *hostileRecords) consumerChecks(ctx context.Context, rn *Run) []Check {
 	const lettersName = "hostile records in consumer_dead_letters (by the positions the harness wrote them at)"
 	const copiesName = "copies of decided events counted as duplicates (not dead-lettered, not decided)"
-	foreign := h.Foreign.positions()
+	foreign := h.Foreign.Positions()
 	hostile := 0
 	for _, kind := range foreign {
 		if kind != duplicateKind {
@@ -94,7 +95,7 @@ func (h *hostileRecords) consumerChecks(ctx context.Context, rn *Run) []Check {
 }
 
 // deadLetters returns the positions of the run's topic that the consumer dead-lettered.
-func deadLetters(ctx context.Context, rn *Run) (map[RecordPosition]bool, error) {
+func deadLetters(ctx context.Context, rn *Run) (map[verify.RecordPosition]bool, error) {
 	conn, err := pgx.Connect(ctx, rn.consumerDB)
 	if err != nil {
 		return nil, fmt.Errorf("connect to the consumer database: %w", err)
@@ -104,8 +105,8 @@ func deadLetters(ctx context.Context, rn *Run) (map[RecordPosition]bool, error) 
 	if err != nil {
 		return nil, fmt.Errorf("read consumer_dead_letters: %w", err)
 	}
-	letters := map[RecordPosition]bool{}
-	var at RecordPosition
+	letters := map[verify.RecordPosition]bool{}
+	var at verify.RecordPosition
 	_, err = pgx.ForEachRow(rows, []any{&at.Partition, &at.Offset}, func() error {
 		letters[at] = true
 		return nil

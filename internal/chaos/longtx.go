@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -186,7 +187,7 @@ func (l *longTransaction) vacuum(ctx context.Context, stats *pgx.Conn, heldAt ti
 	if err != nil {
 		return
 	}
-	table, err := publishedEventsTable(ctx, stats)
+	table, err := verify.PublishedEventsTable(ctx, stats)
 	if err != nil {
 		return
 	}

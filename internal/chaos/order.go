@@ -1,100 +1,19 @@
 package chaos
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/dscourse/payments-outbox/internal/event"
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 )
-
-// The lifecycle checks (docs/adr/0006): a payment has several events, one per committed
-// transition, each with its sequence number, and they must reach the topic, and the
-// consumer, in that sequence. The relay's claim keeps that order only if it never
-// publishes an event while an earlier one of its aggregate is unfinished; a claim without
-// that check publishes a capture held back by no fault before its creation held back by
-// one, and the topic shows it.
-
-// A CommittedLifecycle is what the payments table says of a payment's transitions.
-type CommittedLifecycle struct {
-	Status string
-	// Version is the number of committed transitions, the creation included: the
-	// events 1..Version must be in the topic, and no other.
-	Version int
-}
-
-// expectedType is the event type of transition sequence of a payment that ended in
-// status: 1 is the creation, 2 the capture or the cancellation, the rest refunds.
-func (l CommittedLifecycle) expectedType(sequence int) string {
-	switch {
-	case sequence == event.CreatedSequence:
-		return event.TypePaymentCreated
-	case sequence == 2 && l.Status == "cancelled":
-		return event.TypePaymentCancelled
-	case sequence == 2:
-		return event.TypePaymentCaptured
-	default:
-		return event.TypePaymentRefunded
-	}
-}
-
-// committedLifecycles reads every payment's state and version.
-func (v *Verifier) committedLifecycles(ctx context.Context) (map[string]CommittedLifecycle, error) {
-	rows, err := v.payments.Query(ctx, `SELECT id::text, status::text, version::int FROM payments`)
-	if err != nil {
-		return nil, fmt.Errorf("read committed transitions: %w", err)
-	}
-	out := map[string]CommittedLifecycle{}
-	var id string
-	var l CommittedLifecycle
-	_, err = pgx.ForEachRow(rows, []any{&id, &l.Status, &l.Version}, func() error {
-		out[id] = l
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read committed transitions: %w", err)
-	}
-	return out, nil
-}
-
-// consumerOrder reads, per payment, the sequences of the events the consumer took, in
-// the order it took them (processed_events.processed_order), and the number of rows in
-// its own order_violations table, -1 without one.
-func (v *Verifier) consumerOrder(ctx context.Context, schema Schema) (map[string][]int, int, error) {
-	rows, err := v.consumer.Query(ctx, `
-		SELECT payment_id::text, sequence FROM processed_events
-		WHERE sequence IS NOT NULL ORDER BY processed_order`)
-	if err != nil {
-		return nil, 0, fmt.Errorf("read the consumer's applied order: %w", err)
-	}
-	order := map[string][]int{}
-	var id string
-	var sequence int
-	_, err = pgx.ForEachRow(rows, []any{&id, &sequence}, func() error {
-		order[id] = append(order[id], sequence)
-		return nil
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("read the consumer's applied order: %w", err)
-	}
-	own := -1
-	if schema.OrderViolations {
-		if err := v.consumer.QueryRow(ctx, `SELECT count(*) FROM order_violations`).Scan(&own); err != nil {
-			return nil, 0, fmt.Errorf("count the consumer's order violations: %w", err)
-		}
-	}
-	return order, own, nil
-}
 
 // fillOrder counts the payments whose events the topic shows out of their sequence, the
 // committed transitions without an event and the events of transitions never committed,
 // and the consumer's applied order.
-func (o Observed) fillOrder(r *Report) {
+func fillOrder(o verify.Observed, r *Report) {
 	r.OrderViolations, r.TransitionsLost, r.TransitionsPhantom, r.MultiEventPayments = 0, 0, 0, 0
 	for _, id := range slices.Sorted(maps.Keys(o.Topic.PaymentOrder)) {
 		events := o.Topic.PaymentOrder[id]
@@ -124,7 +43,7 @@ func (o Observed) fillOrder(r *Report) {
 			}
 		}
 		for _, e := range o.Topic.PaymentOrder[id] {
-			if e.Sequence <= l.Version && e.Type == l.expectedType(e.Sequence) {
+			if e.Sequence <= l.Version && e.Type == l.ExpectedType(e.Sequence) {
 				continue
 			}
 			r.TransitionsPhantom++
@@ -133,13 +52,13 @@ func (o Observed) fillOrder(r *Report) {
 			}
 		}
 	}
-	o.fillConsumerOrder(r)
+	fillConsumerOrder(o, r)
 }
 
 // fillConsumerOrder checks the order in which the consumer took each payment's events:
 // 1, 2, 3 ... with nothing skipped, as for the topic, and every committed transition
 // taken by the end.
-func (o Observed) fillConsumerOrder(r *Report) {
+func fillConsumerOrder(o verify.Observed, r *Report) {
 	r.ConsumerOrderViolations, r.ConsumerTransitionsMissing, r.ConsumerOwnViolations = 0, 0, o.ConsumerOwnViolations
 	if o.ConsumerOrder == nil {
 		return
@@ -181,7 +100,7 @@ func outOfSequence(seqs []int) int {
 	return 0
 }
 
-func sequencesOf(events []TopicEvent) []int {
+func sequencesOf(events []verify.TopicEvent) []int {
 	seqs := make([]int, len(events))
 	for i, e := range events {
 		seqs[i] = e.Sequence
@@ -190,7 +109,7 @@ func sequencesOf(events []TopicEvent) []int {
 }
 
 // describe lists events as "PaymentCreated 1, PaymentCaptured 2".
-func describe(events []TopicEvent) string {
+func describe(events []verify.TopicEvent) string {
 	parts := make([]string, len(events))
 	for i, e := range events {
 		parts[i] = fmt.Sprintf("%s %d", e.Type, e.Sequence)

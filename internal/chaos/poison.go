@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -149,7 +150,7 @@ func (p *poison) disrupt(ctx context.Context, rn *Run) error {
 	if err := p.restoreLimit(after, rn); err != nil {
 		return err
 	}
-	topic, err := ReadTopic(after, rn.brokers, rn.topic)
+	topic, err := verify.ReadTopic(after, rn.brokers, rn.topic)
 	if err != nil {
 		return err
 	}
@@ -299,7 +300,7 @@ func (p *poison) alerted(tally poisonTally) bool {
 // LargestUserIDPrefix) from the others.
 func readPoisonTally(ctx context.Context, conn *pgx.Conn, c calibration) (poisonTally, error) {
 	t := poisonTally{poison: map[string]int{}, deadLettered: map[string]string{}, events: map[string]int{}}
-	events, err := allOutboxEvents(ctx, conn)
+	events, err := verify.AllOutboxEvents(ctx, conn)
 	if err != nil {
 		return t, err
 	}

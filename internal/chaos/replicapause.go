@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -152,7 +153,7 @@ func untouchableRows(ctx context.Context, dbURL string) (map[string]outboxRowSta
 			SELECT id::text, 'published', '', published_at::text FROM outbox_published
 			UNION ALL
 			SELECT id::text, status, 'held', attempts::text FROM outbox_events
-			WHERE status = 'pending' AND id NOT IN (` + freePendingIDsSQL + `)`, nil
+			WHERE status = 'pending' AND id NOT IN (` + verify.FreePendingIDsSQL + `)`, nil
 	})
 }
 
@@ -190,7 +191,7 @@ func readRowStates(ctx context.Context, dbURL string, queryFor func(leaseColumns
 		return nil, fmt.Errorf("read outbox rows: %w", err)
 	}
 	defer conn.Close(ctx)
-	leaseColumns, err := hasColumn(ctx, conn, "outbox_events", "lease_expires_at")
+	leaseColumns, err := verify.HasColumn(ctx, conn, "outbox_events", "lease_expires_at")
 	if err != nil {
 		return nil, fmt.Errorf("read outbox rows: %w", err)
 	}

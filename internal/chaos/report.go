@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 )
 
 // A Report is the outcome of one scenario run, written to reports/chaos-<scenario>.json.
@@ -113,7 +115,7 @@ type Report struct {
 	TopicPartitions    int `json:"topic_partitions"`
 	ExpectedPartitions int `json:"expected_partitions"`
 	// Schema is which tables of the contract the verifier found.
-	Schema Schema `json:"schema"`
+	Schema verify.Schema `json:"schema"`
 	// DLQ is the larger of the rows in outbox_dlq and the outbox rows in status
 	// failed.
 	DLQ int `json:"dlq"`

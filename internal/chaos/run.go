@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -269,7 +270,7 @@ func (rn *Run) leasedRows(ctx context.Context) int {
 		return -1
 	}
 	defer conn.Close(ctx)
-	n, err := heldOutboxRows(ctx, conn)
+	n, err := verify.HeldOutboxRows(ctx, conn)
 	if err != nil {
 		return -1
 	}

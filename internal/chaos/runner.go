@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -139,7 +140,7 @@ func RunScenario(ctx context.Context, opts Options, stack *NativeStack, sc Scena
 	if err != nil {
 		return nil, err
 	}
-	verifier, err := NewVerifier(ctx, VerifyConfig{PaymentsDB: rn.paymentsDB, ConsumerDB: rn.consumerDB, Brokers: rn.brokers, Topic: report.Topic, Foreign: sc.Foreign})
+	verifier, err := verify.New(ctx, verify.Config{PaymentsDB: rn.paymentsDB, ConsumerDB: rn.consumerDB, Brokers: rn.brokers, Topic: report.Topic, Foreign: sc.Foreign})
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +240,7 @@ const warmUpPayments = 8
 // It also captures the first one, to learn whether the service has the lifecycle
 // endpoints (a MAY of docs/contract.md): with them the load sends every payment through
 // its lifecycle, without them creations only, and the lifecycle rows are off.
-func warmUp(ctx context.Context, rn *Run, verifier *Verifier, report *Report) error {
+func warmUp(ctx context.Context, rn *Run, verifier *verify.Verifier, report *Report) error {
 	for i := range warmUpPayments {
 		runID := fmt.Sprintf("%s-warmup-%d", report.RunID, i)
 		warm, err := RunLoad(ctx, LoadConfig{BaseURL: rn.API.BaseURL, RunID: runID, Payments: 1, APIKey: rn.apiKey})
@@ -274,15 +275,15 @@ func captureWorks(ctx context.Context, rn *Run, id, runID string, report *Report
 // waits for the drain and observes the outcome; then it stops the disruption and clears
 // the faults. A drain that never came is a note in the report, not an error: the checks
 // will say what it left behind.
-func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run, verifier *Verifier, report *Report) (LoadResult, Observed, error) {
+func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run, verifier *verify.Verifier, report *Report) (LoadResult, verify.Observed, error) {
 	watch, err := StartTopicWatch(ctx, WatchConfig{Brokers: rn.brokers, Topic: report.Topic, CopyEvery: sc.CopyEvery, Origin: rn.origin, Logger: rn.logger})
 	if err != nil {
-		return LoadResult{}, Observed{}, err
+		return LoadResult{}, verify.Observed{}, err
 	}
 	defer watch.Stop()
 	sampler, err := startSampler(ctx, rn)
 	if err != nil {
-		return LoadResult{}, Observed{}, err
+		return LoadResult{}, verify.Observed{}, err
 	}
 	// The timeline ends when this returns: after the observation and the end of the
 	// disruption, so its last samples show the run settled.
@@ -296,7 +297,7 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 	stopDisruption, disruptionDone := startDisruption(ctx, sc, rn)
 	defer stopDisruption()
 	if err := waitUntil(ctx, time.Now().Add(sc.LoadDelay)); err != nil {
-		return LoadResult{}, Observed{}, err
+		return LoadResult{}, verify.Observed{}, err
 	}
 	rn.logger.Info("sending payments", slog.Int("payments", opts.Payments), slog.Duration("span", sc.Span), slog.Int("bursts", sc.Bursts))
 	urls := rn.apiURLs()
@@ -304,7 +305,7 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 		LargestEvery: sc.LargestEvery, MaxAttempts: sc.MaxAttempts, Lifecycle: report.LifecycleLoad, SameKeyEvery: sameKeyEvery})
 	closeLoadDone()
 	if err != nil {
-		return LoadResult{}, Observed{}, fmt.Errorf("run load: %w", err)
+		return LoadResult{}, verify.Observed{}, fmt.Errorf("run load: %w", err)
 	}
 	rn.loadEndS = load.Ended.Sub(rn.origin).Seconds()
 	rn.logger.Info("load done", slog.Int("accepted", load.Accepted), slog.Int("rejected", load.Rejected), slog.Int("retries", load.Retries))
@@ -320,7 +321,7 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 		select {
 		case <-disruptionDone:
 		case <-ctx.Done():
-			return LoadResult{}, Observed{}, ctx.Err()
+			return LoadResult{}, verify.Observed{}, ctx.Err()
 		}
 	}
 	report.DrainSeconds, err = verifier.WaitDrain(ctx, load.Ended)
@@ -339,16 +340,16 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 	// process still holds its counters.
 	report.FailedPublishAttempts, _ = rn.failedPublishAttempts()
 	if err := stopDisruption(); err != nil {
-		return LoadResult{}, Observed{}, fmt.Errorf("disruption: %w", err)
+		return LoadResult{}, verify.Observed{}, fmt.Errorf("disruption: %w", err)
 	}
 	if rn.cluster != nil {
 		report.Cluster = rn.cluster.evidence()
 	}
 	if err := rn.Faults.Reset(); err != nil {
-		return LoadResult{}, Observed{}, err
+		return LoadResult{}, verify.Observed{}, err
 	}
 	if observeErr != nil {
-		return LoadResult{}, Observed{}, observeErr
+		return LoadResult{}, verify.Observed{}, observeErr
 	}
 	return load, observed, nil
 }
@@ -379,9 +380,9 @@ func startDisruption(ctx context.Context, sc Scenario, rn *Run) (stop func() err
 // verdict: validity checks (the faults bit) first, then the SLOs and the contract. The
 // ids the API answered with are checked too, so that a 201 whose payment was never
 // committed counts as lost.
-func judge(report *Report, sc Scenario, rn *Run, load LoadResult, observed Observed, origin time.Time) {
+func judge(report *Report, sc Scenario, rn *Run, load LoadResult, observed verify.Observed, origin time.Time) {
 	observed.Accepted = load.PaymentIDs
-	observed.Fill(report)
+	fillObserved(observed, report)
 	report.APIAccepted, report.APIRejected, report.APIRetries = load.Accepted, load.Rejected, load.Retries
 	report.Transitions = load.Transitions
 	report.ServerErrors = load.ServerErrors

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -59,7 +60,7 @@ type Scenario struct {
 	// BeforeLoad, when set, runs after the warm-up and before the disruption starts:
 	// for a measurement the disruption depends on. It returns how many payments it
 	// committed, which the run counts with the warm-up's.
-	BeforeLoad func(ctx context.Context, rn *Run, verifier *Verifier, report *Report) (payments int, err error)
+	BeforeLoad func(ctx context.Context, rn *Run, verifier *verify.Verifier, report *Report) (payments int, err error)
 	// AfterLoad, when set, runs once the load has been sent and before the runner waits
 	// for the drain: for a step the drain depends on, such as replaying dead letters.
 	AfterLoad func(ctx context.Context, rn *Run) error
@@ -77,7 +78,7 @@ type Scenario struct {
 	Validity func(r *Report, rn *Run) []Check
 	// Foreign, when set, are the records Disrupt writes to the topic itself, as another
 	// producer would: the verifier leaves them out (see ReadTopicExcept).
-	Foreign *ForeignRecords
+	Foreign *verify.ForeignRecords
 }
 
 // relayEnv makes the relay's timeouts short enough for the fault windows to outlast
@@ -151,7 +152,7 @@ func Scenarios(short bool) map[string]Scenario {
 	// the other replica, held the rows seen held: about one pause in two, so three of them.
 	pause := replicaPause{Pauses: 3, Pause: 14 * time.Second, Alone: 3 * time.Second, Gap: [2]time.Duration{time.Second, 3 * time.Second}}
 	pauseSpan := 60 * time.Second
-	hostile := &hostileRecords{Foreign: &ForeignRecords{}, For: 13 * time.Second, Every: 500 * time.Millisecond}
+	hostile := &hostileRecords{Foreign: &verify.ForeignRecords{}, For: 13 * time.Second, Every: 500 * time.Millisecond}
 	// The cluster scenarios (cluster.go). A broker takes 5 to 30 s to start on a small,
 	// busy machine, so their loads are paced over long enough for every kill and
 	// restart to happen while payments arrive.

@@ -1,4 +1,4 @@
-package chaos
+package verify
 
 import (
 	"context"
@@ -86,9 +86,9 @@ func TestTopicContentsChecksTheRecordContract(t *testing.T) {
 			r := paymentRecord(t, "payments.events", uuid.New(), uuid.New())
 			r.Partition, r.Offset = 2, 7
 			tt.modify(r)
-			c := newTopicContents()
-			c.add(r)
-			c.add(paymentRecord(t, "payments.events", uuid.New(), uuid.New())) // a good one after it
+			c := NewTopicContents()
+			c.Add(r)
+			c.Add(paymentRecord(t, "payments.events", uuid.New(), uuid.New())) // a good one after it
 			got := []int{c.BadKey.Count, c.BadHeaders.Count, c.BadPayload.Count}
 			if diff := cmp.Diff([]int{tt.wantKey, tt.wantHeaders, tt.wantPayload}, got); diff != "" {
 				t.Errorf("bad key, headers, payload (-want +got):\n%s", diff)
@@ -119,9 +119,9 @@ func deleteField(t *testing.T, value []byte, field string) []byte {
 func TestTopicContentsIdentities(t *testing.T) {
 	t.Parallel()
 	paymentID, first, second := uuid.New(), uuid.New(), uuid.New()
-	c := newTopicContents()
+	c := NewTopicContents()
 	for _, id := range []uuid.UUID{first, first, second} {
-		c.add(paymentRecord(t, "payments.events", paymentID, id))
+		c.Add(paymentRecord(t, "payments.events", paymentID, id))
 	}
 	p := paymentID.String()
 	if diff := cmp.Diff([]string{first.String(), second.String()}, c.PaymentEventIDs[p]); diff != "" {

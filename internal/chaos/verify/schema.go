@@ -1,4 +1,4 @@
-package chaos
+package verify
 
 import (
 	"context"
@@ -97,7 +97,7 @@ func (v *Verifier) schema(ctx context.Context) (Schema, error) {
 	}
 	for _, l := range lookups {
 		var err error
-		if *l.found, err = hasColumn(ctx, l.db, l.table, l.column); err != nil {
+		if *l.found, err = HasColumn(ctx, l.db, l.table, l.column); err != nil {
 			return s, err
 		}
 	}
@@ -107,22 +107,22 @@ func (v *Verifier) schema(ctx context.Context) (Schema, error) {
 			break
 		}
 		var err error
-		if s.PaymentLifecycle, err = hasColumn(ctx, v.payments, "payments", column); err != nil {
+		if s.PaymentLifecycle, err = HasColumn(ctx, v.payments, "payments", column); err != nil {
 			return s, err
 		}
 	}
 	if s.ConsumerOrder {
 		var err error
-		if s.ConsumerOrder, err = hasColumn(ctx, v.consumer, "processed_events", "sequence"); err != nil {
+		if s.ConsumerOrder, err = HasColumn(ctx, v.consumer, "processed_events", "sequence"); err != nil {
 			return s, err
 		}
 	}
 	return s, nil
 }
 
-// hasColumn reports whether db has table (in its search path) and, unless column is
+// HasColumn reports whether db has table (in its search path) and, unless column is
 // empty, a column of that name in it.
-func hasColumn(ctx context.Context, db rowQuerier, table, column string) (bool, error) {
+func HasColumn(ctx context.Context, db rowQuerier, table, column string) (bool, error) {
 	var ok bool
 	err := db.QueryRow(ctx, `
 		SELECT to_regclass($1) IS NOT NULL AND ($2 = '' OR EXISTS (

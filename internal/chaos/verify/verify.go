@@ -1,23 +1,19 @@
-package chaos
+package verify
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// VerifyConfig points the verifier at an implementation. Only what docs/contract.md
+// Config points the verifier at an implementation. Only what docs/contract.md
 // promises is used, so it can judge a student's service as well as ours.
-type VerifyConfig struct {
+type Config struct {
 	// PaymentsDB is the URL of the payments database (table payments; Schema lists
 	// the optional ones). Required.
 	PaymentsDB string
@@ -42,7 +38,7 @@ type VerifyConfig struct {
 	Foreign *ForeignRecords
 }
 
-func (c VerifyConfig) withDefaults() VerifyConfig {
+func (c Config) withDefaults() Config {
 	c.Partitions = cmp.Or(c.Partitions, 3)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, 5*time.Minute)
 	c.DecisionTimeout = cmp.Or(c.DecisionTimeout, 2*time.Minute)
@@ -50,7 +46,7 @@ func (c VerifyConfig) withDefaults() VerifyConfig {
 }
 
 // Validate reports what is missing, in the words of the command-line flags.
-func (c VerifyConfig) Validate() error {
+func (c Config) Validate() error {
 	switch {
 	case c.PaymentsDB == "":
 		return errors.New("verify: the payments database URL is required (-payments-db)")
@@ -64,13 +60,13 @@ func (c VerifyConfig) Validate() error {
 
 // A Verifier reads the databases and the topic of one run.
 type Verifier struct {
-	cfg      VerifyConfig
+	cfg      Config
 	payments *pgxpool.Pool
 	consumer *pgxpool.Pool // nil without ConsumerDB
 }
 
-// NewVerifier connects to the databases. Close it when done.
-func NewVerifier(ctx context.Context, cfg VerifyConfig) (*Verifier, error) {
+// New connects to the databases. Close it when done.
+func New(ctx context.Context, cfg Config) (*Verifier, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -104,7 +100,7 @@ func (v *Verifier) Close() {
 func (v *Verifier) WaitDrain(ctx context.Context, loadEnded time.Time) (float64, error) {
 	ctx, cancel := context.WithDeadline(ctx, loadEnded.Add(v.cfg.DrainTimeout))
 	defer cancel()
-	hasOutbox, err := hasColumn(ctx, v.payments, "outbox_events", "status")
+	hasOutbox, err := HasColumn(ctx, v.payments, "outbox_events", "status")
 	if err != nil {
 		return -1, err
 	}
@@ -332,52 +328,14 @@ func (v *Verifier) consumerDuplicates(ctx context.Context) int {
 	return n
 }
 
-// ScrapeCounter sums every sample of the named metrics in a Prometheus text exposition
-// at url (all label sets). ok is false when none of the metrics is exposed.
-func ScrapeCounter(ctx context.Context, url string, names ...string) (sum int, ok bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, false, fmt.Errorf("scrape %s: %w", url, err)
+// waitUntil waits for t or ctx, whichever comes first.
+func waitUntil(ctx context.Context, t time.Time) error {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, false, fmt.Errorf("scrape %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, false, fmt.Errorf("scrape %s: status %d", url, resp.StatusCode)
-	}
-	var total float64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, rest, _ := strings.Cut(line, " ")
-		name, _, _ = strings.Cut(name, "{")
-		for _, want := range names {
-			if name != want {
-				continue
-			}
-			// With labels the value follows the closing brace.
-			if i := strings.LastIndex(line, "}"); i >= 0 {
-				rest = line[i+1:]
-			}
-			fields := strings.Fields(rest)
-			if len(fields) == 0 {
-				continue
-			}
-			if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
-				total += v
-				ok = true
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, false, fmt.Errorf("scrape %s: %w", url, err)
-	}
-	return int(total), ok, nil
 }

@@ -1,4 +1,4 @@
-package chaos
+package verify
 
 import (
 	"context"
@@ -13,17 +13,17 @@ import (
 // its rows as row locks of the batch's transaction and moves each published event to
 // outbox_published (docs/adr/0002). These functions read both.
 
-// freePendingIDsSQL selects the pending outbox rows that no batch's transaction holds:
+// FreePendingIDsSQL selects the pending outbox rows that no batch's transaction holds:
 // those a FOR KEY SHARE SKIP LOCKED of the harness's own can lock. Run it in a
 // transaction that ends at once: its weak locks last that long, during which a relay's
 // claim skips those rows as it would another relay's.
-const freePendingIDsSQL = `SELECT id FROM outbox_events WHERE status = 'pending' FOR KEY SHARE SKIP LOCKED`
+const FreePendingIDsSQL = `SELECT id FROM outbox_events WHERE status = 'pending' FOR KEY SHARE SKIP LOCKED`
 
-// heldOutboxRows counts the pending outbox rows a relay holds right now: under a live
+// HeldOutboxRows counts the pending outbox rows a relay holds right now: under a live
 // lease (lease_expires_at), or locked by a batch's transaction (all pending rows but
-// the free ones, freePendingIDsSQL).
-func heldOutboxRows(ctx context.Context, conn *pgx.Conn) (int, error) {
-	leaseColumn, err := hasColumn(ctx, conn, "outbox_events", "lease_expires_at")
+// the free ones, FreePendingIDsSQL).
+func HeldOutboxRows(ctx context.Context, conn *pgx.Conn) (int, error) {
+	leaseColumn, err := HasColumn(ctx, conn, "outbox_events", "lease_expires_at")
 	if err != nil {
 		return 0, err
 	}
@@ -36,7 +36,7 @@ func heldOutboxRows(ctx context.Context, conn *pgx.Conn) (int, error) {
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, `
 			SELECT (SELECT count(*) FROM outbox_events WHERE status = 'pending')
-			     - (SELECT count(*) FROM (`+freePendingIDsSQL+`) AS free)`).
+			     - (SELECT count(*) FROM (`+FreePendingIDsSQL+`) AS free)`).
 			Scan(&held)
 	})
 	if err != nil {
@@ -45,11 +45,11 @@ func heldOutboxRows(ctx context.Context, conn *pgx.Conn) (int, error) {
 	return held, nil
 }
 
-// publishedEventsTable returns the table and column that say when an event was
+// PublishedEventsTable returns the table and column that say when an event was
 // published: outbox_published.published_at when the outbox moves published events
 // there, outbox_events.published_at otherwise.
-func publishedEventsTable(ctx context.Context, conn *pgx.Conn) (string, error) {
-	moved, err := hasColumn(ctx, conn, "outbox_published", "published_at")
+func PublishedEventsTable(ctx context.Context, conn *pgx.Conn) (string, error) {
+	moved, err := HasColumn(ctx, conn, "outbox_published", "published_at")
 	if err != nil {
 		return "", err
 	}
@@ -59,11 +59,11 @@ func publishedEventsTable(ctx context.Context, conn *pgx.Conn) (string, error) {
 	return "outbox_events", nil
 }
 
-// allOutboxEvents returns a FROM item that lists every event the outbox holds, with
+// AllOutboxEvents returns a FROM item that lists every event the outbox holds, with
 // id, aggregate_id, event_type, payload, status and rejections: outbox_events alone, or
 // with outbox_published (status 'published') when published events move there.
-func allOutboxEvents(ctx context.Context, conn *pgx.Conn) (string, error) {
-	table, err := publishedEventsTable(ctx, conn)
+func AllOutboxEvents(ctx context.Context, conn *pgx.Conn) (string, error) {
+	table, err := PublishedEventsTable(ctx, conn)
 	if err != nil {
 		return "", err
 	}

@@ -1,4 +1,4 @@
-package chaos
+package verify
 
 import (
 	"context"
@@ -85,7 +85,8 @@ type TopicEvent struct {
 	Offset    int64
 }
 
-func newTopicContents() TopicContents {
+// NewTopicContents returns contents with nothing counted yet, ready for Add.
+func NewTopicContents() TopicContents {
 	return TopicContents{
 		EventCopies:        map[string]int{},
 		PaymentEvents:      map[string]int{},
@@ -113,7 +114,7 @@ func ReadTopic(ctx context.Context, brokers []string, topic string) (TopicConten
 // itself as another producer would: they are not the service's records, and the
 // contract rows judge the service. A nil foreign skips nothing.
 func ReadTopicExcept(ctx context.Context, brokers []string, topic string, foreign *ForeignRecords) (TopicContents, error) {
-	contents := newTopicContents()
+	contents := NewTopicContents()
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		return contents, fmt.Errorf("new Kafka client: %w", err)
@@ -182,7 +183,7 @@ func ReadTopicExcept(ctx context.Context, brokers []string, topic string, foreig
 			// is the marker of a transaction that straddles the end): it is not read,
 			// but it shows the partition is done.
 			if r.Offset < end && !r.Attrs.IsControl() && !foreign.has(r.Partition, r.Offset) {
-				contents.add(r)
+				contents.Add(r)
 			}
 			if r.Offset+1 >= end {
 				delete(remaining, r.Partition)
@@ -192,8 +193,8 @@ func ReadTopicExcept(ctx context.Context, brokers []string, topic string, foreig
 	return contents, nil
 }
 
-// add counts one record and checks it against the record contract.
-func (c *TopicContents) add(r *kgo.Record) {
+// Add counts one record and checks it against the record contract.
+func (c *TopicContents) Add(r *kgo.Record) {
 	c.Records++
 	where := fmt.Sprintf("partition %d offset %d", r.Partition, r.Offset)
 
