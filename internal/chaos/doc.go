@@ -18,9 +18,10 @@
 //     valid events and replays their dead letters, with alertsink.go as the pager;
 //     pgfaults.go slows, cuts and stops the API's link to PostgreSQL through a Toxiproxy
 //     proxy of its own; longtx.go holds a snapshot open and measures the relay around it;
-//   - loadgen.go is the load generator (the Go twin of loadtest/k6/payments.js), and
-//     lifecycleload.go takes each payment on through its lifecycle (capture, refunds,
-//     cancel, and races of two transitions);
+//   - package load is the load generator (the Go twin of loadtest/k6/payments.js):
+//     it takes payments on through their lifecycle (capture, refunds, cancel, and races
+//     of two transitions); loadrows.go holds the SLO rows of what its clients saw, and
+//     apikey.go makes the API key its requests carry;
 //   - faults.go drives Toxiproxy on a deterministic schedule and records the windows;
 //   - package verify is the black-box verifier: it needs only the payments database,
 //     the Kafka topic and, optionally, the consumer's database, so it can check any

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -64,21 +65,21 @@ const healthyPublishS = 2.0
 // with notes that put the service's own view of its failures beside it. Call it after
 // the drain and before the verifier reads the topic, so that no copy is injected while
 // the verifier counts.
-func collectEvidence(ctx context.Context, rn *Run, report *Report, watch *TopicWatch, load LoadResult) {
+func collectEvidence(ctx context.Context, rn *Run, report *Report, watch *TopicWatch, res load.Result) {
 	if err := watch.CatchUp(ctx, 10*time.Second); err != nil {
 		report.Notes = append(report.Notes, err.Error())
 	}
 	seen := watch.Stop()
 	ev := &Evidence{
 		EventsSeen: seen.Events, InjectedCopies: seen.InjectedCopies, ServiceCopies: seen.ServiceCopies,
-		LoadStartS: load.Started.Sub(rn.origin).Seconds(), LoadEndS: load.Ended.Sub(rn.origin).Seconds(),
-		ClientRetries: load.RetryReasons,
+		LoadStartS: res.Started.Sub(rn.origin).Seconds(), LoadEndS: res.Ended.Sub(rn.origin).Seconds(),
+		ClientRetries: res.RetryReasons,
 		acceptedS:     map[string]float64{}, firstSeenS: seen.FirstSeenS, transitionSeenS: seen.TransitionSeenS, partition: seen.Partition,
 	}
-	for i, id := range load.PaymentIDs {
-		ev.acceptedS[id] = load.AcceptedAt[i].Sub(rn.origin).Seconds()
+	for i, id := range res.PaymentIDs {
+		ev.acceptedS[id] = res.AcceptedAt[i].Sub(rn.origin).Seconds()
 	}
-	ev.EventsInFlight, ev.EventsInFlightInFaults = eventsInFlight(load.Events, seen.EventSeenS, rn.origin, rn.Faults.Windows())
+	ev.EventsInFlight, ev.EventsInFlightInFaults = eventsInFlight(res.Events, seen.EventSeenS, rn.origin, rn.Faults.Windows())
 	if started, err := postgresStartedAt(ctx, rn.paymentsDB); err == nil {
 		s := started.Sub(rn.origin).Seconds()
 		ev.PostgresStartS = &s
@@ -97,8 +98,8 @@ func collectEvidence(ctx context.Context, rn *Run, report *Report, watch *TopicW
 	} else {
 		report.Notes = append(report.Notes, "the service's own view, not used for validity: it exposes no outbox_publish_failures_total")
 	}
-	if load.Retries > 0 {
-		report.Notes = append(report.Notes, fmt.Sprintf("the clients retried %d attempts: %s", load.Retries, countList(load.RetryReasons)))
+	if res.Retries > 0 {
+		report.Notes = append(report.Notes, fmt.Sprintf("the clients retried %d attempts: %s", res.Retries, countList(res.RetryReasons)))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 )
 
@@ -123,13 +124,13 @@ func describe(events []verify.TopicEvent) string {
 // committed inside one of the fault windows. Such a payment is the test of the relay's
 // order: it held both events at once, and only its per-aggregate check kept the later one
 // back.
-func eventsInFlight(committed []CommittedEvent, firstSeenS map[string]float64, origin time.Time, windows []Window) (total, inFaults int) {
-	byPayment := map[string][]CommittedEvent{}
+func eventsInFlight(committed []load.CommittedEvent, firstSeenS map[string]float64, origin time.Time, windows []Window) (total, inFaults int) {
+	byPayment := map[string][]load.CommittedEvent{}
 	for _, e := range committed {
 		byPayment[e.PaymentID] = append(byPayment[e.PaymentID], e)
 	}
 	for _, events := range byPayment {
-		slices.SortFunc(events, func(a, b CommittedEvent) int { return a.Sequence - b.Sequence })
+		slices.SortFunc(events, func(a, b load.CommittedEvent) int { return a.Sequence - b.Sequence })
 		inFlight, duringFault := false, false
 		for i := 1; i < len(events); i++ {
 			at := events[i].At.Sub(origin).Seconds()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/event"
 )
@@ -65,7 +66,7 @@ func TestEventsInFlight(t *testing.T) {
 	t.Parallel()
 	origin := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return origin.Add(time.Duration(s * float64(time.Second))) }
-	committed := []CommittedEvent{
+	committed := []load.CommittedEvent{
 		// p1: its capture committed at 2 s, its creation reached the topic at 5 s.
 		{PaymentID: "p1", EventID: "c1", Sequence: 1, At: at(1)},
 		{PaymentID: "p1", EventID: "k1", Sequence: 2, At: at(2)},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
@@ -308,7 +309,7 @@ func readPoisonTally(ctx context.Context, conn *pgx.Conn, c calibration) (poison
 		SELECT p.id::text, o.id::text, o.status, o.rejections, starts_with(p.user_id, $1) AND o.event_type = $2,
 		       coalesce((o.payload->>'sequence')::int, 1)
 		FROM `+events+` o JOIN payments p ON p.id::text = o.aggregate_id
-		WHERE p.id::text <> ALL ($3::text[])`, LargestUserIDPrefix, c.PoisonType, c.paymentIDs)
+		WHERE p.id::text <> ALL ($3::text[])`, load.LargestUserIDPrefix, c.PoisonType, c.paymentIDs)
 	if err != nil {
 		return t, fmt.Errorf("read the outbox: %w", err)
 	}

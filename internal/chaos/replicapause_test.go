@@ -69,22 +69,6 @@ func TestLateOutcomes(t *testing.T) {
 	}
 }
 
-// With replicas, a payment's attempts go round the replicas, as a load balancer would.
-func TestLoadSpreadsOverReplicas(t *testing.T) {
-	t.Parallel()
-	cfg := LoadConfig{BaseURL: "a", Replicas: []string{"b"}}
-	var got []string
-	for i := range 4 {
-		got = append(got, cfg.url(i))
-	}
-	if diff := cmp.Diff([]string{"a", "b", "a", "b"}, got); diff != "" {
-		t.Errorf("urls (-want +got):\n%s", diff)
-	}
-	if one := (LoadConfig{BaseURL: "a"}); one.url(3) != "a" {
-		t.Errorf("url without replicas = %q, want a", one.url(3))
-	}
-}
-
 // The second read compares the rows of the first, whatever the time: a row under the
 // other replica's lease that is untouched must not count as changed because its lease,
 // live for more than the margin at the first read, has less than the margin left at

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 )
 
@@ -49,10 +50,10 @@ type Report struct {
 	Decisions           int `json:"decisions"`
 	// ServerErrors counts the answers 5xx other than 503 with Retry-After, of every
 	// attempt the load made (Answers5xxRow).
-	ServerErrors ServerErrors `json:"server_errors"`
+	ServerErrors load.ServerErrors `json:"server_errors"`
 	// SameKey is what the load saw of the keys it sent from several clients at once
 	// (SameKeyRow).
-	SameKey SameKeyStats `json:"same_key"`
+	SameKey load.SameKeyStats `json:"same_key"`
 
 	// Lost counts the payments the service lost: committed but missing their event in
 	// the topic or their decision, or answered with 201 but never committed. Each id
@@ -100,7 +101,7 @@ type Report struct {
 	// (whose point is a lost creation, and whose handler takes creations only).
 	LifecycleLoad bool `json:"lifecycle_load"`
 	// Transitions is what the load generator's lifecycle requests saw.
-	Transitions TransitionStats `json:"transitions"`
+	Transitions load.TransitionStats `json:"transitions"`
 	// DecisionEventMismatch counts decisions whose event_id is not the X-Event-Id of
 	// their payment's event in the topic.
 	DecisionEventMismatch int `json:"decision_event_mismatch"`
@@ -127,11 +128,11 @@ type Report struct {
 	// publish; -1 if it never drained within the deadline.
 	DrainSeconds float64 `json:"drain_seconds"`
 
-	LatencyMS    Percentiles  `json:"latency_ms"`
-	FaultWindows []Window     `json:"fault_windows"`
-	Disruptions  []Disruption `json:"disruptions"`
-	Checks       []Check      `json:"checks"`
-	Notes        []string     `json:"notes,omitempty"`
+	LatencyMS    load.Percentiles `json:"latency_ms"`
+	FaultWindows []Window         `json:"fault_windows"`
+	Disruptions  []Disruption     `json:"disruptions"`
+	Checks       []Check          `json:"checks"`
+	Notes        []string         `json:"notes,omitempty"`
 
 	// Evidence is what the harness itself saw of the faults (see evidence.go).
 	Evidence *Evidence `json:"evidence,omitempty"`
@@ -151,14 +152,6 @@ type Report struct {
 	ConsumerDatabase string    `json:"consumer_database,omitempty"`
 	StartedAt        time.Time `json:"started_at"`
 	DurationSeconds  float64   `json:"duration_seconds"`
-}
-
-// Percentiles of the load generator's request latency, retries included, in ms.
-type Percentiles struct {
-	P50 float64 `json:"p50"`
-	P90 float64 `json:"p90"`
-	P99 float64 `json:"p99"`
-	Max float64 `json:"max"`
 }
 
 // A Disruption is something the harness did to a process or server: a SIGKILL, a

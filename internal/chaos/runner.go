@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
@@ -156,11 +157,11 @@ func RunScenario(ctx context.Context, opts Options, stack *NativeStack, sc Scena
 		}
 	}
 
-	load, observed, err := loadUnderDisruption(ctx, opts, sc, rn, verifier, report)
+	res, observed, err := loadUnderDisruption(ctx, opts, sc, rn, verifier, report)
 	if err != nil {
 		return nil, err
 	}
-	judge(report, sc, rn, load, observed, origin)
+	judge(report, sc, rn, res, observed, origin)
 	if err := writeReport(opts, report, rn); err != nil {
 		return report, err
 	}
@@ -243,7 +244,7 @@ const warmUpPayments = 8
 func warmUp(ctx context.Context, rn *Run, verifier *verify.Verifier, report *Report) error {
 	for i := range warmUpPayments {
 		runID := fmt.Sprintf("%s-warmup-%d", report.RunID, i)
-		warm, err := RunLoad(ctx, LoadConfig{BaseURL: rn.API.BaseURL, RunID: runID, Payments: 1, APIKey: rn.apiKey})
+		warm, err := load.Run(ctx, load.Config{BaseURL: rn.API.BaseURL, RunID: runID, Payments: 1, APIKey: rn.apiKey})
 		if err != nil || warm.Accepted != 1 {
 			return fmt.Errorf("warm-up payment not accepted (%v): %w", warm.RejectReasons, err)
 		}
@@ -261,10 +262,10 @@ func warmUp(ctx context.Context, rn *Run, verifier *verify.Verifier, report *Rep
 // captureWorks captures the payment id and reports whether the service answered 200;
 // when it did not, a note says what it answered.
 func captureWorks(ctx context.Context, rn *Run, id, runID string, report *Report) bool {
-	client := newAPIClient(10*time.Second, rn.apiKey)
+	client := load.NewAPIClient(10*time.Second, rn.apiKey)
 	defer client.CloseIdleConnections()
 	url := strings.TrimRight(rn.API.BaseURL, "/") + "/payments/" + id + "/capture"
-	status, _, reason, _ := postTransition(ctx, client, url, runID+"-capture", "")
+	status, _, reason, _ := load.PostTransition(ctx, client, url, runID+"-capture", "")
 	if status != http.StatusOK {
 		report.Notes = append(report.Notes, fmt.Sprintf("the warm-up capture got %s: the load sends creations only, and the lifecycle rows are off", reason))
 	}
@@ -275,15 +276,15 @@ func captureWorks(ctx context.Context, rn *Run, id, runID string, report *Report
 // waits for the drain and observes the outcome; then it stops the disruption and clears
 // the faults. A drain that never came is a note in the report, not an error: the checks
 // will say what it left behind.
-func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run, verifier *verify.Verifier, report *Report) (LoadResult, verify.Observed, error) {
+func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run, verifier *verify.Verifier, report *Report) (load.Result, verify.Observed, error) {
 	watch, err := StartTopicWatch(ctx, WatchConfig{Brokers: rn.brokers, Topic: report.Topic, CopyEvery: sc.CopyEvery, Origin: rn.origin, Logger: rn.logger})
 	if err != nil {
-		return LoadResult{}, verify.Observed{}, err
+		return load.Result{}, verify.Observed{}, err
 	}
 	defer watch.Stop()
 	sampler, err := startSampler(ctx, rn)
 	if err != nil {
-		return LoadResult{}, verify.Observed{}, err
+		return load.Result{}, verify.Observed{}, err
 	}
 	// The timeline ends when this returns: after the observation and the end of the
 	// disruption, so its last samples show the run settled.
@@ -297,18 +298,18 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 	stopDisruption, disruptionDone := startDisruption(ctx, sc, rn)
 	defer stopDisruption()
 	if err := waitUntil(ctx, time.Now().Add(sc.LoadDelay)); err != nil {
-		return LoadResult{}, verify.Observed{}, err
+		return load.Result{}, verify.Observed{}, err
 	}
 	rn.logger.Info("sending payments", slog.Int("payments", opts.Payments), slog.Duration("span", sc.Span), slog.Int("bursts", sc.Bursts))
 	urls := rn.apiURLs()
-	load, err := RunLoad(ctx, LoadConfig{BaseURL: urls[0], Replicas: urls[1:], RunID: report.RunID, APIKey: rn.apiKey, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts,
+	res, err := load.Run(ctx, load.Config{BaseURL: urls[0], Replicas: urls[1:], RunID: report.RunID, APIKey: rn.apiKey, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts,
 		LargestEvery: sc.LargestEvery, MaxAttempts: sc.MaxAttempts, Lifecycle: report.LifecycleLoad, SameKeyEvery: sameKeyEvery})
 	closeLoadDone()
 	if err != nil {
-		return LoadResult{}, verify.Observed{}, fmt.Errorf("run load: %w", err)
+		return load.Result{}, verify.Observed{}, fmt.Errorf("run load: %w", err)
 	}
-	rn.loadEndS = load.Ended.Sub(rn.origin).Seconds()
-	rn.logger.Info("load done", slog.Int("accepted", load.Accepted), slog.Int("rejected", load.Rejected), slog.Int("retries", load.Retries))
+	rn.loadEndS = res.Ended.Sub(rn.origin).Seconds()
+	rn.logger.Info("load done", slog.Int("accepted", res.Accepted), slog.Int("rejected", res.Rejected), slog.Int("retries", res.Retries))
 	if sc.AfterLoad != nil {
 		// A failed step is a note: the scenario's own rows say what it left undone.
 		if err := sc.AfterLoad(ctx, rn); err != nil {
@@ -321,17 +322,17 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 		select {
 		case <-disruptionDone:
 		case <-ctx.Done():
-			return LoadResult{}, verify.Observed{}, ctx.Err()
+			return load.Result{}, verify.Observed{}, ctx.Err()
 		}
 	}
-	report.DrainSeconds, err = verifier.WaitDrain(ctx, load.Ended)
+	report.DrainSeconds, err = verifier.WaitDrain(ctx, res.Ended)
 	if err != nil {
 		report.Notes = append(report.Notes, err.Error())
 	}
 	rn.logger.Info("drain done", slog.Float64("drain_seconds", report.DrainSeconds))
 	// Stop injecting copies first, then let the consumer read to the end of the topic,
 	// copies included, before anything is observed.
-	collectEvidence(ctx, rn, report, watch, load)
+	collectEvidence(ctx, rn, report, watch, res)
 	if err := rn.waitConsumerCommitted(ctx, 2*time.Minute); err != nil {
 		report.Notes = append(report.Notes, err.Error())
 	}
@@ -340,18 +341,18 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 	// process still holds its counters.
 	report.FailedPublishAttempts, _ = rn.failedPublishAttempts()
 	if err := stopDisruption(); err != nil {
-		return LoadResult{}, verify.Observed{}, fmt.Errorf("disruption: %w", err)
+		return load.Result{}, verify.Observed{}, fmt.Errorf("disruption: %w", err)
 	}
 	if rn.cluster != nil {
 		report.Cluster = rn.cluster.evidence()
 	}
 	if err := rn.Faults.Reset(); err != nil {
-		return LoadResult{}, verify.Observed{}, err
+		return load.Result{}, verify.Observed{}, err
 	}
 	if observeErr != nil {
-		return LoadResult{}, verify.Observed{}, observeErr
+		return load.Result{}, verify.Observed{}, observeErr
 	}
-	return load, observed, nil
+	return res, observed, nil
 }
 
 // startDisruption runs sc.Disrupt in a goroutine of its own; a negative LoadDelay
@@ -380,20 +381,20 @@ func startDisruption(ctx context.Context, sc Scenario, rn *Run) (stop func() err
 // verdict: validity checks (the faults bit) first, then the SLOs and the contract. The
 // ids the API answered with are checked too, so that a 201 whose payment was never
 // committed counts as lost.
-func judge(report *Report, sc Scenario, rn *Run, load LoadResult, observed verify.Observed, origin time.Time) {
-	observed.Accepted = load.PaymentIDs
+func judge(report *Report, sc Scenario, rn *Run, res load.Result, observed verify.Observed, origin time.Time) {
+	observed.Accepted = res.PaymentIDs
 	fillObserved(observed, report)
-	report.APIAccepted, report.APIRejected, report.APIRetries = load.Accepted, load.Rejected, load.Retries
-	report.Transitions = load.Transitions
-	report.ServerErrors = load.ServerErrors
-	report.SameKey = load.SameKey
-	for reason, n := range load.Transitions.FailReasons {
+	report.APIAccepted, report.APIRejected, report.APIRetries = res.Accepted, res.Rejected, res.Retries
+	report.Transitions = res.Transitions
+	report.ServerErrors = res.ServerErrors
+	report.SameKey = res.SameKey
+	for reason, n := range res.Transitions.FailReasons {
 		report.Notes = append(report.Notes, fmt.Sprintf("%d transition requests failed: %s", n, reason))
 	}
-	for reason, n := range load.RejectReasons {
+	for reason, n := range res.RejectReasons {
 		report.Notes = append(report.Notes, fmt.Sprintf("%d payments rejected: %s", n, reason))
 	}
-	report.LatencyMS = load.Percentiles()
+	report.LatencyMS = res.Percentiles()
 	report.FaultWindows = rn.Faults.Windows()
 	report.Disruptions = rn.Disruptions()
 	report.Checks = sc.checks(report, rn)

@@ -1,4 +1,4 @@
-package chaos
+package load
 
 import (
 	"fmt"
@@ -30,9 +30,9 @@ func TestRunLoadSendsTheAPIKey(t *testing.T) {
 		}))
 		t.Cleanup(srv.Close)
 
-		res, err := RunLoad(t.Context(), LoadConfig{BaseURL: srv.URL, RunID: "run", Payments: 5, APIKey: key, Lifecycle: true})
+		res, err := Run(t.Context(), Config{BaseURL: srv.URL, RunID: "run", Payments: 5, APIKey: key, Lifecycle: true})
 		if err != nil || res.Accepted != 5 {
-			t.Fatalf("key %q: RunLoad accepted %d (%v), want 5", key, res.Accepted, err)
+			t.Fatalf("key %q: Run accepted %d (%v), want 5", key, res.Accepted, err)
 		}
 		mu.Lock()
 		want := "Bearer " + key

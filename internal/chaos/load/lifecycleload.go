@@ -1,4 +1,4 @@
-package chaos
+package load
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// The lifecycle part of the load (LoadConfig.Lifecycle): right after its 201, each
+// The lifecycle part of the load (Config.Lifecycle): right after its 201, each
 // payment goes on through one of five plans, so that the relay holds several events of
 // one payment whenever a fault holds back the first, and the order of the topic is
 // tested by every run. Two plans race two transitions on one payment, which the API
@@ -24,7 +24,7 @@ import (
 //	n % 5 == 3  capture and cancel at once: one wins     (2 events)
 //	n % 5 == 4  capture, then two refunds of 60% at once: one fits (3 events)
 //
-// The largest payments (LoadConfig.LargestEvery) have a plan of their own, for the
+// The largest payments (Config.LargestEvery) have a plan of their own, for the
 // poison scenario: capture, then refund the whole amount (3 events). That refund, with
 // a 64-character user id, a 19-digit amount and a 19-digit refunded total, is the
 // largest event the API can write, and the payment's last: the one to make poison,
@@ -77,7 +77,7 @@ type CommittedEvent struct {
 type lifecycleRun struct {
 	ctx       context.Context
 	client    *http.Client
-	cfg       LoadConfig
+	cfg       Config
 	paymentID string
 	n         int    // the payment's number in the load
 	key       string // the payment's Idempotency-Key, the prefix of its transitions'
@@ -92,10 +92,10 @@ type lifecycleRun struct {
 
 // runLifecycle sends payment n's plan and returns what it saw and committed, and what
 // the copies of its transitions saw when several clients send them (samekey.go).
-func runLifecycle(ctx context.Context, client *http.Client, cfg LoadConfig, n int, paymentID string) (TransitionStats, []CommittedEvent, SameKeyStats) {
+func runLifecycle(ctx context.Context, client *http.Client, cfg Config, n int, paymentID string) (TransitionStats, []CommittedEvent, SameKeyStats) {
 	lr := &lifecycleRun{ctx: ctx, client: client, cfg: cfg, paymentID: paymentID, n: n, key: fmt.Sprintf("%s-%d", cfg.RunID, n), copies: 1}
 	if sameKeyLoad(cfg, n) {
-		lr.copies = sameKeyCopies
+		lr.copies = SameKeyCopies
 	}
 	amount := int64(1000 + n) // as sendPayment sends it
 	if largest(cfg, n) {
@@ -223,7 +223,7 @@ func (lr *lifecycleRun) try(r transitionRequest, sender int) transitionAnswer {
 		}
 		var body []byte
 		var inFlight bool
-		a.status, body, a.reason, inFlight = postTransition(lr.ctx, lr.client, url, key, r.body)
+		a.status, body, a.reason, inFlight = PostTransition(lr.ctx, lr.client, url, key, r.body)
 		if a.status == http.StatusOK {
 			var answer struct {
 				EventID string `json:"event_id"`
@@ -250,9 +250,9 @@ func (lr *lifecycleRun) committed(eventID string, version int) {
 	lr.events = append(lr.events, CommittedEvent{PaymentID: lr.paymentID, EventID: eventID, Sequence: version, At: time.Now()})
 }
 
-// postTransition makes one attempt; status 0 is a transport error, with reason.
+// PostTransition makes one attempt; status 0 is a transport error, with reason.
 // inFlight is a 409 with Retry-After: another request with the key is in flight.
-func postTransition(ctx context.Context, client *http.Client, url, key, body string) (status int, respBody []byte, reason string, inFlight bool) {
+func PostTransition(ctx context.Context, client *http.Client, url, key, body string) (status int, respBody []byte, reason string, inFlight bool) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader([]byte(body)))
 	if err != nil {
 		return 0, nil, "build request: " + err.Error(), false

@@ -1,4 +1,4 @@
-package chaos
+package load
 
 import (
 	"fmt"
@@ -6,14 +6,6 @@ import (
 	"strings"
 	"sync"
 )
-
-// Answers5xxRow names the SLO row that counts every 5xx answer but 503. A retry hides a
-// 500 from the load's totals (the retried request may well succeed), so the load counts
-// every attempt's answer, first attempts and retries, creations and transitions. 503
-// with Retry-After is the contract's answer while the database is down and stays out;
-// a 503 without Retry-After is a 5xx the contract does not allow and counts. The
-// dual-write handler answers 201 when its publish fails, so its run wants 0 as well.
-const Answers5xxRow = "answers 5xx other than 503 (first attempts and retries)"
 
 // answersShown is how many 5xx answers the row names.
 const answersShown = 3
@@ -77,13 +69,4 @@ func (l *answerLog) result() ServerErrors {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return ServerErrors{Count: l.serverErrors, First: l.first}
-}
-
-// serverErrorsCheck is Answers5xxRow.
-func serverErrorsCheck(r *Report) Check {
-	got := fmt.Sprint(r.ServerErrors.Count)
-	if len(r.ServerErrors.First) > 0 {
-		got += " (first: " + strings.Join(r.ServerErrors.First, ", ") + ")"
-	}
-	return check(SLO, Answers5xxRow, "0", got, r.ServerErrors.Count == 0)
 }

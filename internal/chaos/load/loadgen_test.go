@@ -1,4 +1,4 @@
-package chaos
+package load
 
 import (
 	"fmt"
@@ -38,9 +38,9 @@ func TestRunLoadRetriesWithTheSameKey(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 
-	res, err := RunLoad(t.Context(), LoadConfig{BaseURL: srv.URL, RunID: "run", Payments: 10, FirstBackoff: 10 * time.Millisecond})
+	res, err := Run(t.Context(), Config{BaseURL: srv.URL, RunID: "run", Payments: 10, FirstBackoff: 10 * time.Millisecond})
 	if err != nil {
-		t.Fatalf("RunLoad: %v", err)
+		t.Fatalf("Run: %v", err)
 	}
 	if res.Sent != 10 || res.Accepted != 10 || res.Rejected != 0 || res.Retries != 10 {
 		t.Errorf("sent/accepted/rejected/retries: got %d/%d/%d/%d, want 10/10/0/10", res.Sent, res.Accepted, res.Rejected, res.Retries)
@@ -74,9 +74,9 @@ func TestRunLoadDoesNotRetryClientErrors(t *testing.T) {
 		w.WriteHeader(http.StatusUnprocessableEntity)
 	}))
 	t.Cleanup(srv.Close)
-	res, err := RunLoad(t.Context(), LoadConfig{BaseURL: srv.URL, RunID: "run", Payments: 3})
+	res, err := Run(t.Context(), Config{BaseURL: srv.URL, RunID: "run", Payments: 3})
 	if err != nil {
-		t.Fatalf("RunLoad: %v", err)
+		t.Fatalf("Run: %v", err)
 	}
 	if diff := cmp.Diff(map[string]int{"status 422": 3}, res.RejectReasons); diff != "" || res.Retries != 0 {
 		t.Errorf("reject reasons (-want +got):\n%s; retries got %d, want 0", diff, res.Retries)
@@ -100,9 +100,9 @@ func TestRunLoadSendsInBursts(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	const span = 3 * time.Second
-	res, err := RunLoad(t.Context(), LoadConfig{BaseURL: srv.URL, RunID: "run", Payments: 6, Span: span, Bursts: 3})
+	res, err := Run(t.Context(), Config{BaseURL: srv.URL, RunID: "run", Payments: 6, Span: span, Bursts: 3})
 	if err != nil {
-		t.Fatalf("RunLoad: %v", err)
+		t.Fatalf("Run: %v", err)
 	}
 	if res.Accepted != 6 {
 		t.Fatalf("accepted = %d, want 6", res.Accepted)
@@ -117,5 +117,21 @@ func TestRunLoadSendsInBursts(t *testing.T) {
 			t.Errorf("payment %d (burst %d) arrived %v after the start, want between %v and %v",
 				n, burst, got.Sub(res.Started), earliest.Sub(res.Started), latest.Sub(res.Started))
 		}
+	}
+}
+
+// With replicas, a payment's attempts go round the replicas, as a load balancer would.
+func TestLoadSpreadsOverReplicas(t *testing.T) {
+	t.Parallel()
+	cfg := Config{BaseURL: "a", Replicas: []string{"b"}}
+	var got []string
+	for i := range 4 {
+		got = append(got, cfg.url(i))
+	}
+	if diff := cmp.Diff([]string{"a", "b", "a", "b"}, got); diff != "" {
+		t.Errorf("urls (-want +got):\n%s", diff)
+	}
+	if one := (Config{BaseURL: "a"}); one.url(3) != "a" {
+		t.Errorf("url without replicas = %q, want a", one.url(3))
 	}
 }

@@ -1,4 +1,4 @@
-package chaos
+package load
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"sync"
 )
 
-// The load sends a share of its payments (LoadConfig.SameKeyEvery) from several clients
+// The load sends a share of its payments (Config.SameKeyEvery) from several clients
 // at once, each with the payment's one Idempotency-Key: its creation, and with the
 // lifecycle each of its plan's transitions. A key is otherwise reused only by a retry
 // sent after the previous attempt was answered, so a service that checks the key
@@ -19,15 +19,8 @@ import (
 // Only the first copy counts in the load's totals, so that the other rows see the same
 // payments and transitions as without copies.
 
-// SameKeyRow names the SLO row of the concurrent same-key requests.
-const SameKeyRow = "concurrent same-key requests: every 201 (200) of one key names one payment (one event)"
-
-// sameKeyCopies is how many clients send a same-key request at once; sameKeyEvery is
-// the share of a scenario's payments sent so (LoadConfig.SameKeyEvery).
-const (
-	sameKeyCopies = 3
-	sameKeyEvery  = 10
-)
+// SameKeyCopies is how many clients send a same-key request at once.
+const SameKeyCopies = 3
 
 // SameKeyStats is what the clients saw of the concurrent same-key requests.
 type SameKeyStats struct {
@@ -66,7 +59,7 @@ func (s *SameKeyStats) sameKey(key string, ids []string) {
 }
 
 // sameKeyLoad reports whether payment n is sent by several clients at once.
-func sameKeyLoad(cfg LoadConfig, n int) bool {
+func sameKeyLoad(cfg Config, n int) bool {
 	return cfg.SameKeyEvery > 0 && n%cfg.SameKeyEvery == cfg.SameKeyEvery/2 && !largest(cfg, n)
 }
 
@@ -85,11 +78,11 @@ func atOnce(copies int, f func(sender int)) {
 	done.Wait()
 }
 
-// sendPaymentCopies sends payment n from sameKeyCopies clients at once and returns the
+// sendPaymentCopies sends payment n from SameKeyCopies clients at once and returns the
 // outcome that counts (the first accepted one, else the first) and what the copies saw.
-func sendPaymentCopies(ctx context.Context, client *http.Client, cfg LoadConfig, n int) (outcome, SameKeyStats) {
-	outs := make([]outcome, sameKeyCopies)
-	atOnce(sameKeyCopies, func(sender int) { outs[sender] = sendPayment(ctx, client, cfg, n, sender) })
+func sendPaymentCopies(ctx context.Context, client *http.Client, cfg Config, n int) (outcome, SameKeyStats) {
+	outs := make([]outcome, SameKeyCopies)
+	atOnce(SameKeyCopies, func(sender int) { outs[sender] = sendPayment(ctx, client, cfg, n, sender) })
 	var ids []string
 	counted := outs[0]
 	for _, o := range outs {
@@ -105,17 +98,4 @@ func sendPaymentCopies(ctx context.Context, client *http.Client, cfg LoadConfig,
 	var stats SameKeyStats
 	stats.sameKey(fmt.Sprintf("%s-%d", cfg.RunID, n), ids)
 	return counted, stats
-}
-
-// sameKeyCheck is SameKeyRow; off when the load sent no key from several clients.
-func sameKeyCheck(r *Report) Check {
-	s := r.SameKey
-	if s.Keys == 0 {
-		return checkOff(SLO, SameKeyRow, "0 split keys", "the load sent no key from several clients at once")
-	}
-	got := fmt.Sprintf("%d split of %d keys sent by %d clients at once", s.Split, s.Keys, sameKeyCopies)
-	if s.FirstSplit != "" {
-		got += "; first: " + s.FirstSplit
-	}
-	return check(SLO, SameKeyRow, "0 split keys", got, s.Split == 0)
 }

@@ -1,4 +1,4 @@
-package chaos
+package load
 
 import (
 	"bytes"
@@ -20,8 +20,8 @@ import (
 	"github.com/dscourse/payments-outbox/internal/event"
 )
 
-// LoadConfig describes the load: the same scenario as loadtest/k6/payments.js.
-type LoadConfig struct {
+// Config describes the load: the same scenario as loadtest/k6/payments.js.
+type Config struct {
 	// BaseURL of the API, e.g. http://127.0.0.1:8080. Required.
 	BaseURL string
 	// Replicas are the base URLs of further API processes on the same database. With
@@ -46,7 +46,7 @@ type LoadConfig struct {
 	// digits. With Lifecycle it is captured and refunded in full, and that refund is the
 	// largest event the API can write. Default 0: none.
 	LargestEvery int
-	// APIKey, when set, goes with every request (newAPIClient).
+	// APIKey, when set, goes with every request (NewAPIClient).
 	APIKey string
 	// RequestTimeout bounds one HTTP attempt. Default 10 s.
 	RequestTimeout time.Duration
@@ -67,7 +67,7 @@ type LoadConfig struct {
 }
 
 // url returns the base URL of request i (see Replicas).
-func (c LoadConfig) url(i int) string {
+func (c Config) url(i int) string {
 	if len(c.Replicas) == 0 {
 		return c.BaseURL
 	}
@@ -75,7 +75,7 @@ func (c LoadConfig) url(i int) string {
 	return all[i%len(all)]
 }
 
-func (c LoadConfig) withDefaults() LoadConfig {
+func (c Config) withDefaults() Config {
 	c.Payments = cmp.Or(c.Payments, 100)
 	c.RequestTimeout = cmp.Or(c.RequestTimeout, 10*time.Second)
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, 10)
@@ -85,7 +85,7 @@ func (c LoadConfig) withDefaults() LoadConfig {
 }
 
 // Validate reports a configuration the load generator cannot run with.
-func (c LoadConfig) Validate() error {
+func (c Config) Validate() error {
 	switch {
 	case c.BaseURL == "":
 		return errors.New("load: BaseURL is required (the API, e.g. http://127.0.0.1:8080)")
@@ -97,8 +97,8 @@ func (c LoadConfig) Validate() error {
 	return nil
 }
 
-// LoadResult is what the clients saw.
-type LoadResult struct {
+// Result is what the clients saw.
+type Result struct {
 	Sent     int
 	Accepted int // answered 201, possibly after retries
 	Rejected int // gave up: a 4xx, or retries exhausted
@@ -116,7 +116,7 @@ type LoadResult struct {
 	RejectReasons map[string]int
 	// Latencies of each accepted payment, from the first attempt to the 201.
 	Latencies []time.Duration
-	// Transitions is what the lifecycle requests saw (LoadConfig.Lifecycle).
+	// Transitions is what the lifecycle requests saw (Config.Lifecycle).
 	Transitions TransitionStats
 	// Events are the events the API answered as committed, creations (sequence 1) and
 	// transitions, with when the answer came: what the order evidence compares with
@@ -132,7 +132,7 @@ type LoadResult struct {
 }
 
 // Percentiles summarises the latencies.
-func (r LoadResult) Percentiles() Percentiles {
+func (r Result) Percentiles() Percentiles {
 	if len(r.Latencies) == 0 {
 		return Percentiles{}
 	}
@@ -161,20 +161,20 @@ type outcome struct {
 	sameKey     SameKeyStats
 }
 
-// RunLoad sends the payments and waits for every one of them to end: accepted,
+// Run sends the payments and waits for every one of them to end: accepted,
 // rejected, or out of attempts. Each payment keeps its Idempotency-Key across retries,
 // so a retry after a 503 or a lost response can never create a second payment.
-func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
+func Run(ctx context.Context, cfg Config) (Result, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
-		return LoadResult{}, err
+		return Result{}, err
 	}
-	client := newAPIClient(cfg.RequestTimeout, cfg.APIKey)
+	client := NewAPIClient(cfg.RequestTimeout, cfg.APIKey)
 	answers := &answerLog{next: cmp.Or[http.RoundTripper](client.Transport, http.DefaultTransport)}
 	client.Transport = answers
 	defer client.CloseIdleConnections()
 
-	res := LoadResult{Started: time.Now(), RejectReasons: map[string]int{}, RetryReasons: map[string]int{}}
+	res := Result{Started: time.Now(), RejectReasons: map[string]int{}, RetryReasons: map[string]int{}}
 	outcomes := make([]outcome, cfg.Payments)
 	var wg sync.WaitGroup
 	for n := range cfg.Payments {
@@ -239,7 +239,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 // sendPayment posts payment n until it is accepted, rejected for good, or out of
 // attempts. sender numbers the clients that send one payment at once (samekey.go): with
 // replicas, each copy starts on another one.
-func sendPayment(ctx context.Context, client *http.Client, cfg LoadConfig, n, sender int) outcome {
+func sendPayment(ctx context.Context, client *http.Client, cfg Config, n, sender int) outcome {
 	body, _ := json.Marshal(map[string]any{
 		"user_id":  userID(cfg, n),
 		"amount":   amount(cfg, n),
@@ -269,10 +269,10 @@ func sendPayment(ctx context.Context, client *http.Client, cfg LoadConfig, n, se
 }
 
 // userID is payment n's user: one of 20, so that the antifraud rules see repeat users,
-// or for each largest payment (LoadConfig.LargestEvery) a user of its own whose id has
+// or for each largest payment (Config.LargestEvery) a user of its own whose id has
 // the most characters validation allows (event.MaxUserIDLength), random after a
 // readable prefix so that the relay's compression cannot shrink it back.
-func userID(cfg LoadConfig, n int) string {
+func userID(cfg Config, n int) string {
 	if largest(cfg, n) {
 		random := rand.Text() + rand.Text() // 2 × 26 base32 characters
 		return LargestUserIDPrefix + random[:event.MaxUserIDLength-len(LargestUserIDPrefix)]
@@ -282,7 +282,7 @@ func userID(cfg LoadConfig, n int) string {
 
 // amount is payment n's amount: 1000 + n, or for each largest payment 19 random digits,
 // the most an int64 holds.
-func amount(cfg LoadConfig, n int) int64 {
+func amount(cfg Config, n int) int64 {
 	if largest(cfg, n) {
 		const least = 1_000_000_000_000_000_000 // the smallest 19-digit number
 		return least + mathrand.Int64N(math.MaxInt64-least)
@@ -290,12 +290,12 @@ func amount(cfg LoadConfig, n int) int64 {
 	return int64(1000 + n)
 }
 
-func largest(cfg LoadConfig, n int) bool {
+func largest(cfg Config, n int) bool {
 	return cfg.LargestEvery > 0 && (n+1)%cfg.LargestEvery == 0
 }
 
 // LargestUserIDPrefix starts the user id of every largest payment
-// (LoadConfig.LargestEvery), so that the verifier can find them in the database.
+// (Config.LargestEvery), so that the verifier can find them in the database.
 const LargestUserIDPrefix = "chaos-large-"
 
 // postPayment makes one attempt. It returns the payment id (and its event's id, if the
@@ -372,4 +372,12 @@ func waitUntil(ctx context.Context, t time.Time) error {
 	case <-timer.C:
 		return nil
 	}
+}
+
+// Percentiles of the load generator's request latency, retries included, in ms.
+type Percentiles struct {
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
 }
