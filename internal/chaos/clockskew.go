@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -36,7 +37,7 @@ type clockSkew struct {
 
 	mu sync.Mutex
 	// window is when the topic's limit was below the skew; EndS -1 while it is.
-	window Window
+	window faults.Window
 	// oldestAge is the highest outbox_oldest_pending_age_seconds the API reported during
 	// the window, -1 when it exposes no such gauge.
 	oldestAge int
@@ -55,7 +56,7 @@ func (c *clockSkew) disrupt(ctx context.Context, rn *Run) error {
 		return err
 	}
 	c.mu.Lock()
-	c.window = Window{Kind: "timestamps_refused", StartS: time.Since(rn.origin).Seconds(), EndS: -1}
+	c.window = faults.Window{Kind: "timestamps_refused", StartS: time.Since(rn.origin).Seconds(), EndS: -1}
 	c.oldestAge = -1
 	c.mu.Unlock()
 	rn.disrupted("topic refuses the relay's timestamps", fmt.Sprintf("%s=%d ms, below the relay's skew of %s", timestampLimitConfig, limit.Milliseconds(), c.Skew))

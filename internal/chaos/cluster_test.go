@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 )
 
 // wantRows fails the test unless exactly the rows named in failing failed.
@@ -37,7 +39,7 @@ func offlineRun(publish func(accepted float64, partition int32) float64) *Report
 		ev.acceptedS[id], ev.partition[id] = float64(i), p
 		ev.firstSeenS[id] = publish(float64(i), p)
 	}
-	return &Report{Evidence: ev, FaultWindows: []Window{{Kind: ProxyDown, StartS: 10, EndS: 30}}, Cluster: &ClusterEvidence{}}
+	return &Report{Evidence: ev, FaultWindows: []faults.Window{{Kind: faults.ProxyDown, StartS: 10, EndS: 30}}, Cluster: &ClusterEvidence{}}
 }
 
 func TestPartitionOfflineRows(t *testing.T) {

@@ -22,16 +22,15 @@
 //     it takes payments on through their lifecycle (capture, refunds, cancel, and races
 //     of two transitions); loadrows.go holds the SLO rows of what its clients saw, and
 //     apikey.go makes the API key its requests carry;
-//   - faults.go drives Toxiproxy on a deterministic schedule and records the windows;
+//   - package faults drives Toxiproxy on a deterministic schedule and records the
+//     windows, and injects copies of real records into the topic;
 //   - package verify is the black-box verifier: it needs only the payments database,
 //     the Kafka topic and, optionally, the consumer's database, so it can check any
 //     implementation that keeps docs/contract.md; observed.go and totals.go turn what
 //     it read into counts, and order.go checks each payment's events against their
 //     sequence, in the topic and in the consumer;
 //   - replicapause.go runs two API replicas on one outbox and pauses one past its lease;
-//   - copies.go follows the topic live and injects copies of real records, so the
-//     consumer's dedup is exercised whatever the relay does; evidence.go turns what
-//     the harness saw for itself into the validity rows;
+//   - evidence.go turns what the harness saw for itself into the validity rows;
 //   - sampler.go samples the run every few hundred milliseconds from the same outside
 //     sources, into the timeline of series.go that the JSON report keeps and the HTML
 //     report of package timeline draws; the verdict never reads it;

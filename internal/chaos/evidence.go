@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/jackc/pgx/v5"
 )
@@ -65,7 +66,7 @@ const healthyPublishS = 2.0
 // with notes that put the service's own view of its failures beside it. Call it after
 // the drain and before the verifier reads the topic, so that no copy is injected while
 // the verifier counts.
-func collectEvidence(ctx context.Context, rn *Run, report *Report, watch *TopicWatch, res load.Result) {
+func collectEvidence(ctx context.Context, rn *Run, report *Report, watch *faults.TopicWatch, res load.Result) {
 	if err := watch.CatchUp(ctx, 10*time.Second); err != nil {
 		report.Notes = append(report.Notes, err.Error())
 	}
@@ -124,7 +125,7 @@ func postgresStartedAt(ctx context.Context, dbURL string) (time.Time, error) {
 // at least healthyPublishS before w ended, and with no copy in the topic by its end
 // (published later, or never). A relay that was not behind the proxy publishes them
 // during the window, whatever its timeouts; one behind it cannot, whatever its timeouts.
-func (e *Evidence) heldBack(w Window) int {
+func (e *Evidence) heldBack(w faults.Window) int {
 	if w.EndS < 0 {
 		return 0 // still open: nothing to judge yet
 	}
@@ -143,7 +144,7 @@ func (e *Evidence) heldBack(w Window) int {
 // writtenDuring counts the payments of the load whose event first reached the topic
 // while w was open: with acks dropped, the broker takes the relay's records and only
 // the answers are lost.
-func (e *Evidence) writtenDuring(w Window) int {
+func (e *Evidence) writtenDuring(w faults.Window) int {
 	if w.EndS < 0 {
 		return 0
 	}
@@ -165,13 +166,13 @@ func (e *Evidence) writtenDuring(w Window) int {
 //     producer does and the broker drops the copy: both are correct).
 //
 // Each row gives the count per window, so a kind whose first window missed is visible.
-func faultChecks(r *Report, kinds ...FaultKind) []Check {
+func faultChecks(r *Report, kinds ...faults.Kind) []Check {
 	ev := r.Evidence
 	var checks []Check
 	for _, kind := range kinds {
 		name := fmt.Sprintf("events held back by %s windows (topic)", kind)
 		measure := ev.heldBack
-		if kind == DropAcks {
+		if kind == faults.DropAcks {
 			name = "events written during drop_acks windows, answers dropped (topic)"
 			measure = ev.writtenDuring
 		}
@@ -183,12 +184,12 @@ func faultChecks(r *Report, kinds ...FaultKind) []Check {
 			n := measure(w)
 			total += n
 			per = append(per, fmt.Sprint(n))
-			if w.Probe == ProbeRefused || w.Probe == ProbeNoAnswer {
+			if w.Probe == faults.ProbeRefused || w.Probe == faults.ProbeNoAnswer {
 				probesHeld++
 			}
 		}
 		got := fmt.Sprintf("%d (per window: %s)", total, strings.Join(per, ", "))
-		if total == 0 && probesHeld > 0 && kind != DropAcks {
+		if total == 0 && probesHeld > 0 && kind != faults.DropAcks {
 			// The fault was in force, as the harness's own client saw it, and the
 			// service's events went through anyway.
 			got += "; the proxy held the harness's probe, so the service's relay is not behind it"
@@ -209,7 +210,7 @@ func probeCheck(r *Report) Check {
 			continue
 		}
 		probed++
-		if w.Probe == ProbeRefused || w.Probe == ProbeNoAnswer {
+		if w.Probe == faults.ProbeRefused || w.Probe == faults.ProbeNoAnswer {
 			held++
 		}
 		seen = append(seen, w.Probe)

@@ -6,15 +6,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 )
 
 // The windows of these tests: acks dropped 0-5 s, requests dropped 9-14 s, proxy down
 // 18-23 s.
-var testWindows = []Window{
-	{Kind: DropAcks, StartS: 0, EndS: 5},
-	{Kind: DropRequests, StartS: 9, EndS: 14},
-	{Kind: ProxyDown, StartS: 18, EndS: 23},
+var testWindows = []faults.Window{
+	{Kind: faults.DropAcks, StartS: 0, EndS: 5},
+	{Kind: faults.DropRequests, StartS: 9, EndS: 14},
+	{Kind: faults.ProxyDown, StartS: 18, EndS: 23},
 }
 
 func TestFaultChecks(t *testing.T) {
@@ -69,7 +70,7 @@ func TestFaultChecks(t *testing.T) {
 			r := &Report{FaultWindows: testWindows, Evidence: &Evidence{acceptedS: tt.acceptedS, firstSeenS: tt.firstSeenS}}
 			var got []string
 			var gotOK []bool
-			for _, c := range faultChecks(r, DropAcks, DropRequests, ProxyDown) {
+			for _, c := range faultChecks(r, faults.DropAcks, faults.DropRequests, faults.ProxyDown) {
 				if c.Kind != Validity {
 					t.Errorf("row %q: kind %s, want validity", c.Name, c.Kind)
 				}
@@ -89,12 +90,12 @@ func TestFaultChecks(t *testing.T) {
 // Two windows of one kind are counted apart, so a kind whose first window missed shows.
 func TestFaultChecksPerWindow(t *testing.T) {
 	t.Parallel()
-	windows := []Window{{Kind: ProxyDown, StartS: 0, EndS: 5}, {Kind: ProxyDown, StartS: 10, EndS: 15}}
+	windows := []faults.Window{{Kind: faults.ProxyDown, StartS: 0, EndS: 5}, {Kind: faults.ProxyDown, StartS: 10, EndS: 15}}
 	r := &Report{FaultWindows: windows, Evidence: &Evidence{
 		acceptedS:  map[string]float64{"p1": 11, "p2": 11},
 		firstSeenS: map[string]float64{"p1": 15.5, "p2": 16},
 	}}
-	c := faultChecks(r, ProxyDown)[0]
+	c := faultChecks(r, faults.ProxyDown)[0]
 	if c.Got != "2 (per window: 0, 2)" || !c.OK {
 		t.Errorf("got %q ok %t, want %q ok true", c.Got, c.OK, "2 (per window: 0, 2)")
 	}
@@ -104,12 +105,12 @@ func TestFaultChecksPerWindow(t *testing.T) {
 // fails and names the reason.
 func TestFaultChecksNameABypass(t *testing.T) {
 	t.Parallel()
-	windows := []Window{{Kind: DropRequests, StartS: 0, EndS: 5, Probe: ProbeNoAnswer}}
+	windows := []faults.Window{{Kind: faults.DropRequests, StartS: 0, EndS: 5, Probe: faults.ProbeNoAnswer}}
 	r := &Report{FaultWindows: windows, Evidence: &Evidence{
 		acceptedS:  map[string]float64{"p1": 1},
 		firstSeenS: map[string]float64{"p1": 1.1},
 	}}
-	c := faultChecks(r, DropRequests)[0]
+	c := faultChecks(r, faults.DropRequests)[0]
 	if want := "0 (per window: 0); the proxy held the harness's probe, so the service's relay is not behind it"; c.Got != want || c.OK {
 		t.Errorf("got %q ok %t, want %q ok false", c.Got, c.OK, want)
 	}
@@ -122,8 +123,8 @@ func TestProbeCheck(t *testing.T) {
 		probes []string
 		want   bool
 	}{
-		{"every fault in force", []string{ProbeNoAnswer, ProbeNoAnswer, ProbeRefused}, true},
-		{"one window answered: that fault was not in force", []string{ProbeNoAnswer, ProbeAnswered}, false},
+		{"every fault in force", []string{faults.ProbeNoAnswer, faults.ProbeNoAnswer, faults.ProbeRefused}, true},
+		{"one window answered: that fault was not in force", []string{faults.ProbeNoAnswer, faults.ProbeAnswered}, false},
 		{"the probe itself failed", []string{"probe failed: no such host"}, false},
 		{"nothing probed", []string{""}, false},
 	}
@@ -132,7 +133,7 @@ func TestProbeCheck(t *testing.T) {
 			t.Parallel()
 			r := &Report{}
 			for _, p := range tt.probes {
-				r.FaultWindows = append(r.FaultWindows, Window{Kind: DropAcks, EndS: 1, Probe: p})
+				r.FaultWindows = append(r.FaultWindows, faults.Window{Kind: faults.DropAcks, EndS: 1, Probe: p})
 			}
 			if got := probeCheck(r); got.OK != tt.want || got.Kind != Validity {
 				t.Errorf("got %+v, want a validity row with ok %t", got, tt.want)

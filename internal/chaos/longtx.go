@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/jackc/pgx/v5"
 )
@@ -36,7 +37,7 @@ type longTransaction struct {
 
 	mu sync.Mutex
 	// hold is when the snapshot was held; EndS -1 while it is.
-	hold Window
+	hold faults.Window
 	// heldSamples and heldOK count the checks of the session during the hold, and
 	// those that found it idle in transaction with its snapshot (backend_xmin).
 	heldSamples, heldOK int
@@ -127,7 +128,7 @@ func (l *longTransaction) disrupt(ctx context.Context, rn *Run) error {
 	}
 	heldAt := time.Now()
 	l.mu.Lock()
-	l.hold = Window{Kind: "snapshot_held", StartS: heldAt.Sub(rn.origin).Seconds(), EndS: -1}
+	l.hold = faults.Window{Kind: "snapshot_held", StartS: heldAt.Sub(rn.origin).Seconds(), EndS: -1}
 	l.mu.Unlock()
 	rn.disrupted("snapshot held", fmt.Sprintf("REPEATABLE READ, idle in transaction for %s (pid %d; it saw %d outbox rows)", l.Hold, holderPID, rows))
 

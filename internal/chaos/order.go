@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 )
@@ -124,7 +125,7 @@ func describe(events []verify.TopicEvent) string {
 // committed inside one of the fault windows. Such a payment is the test of the relay's
 // order: it held both events at once, and only its per-aggregate check kept the later one
 // back.
-func eventsInFlight(committed []load.CommittedEvent, firstSeenS map[string]float64, origin time.Time, windows []Window) (total, inFaults int) {
+func eventsInFlight(committed []load.CommittedEvent, firstSeenS map[string]float64, origin time.Time, windows []faults.Window) (total, inFaults int) {
 	byPayment := map[string][]load.CommittedEvent{}
 	for _, e := range committed {
 		byPayment[e.PaymentID] = append(byPayment[e.PaymentID], e)

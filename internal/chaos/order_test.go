@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/event"
@@ -78,7 +79,7 @@ func TestEventsInFlight(t *testing.T) {
 		{PaymentID: "p3", EventID: "k3", Sequence: 2, At: at(12)},
 	}
 	seen := map[string]float64{"c1": 5, "k1": 6, "c2": 1.5, "k2": 3.1, "c3": 14}
-	total, inFaults := eventsInFlight(committed, seen, origin, []Window{{StartS: 0, EndS: 9}})
+	total, inFaults := eventsInFlight(committed, seen, origin, []faults.Window{{StartS: 0, EndS: 9}})
 	if total != 2 || inFaults != 1 {
 		t.Errorf("in flight %d, during faults %d; want 2 and 1", total, inFaults)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -50,15 +51,15 @@ func (o *partitionOffline) disrupt(ctx context.Context, rn *Run) error {
 	if broker < 0 {
 		return fmt.Errorf("partition-offline: no broker leads a partition of the topic")
 	}
-	faults, err := NewFaults(rn.ports.ToxiproxyAPI(), devstack.ClusterProxy(broker), rn.origin, rn.logger)
+	cut, err := faults.New(rn.ports.ToxiproxyAPI(), devstack.ClusterProxy(broker), rn.origin, rn.logger)
 	if err != nil {
 		return err
 	}
-	faults.CountFailures(rn.failedPublishAttempts)
+	cut.CountFailures(rn.failedPublishAttempts)
 	o.cut.broker, o.cut.partitions = broker, rn.cluster.led(broker)
-	rn.Faults = faults // the report's fault windows are this proxy's
+	rn.Faults = cut // the report's fault windows are this proxy's
 	rn.disrupted(fmt.Sprintf("relay cut off from broker %d", broker), fmt.Sprintf("proxy %s disabled for %s; it leads partitions %v", devstack.ClusterProxy(broker), o.For, o.cut.partitions))
-	return faults.Hold(ctx, ProxyDown, o.For)
+	return cut.Hold(ctx, faults.ProxyDown, o.For)
 }
 
 // fewestLeading returns the broker leading the fewest partitions, but at least one, so
@@ -74,7 +75,7 @@ func fewestLeading(w *clusterWatch) int32 {
 }
 
 func (o *partitionOffline) validity(r *Report, _ *Run) []Check {
-	var w Window
+	var w faults.Window
 	if len(r.FaultWindows) > 0 {
 		w = r.FaultWindows[0]
 	}
@@ -104,7 +105,7 @@ func (o *partitionOffline) validity(r *Report, _ *Run) []Check {
 // heldBack counts the payments of the cut partitions accepted while the cut was on (at
 // least healthyPublishS before its end) whose event reached the topic only after it;
 // leaked counts those that reached it before the end: a cut that did not bite.
-func (o *partitionOffline) heldBack(r *Report, w Window) (held, leaked int) {
+func (o *partitionOffline) heldBack(r *Report, w faults.Window) (held, leaked int) {
 	ev := r.Evidence
 	if ev == nil || w.EndS <= 0 {
 		return 0, 0
@@ -124,7 +125,7 @@ func (o *partitionOffline) heldBack(r *Report, w Window) (held, leaked int) {
 
 // healthyRates are the other partitions' events reaching the topic per second, from the
 // start of the load to the cut, and during the cut.
-func (o *partitionOffline) healthyRates(r *Report, w Window) (before, during float64) {
+func (o *partitionOffline) healthyRates(r *Report, w faults.Window) (before, during float64) {
 	ev := r.Evidence
 	if ev == nil || w.EndS <= 0 || w.StartS <= ev.LoadStartS {
 		return 0, 0

@@ -11,6 +11,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -44,7 +45,7 @@ type pgFaults struct {
 	// cutOpen is, for each cut, how many write transactions of the API were open at it.
 	cutOpen []int
 	// outage is the window the proxy was down for Outage; EndS -1 while it is.
-	outage Window
+	outage faults.Window
 }
 
 // prepare creates the proxy if the stack has none yet (a stack started before the
@@ -227,7 +228,7 @@ func (f *pgFaults) outageWindow(ctx context.Context, rn *Run, proxy *toxiproxy.P
 		return fmt.Errorf("disable %s: %w", proxy.Name, err)
 	}
 	f.mu.Lock()
-	f.outage = Window{Kind: ProxyDown, StartS: time.Since(rn.origin).Seconds(), EndS: -1}
+	f.outage = faults.Window{Kind: faults.ProxyDown, StartS: time.Since(rn.origin).Seconds(), EndS: -1}
 	f.mu.Unlock()
 	rn.disrupted("PostgreSQL unreachable for the API", fmt.Sprintf("proxy %s disabled for %s", proxy.Name, f.Outage))
 	waitErr := waitUntil(ctx, time.Now().Add(f.Outage))

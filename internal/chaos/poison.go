@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
@@ -61,7 +62,7 @@ type poison struct {
 	// force.
 	calibration calibration
 	limited     bool
-	window      Window
+	window      faults.Window
 	// before is the outbox as it stood just before the replay.
 	before poisonTally
 	// replayed counts the dead letters the admin endpoint took back; replayErrors
@@ -140,7 +141,7 @@ func (p *poison) disrupt(ctx context.Context, rn *Run) error {
 	}
 	p.mu.Lock()
 	p.limited = true
-	p.window = Window{Kind: "large_events_refused", StartS: time.Since(rn.origin).Seconds(), EndS: -1}
+	p.window = faults.Window{Kind: "large_events_refused", StartS: time.Since(rn.origin).Seconds(), EndS: -1}
 	p.mu.Unlock()
 	_, normal := c.largestNormal()
 	rn.disrupted("topic refuses the largest valid events", fmt.Sprintf("%s=%d bytes: the largest other record measured %d bytes, the smallest poison record %d", messageSizeLimitConfig, c.Limit, normal, c.Poison))

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/jackc/pgx/v5"
 )
@@ -54,10 +55,10 @@ func (rp replicaPause) disrupt(ctx context.Context, rn *Run) error {
 	if rn.relayMode == RelayModeCDC {
 		pause = rp.pauseStreamingOnce // one slot instead of leases: replicapausecdc.go
 	}
-	if err := rn.Faults.Inject(SlowAcks); err != nil {
+	if err := rn.Faults.Inject(faults.SlowAcks); err != nil {
 		return err
 	}
-	defer rn.Faults.Clear(SlowAcks) //nolint:errcheck // Reset clears every toxic after the run anyway
+	defer rn.Faults.Clear(faults.SlowAcks) //nolint:errcheck // Reset clears every toxic after the run anyway
 	for i := 0; i < rp.Pauses; i++ {
 		if err := waitUntil(ctx, time.Now().Add(between(rp.Gap))); err != nil {
 			return nil

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 )
@@ -129,7 +130,7 @@ type Report struct {
 	DrainSeconds float64 `json:"drain_seconds"`
 
 	LatencyMS    load.Percentiles `json:"latency_ms"`
-	FaultWindows []Window         `json:"fault_windows"`
+	FaultWindows []faults.Window  `json:"fault_windows"`
 	Disruptions  []Disruption     `json:"disruptions"`
 	Checks       []Check          `json:"checks"`
 	Notes        []string         `json:"notes,omitempty"`

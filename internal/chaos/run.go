@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/migrations"
@@ -28,7 +29,7 @@ import (
 // student's ServiceCommands); for a Target they only have a BaseURL.
 type Run struct {
 	Stack    *NativeStack
-	Faults   *Faults
+	Faults   *faults.Proxy
 	API      *Process
 	Consumer *Process
 	// Replica is a second API process on the same database, with a relay of its own;

@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
@@ -196,7 +197,7 @@ func setUp(ctx context.Context, opts Options, stack *NativeStack, sc Scenario, r
 		// Faults of its own for that broker's proxy (partitionOffline).
 		proxy = devstack.ClusterProxy(1)
 	}
-	faults, err := NewFaults(opts.Ports.ToxiproxyAPI(), proxy, origin, logger)
+	faults, err := faults.New(opts.Ports.ToxiproxyAPI(), proxy, origin, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +278,7 @@ func captureWorks(ctx context.Context, rn *Run, id, runID string, report *Report
 // the faults. A drain that never came is a note in the report, not an error: the checks
 // will say what it left behind.
 func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run, verifier *verify.Verifier, report *Report) (load.Result, verify.Observed, error) {
-	watch, err := StartTopicWatch(ctx, WatchConfig{Brokers: rn.brokers, Topic: report.Topic, CopyEvery: sc.CopyEvery, Origin: rn.origin, Logger: rn.logger})
+	watch, err := faults.StartTopicWatch(ctx, faults.WatchConfig{Brokers: rn.brokers, Topic: report.Topic, CopyEvery: sc.CopyEvery, Origin: rn.origin, Logger: rn.logger})
 	if err != nil {
 		return load.Result{}, verify.Observed{}, err
 	}

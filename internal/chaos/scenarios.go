@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
@@ -95,7 +96,7 @@ var relayEnv = []string{
 
 // Scenarios returns every scenario by name. short shrinks the windows for the CI test.
 func Scenarios(short bool) map[string]Scenario {
-	cycle := DutyCycle{Faulty: 9 * time.Second, Clean: 9 * time.Second}
+	cycle := faults.DutyCycle{Faulty: 9 * time.Second, Clean: 9 * time.Second}
 	if short {
 		// Still longer than the relay's 3 s publish deadline. A burst lands 1 s into its
 		// window, and a payment counts as held back only if it was accepted 2 s before the
@@ -103,7 +104,7 @@ func Scenarios(short bool) map[string]Scenario {
 		// a busy machine: with the API's p90 at 2 s (the race detector, other loads), every
 		// payment of the proxy-down burst is accepted too late to count, and the run is
 		// INVALID.
-		cycle = DutyCycle{Faulty: 6 * time.Second, Clean: 4 * time.Second}
+		cycle = faults.DutyCycle{Faulty: 6 * time.Second, Clean: 4 * time.Second}
 	}
 	// The course sends 100 payments in parallel. Sent in one burst, they are all
 	// drained after the first faulty window, and the other kinds of fault never meet an
@@ -130,7 +131,7 @@ func Scenarios(short bool) map[string]Scenario {
 	// of 100 payments, 5 in the short run of 20.
 	const copyEvery = 5
 	faultsBit := func(r *Report, _ *Run) []Check {
-		checks := append(faultChecks(r, DropAcks, DropRequests, ProxyDown), probeCheck(r))
+		checks := append(faultChecks(r, faults.DropAcks, faults.DropRequests, faults.ProxyDown), probeCheck(r))
 		return append(checks, injectedCheck(r), orderInFlightCheck(r))
 	}
 	skew := &clockSkew{Skew: 10 * time.Minute, Window: 30 * time.Second}
@@ -199,11 +200,11 @@ func Scenarios(short bool) map[string]Scenario {
 			LoadDelay:   -5 * time.Second, // the load starts first; the outage 5 s into it
 			CopyEvery:   copyEvery,
 			Disrupt: func(ctx context.Context, rn *Run) error {
-				return rn.Faults.Hold(ctx, ProxyDown, 60*time.Second)
+				return rn.Faults.Hold(ctx, faults.ProxyDown, 60*time.Second)
 			},
 			Validity: func(r *Report, rn *Run) []Check {
 				overlap := len(r.FaultWindows) > 0 && r.FaultWindows[0].StartS < rn.loadEndS
-				checks := append(faultChecks(r, ProxyDown), probeCheck(r))
+				checks := append(faultChecks(r, faults.ProxyDown), probeCheck(r))
 				return append(checks,
 					check(Validity, "outage began during the load", "true", overlap, overlap),
 					injectedCheck(r),
@@ -287,7 +288,7 @@ func Scenarios(short bool) map[string]Scenario {
 		},
 		"replica-pause": {
 			Name: "replica-pause",
-			Description: "two API processes (two relays) share one outbox, the load spread over both; with the broker's acks slowed by " + slowAcksLatency.String() +
+			Description: "two API processes (two relays) share one outbox, the load spread over both; with the broker's acks slowed by " + faults.SlowAcksLatency.String() +
 				", one replica is SIGSTOPped " + fmt.Sprint(pause.Pauses) + " times while rows are leased, for " + pause.Pause.String() + " (past RELAY_LEASE), while the other takes its rows over; then it resumes alone for " + pause.Alone.String() +
 				" with the other frozen: its late outcomes must change nothing (fencing), copies are allowed, and each payment's order must hold; " +
 				"with the CDC relay, which leases nothing, the replica paused is the one streaming from the replication slot, past wal_sender_timeout (" + cdcWalSenderTimeout.String() + "), and the other must take the slot over",

@@ -9,22 +9,23 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 )
 
 // faultColors shade the fault windows, one colour per kind, light enough for the lines
 // to stay readable over them; the page's legend uses the same colours. NRGBA, not
 // RGBA: the alpha is applied to the colour, which RGBA expects done already.
-var faultColors = map[chaos.FaultKind]color.NRGBA{
-	chaos.DropAcks:     {R: 0xff, G: 0xbb, B: 0x78, A: 0x80},
-	chaos.DropRequests: {R: 0xff, G: 0x98, B: 0x96, A: 0x80},
-	chaos.ProxyDown:    {R: 0xc5, G: 0xb0, B: 0xd5, A: 0x80},
-	chaos.SlowAcks:     {R: 0xae, G: 0xc7, B: 0xe8, A: 0x80},
+var faultColors = map[faults.Kind]color.NRGBA{
+	faults.DropAcks:     {R: 0xff, G: 0xbb, B: 0x78, A: 0x80},
+	faults.DropRequests: {R: 0xff, G: 0x98, B: 0x96, A: 0x80},
+	faults.ProxyDown:    {R: 0xc5, G: 0xb0, B: 0xd5, A: 0x80},
+	faults.SlowAcks:     {R: 0xae, G: 0xc7, B: 0xe8, A: 0x80},
 }
 
 // otherFault shades a kind of window added to the harness after this file.
 var otherFault = color.NRGBA{R: 0xc7, G: 0xc7, B: 0xc7, A: 0x80}
 
-func faultColor(kind chaos.FaultKind) color.NRGBA {
+func faultColor(kind faults.Kind) color.NRGBA {
 	if c, ok := faultColors[kind]; ok {
 		return c
 	}
@@ -121,7 +122,7 @@ func endOf(r *chaos.Report) float64 {
 
 // windows is a plotter that shades the fault windows across the whole height of the
 // data area, behind the lines (it is added first).
-type windows struct{ windows []chaos.Window }
+type windows struct{ windows []faults.Window }
 
 func (w *windows) Plot(c draw.Canvas, p *plot.Plot) {
 	trX, _ := p.Transforms(&c)
@@ -166,7 +167,7 @@ func fromDisruption(r *chaos.Report) *chaos.Report {
 		tl.Samples[i] = s
 	}
 	out.Timeline = &tl
-	out.FaultWindows = make([]chaos.Window, len(r.FaultWindows))
+	out.FaultWindows = make([]faults.Window, len(r.FaultWindows))
 	for i, w := range r.FaultWindows {
 		w.StartS, w.EndS = w.StartS-shift, w.EndS-shift
 		out.FaultWindows[i] = w

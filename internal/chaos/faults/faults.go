@@ -1,4 +1,4 @@
-package chaos
+package faults
 
 import (
 	"cmp"
@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// A FaultKind is one way of breaking the relay's connection to Kafka.
+// A Kind is one way of breaking the relay's connection to Kafka.
 //
 // Why windows and not a "50% toxic": Toxiproxy rolls a toxic's toxicity once per
 // connection, when the toxic starts on that connection's link, not per request or per
@@ -24,31 +24,31 @@ import (
 // produces no failure. So faults are applied fully (toxicity 1) for windows longer than
 // the reference relay's publish deadline, with clean windows between. Whether a run is
 // valid does not depend on the service's failures, though, nor on its timeouts: see
-// evidence.go.
-type FaultKind string
+// evidence.go in package chaos.
+type Kind string
 
 const (
 	// DropRequests black-holes client-to-broker bytes (a timeout toxic upstream with
 	// timeout 0): produce requests never arrive.
-	DropRequests FaultKind = "drop_requests"
+	DropRequests Kind = "drop_requests"
 	// DropAcks black-holes broker-to-client bytes (a timeout toxic downstream): the
 	// broker writes the records but the acknowledgement is lost, so the relay
 	// publishes again. Without an idempotent producer the topic gets duplicates; with
 	// one the broker drops them, which is as correct (the consumer's dedup is
 	// exercised by the harness's own copies, see TopicWatch).
-	DropAcks FaultKind = "drop_acks"
+	DropAcks Kind = "drop_acks"
 	// ProxyDown disables the proxy: open connections are closed and new dials are
 	// refused, as if the broker were gone.
-	ProxyDown FaultKind = "proxy_down"
-	// SlowAcks delays broker-to-client bytes by slowAcksLatency (a latency toxic
+	ProxyDown Kind = "proxy_down"
+	// SlowAcks delays broker-to-client bytes by SlowAcksLatency (a latency toxic
 	// downstream): every produce waits that long for its acknowledgement, so a relay is
 	// caught between its send and its mark far more often (replica-pause).
-	SlowAcks FaultKind = "slow_acks"
+	SlowAcks Kind = "slow_acks"
 )
 
 // A Window is a span of time during which one fault was applied.
 type Window struct {
-	Kind FaultKind `json:"kind"`
+	Kind Kind `json:"kind"`
 	// StartS and EndS are offsets in seconds from the start of the run.
 	StartS float64 `json:"start_s"`
 	EndS   float64 `json:"end_s"`
@@ -64,8 +64,8 @@ type Window struct {
 	FailedPublishAttempts int `json:"failed_publish_attempts"`
 }
 
-// Faults applies faults to one Toxiproxy proxy and records when.
-type Faults struct {
+// Proxy applies faults to one Toxiproxy proxy and records when.
+type Proxy struct {
 	proxy  *toxiproxy.Proxy
 	client *toxiproxy.Client
 	logger *slog.Logger
@@ -79,20 +79,20 @@ type Faults struct {
 	baseline int // failures at the start of the last window
 }
 
-// NewFaults connects to the Toxiproxy API at apiAddr (e.g. 127.0.0.1:8474) and finds
+// New connects to the Toxiproxy API at apiAddr (e.g. 127.0.0.1:8474) and finds
 // the proxy. Times in the recorded windows are offsets from origin.
-func NewFaults(apiAddr, proxyName string, origin time.Time, logger *slog.Logger) (*Faults, error) {
+func New(apiAddr, proxyName string, origin time.Time, logger *slog.Logger) (*Proxy, error) {
 	client := toxiproxy.NewClient(apiAddr)
 	proxy, err := client.Proxy(proxyName)
 	if err != nil {
 		return nil, fmt.Errorf("find Toxiproxy proxy %s at %s: %w", proxyName, apiAddr, err)
 	}
-	return &Faults{proxy: proxy, client: client, origin: origin, logger: logger.With(slog.String("component", "faults"))}, nil
+	return &Proxy{proxy: proxy, client: client, origin: origin, logger: logger.With(slog.String("component", "faults"))}, nil
 }
 
 // CountFailures makes each window record the publish failures it caused; read is
 // called at the edges of the windows.
-func (f *Faults) CountFailures(read func() (int, bool)) { f.failures = read }
+func (f *Proxy) CountFailures(read func() (int, bool)) { f.failures = read }
 
 // Reset removes every toxic and re-enables every proxy of the Toxiproxy server, not
 // only f's (the relay's, PostgreSQL's and the cluster's): the clean state a run starts
@@ -100,22 +100,22 @@ func (f *Faults) CountFailures(read func() (int, bool)) { f.failures = read }
 // everything that breaks its proxies holds the run lock (LockRuns: chaos runs, the
 // mutants suite, the short chaos test); tests start Toxiproxy servers of their own
 // (testenv.StartToxiproxy).
-func (f *Faults) Reset() error {
+func (f *Proxy) Reset() error {
 	if err := f.client.ResetState(); err != nil {
 		return fmt.Errorf("reset Toxiproxy: %w", err)
 	}
 	return nil
 }
 
-// slowAcksLatency is the delay of SlowAcks: well below the relay's 3 s publish timeout
+// SlowAcksLatency is the delay of SlowAcks: well below the relay's 3 s publish timeout
 // (relayEnv), so that the acknowledgements still come, only late.
-const slowAcksLatency = 1500 * time.Millisecond
+const SlowAcksLatency = 1500 * time.Millisecond
 
 // toxicName names the toxic of a kind, so Clear can find it again.
-func toxicName(kind FaultKind) string { return "chaos_" + string(kind) }
+func toxicName(kind Kind) string { return "chaos_" + string(kind) }
 
 // Inject starts a fault and opens its window.
-func (f *Faults) Inject(kind FaultKind) error {
+func (f *Proxy) Inject(kind Kind) error {
 	var err error
 	switch kind {
 	case DropRequests, DropAcks:
@@ -128,7 +128,7 @@ func (f *Faults) Inject(kind FaultKind) error {
 		// means never (ToxicStub.Run, https://github.com/Shopify/toxiproxy).
 		_, err = f.proxy.AddToxic(toxicName(kind), "timeout", stream, 1, toxiproxy.Attributes{"timeout": 0})
 	case SlowAcks:
-		_, err = f.proxy.AddToxic(toxicName(kind), "latency", "downstream", 1, toxiproxy.Attributes{"latency": slowAcksLatency.Milliseconds()})
+		_, err = f.proxy.AddToxic(toxicName(kind), "latency", "downstream", 1, toxiproxy.Attributes{"latency": SlowAcksLatency.Milliseconds()})
 	case ProxyDown:
 		err = f.proxy.Disable()
 	default:
@@ -147,7 +147,7 @@ func (f *Faults) Inject(kind FaultKind) error {
 
 // Clear ends a fault. Removing a timeout toxic closes the connections it held, so the
 // relay reconnects at once.
-func (f *Faults) Clear(kind FaultKind) error {
+func (f *Proxy) Clear(kind Kind) error {
 	var err error
 	switch kind {
 	case DropRequests, DropAcks, SlowAcks:
@@ -172,7 +172,7 @@ func (f *Faults) Clear(kind FaultKind) error {
 // closeCountLocked records the failures counted since the previous window opened into
 // that window: the failures a fault causes show up during it and in the clean window
 // after it, when timed-out attempts are recorded.
-func (f *Faults) closeCountLocked() {
+func (f *Proxy) closeCountLocked() {
 	if f.failures == nil {
 		return
 	}
@@ -187,21 +187,21 @@ func (f *Faults) closeCountLocked() {
 }
 
 // Windows returns the windows so far; a window still open has EndS -1.
-func (f *Faults) Windows() []Window {
+func (f *Proxy) Windows() []Window {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.closeCountLocked()
 	return append([]Window(nil), f.windows...)
 }
 
-func (f *Faults) since() float64 { return time.Since(f.origin).Seconds() }
+func (f *Proxy) since() float64 { return time.Since(f.origin).Seconds() }
 
 // DutyCycle alternates faulty and clean windows.
 type DutyCycle struct {
 	// Kinds are applied in turn, one per faulty window. Default: DropAcks, DropRequests,
 	// ProxyDown. DropAcks comes first so the first burst of events is written by the
 	// broker with its acknowledgements lost: that is what makes a relay publish again.
-	Kinds []FaultKind
+	Kinds []Kind
 	// Faulty is the length of a faulty window; it must exceed the relay's publish
 	// deadline or the fault only delays bytes. Default 9 s.
 	Faulty time.Duration
@@ -212,7 +212,7 @@ type DutyCycle struct {
 
 func (c DutyCycle) withDefaults() DutyCycle {
 	if len(c.Kinds) == 0 {
-		c.Kinds = []FaultKind{DropAcks, DropRequests, ProxyDown}
+		c.Kinds = []Kind{DropAcks, DropRequests, ProxyDown}
 	}
 	c.Faulty = cmp.Or(c.Faulty, 9*time.Second)
 	c.Clean = cmp.Or(c.Clean, 9*time.Second)
@@ -221,7 +221,7 @@ func (c DutyCycle) withDefaults() DutyCycle {
 
 // Cycle runs the duty cycle, starting with a faulty window, until ctx ends; it then
 // clears the fault in force and returns. The only errors are Toxiproxy API errors.
-func (f *Faults) Cycle(ctx context.Context, cfg DutyCycle) error {
+func (f *Proxy) Cycle(ctx context.Context, cfg DutyCycle) error {
 	cfg = cfg.withDefaults()
 	for i := 0; ; i++ {
 		kind := cfg.Kinds[i%len(cfg.Kinds)]
@@ -236,7 +236,7 @@ func (f *Faults) Cycle(ctx context.Context, cfg DutyCycle) error {
 
 // Hold applies one fault for d, or until ctx ends, then clears it. The window is
 // probed once, right after the fault is on.
-func (f *Faults) Hold(ctx context.Context, kind FaultKind, d time.Duration) error {
+func (f *Proxy) Hold(ctx context.Context, kind Kind, d time.Duration) error {
 	end := time.Now().Add(d)
 	if err := f.Inject(kind); err != nil {
 		return err

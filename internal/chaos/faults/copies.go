@@ -1,4 +1,4 @@
-package chaos
+package faults
 
 import (
 	"context"
@@ -283,4 +283,26 @@ func headerValue(r *kgo.Record, key string) string {
 		}
 	}
 	return ""
+}
+
+// withAdmin runs f with a Kafka admin client seeded at brokers, closed when f returns.
+func withAdmin(brokers []string, f func(*kadm.Client) error) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return fmt.Errorf("new Kafka admin client: %w", err)
+	}
+	defer cl.Close()
+	return f(kadm.NewClient(cl))
+}
+
+// waitUntil waits for t or ctx, whichever comes first.
+func waitUntil(ctx context.Context, t time.Time) error {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
 }
