@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/repo"
 )
@@ -25,18 +26,18 @@ func TestShortDefaultScenario(t *testing.T) {
 
 	// The native stack has one proxy kafka_relay: wait for any other chaos run on the
 	// machine, from this checkout or another.
-	unlock, err := chaos.LockRuns(ctx, chaos.RunLockPath(), 5*time.Minute)
+	unlock, err := stack.LockRuns(ctx, stack.RunLockPath(), 5*time.Minute)
 	if err != nil {
 		t.Fatalf("lock: %v", err)
 	}
 	defer unlock()
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	// Servers it starts are left running for the next test binary, like testenv does.
-	stack := &chaos.NativeStack{Root: root, Logger: logger}
-	if err := stack.Start(ctx); err != nil {
+	native := &stack.Native{Root: root, Logger: logger}
+	if err := native.Start(ctx); err != nil {
 		t.Fatalf("start the native stack: %v", err)
 	}
-	bins, err := chaos.Build(ctx, root, t.TempDir(), "./cmd/api", "./cmd/consumer")
+	bins, err := stack.Build(ctx, root, t.TempDir(), "./cmd/api", "./cmd/consumer")
 	if err != nil {
 		t.Fatalf("build: %v", err)
 	}
@@ -50,7 +51,7 @@ func TestShortDefaultScenario(t *testing.T) {
 		report, err := chaos.RunScenario(ctx, chaos.Options{
 			Root: root, Payments: 20, Binaries: bins, Ports: ports,
 			ReportDir: t.TempDir(), Logger: logger, Out: t.Output(),
-		}, stack, sc)
+		}, native, sc)
 		if err != nil {
 			t.Fatalf("run scenario: %v", err)
 		}

@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"time"
 
@@ -15,34 +14,6 @@ import (
 // scenarios use. The relay seeds at the three brokers' proxies, the consumer and the
 // harness at their DIRECT listeners; the harness kills, stops and starts brokers with
 // the script's node verbs and follows the cluster with a clusterWatch.
-
-// StartCluster starts the three-node cluster unless it already runs, and remembers
-// that it did, so that StopStarted stops it again. It says how long the start took.
-func (s *NativeStack) StartCluster(ctx context.Context) error {
-	if _, err := devstack.ClusterScript(ctx, s.Root, "status"); err == nil {
-		s.Logger.Info("three-node Kafka cluster already running, left as is")
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	started := time.Now()
-	if _, err := devstack.ClusterScript(ctx, s.Root, "start"); err != nil {
-		return err
-	}
-	s.clusterStarted = true
-	s.Logger.Info("three-node Kafka cluster started", slog.Duration("took", time.Since(started).Round(100*time.Millisecond)))
-	return nil
-}
-
-// stopCluster stops the cluster if StartCluster started it.
-func (s *NativeStack) stopCluster(ctx context.Context) error {
-	if !s.clusterStarted {
-		return nil
-	}
-	s.clusterStarted = false
-	_, err := devstack.ClusterScript(ctx, s.Root, "stop")
-	return err
-}
 
 // nodeVerb runs one of the script's node verbs (kill-node, stop-node, start-node).
 func (rn *Run) nodeVerb(ctx context.Context, verb string, node int32) error {

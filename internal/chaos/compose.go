@@ -13,6 +13,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -47,11 +48,11 @@ type ComposeStack struct {
 // one line each, which scenarios the black-box mode cannot run and why; those are not
 // errors. The error joins the failures of the harness (a stack that would not start, a
 // scenario that could not run); a failed SLO is a report with Pass false.
-func RunCompose(ctx context.Context, opts Options, stack ComposeStack, names []string, scenarios map[string]Scenario) (map[string]*Report, error) {
+func RunCompose(ctx context.Context, opts Options, cs ComposeStack, names []string, scenarios map[string]Scenario) (map[string]*Report, error) {
 	toxiproxyAPI := cmp.Or(opts.Ports, devstack.DefaultPorts()).ToxiproxyAPI()
-	target, consumerURL, err := composeTarget(stack.Project, stack.View, toxiproxyAPI)
+	target, consumerURL, err := composeTarget(cs.Project, cs.View, toxiproxyAPI)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ComposeFile, err)
+		return nil, fmt.Errorf("%s: %w", stack.ComposeFile, err)
 	}
 	opts.Target = target
 	// The defaults of a target: its reports go to .stack/chaos-reports, beside the
@@ -73,7 +74,7 @@ func RunCompose(ctx context.Context, opts Options, stack ComposeStack, names []s
 	var errs []error
 	for _, sc := range runnable {
 		fmt.Fprintf(opts.Out, "\n== %s (compose stack): %s\n", sc.Name, sc.Description)
-		report, err := stack.run(ctx, opts, sc, consumerURL)
+		report, err := cs.run(ctx, opts, sc, consumerURL)
 		if err != nil {
 			// A harness failure ends this scenario, not the others.
 			fmt.Fprintf(opts.Out, "scenario %s could not run: %v\n", sc.Name, err)
@@ -99,7 +100,7 @@ func (s ComposeStack) run(ctx context.Context, opts Options, sc Scenario, consum
 	}()
 	healthCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	for _, p := range []*Process{{Name: composeAPI, BaseURL: opts.Target.APIURL}, {Name: composeConsumer, BaseURL: consumerURL}} {
+	for _, p := range []*stack.Process{{Name: composeAPI, BaseURL: opts.Target.APIURL}, {Name: composeConsumer, BaseURL: consumerURL}} {
 		if err := p.WaitHealthy(healthCtx); err != nil {
 			return nil, err
 		}

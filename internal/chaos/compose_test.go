@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/repo"
 )
@@ -27,11 +28,11 @@ func TestComposeFileToAVerdict(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	project, err := LoadCompose(ctx, filepath.Join(root, ComposeFile), nil)
+	project, err := LoadCompose(ctx, filepath.Join(root, stack.ComposeFile), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	unlock, err := LockRuns(ctx, RunLockPath(), 5*time.Minute)
+	unlock, err := stack.LockRuns(ctx, stack.RunLockPath(), 5*time.Minute)
 	if err != nil {
 		t.Fatalf("lock: %v", err)
 	}
@@ -41,10 +42,10 @@ func TestComposeFileToAVerdict(t *testing.T) {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if err := (&NativeStack{Root: root, Logger: logger}).Start(ctx); err != nil {
+	if err := (&stack.Native{Root: root, Logger: logger}).Start(ctx); err != nil {
 		t.Fatalf("start the native stack: %v", err)
 	}
-	built, err := Build(ctx, root, t.TempDir(), "./cmd/api", "./cmd/consumer")
+	built, err := stack.Build(ctx, root, t.TempDir(), "./cmd/api", "./cmd/consumer")
 	if err != nil {
 		t.Fatalf("build: %v", err)
 	}
@@ -88,7 +89,7 @@ func TestComposeFileToAVerdict(t *testing.T) {
 	if !report.Valid || !report.Pass {
 		t.Errorf("verdict: got %s, want PASS (valid %t, pass %t)", report.Verdict(), report.Valid, report.Pass)
 	}
-	if report.Stack != Compose || report.APIAccepted != 20 {
+	if report.Stack != stack.ComposeKind || report.APIAccepted != 20 {
 		t.Errorf("report: stack %q, %d accepted; want compose, 20", report.Stack, report.APIAccepted)
 	}
 }

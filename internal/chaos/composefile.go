@@ -12,11 +12,9 @@ import (
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
-
-// ComposeFile is the compose stack's file, relative to the repository root.
-const ComposeFile = "deploy/docker-compose.yml"
 
 // The compose services the harness works with, by the names the file gives them.
 const (
@@ -138,7 +136,7 @@ func composeTarget(p *types.Project, view ComposeView, toxiproxyAPI string) (tar
 		// The consumer's seeds: the DIRECT listener, never the proxy.
 		Brokers: strings.Split(values[composeConsumer+" KAFKA_BROKERS"], ","),
 		Topic:   values[composeAPI+" KAFKA_TOPIC"],
-		Stack:   Compose,
+		Stack:   stack.ComposeKind,
 	}, "http://" + values[composeConsumer+" HTTP_ADDR"], nil
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/repo"
@@ -21,7 +22,7 @@ func TestComposeTargetFromPublishedPorts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := LoadCompose(t.Context(), filepath.Join(root, ComposeFile), nil)
+	p, err := LoadCompose(t.Context(), filepath.Join(root, stack.ComposeFile), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func TestComposeTargetFromPublishedPorts(t *testing.T) {
 		ConsumerDB: antifraudDB,
 		Brokers:    []string{ports.DirectBroker()},
 		Topic:      event.DefaultTopic,
-		Stack:      Compose,
+		Stack:      stack.ComposeKind,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("target (-want +got):\n%s", diff)

@@ -15,6 +15,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -41,7 +42,7 @@ type fileProcesses struct {
 	// ports are the native stack's, which the file's addresses map to.
 	ports devstack.Ports
 
-	procs []*Process
+	procs []*stack.Process
 }
 
 // composeNative is the native side of a compose run: fresh names for the file's
@@ -51,13 +52,13 @@ func composeNative(p *types.Project, ports devstack.Ports, binaries map[string]s
 	fp := &fileProcesses{project: p, ports: ports, binaries: binaries, services: map[string]string{}, admin: map[string]string{}, logDir: logDir}
 	for name, s := range p.Services {
 		if strings.HasPrefix(s.Image, "payments-outbox:") {
-			addr, err := freeAddr()
+			addr, err := stack.FreeAddr()
 			if err != nil {
 				return nil, err
 			}
 			fp.services[name] = addr
 			if s.Environment["ADMIN_ADDR"] != nil {
-				if fp.admin[name], err = freeAddr(); err != nil {
+				if fp.admin[name], err = stack.FreeAddr(); err != nil {
 					return nil, err
 				}
 			}
@@ -88,7 +89,7 @@ func composeNative(p *types.Project, ports devstack.Ports, binaries map[string]s
 	}
 	// What no native server stands for (the trace collector) gets an address where
 	// nothing listens, as a container that is not running.
-	absent, err := freeAddr()
+	absent, err := stack.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +179,7 @@ func (fp *fileProcesses) Up(ctx context.Context) error {
 		for k, v := range env {
 			argv = append(argv, k+"="+v)
 		}
-		proc := &Process{Name: name, Argv: append(argv, binary), LogPath: filepath.Join(fp.logDir, name+".log"), BaseURL: "http://" + fp.services[name]}
+		proc := &stack.Process{Name: name, Argv: append(argv, binary), LogPath: filepath.Join(fp.logDir, name+".log"), BaseURL: "http://" + fp.services[name]}
 		if err := proc.Start(); err != nil {
 			return err
 		}

@@ -5,9 +5,10 @@
 //
 // The pieces are split by concern and usable on their own:
 //
-//   - stack.go and process.go build the binaries, create fresh databases and a topic,
-//     and start, kill and restart the API and the consumer as real processes;
-//     services.go does the same for a student's services from their command lines;
+//   - package stack starts the native stack and builds the binaries, and runs each
+//     service as a real process that the scenarios start, kill and restart; run.go
+//     creates fresh databases and a topic, and services.go gives the API and the
+//     consumer their settings, or a student's services from their command lines;
 //   - crashes.go, apiwatch.go and consumerwatch.go are the crash scenarios' kills, at
 //     random points, aimed (by freezing a process and reading its databases) at the
 //     instants between two of its commits, and what each kill left behind, seen from

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/jackc/pgx/v5"
 )
@@ -298,7 +299,7 @@ const resumedAlone = "replica resumed (SIGCONT), the other frozen"
 // machine, may get the CPU back only later: timed after the signal, the resume can
 // come after p's first line (the CDC relay's "replication stream lost", say). Taken
 // before the signal, the instant precedes anything p does awake.
-func (rn *Run) resumeAlone(p *Process) error {
+func (rn *Run) resumeAlone(p *stack.Process) error {
 	rn.disrupted(resumedAlone, p.Name)
 	return p.Thaw()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -221,13 +222,12 @@ func TestUntouchableRowsOfBatchTransactions(t *testing.T) {
 // CDC relay's "replication stream lost" fall just before its window.
 func TestResumeAloneRecordsWhileStopped(t *testing.T) {
 	t.Parallel()
-	p := &Process{Name: "api", Argv: []string{"sleep", "300"}, LogPath: filepath.Join(t.TempDir(), "api.log")}
+	p := &stack.Process{Name: "api", Argv: []string{"sleep", "300"}, LogPath: filepath.Join(t.TempDir(), "api.log")}
 	if err := p.Start(); err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	t.Cleanup(func() { _ = p.Kill() })
-	cmd, _ := p.current()
-	pid := cmd.Process.Pid
+	pid := p.Pid()
 	if err := p.Freeze(); err != nil {
 		t.Fatalf("freeze: %v", err)
 	}

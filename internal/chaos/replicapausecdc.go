@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -48,7 +49,7 @@ const streamLostLog = "replication stream lost; reconnecting"
 // past the walsender timeout, then lets it resume alone and records what its late
 // outcomes changed.
 func (rp replicaPause) pauseStreamingOnce(ctx context.Context, rn *Run) error {
-	var paused, other *Process
+	var paused, other *stack.Process
 	pending := 0
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		paused, other = rn.streamingReplica(ctx)
@@ -110,8 +111,8 @@ func (rp replicaPause) pauseStreamingOnce(ctx context.Context, rn *Run) error {
 
 // streamingReplica returns the API process whose relay streams from the slot and the
 // other one, or nil and nil when neither says so.
-func (rn *Run) streamingReplica(ctx context.Context) (streaming, other *Process) {
-	for _, pair := range [][2]*Process{{rn.API, rn.Replica}, {rn.Replica, rn.API}} {
+func (rn *Run) streamingReplica(ctx context.Context) (streaming, other *stack.Process) {
+	for _, pair := range [][2]*stack.Process{{rn.API, rn.Replica}, {rn.Replica, rn.API}} {
 		if n, ok, err := ScrapeCounter(ctx, pair[0].MetricsBase()+"/metrics", streamingMetric); err == nil && ok && n == 1 {
 			return pair[0], pair[1]
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -88,8 +89,8 @@ func twoReplicaLogs(t *testing.T, origin time.Time, api, replica []string) *Run 
 	t.Helper()
 	dir := t.TempDir()
 	rn := &Run{origin: origin,
-		API:     &Process{Name: "api", LogPath: filepath.Join(dir, "api.log")},
-		Replica: &Process{Name: "api-2", LogPath: filepath.Join(dir, "api-2.log")}}
+		API:     &stack.Process{Name: "api", LogPath: filepath.Join(dir, "api.log")},
+		Replica: &stack.Process{Name: "api-2", LogPath: filepath.Join(dir, "api-2.log")}}
 	for path, lines := range map[string][]string{rn.API.LogPath: api, rn.Replica.LogPath: replica} {
 		if err := os.WriteFile(path, []byte(strings.Join(lines, "")), 0o644); err != nil {
 			t.Fatal(err)

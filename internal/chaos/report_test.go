@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 )
 
 // The verdict rules: FAIL whenever the service failed a check, whatever
@@ -91,7 +93,7 @@ func TestVerdict(t *testing.T) {
 // The table shows a check that is off as off, and the advice under it.
 func TestPrintTable(t *testing.T) {
 	t.Parallel()
-	r := Report{Scenario: "default", Stack: Native, Checks: []Check{
+	r := Report{Scenario: "default", Stack: stack.NativeKind, Checks: []Check{
 		check(Validity, "faults bit", "> 0", 3, true),
 		check(SLO, "lost (no event or no decision)", "0", 2, false),
 		checkOff(SLO, "dlq", "0", "dead-letter check off: no outbox_dlq and no outbox_events table"),

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/migrations"
@@ -28,13 +29,13 @@ import (
 // API and Consumer can be started and killed when the harness started them (ours, or a
 // student's ServiceCommands); for a Target they only have a BaseURL.
 type Run struct {
-	Stack    *NativeStack
+	Stack    *stack.Native
 	Faults   *faults.Proxy
-	API      *Process
-	Consumer *Process
+	API      *stack.Process
+	Consumer *stack.Process
 	// Replica is a second API process on the same database, with a relay of its own;
 	// nil unless the scenario asks for two (Scenario.Replicas).
-	Replica *Process
+	Replica *stack.Process
 
 	// ports are the native stack's (Options.Ports).
 	ports      devstack.Ports
@@ -123,15 +124,15 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *Repor
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create log directory: %w", err)
 	}
-	apiAddr, err := freeAddr()
+	apiAddr, err := stack.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	consumerAddr, err := freeAddr()
+	consumerAddr, err := stack.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	adminAddr, err := freeAddr()
+	adminAddr, err := stack.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -142,10 +143,10 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *Repor
 		ProxiedPostgres: opts.Ports.ProxiedPostgres(),
 	}
 	if sc.Replicas > 1 {
-		if env.ReplicaAddr, err = freeAddr(); err != nil {
+		if env.ReplicaAddr, err = stack.FreeAddr(); err != nil {
 			return nil, err
 		}
-		if env.ReplicaAdminAddr, err = freeAddr(); err != nil {
+		if env.ReplicaAdminAddr, err = stack.FreeAddr(); err != nil {
 			return nil, err
 		}
 	}
@@ -183,8 +184,8 @@ func targetRun(opts Options, sc Scenario, report *Report) (*Run, error) {
 	report.Topic, report.PaymentsDatabase, report.ConsumerDatabase = t.Topic, redact(t.PaymentsDB), redact(t.ConsumerDB)
 	return &Run{
 		paymentsDB: t.PaymentsDB, consumerDB: t.ConsumerDB, brokers: t.Brokers, logDir: "(not ours)", apiKey: opts.APIKey,
-		API:      &Process{Name: "api", BaseURL: strings.TrimRight(t.APIURL, "/")},
-		Consumer: &Process{Name: "consumer"},
+		API:      &stack.Process{Name: "api", BaseURL: strings.TrimRight(t.APIURL, "/")},
+		Consumer: &stack.Process{Name: "consumer"},
 	}, nil
 }
 
@@ -379,8 +380,8 @@ func (rn *Run) Crashes() Crashes {
 
 // processes lists the run's processes in start order: the consumer, the API and its
 // replica if there is one.
-func (rn *Run) processes() []*Process {
-	ps := []*Process{rn.Consumer, rn.API}
+func (rn *Run) processes() []*stack.Process {
+	ps := []*stack.Process{rn.Consumer, rn.API}
 	if rn.Replica != nil {
 		ps = append(ps, rn.Replica)
 	}
@@ -402,7 +403,7 @@ func (rn *Run) stopServices(logger *slog.Logger) {
 	if rn.cluster != nil {
 		rn.cluster.stop()
 	}
-	for _, p := range []*Process{rn.API, rn.Replica, rn.Consumer} {
+	for _, p := range []*stack.Process{rn.API, rn.Replica, rn.Consumer} {
 		if p == nil {
 			continue
 		}

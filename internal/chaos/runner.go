@@ -17,6 +17,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
@@ -108,7 +109,7 @@ func (o Options) ReportDirectory() string { return o.withDefaults().ReportDir }
 // payments one after another, then loaded while the scenario disrupts it; the outcome
 // is observed before the disruption stops, judged against the validity and SLO checks,
 // and cleaned up only if it passed.
-func RunScenario(ctx context.Context, opts Options, stack *NativeStack, sc Scenario) (*Report, error) {
+func RunScenario(ctx context.Context, opts Options, stack *stack.Native, sc Scenario) (*Report, error) {
 	opts = opts.withDefaults()
 	if sc.Payments > 0 {
 		opts.Payments = sc.Payments
@@ -176,7 +177,7 @@ func newReport(sc Scenario, origin time.Time, payments int) *Report {
 	runID := fmt.Sprintf("chaos-%s-%d", sc.Name, origin.Unix())
 	dbBase := strings.ReplaceAll(fmt.Sprintf("chaos_%s_%d", sc.Name, origin.Unix()), "-", "_")
 	return &Report{
-		Scenario: sc.Name, Stack: Native, RunID: runID, StartedAt: origin.UTC(),
+		Scenario: sc.Name, Stack: stack.NativeKind, RunID: runID, StartedAt: origin.UTC(),
 		Topic:            "payments.events." + runID,
 		PaymentsDatabase: dbBase + "_payments",
 		ConsumerDatabase: dbBase + "_antifraud",
@@ -187,7 +188,7 @@ func newReport(sc Scenario, origin time.Time, payments int) *Report {
 // setUp clears every fault, then starts the services (or wraps the target's) and wires
 // the Run the disruption gets. The Run it returns, even with an error, has services to
 // stop.
-func setUp(ctx context.Context, opts Options, stack *NativeStack, sc Scenario, report *Report, origin time.Time, logger *slog.Logger) (*Run, error) {
+func setUp(ctx context.Context, opts Options, stack *stack.Native, sc Scenario, report *Report, origin time.Time, logger *slog.Logger) (*Run, error) {
 	if err := checkRunnable(opts, sc); err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -60,7 +61,7 @@ func TestSamplerReadsEverySource(t *testing.T) {
 	}))
 	defer api.Close()
 
-	rn := &Run{paymentsDB: paymentsURL, consumerDB: consumerURL, brokers: brokers, topic: topic, origin: time.Now(), API: &Process{BaseURL: api.URL}}
+	rn := &Run{paymentsDB: paymentsURL, consumerDB: consumerURL, brokers: brokers, topic: topic, origin: time.Now(), API: &stack.Process{BaseURL: api.URL}}
 	s, err := newSampler(ctx, rn)
 	if err != nil {
 		t.Fatalf("newSampler: %v", err)
@@ -107,7 +108,7 @@ func execSQL(t *testing.T, dbURL, sql string) {
 func TestSamplerStops(t *testing.T) {
 	t.Parallel()
 	paymentsURL := testenv.NewDatabase(t, migrations.Payments)
-	rn := &Run{paymentsDB: paymentsURL, brokers: testenv.KafkaBrokers(t), topic: testenv.NewTopic(t, 1), origin: time.Now(), API: &Process{}}
+	rn := &Run{paymentsDB: paymentsURL, brokers: testenv.KafkaBrokers(t), topic: testenv.NewTopic(t, 1), origin: time.Now(), API: &stack.Process{}}
 	s, err := startSampler(t.Context(), rn)
 	if err != nil {
 		t.Fatalf("startSampler: %v", err)
@@ -122,7 +123,7 @@ func TestSamplerStops(t *testing.T) {
 // Stop (the dual write's last failures) is in the timeline.
 func TestSamplerSamplesTheEnd(t *testing.T) {
 	t.Parallel()
-	rn := &Run{paymentsDB: testenv.NewDatabase(t, migrations.Payments), brokers: testenv.KafkaBrokers(t), topic: testenv.NewTopic(t, 1), origin: time.Now(), API: &Process{}}
+	rn := &Run{paymentsDB: testenv.NewDatabase(t, migrations.Payments), brokers: testenv.KafkaBrokers(t), topic: testenv.NewTopic(t, 1), origin: time.Now(), API: &stack.Process{}}
 	s, err := newSampler(t.Context(), rn)
 	if err != nil {
 		t.Fatalf("newSampler: %v", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 )
 
@@ -109,7 +110,7 @@ func TestProcessKillTakesTheWholeGroup(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "child.pid")
-	p := &Process{Name: "shell", Argv: shellArgv("sleep 300 & echo $! > " + pidFile + "; wait"), LogPath: filepath.Join(dir, "log")}
+	p := &stack.Process{Name: "shell", Argv: shellArgv("sleep 300 & echo $! > " + pidFile + "; wait"), LogPath: filepath.Join(dir, "log")}
 	if err := p.Start(); err != nil {
 		t.Fatalf("start: %v", err)
 	}

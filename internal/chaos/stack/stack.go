@@ -1,4 +1,4 @@
-package chaos
+package stack
 
 import (
 	"context"
@@ -10,36 +10,36 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
+// ComposeFile is the compose stack's file, relative to the repository root.
+const ComposeFile = "deploy/docker-compose.yml"
+
 // Stack kinds.
 const (
-	Native  = "native"
-	Compose = "compose"
+	NativeKind  = "native"
+	ComposeKind = "compose"
 )
 
-// ChooseStack picks where the services run: the native stack unless STACK=compose.
+// Choose picks where the services run: the native stack unless STACK=compose.
 // Whether Docker is installed or running does not matter: the native stack gives every
 // scenario, the compose stack only those a service the harness did not start can run
 // (RunCompose), so Docker is used only when asked for. The reason says how to switch.
-func ChooseStack(getenv func(string) string) (stack, reason string, err error) {
+func Choose(getenv func(string) string) (stack, reason string, err error) {
 	switch s := getenv("STACK"); s {
 	case "":
-		return Native, "the default; STACK=compose runs the services of " + ComposeFile + " in Docker instead", nil
-	case Native, Compose:
+		return NativeKind, "the default; STACK=compose runs the services of " + ComposeFile + " in Docker instead", nil
+	case NativeKind, ComposeKind:
 		return s, "STACK=" + s, nil
 	default:
 		return "", "", fmt.Errorf("STACK=%q: want native (the default) or compose", s)
 	}
 }
 
-// NativeStack starts the servers of scripts/stack and remembers which ones it started,
+// Native starts the servers of scripts/stack and remembers which ones it started,
 // so it can stop exactly those.
-type NativeStack struct {
+type Native struct {
 	Root    string // repository root
 	Logger  *slog.Logger
 	started []string
@@ -51,7 +51,7 @@ var stackScripts = []string{"postgres.sh", "kafka.sh", "toxiproxy.sh"}
 
 // Start runs "<script> start" for each server that is not already running. A cold
 // Kafka start downloads its jars with Maven, hence the long timeout.
-func (s *NativeStack) Start(ctx context.Context) error {
+func (s *Native) Start(ctx context.Context) error {
 	for _, name := range stackScripts {
 		if s.script(ctx, name, "status") == nil {
 			s.Logger.Info("stack server already running, left as is", slog.String("script", name))
@@ -71,7 +71,7 @@ func (s *NativeStack) Start(ctx context.Context) error {
 
 // StopStarted stops the servers Start and StartCluster started, in reverse order; servers that were
 // already running (shared with other developers' tests) are left alone.
-func (s *NativeStack) StopStarted(ctx context.Context) error {
+func (s *Native) StopStarted(ctx context.Context) error {
 	var errs []error
 	if err := s.stopCluster(ctx); err != nil {
 		errs = append(errs, err)
@@ -90,11 +90,11 @@ func (s *NativeStack) StopStarted(ctx context.Context) error {
 
 // RestartPostgres restarts the PostgreSQL server (a fast shutdown: connections are
 // cut), for the db-restart scenario.
-func (s *NativeStack) RestartPostgres(ctx context.Context) error {
+func (s *Native) RestartPostgres(ctx context.Context) error {
 	return s.script(ctx, "postgres.sh", "restart")
 }
 
-func (s *NativeStack) script(ctx context.Context, name, verb string) error {
+func (s *Native) script(ctx context.Context, name, verb string) error {
 	_, err := devstack.RunScript(ctx, s.Root, name, verb)
 	return err
 }
@@ -116,16 +116,6 @@ func Build(ctx context.Context, root, binDir string, pkgs ...string) (map[string
 		bins[pkg] = out
 	}
 	return bins, nil
-}
-
-// withAdmin runs f with a Kafka admin client seeded at brokers, closed when f returns.
-func withAdmin(brokers []string, f func(*kadm.Client) error) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return fmt.Errorf("new Kafka admin client: %w", err)
-	}
-	defer cl.Close()
-	return f(kadm.NewClient(cl))
 }
 
 // RunLockPath is the lock every chaos run holds: machine-wide, like the one Toxiproxy
@@ -161,5 +151,17 @@ func LockRuns(ctx context.Context, path string, wait time.Duration) (unlock func
 			f.Close()
 			return nil, fmt.Errorf("wait for %s: %w", path, err)
 		}
+	}
+}
+
+// waitUntil waits for t or ctx, whichever comes first.
+func waitUntil(ctx context.Context, t time.Time) error {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
 	}
 }

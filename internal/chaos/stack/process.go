@@ -1,4 +1,4 @@
-package chaos
+package stack
 
 import (
 	"context"
@@ -98,6 +98,15 @@ func (p *Process) current() (*exec.Cmd, <-chan struct{}) {
 	return p.cmd, p.exited
 }
 
+// Pid returns the process id of the current incarnation, 0 before the first Start.
+func (p *Process) Pid() int {
+	cmd, _ := p.current()
+	if cmd == nil || cmd.Process == nil {
+		return 0
+	}
+	return cmd.Process.Pid
+}
+
 // Kill sends SIGKILL, the crash the scenarios simulate: no shutdown hook runs, no
 // batch is recorded, no offset is committed (the database rolls back what the process
 // had open as its connections close). It waits for the process to be gone.
@@ -192,10 +201,10 @@ func (p *Process) WaitHealthy(ctx context.Context) error {
 	}
 }
 
-// freeAddr returns a loopback address with a port nobody listens on right now. The
+// FreeAddr returns a loopback address with a port nobody listens on right now. The
 // services take their address from the environment, so port 0 cannot be used; the
 // small race with another process taking the port is acceptable for a harness.
-func freeAddr() (string, error) {
+func FreeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("find a free port: %w", err)

@@ -1,4 +1,4 @@
-package chaos
+package stack
 
 import (
 	"os"
@@ -24,13 +24,13 @@ func TestChooseStackIsNativeWhereDockerRuns(t *testing.T) {
 	tests := []struct {
 		env, want, reason, wantErr string
 	}{
-		{env: "", want: Native, reason: "the default; STACK=compose"},
-		{env: "native", want: Native, reason: "STACK=native"},
-		{env: "compose", want: Compose, reason: "STACK=compose"},
+		{env: "", want: NativeKind, reason: "the default; STACK=compose"},
+		{env: "native", want: NativeKind, reason: "STACK=native"},
+		{env: "compose", want: ComposeKind, reason: "STACK=compose"},
 		{env: "docker", wantErr: `STACK="docker": want native (the default) or compose`},
 	}
 	for _, tt := range tests {
-		got, reason, err := ChooseStack(func(name string) string {
+		got, reason, err := Choose(func(name string) string {
 			if name == "STACK" {
 				return tt.env
 			}
