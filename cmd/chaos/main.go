@@ -51,6 +51,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/compose"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/event"
@@ -251,7 +252,7 @@ var composeFlags = []string{"api-url", "payments-db", "consumer-db", "brokers", 
 
 // runCompose is make chaos STACK=compose: the services of deploy/docker-compose.yml in
 // Docker, one fresh stack per scenario, checked from the host through its published
-// ports in the black-box mode of -api-url (chaos.RunCompose), with the verdict table,
+// ports in the black-box mode of -api-url (compose.Run), with the verdict table,
 // the reports and their pages as on the native stack. set lists the flags given.
 func runCompose(ctx context.Context, opts chaos.Options, names []string, scenarios map[string]chaos.Scenario, set []string) error {
 	for _, name := range set {
@@ -262,16 +263,16 @@ func runCompose(ctx context.Context, opts chaos.Options, names []string, scenari
 	file := filepath.Join(opts.Root, stack.ComposeFile)
 	// The environment docker compose interpolates the file with, so that the harness
 	// reads the file as the services get it.
-	project, err := chaos.LoadCompose(ctx, file, os.Environ())
+	project, err := compose.Load(ctx, file, os.Environ())
 	if err != nil {
 		return err
 	}
-	cs := chaos.ComposeStack{
+	cs := compose.Stack{
 		Project:  project,
-		View:     chaos.ComposeView{Addr: chaos.PublishedAddrs(project)},
-		Services: chaos.DockerCompose{File: file, Out: os.Stderr},
+		View:     compose.View{Addr: compose.PublishedAddrs(project)},
+		Services: compose.DockerCompose{File: file, Out: os.Stderr},
 	}
-	reports, err := chaos.RunCompose(ctx, opts, cs, names, scenarios)
+	reports, err := compose.Run(ctx, opts, cs, names, scenarios)
 	passed := err == nil
 	for _, name := range names {
 		report := reports[name]

@@ -43,10 +43,9 @@
 //   - scenarios.go says what each scenario breaks and when a run counts as valid;
 //   - runner.go puts them together, checks.go holds the SLO and contract rows, and
 //     report.go decides the verdict, prints it and writes JSON;
-//   - compose.go runs the same scenarios against the services of
+//   - package compose runs the same scenarios against the services of
 //     deploy/docker-compose.yml (STACK=compose), judged from the host as a service the
-//     harness did not start; composefile.go reads from the file what the harness needs,
-//     and composeview.go where the host reaches it.
+//     harness did not start.
 //
 // A run is valid only if its faults demonstrably bit, by evidence the harness gathers
 // itself and never from the service's metrics (events held back by a window, the

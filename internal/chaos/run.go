@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
@@ -106,7 +107,7 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *Repor
 		if err := devstack.MigrateDatabase(ctx, consumerURL, migrations.Antifraud); err != nil {
 			return nil, err
 		}
-		if apiKey, err = createAPIKey(ctx, opts.Binaries["./cmd/api"], paymentsURL); err != nil {
+		if apiKey, err = load.CreateAPIKey(ctx, opts.Binaries["./cmd/api"], paymentsURL); err != nil {
 			return nil, err
 		}
 	} else {
@@ -187,6 +188,16 @@ func targetRun(opts Options, sc Scenario, report *Report) (*Run, error) {
 		API:      &stack.Process{Name: "api", BaseURL: strings.TrimRight(t.APIURL, "/")},
 		Consumer: &stack.Process{Name: "consumer"},
 	}, nil
+}
+
+// TargetRunnable says why the black-box mode (Options.Target) cannot run sc, or nil
+// when it can.
+func TargetRunnable(opts Options, sc Scenario) error {
+	if err := checkRunnable(opts, sc); err != nil {
+		return err
+	}
+	_, err := targetRun(opts, sc, &Report{})
+	return err
 }
 
 // checkRunnable refuses, before anything is created, the scenarios that would judge

@@ -73,11 +73,12 @@ type Target struct {
 	Brokers    []string
 	Topic      string
 	// Stack is what the report calls where the service runs. Default "external";
-	// RunCompose sets "compose".
+	// compose.Run sets "compose".
 	Stack string
 }
 
-func (o Options) withDefaults() Options {
+// WithDefaults returns the options with every default filled in, as a run uses them.
+func (o Options) WithDefaults() Options {
 	o.Payments = cmp.Or(o.Payments, 100)
 	if o.ReportDir == "" {
 		o.ReportDir = filepath.Join(o.Root, "reports")
@@ -98,7 +99,7 @@ func (o Options) withDefaults() Options {
 }
 
 // ReportDirectory is where the runs write their reports: ReportDir or its default.
-func (o Options) ReportDirectory() string { return o.withDefaults().ReportDir }
+func (o Options) ReportDirectory() string { return o.WithDefaults().ReportDir }
 
 // RunScenario runs one scenario on the native stack and returns its report, which it
 // has also printed to opts.Out and written to <ReportDir>/chaos-<name>.json. The error
@@ -110,7 +111,7 @@ func (o Options) ReportDirectory() string { return o.withDefaults().ReportDir }
 // is observed before the disruption stops, judged against the validity and SLO checks,
 // and cleaned up only if it passed.
 func RunScenario(ctx context.Context, opts Options, stack *stack.Native, sc Scenario) (*Report, error) {
-	opts = opts.withDefaults()
+	opts = opts.WithDefaults()
 	if sc.Payments > 0 {
 		opts.Payments = sc.Payments
 	}

@@ -1,7 +1,12 @@
 package load
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
 	"time"
 )
 
@@ -34,4 +39,29 @@ func (b bearer) CloseIdleConnections() {
 	if c, ok := b.next.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
+}
+
+// CreateAPIKey makes a key for our API with its own command, "api keys create", on the
+// run's payments database, before the API starts: the way an operator makes one.
+func CreateAPIKey(ctx context.Context, apiBinary, paymentsDB string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, apiBinary, "keys", "create", "--merchant", "chaos")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+paymentsDB)
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("api keys create: %w", err)
+	}
+	return ParseAPIKey(out)
+}
+
+// ParseAPIKey reads the api_key of what "api keys create" printed.
+func ParseAPIKey(out []byte) (string, error) {
+	var created struct {
+		Key string `json:"api_key"`
+	}
+	if err := json.Unmarshal(out, &created); err != nil || created.Key == "" {
+		return "", fmt.Errorf("api keys create printed no api_key (%v)", err)
+	}
+	return created.Key, nil
 }

@@ -25,7 +25,7 @@ const (
 // Choose picks where the services run: the native stack unless STACK=compose.
 // Whether Docker is installed or running does not matter: the native stack gives every
 // scenario, the compose stack only those a service the harness did not start can run
-// (RunCompose), so Docker is used only when asked for. The reason says how to switch.
+// (package compose), so Docker is used only when asked for. The reason says how to switch.
 func Choose(getenv func(string) string) (stack, reason string, err error) {
 	switch s := getenv("STACK"); s {
 	case "":

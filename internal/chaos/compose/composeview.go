@@ -1,4 +1,4 @@
-package chaos
+package compose
 
 import (
 	"fmt"
@@ -10,11 +10,11 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 )
 
-// A ComposeView maps what the compose file gives its services, addresses inside the
+// A View maps what the compose file gives its services, addresses inside the
 // compose network and names of databases, topics and groups, to the same things seen
 // from the host: where the harness reaches them in compose mode (PublishedAddrs), or
 // where processes started outside Docker from the file's environment find them.
-type ComposeView struct {
+type View struct {
 	// Addr returns the host's address of a service's container port.
 	Addr func(service, port string) (string, error)
 	// Databases renames the database of a PostgreSQL URL, Names a whole value (a topic,
@@ -23,7 +23,7 @@ type ComposeView struct {
 }
 
 // Env returns a service's whole environment as the host sees it (Value of each).
-func (v ComposeView) Env(p *types.Project, service string) (map[string]string, error) {
+func (v View) Env(p *types.Project, service string) (map[string]string, error) {
 	s, err := p.GetService(service)
 	if err != nil {
 		return nil, err
@@ -49,7 +49,7 @@ func (v ComposeView) Env(p *types.Project, service string) (map[string]string, e
 //   - any other value is a name, renamed if Names says so.
 //
 // Addresses of anything but the project's services are left as they are.
-func (v ComposeView) Value(p *types.Project, service, value string) (string, error) {
+func (v View) Value(p *types.Project, service, value string) (string, error) {
 	if strings.Contains(value, "://") {
 		u, err := url.Parse(value)
 		if err != nil {
@@ -80,7 +80,7 @@ func (v ComposeView) Value(p *types.Project, service, value string) (string, err
 }
 
 // addr maps one host:port of service's environment.
-func (v ComposeView) addr(p *types.Project, service, hostport string) (string, error) {
+func (v View) addr(p *types.Project, service, hostport string) (string, error) {
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil {
 		return hostport, nil // a URL without a port: not an address of the project

@@ -1,4 +1,4 @@
-package chaos
+package compose
 
 import (
 	"log/slog"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/repo"
@@ -17,7 +18,7 @@ import (
 // machines do not have: it reads deploy/docker-compose.yml, starts our binaries as the
 // file's api, api-2 and consumer with exactly the environment the file gives them (the
 // file's addresses mapped to the native stack, fresh databases, topic and group), and
-// runs the compose mode's harness (RunCompose) against them to a verdict: the short
+// runs the compose mode's harness (Run) against them to a verdict: the short
 // default scenario, which must be valid and pass. A variable renamed in the file or in
 // the code, a wrong address or a relay that bypasses the proxy fails here, not in a
 // student's first compose run.
@@ -28,7 +29,7 @@ func TestComposeFileToAVerdict(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	project, err := LoadCompose(ctx, filepath.Join(root, stack.ComposeFile), nil)
+	project, err := Load(ctx, filepath.Join(root, stack.ComposeFile), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestComposeFileToAVerdict(t *testing.T) {
 		binaries[filepath.Base(pkg)] = path
 	}
 
-	run := func() *Report {
+	run := func() *chaos.Report {
 		// Kept after the test, as the native runs' are: a failure's first evidence.
 		logDir := filepath.Join(root, ".stack", "chaos", devstack.UniqueName("compose-"))
 		if err := os.MkdirAll(logDir, 0o755); err != nil {
@@ -66,9 +67,9 @@ func TestComposeFileToAVerdict(t *testing.T) {
 			t.Fatalf("map the compose file onto the native stack: %v", err)
 		}
 		var out strings.Builder
-		reports, err := RunCompose(ctx, Options{Root: root, Ports: ports, Payments: 20, ReportDir: t.TempDir(), Logger: logger, Out: &out},
-			ComposeStack{Project: project, View: services.view, Services: services},
-			[]string{"default"}, Scenarios(true))
+		reports, err := Run(ctx, chaos.Options{Root: root, Ports: ports, Payments: 20, ReportDir: t.TempDir(), Logger: logger, Out: &out},
+			Stack{Project: project, View: services.view, Services: services},
+			[]string{"default"}, chaos.Scenarios(true))
 		t.Log(out.String())
 		if err != nil {
 			t.Fatalf("compose run: %v", err)
@@ -77,7 +78,7 @@ func TestComposeFileToAVerdict(t *testing.T) {
 	}
 	report := run()
 	// As in TestShortDefaultScenario: INVALID advises one rerun; FAIL is never rerun.
-	if report.Verdict() == VerdictInvalid {
+	if report.Verdict() == chaos.VerdictInvalid {
 		t.Logf("first run INVALID, rerun once as its verdict advises: %s", report.Advice())
 		report = run()
 	}

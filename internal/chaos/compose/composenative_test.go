@@ -1,4 +1,4 @@
-package chaos
+package compose
 
 import (
 	"context"
@@ -14,7 +14,9 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
@@ -24,10 +26,10 @@ import (
 // native stack, each with exactly the environment the file gives it, seen through a
 // view that maps the file's addresses to the native stack's and its databases, topic
 // and consumer group to fresh ones (the native stack is shared). It is the test's
-// ComposeServices: everything else of a compose run is RunCompose's.
+// Services: everything else of a compose run is Run's.
 type fileProcesses struct {
 	project *types.Project
-	view    ComposeView
+	view    View
 	// binaries maps a binary the file runs (/usr/local/bin/<name>) to its build.
 	binaries map[string]string
 	// services are the services started, with the address each listens on; admin the
@@ -200,7 +202,7 @@ func (fp *fileProcesses) APIKey(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return createAPIKey(ctx, fp.binaries[filepath.Base(fp.project.Services[composeAPI].Entrypoint[0])], env["DATABASE_URL"])
+	return load.CreateAPIKey(ctx, fp.binaries[filepath.Base(fp.project.Services[composeAPI].Entrypoint[0])], env["DATABASE_URL"])
 }
 
 // Down stops the processes and removes the databases and the topic.
@@ -259,4 +261,14 @@ func composeInitTopic(p *types.Project) (string, int32, error) {
 		return "", 0, fmt.Errorf("kafka-init %q: want --topic NAME --partitions N", args)
 	}
 	return topic, int32(partitions), nil
+}
+
+// withAdmin runs f with a Kafka admin client seeded at brokers, closed when f returns.
+func withAdmin(brokers []string, f func(*kadm.Client) error) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return fmt.Errorf("new Kafka admin client: %w", err)
+	}
+	defer cl.Close()
+	return f(kadm.NewClient(cl))
 }

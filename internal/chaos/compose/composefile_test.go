@@ -1,4 +1,4 @@
-package chaos
+package compose
 
 import (
 	"path/filepath"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/dscourse/payments-outbox/internal/chaos"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/event"
@@ -22,11 +23,11 @@ func TestComposeTargetFromPublishedPorts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := LoadCompose(t.Context(), filepath.Join(root, stack.ComposeFile), nil)
+	p, err := Load(t.Context(), filepath.Join(root, stack.ComposeFile), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	view := ComposeView{Addr: PublishedAddrs(p)}
+	view := View{Addr: PublishedAddrs(p)}
 	ports := devstack.DefaultPorts()
 	got, consumerURL, err := composeTarget(p, view, ports.ToxiproxyAPI())
 	if err != nil {
@@ -36,7 +37,7 @@ func TestComposeTargetFromPublishedPorts(t *testing.T) {
 	// the services' HTTP ports and the databases' credentials.
 	paymentsDB, _ := devstack.DatabaseURL("postgres://postgres:postgres@"+ports.PostgresUpstream()+"/?sslmode=disable", "payments")
 	antifraudDB, _ := devstack.DatabaseURL("postgres://postgres:postgres@"+ports.PostgresUpstream()+"/?sslmode=disable", "antifraud")
-	want := &Target{
+	want := &chaos.Target{
 		APIURL:     "http://127.0.0.1:" + port(t, p.Services[composeAPI].Environment["HTTP_ADDR"]),
 		PaymentsDB: paymentsDB,
 		ConsumerDB: antifraudDB,
@@ -74,11 +75,11 @@ func port(t *testing.T, value *string) string {
 // not: a scenario added without a reason here would show the -api-url advice instead.
 func TestComposeRunsWhatTheBlackBoxModeRuns(t *testing.T) {
 	t.Parallel()
-	opts := Options{Target: &Target{}}
+	opts := chaos.Options{Target: &chaos.Target{}}
 	var runs []string
-	for _, name := range ScenarioNames() {
-		sc := Scenarios(false)[name]
-		_, targetErr := targetRun(opts, sc, &Report{})
+	for _, name := range chaos.ScenarioNames() {
+		sc := chaos.Scenarios(false)[name]
+		targetErr := chaos.TargetRunnable(opts, sc)
 		why := composeLimit(opts, sc)
 		switch {
 		case why == "":

@@ -1,4 +1,4 @@
-package chaos
+package compose
 
 import (
 	"cmp"
@@ -13,14 +13,16 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 
+	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
-// ComposeServices starts and stops the services of a compose project.
-type ComposeServices interface {
+// Services starts and stops the services of a compose project.
+type Services interface {
 	// Up starts the services on fresh databases and a fresh topic and returns once they
-	// are started; RunCompose then waits for their /healthz itself.
+	// are started; Run then waits for their /healthz itself.
 	Up(ctx context.Context) error
 	// Down stops them and removes what Up made.
 	Down(ctx context.Context) error
@@ -29,26 +31,26 @@ type ComposeServices interface {
 	APIKey(ctx context.Context) (string, error)
 }
 
-// ComposeStack is a compose project as the harness checks it: the services the file
+// Stack is a compose project as the harness checks it: the services the file
 // describes, judged from the host in the black-box mode of a Target (the mode of
 // -api-url), so only what the file gives them counts, as it would for a student's
 // service. How the services start is the one part that varies: docker compose in
 // compose mode (DockerCompose), processes given the file's environment in the test
 // that keeps the file and the code in step.
-type ComposeStack struct {
+type Stack struct {
 	Project *types.Project
 	// View maps the file's addresses and names to the host's (PublishedAddrs in
 	// compose mode).
-	View     ComposeView
-	Services ComposeServices
+	View     View
+	Services Services
 }
 
-// RunCompose runs the named scenarios against the compose stack, each on a stack of
+// Run runs the named scenarios against the compose stack, each on a stack of
 // its own (Up, the run, Down), and returns the reports of those that ran. First it says,
 // one line each, which scenarios the black-box mode cannot run and why; those are not
 // errors. The error joins the failures of the harness (a stack that would not start, a
 // scenario that could not run); a failed SLO is a report with Pass false.
-func RunCompose(ctx context.Context, opts Options, cs ComposeStack, names []string, scenarios map[string]Scenario) (map[string]*Report, error) {
+func Run(ctx context.Context, opts chaos.Options, cs Stack, names []string, scenarios map[string]chaos.Scenario) (map[string]*chaos.Report, error) {
 	toxiproxyAPI := cmp.Or(opts.Ports, devstack.DefaultPorts()).ToxiproxyAPI()
 	target, consumerURL, err := composeTarget(cs.Project, cs.View, toxiproxyAPI)
 	if err != nil {
@@ -57,8 +59,8 @@ func RunCompose(ctx context.Context, opts Options, cs ComposeStack, names []stri
 	opts.Target = target
 	// The defaults of a target: its reports go to .stack/chaos-reports, beside the
 	// committed reports of the native runs, not over them.
-	opts = opts.withDefaults()
-	var runnable []Scenario
+	opts = opts.WithDefaults()
+	var runnable []chaos.Scenario
 	for _, name := range names {
 		sc := scenarios[name]
 		if why := composeLimit(opts, sc); why != "" {
@@ -70,7 +72,7 @@ func RunCompose(ctx context.Context, opts Options, cs ComposeStack, names []stri
 	if len(runnable) == 0 {
 		return nil, errors.New("no scenario asked for runs on the compose stack")
 	}
-	reports := map[string]*Report{}
+	reports := map[string]*chaos.Report{}
 	var errs []error
 	for _, sc := range runnable {
 		fmt.Fprintf(opts.Out, "\n== %s (compose stack): %s\n", sc.Name, sc.Description)
@@ -89,7 +91,7 @@ func RunCompose(ctx context.Context, opts Options, cs ComposeStack, names []stri
 // run runs one scenario on a stack started for it alone: the verifier counts every
 // payment of the databases and every event of the topic, so a second run on the same
 // stack would see the first one's.
-func (s ComposeStack) run(ctx context.Context, opts Options, sc Scenario, consumerURL string) (report *Report, err error) {
+func (s Stack) run(ctx context.Context, opts chaos.Options, sc chaos.Scenario, consumerURL string) (report *chaos.Report, err error) {
 	if err := s.Services.Up(ctx); err != nil {
 		return nil, err
 	}
@@ -108,18 +110,15 @@ func (s ComposeStack) run(ctx context.Context, opts Options, sc Scenario, consum
 	if opts.APIKey, err = s.Services.APIKey(ctx); err != nil {
 		return nil, err
 	}
-	return RunScenario(ctx, opts, nil, sc)
+	return chaos.RunScenario(ctx, opts, nil, sc)
 }
 
 // composeLimit says why the black-box mode cannot run sc against the compose stack,
-// or "" when it can. Which scenarios run is the black-box mode's decision (targetRun,
-// checkRunnable), the same as for -api-url; the reasons here say it in the terms of the
+// or "" when it can. Which scenarios run is the black-box mode's decision
+// (chaos.TargetRunnable), the same as for -api-url; the reasons here say it in the terms of the
 // compose stack.
-func composeLimit(opts Options, sc Scenario) string {
-	err := checkRunnable(opts, sc)
-	if err == nil {
-		_, err = targetRun(opts, sc, &Report{})
-	}
+func composeLimit(opts chaos.Options, sc chaos.Scenario) string {
+	err := chaos.TargetRunnable(opts, sc)
 	if err == nil {
 		return ""
 	}
@@ -164,7 +163,7 @@ func (d DockerCompose) Up(ctx context.Context) error {
 	if err := d.compose(ctx, "down", "-v"); err != nil {
 		return err
 	}
-	p, err := LoadCompose(ctx, d.File, nil)
+	p, err := Load(ctx, d.File, nil)
 	if err != nil {
 		return err
 	}
@@ -185,7 +184,7 @@ func (d DockerCompose) APIKey(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("docker compose run %s keys create: %w", composeAPI, err)
 	}
-	return parseAPIKey(out)
+	return load.ParseAPIKey(out)
 }
 
 // Down stops the stack and removes its volumes.

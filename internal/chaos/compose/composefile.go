@@ -1,4 +1,4 @@
-package chaos
+package compose
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
 
+	"github.com/dscourse/payments-outbox/internal/chaos"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
@@ -26,10 +27,10 @@ const (
 	composeToxiproxy = "toxiproxy"
 )
 
-// LoadCompose reads the compose file at path as docker compose does: checked against the
+// Load reads the compose file at path as docker compose does: checked against the
 // compose specification, ${VAR:-default} interpolated from environ, paths resolved
 // against the file's directory, and only the services a plain `up` starts (no profile).
-func LoadCompose(ctx context.Context, path string, environ []string) (*types.Project, error) {
+func Load(ctx context.Context, path string, environ []string) (*types.Project, error) {
 	opts, err := cli.NewProjectOptions([]string{path}, cli.WithWorkingDirectory(filepath.Dir(path)), cli.WithEnv(environ))
 	if err != nil {
 		return nil, fmt.Errorf("compose options for %s: %w", path, err)
@@ -101,7 +102,7 @@ func readComposeToxiproxy(p *types.Project) (composeToxiproxyConfig, error) {
 // consumer (docs/contract.md names them) through view. It also checks what the
 // black-box mode relies on: the Toxiproxy API where the harness drives it, and the api's
 // relay seeded through the proxy the faults break.
-func composeTarget(p *types.Project, view ComposeView, toxiproxyAPI string) (target *Target, consumerURL string, err error) {
+func composeTarget(p *types.Project, view View, toxiproxyAPI string) (target *chaos.Target, consumerURL string, err error) {
 	read := func(service, variable string) (string, error) {
 		s, err := p.GetService(service)
 		if err != nil {
@@ -129,7 +130,7 @@ func composeTarget(p *types.Project, view ComposeView, toxiproxyAPI string) (tar
 	if err := checkComposeFaults(p, view, toxiproxyAPI); err != nil {
 		return nil, "", err
 	}
-	return &Target{
+	return &chaos.Target{
 		APIURL:     "http://" + values[composeAPI+" HTTP_ADDR"],
 		PaymentsDB: values[composeAPI+" DATABASE_URL"],
 		ConsumerDB: values[composeConsumer+" DATABASE_URL"],
@@ -144,7 +145,7 @@ func composeTarget(p *types.Project, view ComposeView, toxiproxyAPI string) (tar
 // stack's relay: it drives Toxiproxy at toxiproxyAPI and breaks the proxy
 // devstack.RelayProxy, so the toxiproxy service's API must be there and every seed
 // broker of the api must be that proxy.
-func checkComposeFaults(p *types.Project, view ComposeView, toxiproxyAPI string) error {
+func checkComposeFaults(p *types.Project, view View, toxiproxyAPI string) error {
 	tp, err := readComposeToxiproxy(p)
 	if err != nil {
 		return err
