@@ -39,7 +39,7 @@ func offlineRun(publish func(accepted float64, partition int32) float64) *Report
 		ev.acceptedS[id], ev.partition[id] = float64(i), p
 		ev.firstSeenS[id] = publish(float64(i), p)
 	}
-	return &Report{Evidence: ev, FaultWindows: []faults.Window{{Kind: faults.ProxyDown, StartS: 10, EndS: 30}}, Cluster: &ClusterEvidence{}}
+	return &Report{Evidence: ev, FaultWindows: []faults.Window{{Kind: faults.ProxyDown, StartS: 10, EndS: 30}}, Cluster: &faults.ClusterEvidence{}}
 }
 
 func TestPartitionOfflineRows(t *testing.T) {
@@ -78,7 +78,7 @@ func TestPartitionOfflineRows(t *testing.T) {
 			t.Parallel()
 			r := offlineRun(tt.publish)
 			if tt.moved {
-				r.Cluster.LeaderChanges = []LeaderChange{{AtS: 15, Partition: 2, From: 1, To: 2}}
+				r.Cluster.LeaderChanges = []faults.LeaderChange{{AtS: 15, Partition: 2, From: 1, To: 2}}
 			}
 			o := &partitionOffline{For: 20 * time.Second}
 			o.cut.broker, o.cut.partitions = 1, []int32{2}
@@ -99,15 +99,15 @@ func TestBrokerFailoverRows(t *testing.T) {
 	// Broker 1 (leader of partition 0) killed at 5 s, back at 25 s; broker 2 (leader of
 	// partition 1, the coordinator) killed at 40 s, back at 60 s.
 	run := func() *Report {
-		ev := &ClusterEvidence{
-			Brokers: []BrokerAction{
+		ev := &faults.ClusterEvidence{
+			Brokers: []faults.BrokerAction{
 				{AtS: 5, Node: 1, Action: "SIGKILL", Led: []int32{0}},
 				{AtS: 25, Node: 1, Action: "started"},
 				{AtS: 40, Node: 2, Action: "SIGKILL", Led: []int32{1}, Coordinator: true},
 				{AtS: 60, Node: 2, Action: "started"},
 			},
-			LeaderChanges: []LeaderChange{{AtS: 11, Partition: 0, From: 1, To: 3}, {AtS: 46, Partition: 1, From: 2, To: 3}},
-			Committed:     []CommitSample{{AtS: 39, Sum: 50}, {AtS: 70, Sum: 90}},
+			LeaderChanges: []faults.LeaderChange{{AtS: 11, Partition: 0, From: 1, To: 3}, {AtS: 46, Partition: 1, From: 2, To: 3}},
+			Committed:     []faults.CommitSample{{AtS: 39, Sum: 50}, {AtS: 70, Sum: 90}},
 		}
 		e := &Evidence{firstSeenS: map[string]float64{"a": 12, "b": 50}, partition: map[string]int32{"a": 0, "b": 1}}
 		return &Report{Cluster: ev, Evidence: e, DurationSeconds: 100}
@@ -138,15 +138,15 @@ func TestRollingRestartRows(t *testing.T) {
 	t.Parallel()
 	const oneAtATime = "brokers restarted one at a time (SIGTERM, start, back in sync before the next)"
 	restarts := func(stop2 float64) *Report {
-		var actions []BrokerAction
+		var actions []faults.BrokerAction
 		for node, at := range map[int32]float64{1: 5, 2: stop2, 3: 80} {
 			actions = append(actions,
-				BrokerAction{AtS: at, Node: node, Action: "SIGTERM"},
-				BrokerAction{AtS: at + 10, Node: node, Action: "started"},
-				BrokerAction{AtS: at + 15, Node: node, Action: "in sync"})
+				faults.BrokerAction{AtS: at, Node: node, Action: "SIGTERM"},
+				faults.BrokerAction{AtS: at + 10, Node: node, Action: "started"},
+				faults.BrokerAction{AtS: at + 15, Node: node, Action: "in sync"})
 		}
-		slices.SortFunc(actions, func(a, b BrokerAction) int { return cmp.Compare(a.AtS, b.AtS) })
-		return &Report{Cluster: &ClusterEvidence{Brokers: actions, LeaderChanges: []LeaderChange{{AtS: 6, Partition: 0, From: 1, To: 2}}}}
+		slices.SortFunc(actions, func(a, b faults.BrokerAction) int { return cmp.Compare(a.AtS, b.AtS) })
+		return &Report{Cluster: &faults.ClusterEvidence{Brokers: actions, LeaderChanges: []faults.LeaderChange{{AtS: 6, Partition: 0, From: 1, To: 2}}}}
 	}
 	rn := &Run{loadEndS: 100}
 	wantRows(t, rollingRestart{}.validity(restarts(40), rn))

@@ -35,10 +35,10 @@
 //   - sampler.go samples the run every few hundred milliseconds from the same outside
 //     sources, into the timeline of series.go that the JSON report keeps and the HTML
 //     report of package timeline draws; the verdict never reads it;
-//   - cluster.go, clusterwatch.go, failover.go, partitionoffline.go and
-//     rollingrestart.go are the scenarios on the three-node cluster: brokers killed,
-//     stopped and started through scripts/stack/kafka.sh, one broker cut off from the
-//     relay by its own proxy, and the cluster followed from outside (leaders, in-sync
+//   - cluster.go, failover.go, partitionoffline.go and rollingrestart.go are the
+//     scenarios on the three-node cluster: brokers killed, stopped and started through
+//     scripts/stack/kafka.sh, one broker cut off from the relay by its own proxy, and
+//     the cluster followed from outside by faults.ClusterWatch (leaders, in-sync
 //     replicas, the group's coordinator and commits);
 //   - scenarios.go says what each scenario breaks and when a run counts as valid;
 //   - runner.go puts them together, checks.go holds the SLO and contract rows, and

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -43,10 +44,10 @@ func (f brokerFailover) disrupt(ctx context.Context, rn *Run) error {
 
 // mostLeading returns the broker leading the most partitions (the lowest id on a tie),
 // -1 if none leads any.
-func mostLeading(w *clusterWatch) int32 {
+func mostLeading(w *faults.ClusterWatch) int32 {
 	best, most := int32(-1), 0
 	for node := int32(1); node <= devstack.ClusterNodes; node++ {
-		if n := len(w.led(node)); n > most {
+		if n := len(w.Led(node)); n > most {
 			best, most = node, n
 		}
 	}
@@ -57,11 +58,11 @@ func mostLeading(w *clusterWatch) int32 {
 // dies at least once, as long as it is not the first victim (then it already did) and
 // leads a partition; otherwise a broker that took a partition over from the first
 // victim; otherwise any other broker.
-func secondVictim(w *clusterWatch, first int32) int32 {
-	if c := w.coordinator(); c > 0 && c != first && len(w.led(c)) > 0 {
+func secondVictim(w *faults.ClusterWatch, first int32) int32 {
+	if c := w.Coordinator(); c > 0 && c != first && len(w.Led(c)) > 0 {
 		return c
 	}
-	for _, ch := range w.leaderChanges() {
+	for _, ch := range w.LeaderChanges() {
 		if ch.From == first && ch.To > 0 && ch.To != first {
 			return ch.To
 		}
@@ -106,8 +107,8 @@ func (f brokerFailover) validity(r *Report, rn *Run) []Check {
 }
 
 // actions returns the broker actions of a kind, in order.
-func actions(ev *ClusterEvidence, action string) []BrokerAction {
-	var out []BrokerAction
+func actions(ev *faults.ClusterEvidence, action string) []faults.BrokerAction {
+	var out []faults.BrokerAction
 	for _, a := range ev.Brokers {
 		if a.Action == action {
 			out = append(out, a)
@@ -117,7 +118,7 @@ func actions(ev *ClusterEvidence, action string) []BrokerAction {
 }
 
 // nextAction returns node's first action of a kind after atS, nil if none.
-func nextAction(ev *ClusterEvidence, node int32, action string, atS float64) *BrokerAction {
+func nextAction(ev *faults.ClusterEvidence, node int32, action string, atS float64) *faults.BrokerAction {
 	for i, a := range ev.Brokers {
 		if a.Node == node && a.Action == action && a.AtS >= atS {
 			return &ev.Brokers[i]
@@ -126,7 +127,7 @@ func nextAction(ev *ClusterEvidence, node int32, action string, atS float64) *Br
 	return nil
 }
 
-func atOrNever(a *BrokerAction) string {
+func atOrNever(a *faults.BrokerAction) string {
 	if a == nil {
 		return "never"
 	}
@@ -134,7 +135,7 @@ func atOrNever(a *BrokerAction) string {
 }
 
 // leaderChangedAfter reports whether partition p's leader moved off node after atS.
-func leaderChangedAfter(ev *ClusterEvidence, p, node int32, atS float64) bool {
+func leaderChangedAfter(ev *faults.ClusterEvidence, p, node int32, atS float64) bool {
 	for _, ch := range ev.LeaderChanges {
 		if ch.Partition == p && ch.From == node && ch.AtS >= atS {
 			return true
@@ -146,7 +147,7 @@ func leaderChangedAfter(ev *ClusterEvidence, p, node int32, atS float64) bool {
 // writtenWhileLeaderDead counts the payments whose event first reached a partition
 // while the broker that led it before a kill was dead: such a record can only have
 // been written to the new leader, so the relay found it.
-func writtenWhileLeaderDead(r *Report, ev *ClusterEvidence) int {
+func writtenWhileLeaderDead(r *Report, ev *faults.ClusterEvidence) int {
 	if r.Evidence == nil {
 		return 0
 	}
@@ -168,7 +169,7 @@ func writtenWhileLeaderDead(r *Report, ev *ClusterEvidence) int {
 
 // committedSince is how far the group's committed offsets grew after atS (< 0: never
 // asked), as the cluster watch sampled them.
-func committedSince(ev *ClusterEvidence, atS float64) int64 {
+func committedSince(ev *faults.ClusterEvidence, atS float64) int64 {
 	if atS < 0 {
 		return 0
 	}

@@ -56,7 +56,7 @@ func (o *partitionOffline) disrupt(ctx context.Context, rn *Run) error {
 		return err
 	}
 	cut.CountFailures(rn.failedPublishAttempts)
-	o.cut.broker, o.cut.partitions = broker, rn.cluster.led(broker)
+	o.cut.broker, o.cut.partitions = broker, rn.cluster.Led(broker)
 	rn.Faults = cut // the report's fault windows are this proxy's
 	rn.disrupted(fmt.Sprintf("relay cut off from broker %d", broker), fmt.Sprintf("proxy %s disabled for %s; it leads partitions %v", devstack.ClusterProxy(broker), o.For, o.cut.partitions))
 	return cut.Hold(ctx, faults.ProxyDown, o.For)
@@ -64,10 +64,10 @@ func (o *partitionOffline) disrupt(ctx context.Context, rn *Run) error {
 
 // fewestLeading returns the broker leading the fewest partitions, but at least one, so
 // the cut takes as few partitions as possible (one, when leaders are balanced).
-func fewestLeading(w *clusterWatch) int32 {
+func fewestLeading(w *faults.ClusterWatch) int32 {
 	best, fewest := int32(-1), 1<<30
 	for node := int32(1); node <= devstack.ClusterNodes; node++ {
-		if n := len(w.led(node)); n > 0 && n < fewest {
+		if n := len(w.Led(node)); n > 0 && n < fewest {
 			best, fewest = node, n
 		}
 	}

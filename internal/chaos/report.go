@@ -140,9 +140,9 @@ type Report struct {
 	// Timeline is what the harness sampled during the run, for the charts of the
 	// HTML report (see series.go).
 	Timeline *Timeline `json:"timeline,omitempty"`
-	// Cluster is what the harness saw of the three-node cluster (clusterwatch.go);
+	// Cluster is what the harness saw of the three-node cluster (faults.ClusterWatch);
 	// nil for the scenarios on the single broker.
-	Cluster *ClusterEvidence `json:"cluster,omitempty"`
+	Cluster *faults.ClusterEvidence `json:"cluster,omitempty"`
 	// LongTransaction is the long-transaction scenario's measurements: the relay's
 	// throughput and latency per phase, and the outbox table's samples.
 	LongTransaction *LongTransactionFigures `json:"long_transaction,omitempty"`

@@ -54,7 +54,7 @@ type Run struct {
 	// loadDone is closed once the load has been sent (see loading).
 	loadDone <-chan struct{}
 	// cluster follows the three-node cluster; nil unless the scenario runs on it.
-	cluster *clusterWatch
+	cluster *faults.ClusterWatch
 
 	mu          sync.Mutex
 	disruptions []Disruption
@@ -412,7 +412,7 @@ func (rn *Run) apiURLs() []string {
 // the consumer. Safe to call twice.
 func (rn *Run) stopServices(logger *slog.Logger) {
 	if rn.cluster != nil {
-		rn.cluster.stop()
+		rn.cluster.Stop()
 	}
 	for _, p := range []*stack.Process{rn.API, rn.Replica, rn.Consumer} {
 		if p == nil {

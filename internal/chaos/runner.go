@@ -110,7 +110,7 @@ func (o Options) ReportDirectory() string { return o.WithDefaults().ReportDir }
 // payments one after another, then loaded while the scenario disrupts it; the outcome
 // is observed before the disruption stops, judged against the validity and SLO checks,
 // and cleaned up only if it passed.
-func RunScenario(ctx context.Context, opts Options, stack *stack.Native, sc Scenario) (*Report, error) {
+func RunScenario(ctx context.Context, opts Options, native *stack.Native, sc Scenario) (*Report, error) {
 	opts = opts.WithDefaults()
 	if sc.Payments > 0 {
 		opts.Payments = sc.Payments
@@ -132,7 +132,7 @@ func RunScenario(ctx context.Context, opts Options, stack *stack.Native, sc Scen
 	// One budget for everything before the load: services and warm-up.
 	setupCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	rn, err := setUp(setupCtx, opts, stack, sc, report, origin, logger)
+	rn, err := setUp(setupCtx, opts, native, sc, report, origin, logger)
 	if rn != nil {
 		defer func() {
 			rn.stopServices(logger)
@@ -189,7 +189,7 @@ func newReport(sc Scenario, origin time.Time, payments int) *Report {
 // setUp clears every fault, then starts the services (or wraps the target's) and wires
 // the Run the disruption gets. The Run it returns, even with an error, has services to
 // stop.
-func setUp(ctx context.Context, opts Options, stack *stack.Native, sc Scenario, report *Report, origin time.Time, logger *slog.Logger) (*Run, error) {
+func setUp(ctx context.Context, opts Options, native *stack.Native, sc Scenario, report *Report, origin time.Time, logger *slog.Logger) (*Run, error) {
 	if err := checkRunnable(opts, sc); err != nil {
 		return nil, err
 	}
@@ -199,11 +199,11 @@ func setUp(ctx context.Context, opts Options, stack *stack.Native, sc Scenario, 
 		// Faults of its own for that broker's proxy (partitionOffline).
 		proxy = devstack.ClusterProxy(1)
 	}
-	faults, err := faults.New(opts.Ports.ToxiproxyAPI(), proxy, origin, logger)
+	toxics, err := faults.New(opts.Ports.ToxiproxyAPI(), proxy, origin, logger)
 	if err != nil {
 		return nil, err
 	}
-	if err := faults.Reset(); err != nil {
+	if err := toxics.Reset(); err != nil {
 		return nil, err
 	}
 	var rn *Run
@@ -215,11 +215,11 @@ func setUp(ctx context.Context, opts Options, stack *stack.Native, sc Scenario, 
 	if err != nil {
 		return rn, err
 	}
-	rn.Stack, rn.Faults, rn.logger, rn.origin, rn.dualWrite = stack, faults, logger, origin, sc.DualWrite
-	faults.CountFailures(rn.failedPublishAttempts)
+	rn.Stack, rn.Faults, rn.logger, rn.origin, rn.dualWrite = native, toxics, logger, origin, sc.DualWrite
+	toxics.CountFailures(rn.failedPublishAttempts)
 	if sc.Cluster {
 		// ctx is the set-up's budget; the watch outlives it, until stopServices stops it.
-		rn.cluster, err = startClusterWatch(context.WithoutCancel(ctx), rn.brokers, rn.topic, rn.group, origin, logger)
+		rn.cluster, err = faults.StartClusterWatch(context.WithoutCancel(ctx), rn.brokers, rn.topic, rn.group, origin, logger)
 	}
 	return rn, err
 }
@@ -347,7 +347,7 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 		return load.Result{}, verify.Observed{}, fmt.Errorf("disruption: %w", err)
 	}
 	if rn.cluster != nil {
-		report.Cluster = rn.cluster.evidence()
+		report.Cluster = rn.cluster.Evidence()
 	}
 	if err := rn.Faults.Reset(); err != nil {
 		return load.Result{}, verify.Observed{}, err

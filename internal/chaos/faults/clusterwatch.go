@@ -1,4 +1,4 @@
-package chaos
+package faults
 
 import (
 	"context"
@@ -12,12 +12,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// clusterWatch follows the three-node cluster from outside, on the DIRECT listeners,
+// ClusterWatch follows the three-node cluster from outside, on the DIRECT listeners,
 // several times a second: which broker leads each partition of the run's topic and which
 // replicas are in sync, which broker coordinates the run's consumer group, and how far
 // the group has committed. The cluster scenarios aim their kills with it and their
 // validity rows read what it recorded, never the services' own view.
-type clusterWatch struct {
+type ClusterWatch struct {
 	adm    *kadm.Client
 	client *kgo.Client
 	topic  string
@@ -83,15 +83,17 @@ type CommitSample struct {
 	Sum int64   `json:"sum"`
 }
 
-// clusterPollInterval is how often the watch asks; leader elections take seconds.
-const clusterPollInterval = 250 * time.Millisecond
+// ClusterPollInterval is how often the watch asks; leader elections take seconds.
+const ClusterPollInterval = 250 * time.Millisecond
 
-func startClusterWatch(ctx context.Context, brokers []string, topic, group string, origin time.Time, logger *slog.Logger) (*clusterWatch, error) {
+// StartClusterWatch polls the cluster of brokers until Evidence or Stop: the leaders
+// and in-sync replicas of topic's partitions, group's coordinator and its commits.
+func StartClusterWatch(ctx context.Context, brokers []string, topic, group string, origin time.Time, logger *slog.Logger) (*ClusterWatch, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RequestTimeoutOverhead(2*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("new Kafka client for the cluster watch: %w", err)
 	}
-	w := &clusterWatch{
+	w := &ClusterWatch{
 		adm: kadm.NewClient(cl), client: cl, topic: topic, group: group, origin: origin,
 		logger: logger.With(slog.String("component", "cluster_watch")),
 		state:  clusterState{leaders: map[int32]int32{}, inSync: map[int32][]int32{}, coordinator: -1},
@@ -101,7 +103,7 @@ func startClusterWatch(ctx context.Context, brokers []string, topic, group strin
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		ticker := time.NewTicker(clusterPollInterval)
+		ticker := time.NewTicker(ClusterPollInterval)
 		defer ticker.Stop()
 		for {
 			select {
@@ -122,7 +124,7 @@ func startClusterWatch(ctx context.Context, brokers []string, topic, group strin
 
 // poll reads the topic's partitions, the group's coordinator and its commits, each
 // under a timeout of its own; what fails is skipped until the next poll.
-func (w *clusterWatch) poll(ctx context.Context) {
+func (w *ClusterWatch) poll(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	now := time.Since(w.origin).Seconds()
@@ -157,7 +159,7 @@ func (w *clusterWatch) poll(ctx context.Context) {
 	}
 }
 
-func (w *clusterWatch) seePartitions(now float64, partitions kadm.PartitionDetails) {
+func (w *ClusterWatch) seePartitions(now float64, partitions kadm.PartitionDetails) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, p := range partitions {
@@ -174,7 +176,7 @@ func (w *clusterWatch) seePartitions(now float64, partitions kadm.PartitionDetai
 	}
 }
 
-func (w *clusterWatch) seeCoordinator(now float64, node int32) {
+func (w *ClusterWatch) seeCoordinator(now float64, node int32) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if node != w.state.coordinator {
@@ -183,8 +185,8 @@ func (w *clusterWatch) seeCoordinator(now float64, node int32) {
 	}
 }
 
-// led returns the partitions node leads, sorted.
-func (w *clusterWatch) led(node int32) []int32 {
+// Led returns the partitions node leads, sorted.
+func (w *ClusterWatch) Led(node int32) []int32 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []int32
@@ -197,14 +199,15 @@ func (w *clusterWatch) led(node int32) []int32 {
 	return out
 }
 
-func (w *clusterWatch) coordinator() int32 {
+// Coordinator returns the group's coordinator as last seen, -1 before it is known.
+func (w *ClusterWatch) Coordinator() int32 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.state.coordinator
 }
 
-// inSyncEverywhere reports whether node is in the ISR of every partition of the topic.
-func (w *clusterWatch) inSyncEverywhere(node int32) bool {
+// InSyncEverywhere reports whether node is in the ISR of every partition of the topic.
+func (w *ClusterWatch) InSyncEverywhere(node int32) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.state.inSync) == 0 {
@@ -218,18 +221,18 @@ func (w *clusterWatch) inSyncEverywhere(node int32) bool {
 	return true
 }
 
-// leaderChanges returns the leader changes seen so far.
-func (w *clusterWatch) leaderChanges() []LeaderChange {
+// LeaderChanges returns the leader changes seen so far.
+func (w *ClusterWatch) LeaderChanges() []LeaderChange {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Clone(w.ev.LeaderChanges)
 }
 
-// record adds a broker action, with what the broker led and coordinated just before.
-func (w *clusterWatch) record(node int32, action string) BrokerAction {
+// Record adds a broker action, with what the broker led and coordinated just before.
+func (w *ClusterWatch) Record(node int32, action string) BrokerAction {
 	a := BrokerAction{AtS: time.Since(w.origin).Seconds(), Node: node, Action: action}
 	if action == "SIGKILL" || action == "SIGTERM" {
-		a.Led, a.Coordinator = w.led(node), w.coordinator() == node
+		a.Led, a.Coordinator = w.Led(node), w.Coordinator() == node
 	}
 	w.mu.Lock()
 	w.ev.Brokers = append(w.ev.Brokers, a)
@@ -237,8 +240,11 @@ func (w *clusterWatch) record(node int32, action string) BrokerAction {
 	return a
 }
 
-// evidence stops the watch and returns what it saw.
-func (w *clusterWatch) evidence() *ClusterEvidence {
+// Stop stops the watch; Evidence still returns what it saw.
+func (w *ClusterWatch) Stop() { w.stop() }
+
+// Evidence stops the watch and returns what it saw.
+func (w *ClusterWatch) Evidence() *ClusterEvidence {
 	w.stop()
 	w.mu.Lock()
 	defer w.mu.Unlock()
