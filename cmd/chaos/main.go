@@ -53,6 +53,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/chaos"
 	"github.com/dscourse/payments-outbox/internal/chaos/compose"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/repo"
@@ -94,7 +95,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	apiCmd := flags.String("api-cmd", "", "start a student's API with this shell command line (with -consumer-cmd; environment in docs/contract.md)")
 	consumerCmd := flags.String("consumer-cmd", "", "start a student's consumer with this shell command line (with -api-cmd)")
 	apiKey := flags.String("api-key", "", "send \"Authorization: Bearer <key>\" with every request to a student's API (-api-url or -api-cmd); our API gets a key the harness makes")
-	relayMode := flags.String("relay-mode", chaos.RelayModePoll, "RELAY_MODE of our API: poll (the polling relay), cdc (logical replication), or both (each scenario in each mode, verdicts side by side)")
+	relayMode := flags.String("relay-mode", verdict.RelayModePoll, "RELAY_MODE of our API: poll (the polling relay), cdc (logical replication), or both (each scenario in each mode, verdicts side by side)")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
@@ -106,9 +107,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	modes := []string{*relayMode}
 	if *relayMode == "both" {
-		modes = []string{chaos.RelayModePoll, chaos.RelayModeCDC}
-	} else if !chaos.ValidRelayMode(*relayMode) {
-		return fmt.Errorf("-relay-mode %q: want %s, %s or both", *relayMode, chaos.RelayModePoll, chaos.RelayModeCDC)
+		modes = []string{verdict.RelayModePoll, verdict.RelayModeCDC}
+	} else if !verdict.ValidRelayMode(*relayMode) {
+		return fmt.Errorf("-relay-mode %q: want %s, %s or both", *relayMode, verdict.RelayModePoll, verdict.RelayModeCDC)
 	}
 	if !chaos.IsScenario(*scenario) {
 		return fmt.Errorf("unknown scenario %q: want one of %s or all", *scenario, strings.Join(chaos.ScenarioNames(), ", "))
@@ -175,11 +176,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if opts.Binaries == nil {
 		modes = modes[:1] // a student's service has its own relay: RELAY_MODE is ours
 	}
-	byMode := map[string]map[string]*chaos.Report{}
+	byMode := map[string]map[string]*verdict.Report{}
 	passed := true
 	for _, mode := range modes {
 		opts.RelayMode = mode
-		reports := map[string]*chaos.Report{}
+		reports := map[string]*verdict.Report{}
 		byMode[mode] = reports
 		for _, name := range names {
 			sc := scenarios[name]
@@ -209,7 +210,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			}
 		}
 		if reports["default"] != nil && reports["dual-write"] != nil {
-			chaos.PrintComparison(stdout, reports["default"], reports["dual-write"])
+			verdict.PrintComparison(stdout, reports["default"], reports["dual-write"])
 		}
 	}
 	if len(modes) > 1 {

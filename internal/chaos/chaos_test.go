@@ -8,6 +8,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/repo"
 )
@@ -47,7 +48,7 @@ func TestShortDefaultScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := chaos.Scenarios(true)["default"]
-	run := func() *chaos.Report {
+	run := func() *verdict.Report {
 		report, err := chaos.RunScenario(ctx, chaos.Options{
 			Root: root, Payments: 20, Binaries: bins, Ports: ports,
 			ReportDir: t.TempDir(), Logger: logger, Out: t.Output(),
@@ -62,7 +63,7 @@ func TestShortDefaultScenario(t *testing.T) {
 	// busy with the other test packages can stall the API past a window (a commit can
 	// wait seconds for the database), and then no payment of that window counts as held
 	// back. One rerun, as a user would; a FAIL is never rerun, and INVALID twice fails.
-	if report.Verdict() == chaos.VerdictInvalid {
+	if report.Verdict() == verdict.Invalid {
 		t.Logf("first run INVALID, rerun once as its verdict advises: %s", report.Advice())
 		report = run()
 	}

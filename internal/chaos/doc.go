@@ -33,8 +33,8 @@
 //   - replicapause.go runs two API replicas on one outbox and pauses one past its lease;
 //   - evidence.go turns what the harness saw for itself into the validity rows;
 //   - sampler.go samples the run every few hundred milliseconds from the same outside
-//     sources, into the timeline of series.go that the JSON report keeps and the HTML
-//     report of package timeline draws; the verdict never reads it;
+//     sources, into the timeline (verdict.Timeline) that the JSON report keeps and the
+//     HTML report of package timeline draws; the verdict never reads it;
 //   - cluster.go, failover.go, partitionoffline.go and rollingrestart.go are the
 //     scenarios on the three-node cluster: brokers killed, stopped and started through
 //     scripts/stack/kafka.sh, one broker cut off from the relay by its own proxy, and
@@ -42,7 +42,8 @@
 //     replicas, the group's coordinator and commits);
 //   - scenarios.go says what each scenario breaks and when a run counts as valid;
 //   - runner.go puts them together, checks.go holds the SLO and contract rows, and
-//     report.go decides the verdict, prints it and writes JSON;
+//     package verdict holds the report: it decides the verdict, prints it and writes
+//     JSON;
 //   - package compose runs the same scenarios against the services of
 //     deploy/docker-compose.yml (STACK=compose), judged from the host as a service the
 //     harness did not start.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -70,7 +71,7 @@ func secondVictim(w *faults.ClusterWatch, first int32) int32 {
 	return first%devstack.ClusterNodes + 1
 }
 
-func (f brokerFailover) validity(r *Report, rn *Run) []Check {
+func (f brokerFailover) validity(r *verdict.Report, rn *Run) []verdict.Check {
 	ev := r.Cluster
 	kills := actions(ev, "SIGKILL")
 	restarted := 0
@@ -97,12 +98,12 @@ func (f brokerFailover) validity(r *Report, rn *Run) []Check {
 	}
 	written := writtenWhileLeaderDead(r, ev)
 	committedAfter := committedSince(ev, coordinatorKilled)
-	return []Check{
-		check(Validity, "brokers SIGKILLed and restarted by the harness", "2 kills, each restarted", fmt.Sprintf("%d kills, %d restarted: %s", len(kills), restarted, strings.Join(killed, "; ")), len(kills) >= 2 && restarted == len(kills)),
-		check(Validity, "partitions of the killed brokers got a new leader (harness's metadata, DIRECT)", fmt.Sprintf("%d of %d", led, led), fmt.Sprintf("%d of %d; %d leader changes in all", moved, led, len(ev.LeaderChanges)), led > 0 && moved == led),
-		check(Validity, "events written to a partition while its old leader was dead (the relay found the new leader)", "> 0", written, written > 0),
-		check(Validity, "the consumer group's coordinator among the brokers killed", "true", coordinatorKilled >= 0, coordinatorKilled >= 0),
-		check(Validity, "offsets the group committed after its coordinator was killed (the consumer found the new one)", "> 0", committedAfter, committedAfter > 0),
+	return []verdict.Check{
+		check(verdict.Validity, "brokers SIGKILLed and restarted by the harness", "2 kills, each restarted", fmt.Sprintf("%d kills, %d restarted: %s", len(kills), restarted, strings.Join(killed, "; ")), len(kills) >= 2 && restarted == len(kills)),
+		check(verdict.Validity, "partitions of the killed brokers got a new leader (harness's metadata, DIRECT)", fmt.Sprintf("%d of %d", led, led), fmt.Sprintf("%d of %d; %d leader changes in all", moved, led, len(ev.LeaderChanges)), led > 0 && moved == led),
+		check(verdict.Validity, "events written to a partition while its old leader was dead (the relay found the new leader)", "> 0", written, written > 0),
+		check(verdict.Validity, "the consumer group's coordinator among the brokers killed", "true", coordinatorKilled >= 0, coordinatorKilled >= 0),
+		check(verdict.Validity, "offsets the group committed after its coordinator was killed (the consumer found the new one)", "> 0", committedAfter, committedAfter > 0),
 	}
 }
 
@@ -147,7 +148,7 @@ func leaderChangedAfter(ev *faults.ClusterEvidence, p, node int32, atS float64) 
 // writtenWhileLeaderDead counts the payments whose event first reached a partition
 // while the broker that led it before a kill was dead: such a record can only have
 // been written to the new leader, so the relay found it.
-func writtenWhileLeaderDead(r *Report, ev *faults.ClusterEvidence) int {
+func writtenWhileLeaderDead(r *verdict.Report, ev *faults.ClusterEvidence) int {
 	if r.Evidence == nil {
 		return 0
 	}
@@ -158,8 +159,8 @@ func writtenWhileLeaderDead(r *Report, ev *faults.ClusterEvidence) int {
 		if back != nil {
 			end = back.AtS
 		}
-		for id, seen := range r.Evidence.firstSeenS {
-			if seen > k.AtS && seen < end && slices.Contains(k.Led, r.Evidence.partition[id]) {
+		for id, seen := range r.Evidence.FirstSeenS {
+			if seen > k.AtS && seen < end && slices.Contains(k.Led, r.Evidence.Partition[id]) {
 				n++
 			}
 		}

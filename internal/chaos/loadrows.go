@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 )
 
 // The SLO rows of what the load generator's clients saw.
@@ -18,12 +19,12 @@ import (
 const Answers5xxRow = "answers 5xx other than 503 (first attempts and retries)"
 
 // serverErrorsCheck is Answers5xxRow.
-func serverErrorsCheck(r *Report) Check {
+func serverErrorsCheck(r *verdict.Report) verdict.Check {
 	got := fmt.Sprint(r.ServerErrors.Count)
 	if len(r.ServerErrors.First) > 0 {
 		got += " (first: " + strings.Join(r.ServerErrors.First, ", ") + ")"
 	}
-	return check(SLO, Answers5xxRow, "0", got, r.ServerErrors.Count == 0)
+	return check(verdict.SLO, Answers5xxRow, "0", got, r.ServerErrors.Count == 0)
 }
 
 // sameKeyEvery is the share of a scenario's payments that several clients send at once
@@ -34,14 +35,14 @@ const sameKeyEvery = 10
 const SameKeyRow = "concurrent same-key requests: every 201 (200) of one key names one payment (one event)"
 
 // sameKeyCheck is SameKeyRow; off when the load sent no key from several clients.
-func sameKeyCheck(r *Report) Check {
+func sameKeyCheck(r *verdict.Report) verdict.Check {
 	s := r.SameKey
 	if s.Keys == 0 {
-		return checkOff(SLO, SameKeyRow, "0 split keys", "the load sent no key from several clients at once")
+		return checkOff(verdict.SLO, SameKeyRow, "0 split keys", "the load sent no key from several clients at once")
 	}
 	got := fmt.Sprintf("%d split of %d keys sent by %d clients at once", s.Split, s.Keys, load.SameKeyCopies)
 	if s.FirstSplit != "" {
 		got += "; first: " + s.FirstSplit
 	}
-	return check(SLO, SameKeyRow, "0 split keys", got, s.Split == 0)
+	return check(verdict.SLO, SameKeyRow, "0 split keys", got, s.Split == 0)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/migrations"
@@ -105,7 +106,7 @@ func TestObserveReadsIdentities(t *testing.T) {
 				t.Fatalf("Observe: %v", err)
 			}
 			obs.Accepted = []string{b.paymentID.String()}
-			var r Report
+			var r verdict.Report
 			fillObserved(obs, &r)
 
 			wantSchema := verify.Schema{OutboxEvents: true, OutboxDLQ: true, DLQReplayedAt: true, ConsumerDatabase: true, Decisions: true, DecisionEventIDs: true, UserTotals: true, PaymentLifecycle: true, ConsumerOrder: true, OrderViolations: true}
@@ -170,7 +171,7 @@ func TestObserveUndecidedIsLost(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Observe: %v", err)
 	}
-	var r Report
+	var r verdict.Report
 	fillObserved(obs, &r)
 	if r.Lost != 1 || r.LostNoDecision != 1 {
 		t.Errorf("lost %d, of which no decision %d; want 1 and 1 (notes %q)", r.Lost, r.LostNoDecision, r.Notes)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/event"
 )
@@ -13,7 +14,7 @@ import (
 // fillObserved computes the report's counts from what was observed and what the clients saw.
 // The first example of every kind of failure goes into the notes, so that a mentor can
 // look it up in the databases or the topic that a failed run keeps.
-func fillObserved(o verify.Observed, r *Report) {
+func fillObserved(o verify.Observed, r *verdict.Report) {
 	r.PaymentsCommitted = len(o.Committed)
 	r.EventsInTopic = o.Topic.Records
 	r.UniqueEventsInTopic = o.Topic.Unique()
@@ -37,7 +38,7 @@ func fillObserved(o verify.Observed, r *Report) {
 // fillLost counts what the service lost and what it made up. A payment is lost when it
 // is committed but has no event in the topic or no decision, and when the API answered
 // 201 with its id but it was never committed; each id counts once.
-func fillLost(o verify.Observed, r *Report) {
+func fillLost(o verify.Observed, r *verdict.Report) {
 	r.Lost, r.LostNoEvent, r.LostNoDecision, r.LostNotCommitted, r.Phantom, r.DuplicateEffects, r.Decisions = 0, 0, 0, 0, 0, 0, 0
 	lost := map[string]bool{}
 	for id := range o.Committed {
@@ -89,7 +90,7 @@ func fillLost(o verify.Observed, r *Report) {
 // names its payment's PaymentCreated. Counts alone cannot see either: a relay that mints a
 // new id for every retry, and a consumer that records the wrong event, both leave one
 // record per id and one decision per payment.
-func fillIdentities(o verify.Observed, r *Report) {
+func fillIdentities(o verify.Observed, r *verdict.Report) {
 	r.PaymentsWithSeveralEventIDs = 0
 	for _, id := range slices.Sorted(maps.Keys(o.Topic.TransitionEventIDs)) {
 		bySequence := o.Topic.TransitionEventIDs[id]
@@ -123,7 +124,7 @@ func fillIdentities(o verify.Observed, r *Report) {
 
 // fillRecordContract copies the topic's contract violations into the report and adds
 // the payloads that disagree with their committed payment.
-func fillRecordContract(o verify.Observed, r *Report) {
+func fillRecordContract(o verify.Observed, r *verdict.Report) {
 	t := o.Topic
 	r.BadKeys, r.BadHeaders, r.BadPayloads = t.BadKey.Count, t.BadHeaders.Count, t.BadPayload.Count
 	for _, v := range []struct {

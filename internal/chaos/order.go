@@ -9,13 +9,14 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 )
 
 // fillOrder counts the payments whose events the topic shows out of their sequence, the
 // committed transitions without an event and the events of transitions never committed,
 // and the consumer's applied order.
-func fillOrder(o verify.Observed, r *Report) {
+func fillOrder(o verify.Observed, r *verdict.Report) {
 	r.OrderViolations, r.TransitionsLost, r.TransitionsPhantom, r.MultiEventPayments = 0, 0, 0, 0
 	for _, id := range slices.Sorted(maps.Keys(o.Topic.PaymentOrder)) {
 		events := o.Topic.PaymentOrder[id]
@@ -60,7 +61,7 @@ func fillOrder(o verify.Observed, r *Report) {
 // fillConsumerOrder checks the order in which the consumer took each payment's events:
 // 1, 2, 3 ... with nothing skipped, as for the topic, and every committed transition
 // taken by the end.
-func fillConsumerOrder(o verify.Observed, r *Report) {
+func fillConsumerOrder(o verify.Observed, r *verdict.Report) {
 	r.ConsumerOrderViolations, r.ConsumerTransitionsMissing, r.ConsumerOwnViolations = 0, 0, o.ConsumerOwnViolations
 	if o.ConsumerOrder == nil {
 		return
@@ -161,15 +162,15 @@ func eventsInFlight(committed []load.CommittedEvent, firstSeenS map[string]float
 // orderInFlightCheck is the order validity row: payments had several events in flight at
 // once, during a fault window when the scenario has windows, so that the order checks had
 // something to catch.
-func orderInFlightCheck(r *Report) Check {
+func orderInFlightCheck(r *verdict.Report) verdict.Check {
 	ev := r.Evidence
 	const name = "order: payments with several events in flight (committed before the previous one reached the topic)"
 	if !r.LifecycleLoad {
-		return checkOff(Validity, name, "> 0", "the load sent no transitions (the service has no lifecycle endpoints)")
+		return checkOff(verdict.Validity, name, "> 0", "the load sent no transitions (the service has no lifecycle endpoints)")
 	}
 	if len(r.FaultWindows) == 0 {
-		return check(Validity, name, "> 0", ev.EventsInFlight, ev.EventsInFlight > 0)
+		return check(verdict.Validity, name, "> 0", ev.EventsInFlight, ev.EventsInFlight > 0)
 	}
 	got := fmt.Sprintf("%d during fault windows (%d in all)", ev.EventsInFlightInFaults, ev.EventsInFlight)
-	return check(Validity, name+" during faults", "> 0", got, ev.EventsInFlightInFaults > 0)
+	return check(verdict.Validity, name+" during faults", "> 0", got, ev.EventsInFlightInFaults > 0)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/event"
 )
@@ -50,7 +51,7 @@ func TestFillOrder(t *testing.T) {
 			for _, e := range tt.order {
 				obs.Topic.TransitionEventIDs["p1"][e.Sequence] = append(obs.Topic.TransitionEventIDs["p1"][e.Sequence], e.EventID)
 			}
-			var r Report
+			var r verdict.Report
 			fillObserved(obs, &r)
 			got := []int{r.OrderViolations, r.TransitionsLost, r.TransitionsPhantom, r.ConsumerOrderViolations, r.ConsumerTransitionsMissing}
 			want := []int{tt.wantOrder, tt.wantLost, tt.wantPhantom, tt.wantConsumer, tt.wantMissing}

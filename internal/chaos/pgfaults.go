@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -244,7 +245,7 @@ func (f *pgFaults) outageWindow(ctx context.Context, rn *Run, proxy *toxiproxy.P
 
 // validity: each fault bit, by the harness's own evidence and the clients'; then the
 // scenario's SLO rows about what the API answered.
-func (f *pgFaults) validity(r *Report, _ *Run) []Check {
+func (f *pgFaults) validity(r *verdict.Report, _ *Run) []verdict.Check {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	slowest := time.Duration(0)
@@ -264,14 +265,14 @@ func (f *pgFaults) validity(r *Report, _ *Run) []Check {
 	refused := retries["status 503 with Retry-After"] + retries["status 503 without Retry-After"] + retries["transport error"]
 	outageEnd := f.outage.EndS
 	overlap := f.outage.EndS > 0 && r.Evidence != nil && f.outage.StartS < r.Evidence.LoadEndS
-	return []Check{
-		check(Validity, "latency spikes: the harness's SELECT 1 through the proxy (slowest)", fmt.Sprintf(">= %s", f.SpikeLatency*3/4),
+	return []verdict.Check{
+		check(verdict.Validity, "latency spikes: the harness's SELECT 1 through the proxy (slowest)", fmt.Sprintf(">= %s", f.SpikeLatency*3/4),
 			fmt.Sprintf("%s in %d of %d spikes", slowest.Round(time.Millisecond), len(f.spikeRTT), f.Spikes), len(f.spikeRTT) == f.Spikes && slowest >= f.SpikeLatency*3/4),
-		check(Validity, "connections cut with a write transaction of the API open (pg_stat_activity)", fmt.Sprint(f.Cuts),
+		check(verdict.Validity, "connections cut with a write transaction of the API open (pg_stat_activity)", fmt.Sprint(f.Cuts),
 			fmt.Sprintf("%d (open at each cut: %v)", cutsWithTx, f.cutOpen), cutsWithTx == f.Cuts),
-		check(Validity, "outage of "+f.Outage.String()+" during the load; client attempts refused and retried (503, transport errors)", "> 0",
+		check(verdict.Validity, "outage of "+f.Outage.String()+" during the load; client attempts refused and retried (503, transport errors)", "> 0",
 			fmt.Sprintf("%d (window %.1f s to %.1f s)", refused, f.outage.StartS, outageEnd), overlap && refused > 0),
-		check(SLO, "503 without Retry-After", "0", retries["status 503 without Retry-After"], retries["status 503 without Retry-After"] == 0),
-		check(SLO, "201 for a payment not committed", "0", r.LostNotCommitted, r.LostNotCommitted == 0),
+		check(verdict.SLO, "503 without Retry-After", "0", retries["status 503 without Retry-After"], retries["status 503 without Retry-After"] == 0),
+		check(verdict.SLO, "201 for a payment not committed", "0", r.LostNotCommitted, r.LostNotCommitted == 0),
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
@@ -375,7 +376,7 @@ func (p *poison) replay(ctx context.Context, baseURL, eventID string) error {
 // A relay that took MESSAGE_TOO_LARGE for an outage is still held back, and fails the
 // dlq row; a limit that did not bite turns the poison rows off, so the run is INVALID
 // rather than a FAIL of the service.
-func (p *poison) validity(r *Report, _ *Run) []Check {
+func (p *poison) validity(r *verdict.Report, _ *Run) []verdict.Check {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t, c := p.before, p.calibration
@@ -384,7 +385,7 @@ func (p *poison) validity(r *Report, _ *Run) []Check {
 	held := 0
 	if r.Evidence != nil && p.limited && p.window.EndS >= 0 {
 		for paymentID, sequence := range t.poison {
-			if first, ok := r.Evidence.transitionSeenS[paymentID][sequence]; ok && first > p.window.EndS {
+			if first, ok := r.Evidence.TransitionSeenS[paymentID][sequence]; ok && first > p.window.EndS {
 				held++
 			}
 		}
@@ -405,22 +406,22 @@ func (p *poison) validity(r *Report, _ *Run) []Check {
 	if problem != "" {
 		measured = "no limit set: " + problem + " (" + measured + ")"
 	}
-	checks := []Check{
-		check(Validity, "calibration: each event type measured alone, the smallest poison record above the largest other by", fmt.Sprintf(">= %d bytes", minPoisonGap),
+	checks := []verdict.Check{
+		check(verdict.Validity, "calibration: each event type measured alone, the smallest poison record above the largest other by", fmt.Sprintf(">= %d bytes", minPoisonGap),
 			measured, problem == ""),
-		check(Validity, "the size limit bit: poison events in the topic only after it was restored (topic)", fmt.Sprint(t.Poison),
+		check(verdict.Validity, "the size limit bit: poison events in the topic only after it was restored (topic)", fmt.Sprint(t.Poison),
 			fmt.Sprintf("%d (%d rejections recorded)", held, t.Rejections), t.Poison > 0 && held == t.Poison),
 	}
-	slos := []Check{
-		check(SLO, "dlq before the replay = the poison events", fmt.Sprint(t.Poison),
+	slos := []verdict.Check{
+		check(verdict.SLO, "dlq before the replay = the poison events", fmt.Sprint(t.Poison),
 			fmt.Sprintf("%d dead-lettered of %d poison; outbox_dlq rows %d", t.DeadLettered, t.Poison, t.DLQRows), t.Poison > 0 && t.DeadLettered == t.Poison && t.DLQRows == t.Poison),
-		check(SLO, "rejections before a dead letter (most on one event)", "<= "+strconv.Itoa(p.MaxRejections),
+		check(verdict.SLO, "rejections before a dead letter (most on one event)", "<= "+strconv.Itoa(p.MaxRejections),
 			t.MaxRejections, t.DeadLettered > 0 && t.MaxRejections <= p.MaxRejections),
-		check(SLO, "alert received by the local webhook for each dead letter", fmt.Sprint(t.DeadLettered),
+		check(verdict.SLO, "alert received by the local webhook for each dead letter", fmt.Sprint(t.DeadLettered),
 			fmt.Sprintf("%d (%d alerts in all, %d calls not alerts or not signed)", alerted, sumCounts(received), bad), t.DeadLettered > 0 && alerted == t.DeadLettered),
-		check(SLO, "other events held up (dead-lettered or unpublished when the poison was dead)", "0",
+		check(verdict.SLO, "other events held up (dead-lettered or unpublished when the poison was dead)", "0",
 			fmt.Sprintf("%d (dead-lettered %d, unpublished %d)", len(t.othersFailed)+t.OthersPending, len(t.othersFailed), t.OthersPending), len(t.othersFailed)+t.OthersPending == 0),
-		check(SLO, "replayed events in the topic with their dead-lettered event ids", fmt.Sprint(t.DeadLettered),
+		check(verdict.SLO, "replayed events in the topic with their dead-lettered event ids", fmt.Sprint(t.DeadLettered),
 			fmt.Sprintf("%d (%s)", p.replayedWithOriginalID, replayGot), t.DeadLettered > 0 && p.replayedWithOriginalID == t.DeadLettered),
 	}
 	overGot := fmt.Sprint(len(p.overLimit))
@@ -433,9 +434,9 @@ func (p *poison) validity(r *Report, _ *Run) []Check {
 	}
 	const overName = "the limit refused only the poison: no other record larger than it, measured alone (topic, after the drain)"
 	if p.limited {
-		checks = append(checks, check(Validity, overName, "0", overGot, p.measureErr == nil && len(p.overLimit) == 0))
+		checks = append(checks, check(verdict.Validity, overName, "0", overGot, p.measureErr == nil && len(p.overLimit) == 0))
 	} else {
-		checks = append(checks, checkOff(Validity, overName, "0", "no limit was set: nothing measured against it"))
+		checks = append(checks, checkOff(verdict.Validity, overName, "0", "no limit was set: nothing measured against it"))
 	}
 	switch {
 	case held == 0:

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/event"
 )
@@ -140,7 +141,7 @@ func measureCalibration(sizes []recordSize, shared int, poisonType string) calib
 // calibrate sends the calibration load, before any fault, waits until it is in the
 // topic and measures it. It returns how many payments it committed, which the run
 // counts with the warm-up.
-func (p *poison) calibrate(ctx context.Context, rn *Run, verifier *verify.Verifier, report *Report) (int, error) {
+func (p *poison) calibrate(ctx context.Context, rn *Run, verifier *verify.Verifier, report *verdict.Report) (int, error) {
 	// Paced, so that most events are published alone and so measured alone.
 	load, err := load.Run(ctx, load.Config{BaseURL: rn.API.BaseURL, RunID: report.RunID + "-calibration", APIKey: rn.apiKey, Payments: calibrationPayments,
 		Span: calibrationPayments * 500 * time.Millisecond, LargestEvery: calibrationLargestEvery, Lifecycle: report.LifecycleLoad})

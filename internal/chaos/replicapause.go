@@ -13,6 +13,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/jackc/pgx/v5"
 )
@@ -53,7 +54,7 @@ func (rp replicaPause) disrupt(ctx context.Context, rn *Run) error {
 		return fmt.Errorf("replica-pause needs two API processes (Scenario.Replicas)")
 	}
 	pause := rp.pauseOnce
-	if rn.relayMode == RelayModeCDC {
+	if rn.relayMode == verdict.RelayModeCDC {
 		pause = rp.pauseStreamingOnce // one slot instead of leases: replicapausecdc.go
 	}
 	if err := rn.Faults.Inject(faults.SlowAcks); err != nil {
@@ -277,7 +278,7 @@ func lateOutcomes(logPath string, windows [][2]time.Time) (late, fenced int) {
 const fencedLog = "lease expired before the batch was recorded"
 
 // aloneWindows returns the wall-clock windows in which the paused replica ran alone.
-func (rp replicaPause) aloneWindows(r *Report, rn *Run) [][2]time.Time {
+func (rp replicaPause) aloneWindows(r *verdict.Report, rn *Run) [][2]time.Time {
 	var windows [][2]time.Time
 	for _, d := range r.Disruptions {
 		if d.What == resumedAlone {
@@ -307,8 +308,8 @@ func (rn *Run) resumeAlone(p *stack.Process) error {
 // validity is the scenario's own rows: the pauses happened with rows leased, the paused
 // replica's late outcomes were fenced (its own log), and changed nothing (the harness's
 // comparison, an SLO row).
-func (rp replicaPause) validity(r *Report, rn *Run) []Check {
-	if rn.relayMode == RelayModeCDC {
+func (rp replicaPause) validity(r *verdict.Report, rn *Run) []verdict.Check {
+	if rn.relayMode == verdict.RelayModeCDC {
 		return rp.validityCDC(r, rn)
 	}
 	pauses, withLeases := 0, 0
@@ -326,13 +327,13 @@ func (rp replicaPause) validity(r *Report, rn *Run) []Check {
 	if len(changes) > 0 {
 		changed += ", first " + changes[0]
 	}
-	return []Check{
-		check(Validity, "replica paused past the lease with outbox rows leased (SIGSTOP)", fmt.Sprintf("%d pauses", rp.Pauses),
+	return []verdict.Check{
+		check(verdict.Validity, "replica paused past the lease with outbox rows leased (SIGSTOP)", fmt.Sprintf("%d pauses", rp.Pauses),
 			fmt.Sprintf("%d pauses, %d with rows leased", pauses, withLeases), pauses >= rp.Pauses && withLeases > 0),
-		check(Validity, "late outcomes of the paused replica, for rows it no longer owned (its log, while alone)", "> 0",
+		check(verdict.Validity, "late outcomes of the paused replica, for rows it no longer owned (its log, while alone)", "> 0",
 			fmt.Sprintf("%d events (%d marks its relay reported fenced: %s)", late, fenced, fencedLog), late > 0),
-		check(Validity, "the service's own copies in the topic (the other replica published the paused one's rows again)", "> 0", r.Evidence.ServiceCopies, r.Evidence.ServiceCopies > 0),
+		check(verdict.Validity, "the service's own copies in the topic (the other replica published the paused one's rows again)", "> 0", r.Evidence.ServiceCopies, r.Evidence.ServiceCopies > 0),
 		orderInFlightCheck(r),
-		check(SLO, "late outcomes of the paused replica changed nothing (published rows, the other replica's leases)", "0", changed, len(changes) == 0),
+		check(verdict.SLO, "late outcomes of the paused replica changed nothing (published rows, the other replica's leases)", "0", changed, len(changes) == 0),
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -169,7 +170,7 @@ func sessionsEnded(logPath string, from, until time.Time) int {
 // with rows pending, the other replica took the slot over during it, every paused
 // relay found its session ended once it resumed (the server's fence, its own log), and
 // its late outcomes changed nothing (the same SLO row as in polling mode).
-func (rp replicaPause) validityCDC(r *Report, rn *Run) []Check {
+func (rp replicaPause) validityCDC(r *verdict.Report, rn *Run) []verdict.Check {
 	pauses, streamingWithRows, takeovers := 0, 0, 0
 	for _, d := range r.Disruptions {
 		switch d.What {
@@ -192,16 +193,16 @@ func (rp replicaPause) validityCDC(r *Report, rn *Run) []Check {
 	if len(changes) > 0 {
 		changed += ", first " + changes[0]
 	}
-	return []Check{
-		check(Validity, "streaming replica paused past wal_sender_timeout ("+cdcWalSenderTimeout.String()+") with outbox rows pending (SIGSTOP)", fmt.Sprintf("%d pauses", rp.Pauses),
+	return []verdict.Check{
+		check(verdict.Validity, "streaming replica paused past wal_sender_timeout ("+cdcWalSenderTimeout.String()+") with outbox rows pending (SIGSTOP)", fmt.Sprintf("%d pauses", rp.Pauses),
 			fmt.Sprintf("%d pauses, %d of the streaming replica with rows pending", pauses, streamingWithRows), pauses >= rp.Pauses && streamingWithRows > 0),
-		check(Validity, "the other replica took the slot over during the pause ("+streamingMetric+")", "> 0",
+		check(verdict.Validity, "the other replica took the slot over during the pause ("+streamingMetric+")", "> 0",
 			fmt.Sprintf("%d of %d pauses", takeovers, pauses), takeovers > 0),
-		check(Validity, "every paused relay found its session ended by the server before the next one resumed (its log: "+streamLostLog+")", "all resumed",
+		check(verdict.Validity, "every paused relay found its session ended by the server before the next one resumed (its log: "+streamLostLog+")", "all resumed",
 			fencedGot, resumed > 0 && len(unfenced) == 0),
-		check(Validity, "the service's own copies in the topic (the other replica streamed the paused one's events again)", "> 0", r.Evidence.ServiceCopies, r.Evidence.ServiceCopies > 0),
+		check(verdict.Validity, "the service's own copies in the topic (the other replica streamed the paused one's events again)", "> 0", r.Evidence.ServiceCopies, r.Evidence.ServiceCopies > 0),
 		orderInFlightCheck(r),
-		check(SLO, "late outcomes of the paused replica changed nothing (published rows)", "0", changed, len(changes) == 0),
+		check(verdict.SLO, "late outcomes of the paused replica changed nothing (published rows)", "0", changed, len(changes) == 0),
 	}
 }
 
@@ -211,15 +212,17 @@ func (rp replicaPause) validityCDC(r *Report, rn *Run) []Check {
 // resume time. A relay notices the end of its session only when it next talks to the
 // server, which may be after its time alone, but one that has not noticed by the next
 // resume still publishes for a session that is over.
-func unfencedAfterResume(disruptions []Disruption, rn *Run, end time.Time) (unfenced []string, resumed int) {
+func unfencedAfterResume(disruptions []verdict.Disruption, rn *Run, end time.Time) (unfenced []string, resumed int) {
 	logs := map[string]string{rn.API.Name: rn.API.LogPath, rn.Replica.Name: rn.Replica.LogPath}
-	var starts []Disruption
+	var starts []verdict.Disruption
 	for _, d := range disruptions {
 		if d.What == resumedAlone {
 			starts = append(starts, d)
 		}
 	}
-	at := func(d Disruption) time.Time { return rn.origin.Add(time.Duration(d.AtSeconds * float64(time.Second))) }
+	at := func(d verdict.Disruption) time.Time {
+		return rn.origin.Add(time.Duration(d.AtSeconds * float64(time.Second)))
+	}
 	for i, d := range starts {
 		until := end
 		if i+1 < len(starts) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -42,7 +43,7 @@ func TestUnfencedAfterResume(t *testing.T) {
 	t.Parallel()
 	origin := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	rn := twoReplicaLogs(t, origin, []string{lost("12:00:12"), lost("12:00:52")}, []string{lost("12:00:55")})
-	disruptions := []Disruption{
+	disruptions := []verdict.Disruption{
 		{What: resumedAlone, Detail: "api", AtSeconds: 10},
 		{What: resumedAlone, Detail: "api-2", AtSeconds: 30},
 		{What: resumedAlone, Detail: "api", AtSeconds: 50},
@@ -70,7 +71,7 @@ func TestUnfencedAfterResumeLeavesOutALineBeforeTheResume(t *testing.T) {
 	rn := twoReplicaLogs(t, origin,
 		[]string{lost("19:01:23.974486832"), lost("19:02:02.09761465")},
 		[]string{lost("19:01:42.672171121")})
-	disruptions := []Disruption{
+	disruptions := []verdict.Disruption{
 		{What: pausedStreaming, Detail: "api, 7 outbox rows pending", AtSeconds: 5.347742005},
 		{What: resumedAlone, Detail: "api", AtSeconds: 19.371679941},
 		{What: pausedStreaming, Detail: "api-2, 89 outbox rows pending", AtSeconds: 24.010030744},

@@ -21,6 +21,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/migrations"
@@ -57,7 +58,7 @@ type Run struct {
 	cluster *faults.ClusterWatch
 
 	mu          sync.Mutex
-	disruptions []Disruption
+	disruptions []verdict.Disruption
 	// bankedFailures holds the publish-failure counts of API processes that were
 	// killed: their counters die with them.
 	bankedFailures int
@@ -90,7 +91,7 @@ func (rn *Run) lateChanges() []string {
 // and the API: ours, built from this repository, or a student's from opts.Commands.
 // Nothing left over from an earlier run can pass for this run's events. Ours get their
 // schema here; a student's command prepares its own (it is given empty databases).
-func startServices(ctx context.Context, opts Options, sc Scenario, report *Report) (*Run, error) {
+func startServices(ctx context.Context, opts Options, sc Scenario, report *verdict.Report) (*Run, error) {
 	paymentsURL, err := devstack.CreateDatabase(ctx, opts.AdminURL, report.PaymentsDatabase)
 	if err != nil {
 		return nil, err
@@ -173,7 +174,7 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *Repor
 
 // targetRun wraps a service that somebody else runs. The harness cannot kill or
 // restart it, so the scenarios that do are refused with the way to run them.
-func targetRun(opts Options, sc Scenario, report *Report) (*Run, error) {
+func targetRun(opts Options, sc Scenario, report *verdict.Report) (*Run, error) {
 	t := opts.Target
 	if sc.Cluster {
 		return nil, fmt.Errorf("scenario %s not runnable against -api-url: it runs on the three-node cluster, whose brokers the harness kills; give -api-cmd and -consumer-cmd instead", sc.Name)
@@ -196,7 +197,7 @@ func TargetRunnable(opts Options, sc Scenario) error {
 	if err := checkRunnable(opts, sc); err != nil {
 		return err
 	}
-	_, err := targetRun(opts, sc, &Report{})
+	_, err := targetRun(opts, sc, &verdict.Report{})
 	return err
 }
 
@@ -273,7 +274,7 @@ const dualWriteFailureLog = "dual write: publish failed"
 // student's schema without our lease columns. The CDC relay leases nothing: what a
 // kill leaves behind is its unconfirmed events, every pending row (pendingRows).
 func (rn *Run) leasedRows(ctx context.Context) int {
-	if rn.relayMode == RelayModeCDC {
+	if rn.relayMode == verdict.RelayModeCDC {
 		return rn.pendingRows(ctx)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -294,15 +295,15 @@ func (rn *Run) leasedRows(ctx context.Context) int {
 func (rn *Run) disrupted(what, detail string) {
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
-	rn.disruptions = append(rn.disruptions, Disruption{What: what, AtSeconds: time.Since(rn.origin).Seconds(), Detail: detail})
+	rn.disruptions = append(rn.disruptions, verdict.Disruption{What: what, AtSeconds: time.Since(rn.origin).Seconds(), Detail: detail})
 	rn.logger.Info("disruption", slog.String("what", what), slog.String("detail", detail))
 }
 
 // Disruptions returns what was done so far.
-func (rn *Run) Disruptions() []Disruption {
+func (rn *Run) Disruptions() []verdict.Disruption {
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
-	return append([]Disruption(nil), rn.disruptions...)
+	return append([]verdict.Disruption(nil), rn.disruptions...)
 }
 
 // Crashes counts what the crash scenarios did to the services and what each death

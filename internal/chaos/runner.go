@@ -18,6 +18,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
@@ -88,7 +89,7 @@ func (o Options) WithDefaults() Options {
 	}
 	o.Ports = cmp.Or(o.Ports, devstack.DefaultPorts())
 	o.AdminURL = cmp.Or(o.AdminURL, o.Ports.AdminURL())
-	o.RelayMode = cmp.Or(o.RelayMode, RelayModePoll)
+	o.RelayMode = cmp.Or(o.RelayMode, verdict.RelayModePoll)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -110,7 +111,7 @@ func (o Options) ReportDirectory() string { return o.WithDefaults().ReportDir }
 // payments one after another, then loaded while the scenario disrupts it; the outcome
 // is observed before the disruption stops, judged against the validity and SLO checks,
 // and cleaned up only if it passed.
-func RunScenario(ctx context.Context, opts Options, native *stack.Native, sc Scenario) (*Report, error) {
+func RunScenario(ctx context.Context, opts Options, native *stack.Native, sc Scenario) (*verdict.Report, error) {
 	opts = opts.WithDefaults()
 	if sc.Payments > 0 {
 		opts.Payments = sc.Payments
@@ -174,10 +175,10 @@ func RunScenario(ctx context.Context, opts Options, native *stack.Native, sc Sce
 
 // newReport names what the run creates after the scenario and its start time, so that
 // nothing left over from an earlier run can pass for this run's events.
-func newReport(sc Scenario, origin time.Time, payments int) *Report {
+func newReport(sc Scenario, origin time.Time, payments int) *verdict.Report {
 	runID := fmt.Sprintf("chaos-%s-%d", sc.Name, origin.Unix())
 	dbBase := strings.ReplaceAll(fmt.Sprintf("chaos_%s_%d", sc.Name, origin.Unix()), "-", "_")
-	return &Report{
+	return &verdict.Report{
 		Scenario: sc.Name, Stack: stack.NativeKind, RunID: runID, StartedAt: origin.UTC(),
 		Topic:            "payments.events." + runID,
 		PaymentsDatabase: dbBase + "_payments",
@@ -189,7 +190,7 @@ func newReport(sc Scenario, origin time.Time, payments int) *Report {
 // setUp clears every fault, then starts the services (or wraps the target's) and wires
 // the Run the disruption gets. The Run it returns, even with an error, has services to
 // stop.
-func setUp(ctx context.Context, opts Options, native *stack.Native, sc Scenario, report *Report, origin time.Time, logger *slog.Logger) (*Run, error) {
+func setUp(ctx context.Context, opts Options, native *stack.Native, sc Scenario, report *verdict.Report, origin time.Time, logger *slog.Logger) (*Run, error) {
 	if err := checkRunnable(opts, sc); err != nil {
 		return nil, err
 	}
@@ -244,7 +245,7 @@ const warmUpPayments = 8
 // It also captures the first one, to learn whether the service has the lifecycle
 // endpoints (a MAY of docs/contract.md): with them the load sends every payment through
 // its lifecycle, without them creations only, and the lifecycle rows are off.
-func warmUp(ctx context.Context, rn *Run, verifier *verify.Verifier, report *Report) error {
+func warmUp(ctx context.Context, rn *Run, verifier *verify.Verifier, report *verdict.Report) error {
 	for i := range warmUpPayments {
 		runID := fmt.Sprintf("%s-warmup-%d", report.RunID, i)
 		warm, err := load.Run(ctx, load.Config{BaseURL: rn.API.BaseURL, RunID: runID, Payments: 1, APIKey: rn.apiKey})
@@ -264,7 +265,7 @@ func warmUp(ctx context.Context, rn *Run, verifier *verify.Verifier, report *Rep
 
 // captureWorks captures the payment id and reports whether the service answered 200;
 // when it did not, a note says what it answered.
-func captureWorks(ctx context.Context, rn *Run, id, runID string, report *Report) bool {
+func captureWorks(ctx context.Context, rn *Run, id, runID string, report *verdict.Report) bool {
 	client := load.NewAPIClient(10*time.Second, rn.apiKey)
 	defer client.CloseIdleConnections()
 	url := strings.TrimRight(rn.API.BaseURL, "/") + "/payments/" + id + "/capture"
@@ -279,7 +280,7 @@ func captureWorks(ctx context.Context, rn *Run, id, runID string, report *Report
 // waits for the drain and observes the outcome; then it stops the disruption and clears
 // the faults. A drain that never came is a note in the report, not an error: the checks
 // will say what it left behind.
-func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run, verifier *verify.Verifier, report *Report) (load.Result, verify.Observed, error) {
+func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run, verifier *verify.Verifier, report *verdict.Report) (load.Result, verify.Observed, error) {
 	watch, err := faults.StartTopicWatch(ctx, faults.WatchConfig{Brokers: rn.brokers, Topic: report.Topic, CopyEvery: sc.CopyEvery, Origin: rn.origin, Logger: rn.logger})
 	if err != nil {
 		return load.Result{}, verify.Observed{}, err
@@ -384,7 +385,7 @@ func startDisruption(ctx context.Context, sc Scenario, rn *Run) (stop func() err
 // verdict: validity checks (the faults bit) first, then the SLOs and the contract. The
 // ids the API answered with are checked too, so that a 201 whose payment was never
 // committed counts as lost.
-func judge(report *Report, sc Scenario, rn *Run, res load.Result, observed verify.Observed, origin time.Time) {
+func judge(report *verdict.Report, sc Scenario, rn *Run, res load.Result, observed verify.Observed, origin time.Time) {
 	observed.Accepted = res.PaymentIDs
 	fillObserved(observed, report)
 	report.APIAccepted, report.APIRejected, report.APIRetries = res.Accepted, res.Rejected, res.Retries
@@ -407,13 +408,13 @@ func judge(report *Report, sc Scenario, rn *Run, res load.Result, observed verif
 
 // checks are the verdict's rows, in table order: the scenario's validity rows (and its
 // own SLO rows), then the SLOs, then the contract.
-func (sc Scenario) checks(report *Report, rn *Run) []Check {
+func (sc Scenario) checks(report *verdict.Report, rn *Run) []verdict.Check {
 	checks := append(sc.Validity(report, rn), sloChecks(report, sc.DualWrite)...)
 	return append(checks, contractChecks(report)...)
 }
 
 // writeReport prints the verdict table to opts.Out and writes the JSON report.
-func writeReport(opts Options, report *Report, rn *Run) error {
+func writeReport(opts Options, report *verdict.Report, rn *Run) error {
 	report.PrintTable(opts.Out)
 	path := filepath.Join(opts.ReportDir, report.FileStem()+".json")
 	if err := report.Write(path); err != nil {
@@ -425,7 +426,7 @@ func writeReport(opts Options, report *Report, rn *Run) error {
 
 // cleanUp stops the services and removes the databases and topic of a passed run. A
 // failed run keeps them, as evidence; a target's belong to somebody else.
-func cleanUp(ctx context.Context, opts Options, rn *Run, report *Report, logger *slog.Logger) {
+func cleanUp(ctx context.Context, opts Options, rn *Run, report *verdict.Report, logger *slog.Logger) {
 	if opts.Target != nil {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -59,7 +60,7 @@ func TestSamplerNeverCountsMoreDecisionsThanPayments(t *testing.T) {
 		}
 	})
 
-	var first, last Sample
+	var first, last verdict.Sample
 	ahead := 0
 	for i := range 150 {
 		smp := s.sampleOnce(ctx)

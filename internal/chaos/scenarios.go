@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
@@ -61,7 +62,7 @@ type Scenario struct {
 	// BeforeLoad, when set, runs after the warm-up and before the disruption starts:
 	// for a measurement the disruption depends on. It returns how many payments it
 	// committed, which the run counts with the warm-up's.
-	BeforeLoad func(ctx context.Context, rn *Run, verifier *verify.Verifier, report *Report) (payments int, err error)
+	BeforeLoad func(ctx context.Context, rn *Run, verifier *verify.Verifier, report *verdict.Report) (payments int, err error)
 	// AfterLoad, when set, runs once the load has been sent and before the runner waits
 	// for the drain: for a step the drain depends on, such as replaying dead letters.
 	AfterLoad func(ctx context.Context, rn *Run) error
@@ -76,7 +77,7 @@ type Scenario struct {
 	FinishDisruption bool
 	// Validity lists the checks proving the disruption happened, and any SLO rows of
 	// the scenario's own (every row is judged by its kind).
-	Validity func(r *Report, rn *Run) []Check
+	Validity func(r *verdict.Report, rn *Run) []verdict.Check
 	// Foreign, when set, are the records Disrupt writes to the topic itself, as another
 	// producer would: the verifier leaves them out (see ReadTopicExcept).
 	Foreign *verify.ForeignRecords
@@ -130,7 +131,7 @@ func Scenarios(short bool) map[string]Scenario {
 	// One event in five gets an extra copy from the harness: about 20 copies in a run
 	// of 100 payments, 5 in the short run of 20.
 	const copyEvery = 5
-	faultsBit := func(r *Report, _ *Run) []Check {
+	faultsBit := func(r *verdict.Report, _ *Run) []verdict.Check {
 		checks := append(faultChecks(r, faults.DropAcks, faults.DropRequests, faults.ProxyDown), probeCheck(r))
 		return append(checks, injectedCheck(r), orderInFlightCheck(r))
 	}
@@ -189,8 +190,8 @@ func Scenarios(short bool) map[string]Scenario {
 			LoadDelay:   time.Second,
 			CopyEvery:   copyEvery,
 			Disrupt:     func(ctx context.Context, rn *Run) error { return rn.Faults.Cycle(ctx, cycle) },
-			Validity: func(r *Report, _ *Run) []Check {
-				return []Check{heldBackCheck(r), probeCheck(r), injectedCheck(r)}
+			Validity: func(r *verdict.Report, _ *Run) []verdict.Check {
+				return []verdict.Check{heldBackCheck(r), probeCheck(r), injectedCheck(r)}
 			},
 		},
 		"kafka-down": {
@@ -202,11 +203,11 @@ func Scenarios(short bool) map[string]Scenario {
 			Disrupt: func(ctx context.Context, rn *Run) error {
 				return rn.Faults.Hold(ctx, faults.ProxyDown, 60*time.Second)
 			},
-			Validity: func(r *Report, rn *Run) []Check {
+			Validity: func(r *verdict.Report, rn *Run) []verdict.Check {
 				overlap := len(r.FaultWindows) > 0 && r.FaultWindows[0].StartS < rn.loadEndS
 				checks := append(faultChecks(r, faults.ProxyDown), probeCheck(r))
 				return append(checks,
-					check(Validity, "outage began during the load", "true", overlap, overlap),
+					check(verdict.Validity, "outage began during the load", "true", overlap, overlap),
 					injectedCheck(r),
 					orderInFlightCheck(r),
 				)
@@ -220,19 +221,19 @@ func Scenarios(short bool) map[string]Scenario {
 			Disrupt:     func(ctx context.Context, rn *Run) error { return crashRelay(ctx, rn, relayKills) },
 			// A relay that drains in seconds would end the run before the sixth kill.
 			FinishDisruption: true,
-			Validity: func(r *Report, rn *Run) []Check {
+			Validity: func(r *verdict.Report, rn *Run) []verdict.Check {
 				c := rn.Crashes()
 				held := "with rows leased"
-				if r.RelayMode == RelayModeCDC {
+				if r.RelayMode == verdict.RelayModeCDC {
 					held = "with outbox rows pending (the CDC relay leases none; they are its unconfirmed events)"
 				}
 				inFlight := fmt.Sprintf("%d %s, %d caught with a payment committed before its outbox row", c.APIKillsInFlight, held, c.APIKillsCaught)
 				if c.APIKillsInFlight < 0 {
 					inFlight = "leases not observable"
 				}
-				return []Check{
-					check(Validity, "API SIGKILLed and restarted by the harness", fmt.Sprintf(">= %d kills", relayKills.Kills), fmt.Sprintf("%d kills (%s)", c.APIKills, inFlight), c.APIKills >= relayKills.Kills),
-					check(Validity, "copies of one event id in the topic (kills during lost acks)", "> 0", r.DuplicatesDelivered, r.DuplicatesDelivered > 0),
+				return []verdict.Check{
+					check(verdict.Validity, "API SIGKILLed and restarted by the harness", fmt.Sprintf(">= %d kills", relayKills.Kills), fmt.Sprintf("%d kills (%s)", c.APIKills, inFlight), c.APIKills >= relayKills.Kills),
+					check(verdict.Validity, "copies of one event id in the topic (kills during lost acks)", "> 0", r.DuplicatesDelivered, r.DuplicatesDelivered > 0),
 					orderInFlightCheck(r),
 				}
 			},
@@ -256,13 +257,13 @@ func Scenarios(short bool) map[string]Scenario {
 			// (INVALID).
 			ReferenceConsumerEnv: []string{"ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=0.02"},
 			Disrupt:              func(ctx context.Context, rn *Run) error { return crashConsumer(ctx, rn, consumerKills) },
-			Validity: func(r *Report, rn *Run) []Check {
+			Validity: func(r *verdict.Report, rn *Run) []verdict.Check {
 				c := rn.Crashes()
-				return []Check{
-					check(Validity, "consumer SIGKILLed and restarted by the harness", ">= 2 kills",
+				return []verdict.Check{
+					check(verdict.Validity, "consumer SIGKILLed and restarted by the harness", ">= 2 kills",
 						fmt.Sprintf("%d kills (%d caught between two of its commits); self-crash knob (reference service only): %d", c.ConsumerKills, c.ConsumerKillsCaught, c.ConsumerSelfCrashes),
 						c.ConsumerKills >= 2),
-					check(Validity, "decided records redelivered after a death (topic offsets re-read)", "> 0",
+					check(verdict.Validity, "decided records redelivered after a death (topic offsets re-read)", "> 0",
 						fmt.Sprintf("%d records after %d of %d deaths; consumer's own count (processed_events): %d", c.Redelivered, c.DeathsRedelivering, c.ConsumerKills+c.ConsumerSelfCrashes, r.ConsumerDuplicates),
 						c.Redelivered > 0),
 				}
@@ -282,8 +283,8 @@ func Scenarios(short bool) map[string]Scenario {
 				return nil
 			},
 			CopyEvery: copyEvery,
-			Validity: func(r *Report, _ *Run) []Check {
-				return []Check{postgresRestartCheck(r), injectedCheck(r)}
+			Validity: func(r *verdict.Report, _ *Run) []verdict.Check {
+				return []verdict.Check{postgresRestartCheck(r), injectedCheck(r)}
 			},
 		},
 		"replica-pause": {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 )
 
 // ServiceCommands are the command lines that start a student's API and consumer, so
@@ -103,7 +104,7 @@ func (e serviceEnv) processes(binaries map[string]string, cmds *ServiceCommands,
 		// the run does, the verifier included.
 		apiEnv.PaymentsDB = throughProxy(e.PaymentsDB, e.ProxiedPostgres)
 	}
-	if cmds == nil && e.RelayMode == RelayModeCDC {
+	if cmds == nil && e.RelayMode == verdict.RelayModeCDC {
 		apiEnv.PaymentsDB = withWalSenderTimeout(apiEnv.PaymentsDB, cdcWalSenderTimeout)
 	}
 	api = &stack.Process{Name: "api", LogPath: filepath.Join(logDir, "api.log"), BaseURL: "http://" + e.APIAddr, Env: append(apiEnv.api(), relayEnv...)}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 )
 
@@ -176,12 +177,12 @@ func TestCDCAPIGetsTheWalSenderTimeout(t *testing.T) {
 		api, _ := serviceEnv{RelayMode: mode, PaymentsDB: dbURL}.processes(binaries, nil, Scenario{}, "/logs")
 		return strings.TrimPrefix(api.Env[0], "DATABASE_URL=")
 	}
-	if got := databaseURL(RelayModePoll); got != dbURL {
+	if got := databaseURL(verdict.RelayModePoll); got != dbURL {
 		t.Errorf("poll mode DATABASE_URL = %q, want %q unchanged", got, dbURL)
 	}
 
 	// The relay's own way in: a replication connection (cdc.connect) from that URL.
-	cfg, err := pgconn.ParseConfig(databaseURL(RelayModeCDC))
+	cfg, err := pgconn.ParseConfig(databaseURL(verdict.RelayModeCDC))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,13 +6,14 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 )
 
 // fillTotals adds the users whose running totals differ to the duplicate effects, and
 // notes the first few differences, so that a mentor sees which way they go (more than
 // committed: an event applied twice; less: an effect missing beside its decision).
-func fillTotals(o verify.Observed, r *Report) {
+func fillTotals(o verify.Observed, r *verdict.Report) {
 	mismatches := totalsMismatches(o.ExpectedTotals, o.ConsumerTotals)
 	r.TotalsMismatchedUsers = usersIn(mismatches)
 	r.DuplicateEffects += r.TotalsMismatchedUsers

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/google/go-cmp/cmp"
 )
@@ -103,7 +104,7 @@ func TestObservedFill(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var r Report
+			var r verdict.Report
 			fillObserved(tt.obs, &r)
 			got := counts{r.Lost, r.LostNoEvent, r.LostNoDecision, r.LostNotCommitted, r.Phantom, r.DuplicatesDelivered, r.DuplicateEffects, r.Decisions}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
@@ -173,7 +174,7 @@ func TestTotalsMismatches(t *testing.T) {
 			if diff := cmp.Diff(tt.mismatch, got); diff != "" {
 				t.Errorf("totalsMismatches (-want +got):\n%s", diff)
 			}
-			var r Report
+			var r verdict.Report
 			fillObserved(verify.Observed{ExpectedTotals: tt.want, ConsumerTotals: tt.got}, &r)
 			if r.TotalsMismatchedUsers != tt.users || r.DuplicateEffects != tt.users {
 				t.Errorf("Fill: totals_mismatched_users = %d, duplicate_effects = %d, want %d and %d",
@@ -194,7 +195,7 @@ func TestFillDuplicateEffectsAddsTotals(t *testing.T) {
 		ExpectedTotals: map[verify.UserCurrency]verify.RunningTotal{{UserID: "u-1", Currency: "EUR"}: {Payments: 1, Amount: "10"}, {UserID: "u-2", Currency: "EUR"}: {Payments: 1, Amount: "20"}},
 		ConsumerTotals: map[verify.UserCurrency]verify.RunningTotal{{UserID: "u-1", Currency: "EUR"}: {Payments: 2, Amount: "20"}, {UserID: "u-2", Currency: "EUR"}: {Payments: 1, Amount: "20"}},
 	}
-	var r Report
+	var r verdict.Report
 	fillObserved(obs, &r)
 	if r.DuplicateEffects != 2 || r.TotalsMismatchedUsers != 1 {
 		t.Errorf("duplicate_effects = %d, totals_mismatched_users = %d, want 2 and 1", r.DuplicateEffects, r.TotalsMismatchedUsers)
@@ -254,7 +255,7 @@ func TestFillIdentities(t *testing.T) {
 			for id, ids := range tt.eventIDs {
 				obs.Topic.TransitionEventIDs[id] = map[int][]string{1: ids}
 			}
-			var r Report
+			var r verdict.Report
 			fillObserved(obs, &r)
 			if r.PaymentsWithSeveralEventIDs != tt.wantSeveralIDs || r.DecisionEventMismatch != tt.wantWrong {
 				t.Errorf("payments_with_several_event_ids = %d, decision_event_mismatch = %d, want %d and %d",
@@ -277,7 +278,7 @@ func TestFillPayloadMismatches(t *testing.T) {
 		"p2": {{UserID: "u-p2", Amount: 999, Currency: "EUR"}, {UserID: "u-p2", Amount: 100, Currency: "USD"}},
 		"p9": {{UserID: "u-p9", Amount: 1, Currency: "EUR"}},
 	}
-	var r Report
+	var r verdict.Report
 	fillObserved(obs, &r)
 	if r.PayloadMismatches != 1 {
 		t.Errorf("payload_mismatches = %d, want 1", r.PayloadMismatches)
@@ -404,7 +405,7 @@ func TestBrokenOutcomesFailTheirRow(t *testing.T) {
 			if tt.breakIt != nil {
 				tt.breakIt(&obs)
 			}
-			r := Report{PaymentsSent: 1, APIAccepted: 1, DrainSeconds: 1}
+			r := verdict.Report{PaymentsSent: 1, APIAccepted: 1, DrainSeconds: 1}
 			fillObserved(obs, &r)
 			r.Checks = append(sloChecks(&r, false), contractChecks(&r)...)
 			r.Judge()
@@ -418,9 +419,9 @@ func TestBrokenOutcomesFailTheirRow(t *testing.T) {
 				}
 			}
 			var wantFailed []string
-			wantVerdict := VerdictPass
+			wantVerdict := verdict.Pass
 			if tt.wantRow != "" {
-				wantFailed, wantVerdict = []string{tt.wantRow}, VerdictFail
+				wantFailed, wantVerdict = []string{tt.wantRow}, verdict.Fail
 			}
 			if diff := cmp.Diff(wantFailed, failed); diff != "" {
 				t.Errorf("failed rows (-want +got):\n%s", diff)

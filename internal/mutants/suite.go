@@ -15,6 +15,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -220,7 +221,7 @@ func runScenario(ctx context.Context, cfg Config, sc chaos.Scenario, m Mutant, b
 
 // dropRun removes the databases and topic that RunScenario keeps for a run that did not
 // pass. Its services are stopped by then: RunScenario stops them before it returns.
-func dropRun(ctx context.Context, cfg Config, report *chaos.Report) {
+func dropRun(ctx context.Context, cfg Config, report *verdict.Report) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	for _, db := range []string{report.PaymentsDatabase, report.ConsumerDatabase} {

@@ -16,6 +16,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/chaos"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -50,7 +51,7 @@ type Stack struct {
 // one line each, which scenarios the black-box mode cannot run and why; those are not
 // errors. The error joins the failures of the harness (a stack that would not start, a
 // scenario that could not run); a failed SLO is a report with Pass false.
-func Run(ctx context.Context, opts chaos.Options, cs Stack, names []string, scenarios map[string]chaos.Scenario) (map[string]*chaos.Report, error) {
+func Run(ctx context.Context, opts chaos.Options, cs Stack, names []string, scenarios map[string]chaos.Scenario) (map[string]*verdict.Report, error) {
 	toxiproxyAPI := cmp.Or(opts.Ports, devstack.DefaultPorts()).ToxiproxyAPI()
 	target, consumerURL, err := composeTarget(cs.Project, cs.View, toxiproxyAPI)
 	if err != nil {
@@ -72,7 +73,7 @@ func Run(ctx context.Context, opts chaos.Options, cs Stack, names []string, scen
 	if len(runnable) == 0 {
 		return nil, errors.New("no scenario asked for runs on the compose stack")
 	}
-	reports := map[string]*chaos.Report{}
+	reports := map[string]*verdict.Report{}
 	var errs []error
 	for _, sc := range runnable {
 		fmt.Fprintf(opts.Out, "\n== %s (compose stack): %s\n", sc.Name, sc.Description)
@@ -91,7 +92,7 @@ func Run(ctx context.Context, opts chaos.Options, cs Stack, names []string, scen
 // run runs one scenario on a stack started for it alone: the verifier counts every
 // payment of the databases and every event of the topic, so a second run on the same
 // stack would see the first one's.
-func (s Stack) run(ctx context.Context, opts chaos.Options, sc chaos.Scenario, consumerURL string) (report *chaos.Report, err error) {
+func (s Stack) run(ctx context.Context, opts chaos.Options, sc chaos.Scenario, consumerURL string) (report *verdict.Report, err error) {
 	if err := s.Services.Up(ctx); err != nil {
 		return nil, err
 	}

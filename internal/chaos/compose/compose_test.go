@@ -10,6 +10,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/repo"
 )
@@ -55,7 +56,7 @@ func TestComposeFileToAVerdict(t *testing.T) {
 		binaries[filepath.Base(pkg)] = path
 	}
 
-	run := func() *chaos.Report {
+	run := func() *verdict.Report {
 		// Kept after the test, as the native runs' are: a failure's first evidence.
 		logDir := filepath.Join(root, ".stack", "chaos", devstack.UniqueName("compose-"))
 		if err := os.MkdirAll(logDir, 0o755); err != nil {
@@ -78,7 +79,7 @@ func TestComposeFileToAVerdict(t *testing.T) {
 	}
 	report := run()
 	// As in TestShortDefaultScenario: INVALID advises one rerun; FAIL is never rerun.
-	if report.Verdict() == chaos.VerdictInvalid {
+	if report.Verdict() == verdict.Invalid {
 		t.Logf("first run INVALID, rerun once as its verdict advises: %s", report.Advice())
 		report = run()
 	}

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dscourse/payments-outbox/internal/chaos"
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 )
 
 // A legend names every fault a run applied, each once: the kinds of window shaded
@@ -29,7 +29,7 @@ type windowEntry struct {
 	CSS           template.CSS
 }
 
-// A markEntry is one kind of disruption (chaos.Disruption.What) and when it happened.
+// A markEntry is one kind of disruption (verdict.Disruption.What) and when it happened.
 type markEntry struct {
 	What string
 	At   string
@@ -62,7 +62,7 @@ func faultName(kind faults.Kind) string {
 }
 
 // legendOf builds the legend of one run, or of several drawn side by side.
-func legendOf(reports ...*chaos.Report) legend {
+func legendOf(reports ...*verdict.Report) legend {
 	var lg legend
 	for _, kind := range kindsOf(reports...) {
 		n := 0
@@ -99,7 +99,7 @@ func cssColor(c color.NRGBA) template.CSS {
 
 // kindsOf lists the kinds of fault a set of runs used, in a stable order, for the
 // legend.
-func kindsOf(reports ...*chaos.Report) []faults.Kind {
+func kindsOf(reports ...*verdict.Report) []faults.Kind {
 	var kinds []faults.Kind
 	for _, r := range reports {
 		for _, w := range r.FaultWindows {

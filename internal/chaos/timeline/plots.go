@@ -8,8 +8,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"github.com/dscourse/payments-outbox/internal/chaos"
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 )
 
 // faultColors shade the fault windows, one colour per kind, light enough for the lines
@@ -43,7 +43,7 @@ type axes struct {
 
 // newPlot draws one chart of a run: its fault windows shaded behind its lines, and a
 // dashed vertical line at each disruption (a kill, a restart).
-func newPlot(c chart, r *chaos.Report, ax axes) (*plot.Plot, error) {
+func newPlot(c chart, r *verdict.Report, ax axes) (*plot.Plot, error) {
 	// No title: the page prints it above the chart, where the verdict rows link to.
 	p := plot.New()
 	p.X.Label.Text = "seconds since the disruption began"
@@ -109,7 +109,7 @@ func niceTop(m float64, legend bool) float64 {
 }
 
 // endOf is the time axis a run needs: to its last sample, or its last fault window.
-func endOf(r *chaos.Report) float64 {
+func endOf(r *verdict.Report) float64 {
 	end := 1.0
 	if r.Timeline != nil && len(r.Timeline.Samples) > 0 {
 		end = max(end, r.Timeline.Samples[len(r.Timeline.Samples)-1].AtS)
@@ -136,7 +136,7 @@ func (w *windows) Plot(c draw.Canvas, p *plot.Plot) {
 }
 
 // marks is a plotter that draws a dashed vertical line at each disruption.
-type marks struct{ disruptions []chaos.Disruption }
+type marks struct{ disruptions []verdict.Disruption }
 
 func (m *marks) Plot(c draw.Canvas, p *plot.Plot) {
 	trX, _ := p.Transforms(&c)
@@ -154,14 +154,14 @@ func (m *marks) Plot(c draw.Canvas, p *plot.Plot) {
 // as the disruption starts, instead of from the start of the run: the set-up before it
 // (fresh databases, services, the warm-up) takes a few seconds more or less each time,
 // and two runs drawn side by side must have their faults at the same place.
-func fromDisruption(r *chaos.Report) *chaos.Report {
+func fromDisruption(r *verdict.Report) *verdict.Report {
 	if r.Timeline == nil || len(r.Timeline.Samples) == 0 {
 		return r
 	}
 	shift := r.Timeline.Samples[0].AtS
 	out := *r
 	tl := *r.Timeline
-	tl.Samples = make([]chaos.Sample, len(r.Timeline.Samples))
+	tl.Samples = make([]verdict.Sample, len(r.Timeline.Samples))
 	for i, s := range r.Timeline.Samples {
 		s.AtS -= shift
 		tl.Samples[i] = s
@@ -172,7 +172,7 @@ func fromDisruption(r *chaos.Report) *chaos.Report {
 		w.StartS, w.EndS = w.StartS-shift, w.EndS-shift
 		out.FaultWindows[i] = w
 	}
-	out.Disruptions = make([]chaos.Disruption, len(r.Disruptions))
+	out.Disruptions = make([]verdict.Disruption, len(r.Disruptions))
 	for i, d := range r.Disruptions {
 		d.AtSeconds -= shift
 		out.Disruptions[i] = d

@@ -1,4 +1,4 @@
-package chaos
+package verdict
 
 // A Timeline is what the harness sampled during a run, for the charts of the HTML
 // report (package timeline). It keeps totals, not rates: a sample that came late or

@@ -1,4 +1,4 @@
-package chaos
+package verdict
 
 import (
 	"encoding/json"
@@ -190,26 +190,16 @@ type Check struct {
 	Off bool `json:"off,omitempty"`
 }
 
-// check builds a Check; it keeps the call sites one line each.
-func check(kind CheckKind, name, want string, got any, ok bool) Check {
-	return Check{Kind: kind, Name: name, Want: want, Got: fmt.Sprint(got), OK: ok}
-}
-
-// checkOff builds a Check that is off, and says why in Got.
-func checkOff(kind CheckKind, name, want, why string) Check {
-	return Check{Kind: kind, Name: name, Want: want, Got: "off: " + why, OK: true, Off: true}
-}
-
 // The verdicts.
 const (
-	// VerdictPass: every fault bit and every SLO and contract check held.
-	VerdictPass = "PASS"
-	// VerdictFail: an SLO or contract check failed, whatever the validity checks say:
+	// Pass: every fault bit and every SLO and contract check held.
+	Pass = "PASS"
+	// Fail: an SLO or contract check failed, whatever the validity checks say:
 	// a service that lost events lost them even in a run whose faults partly missed.
-	VerdictFail = "FAIL"
-	// VerdictInvalid: every SLO and contract check held, but a fault did not bite, so
+	Fail = "FAIL"
+	// Invalid: every SLO and contract check held, but a fault did not bite, so
 	// the run proves nothing.
-	VerdictInvalid = "INVALID"
+	Invalid = "INVALID"
 )
 
 // Judge fills Outcome, Valid and Pass from the checks.
@@ -225,11 +215,11 @@ func (r *Report) Judge() {
 func (r *Report) Verdict() string {
 	switch {
 	case len(r.serviceFailures()) > 0:
-		return VerdictFail
+		return Fail
 	case len(r.validityFailures()) > 0:
-		return VerdictInvalid
+		return Invalid
 	default:
-		return VerdictPass
+		return Pass
 	}
 }
 
@@ -265,14 +255,14 @@ func (r *Report) Advice() string {
 		return strings.Join(quoted, ", ")
 	}
 	switch r.Verdict() {
-	case VerdictFail:
+	case Fail:
 		advice := "FAIL: the service lost, duplicated or mislabelled events, or broke the contract: fix it; see the rows " +
 			quote(r.serviceFailures()) + " and the notes below"
 		if bit := r.validityFailures(); len(bit) > 0 {
 			advice += "; the faults also missed in " + quote(bit) + ", which does not excuse the failures"
 		}
 		return advice
-	case VerdictInvalid:
+	case Invalid:
 		return "INVALID: every SLO held, but the run did not test what it must (rows " + quote(r.validityFailures()) +
 			": a fault that did not bite, or one the harness could not set up right), so it proves nothing: rerun it, and if it stays INVALID read docs/contract.md on what the faults need from the service"
 	default:
@@ -344,6 +334,16 @@ func PrintComparison(w io.Writer, outbox, dualWrite *Report) {
 	tw.Flush()
 	fmt.Fprintln(w, strings.Repeat("-", 60))
 }
+
+// The values of Report.RelayMode and of chaos.Options.RelayMode: the relay our API
+// runs (RELAY_MODE, cmd/api).
+const (
+	RelayModePoll = "poll"
+	RelayModeCDC  = "cdc"
+)
+
+// ValidRelayMode says whether mode is a RELAY_MODE the API accepts.
+func ValidRelayMode(mode string) bool { return mode == RelayModePoll || mode == RelayModeCDC }
 
 // FileStem names the files of a run's report, without their extension:
 // chaos-<scenario> for the polling relay, chaos-<scenario>-cdc for the CDC relay, so

@@ -1,11 +1,9 @@
-package chaos
+package verdict
 
 import (
 	"bytes"
 	"strings"
 	"testing"
-
-	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 )
 
 // The verdict rules: FAIL whenever the service failed a check, whatever
@@ -26,43 +24,43 @@ func TestVerdict(t *testing.T) {
 		{
 			name:        "all hold",
 			checks:      []Check{validity(true), slo(true), contract(true)},
-			wantVerdict: VerdictPass, wantValid: true,
+			wantVerdict: Pass, wantValid: true,
 			wantAdvice: []string{"PASS"},
 		},
 		{
 			name:        "an SLO fails",
 			checks:      []Check{validity(true), slo(false), contract(true)},
-			wantVerdict: VerdictFail, wantValid: true,
+			wantVerdict: Fail, wantValid: true,
 			wantAdvice: []string{"FAIL", `"lost"`},
 		},
 		{
 			name:        "a contract row fails",
 			checks:      []Check{validity(true), slo(true), contract(false)},
-			wantVerdict: VerdictFail, wantValid: true,
+			wantVerdict: Fail, wantValid: true,
 			wantAdvice: []string{"FAIL", `"record key"`},
 		},
 		{
 			name:        "an SLO fails and the faults did not bite: still FAIL, never INVALID",
 			checks:      []Check{validity(false), slo(false), contract(true)},
-			wantVerdict: VerdictFail, wantValid: false,
+			wantVerdict: Fail, wantValid: false,
 			wantAdvice: []string{"FAIL", `"lost"`, `the faults also missed in "faults bit"`},
 		},
 		{
 			name:        "faults did not bite but the service held: INVALID",
 			checks:      []Check{validity(false), slo(true), contract(true)},
-			wantVerdict: VerdictInvalid, wantValid: false,
+			wantVerdict: Invalid, wantValid: false,
 			wantAdvice: []string{"INVALID", `"faults bit"`, "rerun"},
 		},
 		{
 			name:        "a check that is off counts as held",
-			checks:      []Check{validity(true), checkOff(SLO, "dlq", "0", "no outbox_dlq"), slo(true)},
-			wantVerdict: VerdictPass, wantValid: true,
+			checks:      []Check{validity(true), Check{Kind: SLO, Name: "dlq", Want: "0", Got: "off: no outbox_dlq", OK: true, Off: true}, slo(true)},
+			wantVerdict: Pass, wantValid: true,
 			wantAdvice: []string{"PASS"},
 		},
 		{
 			name:        "a kind added later counts against the service",
 			checks:      []Check{validity(true), {Kind: "evidence", Name: "new row", OK: false}},
-			wantVerdict: VerdictFail, wantValid: true,
+			wantVerdict: Fail, wantValid: true,
 			wantAdvice: []string{"FAIL", `"new row"`},
 		},
 	}
@@ -77,7 +75,7 @@ func TestVerdict(t *testing.T) {
 			if r.Valid != tt.wantValid {
 				t.Errorf("valid: got %t, want %t", r.Valid, tt.wantValid)
 			}
-			if wantPass := tt.wantVerdict == VerdictPass; r.Pass != wantPass {
+			if wantPass := tt.wantVerdict == Pass; r.Pass != wantPass {
 				t.Errorf("pass: got %t, want %t", r.Pass, wantPass)
 			}
 			advice := r.Advice()
@@ -93,10 +91,10 @@ func TestVerdict(t *testing.T) {
 // The table shows a check that is off as off, and the advice under it.
 func TestPrintTable(t *testing.T) {
 	t.Parallel()
-	r := Report{Scenario: "default", Stack: stack.NativeKind, Checks: []Check{
-		check(Validity, "faults bit", "> 0", 3, true),
-		check(SLO, "lost (no event or no decision)", "0", 2, false),
-		checkOff(SLO, "dlq", "0", "dead-letter check off: no outbox_dlq and no outbox_events table"),
+	r := Report{Scenario: "default", Stack: "native", Checks: []Check{
+		Check{Kind: Validity, Name: "faults bit", Want: "> 0", Got: "3", OK: true},
+		Check{Kind: SLO, Name: "lost (no event or no decision)", Want: "0", Got: "2"},
+		Check{Kind: SLO, Name: "dlq", Want: "0", Got: "off: dead-letter check off: no outbox_dlq and no outbox_events table", OK: true, Off: true},
 	}}
 	r.Judge()
 	var out bytes.Buffer
