@@ -71,7 +71,7 @@ func (c *clockSkew) disrupt(ctx context.Context, rn *Run) error {
 		if waitUntil(ctx, next) != nil {
 			break
 		}
-		age, ok, err := ScrapeCounter(ctx, rn.API.MetricsBase()+"/metrics", "outbox_oldest_pending_age_seconds")
+		age, ok, err := scrapeCounter(ctx, rn.API.MetricsBase()+"/metrics", "outbox_oldest_pending_age_seconds")
 		if err != nil || !ok {
 			continue // an API that exposes no gauge leaves the row off
 		}

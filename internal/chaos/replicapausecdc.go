@@ -74,7 +74,7 @@ func (rp replicaPause) pauseStreamingOnce(ctx context.Context, rn *Run) error {
 	if err := waitUntil(ctx, time.Now().Add(rp.Pause)); err != nil {
 		return paused.Thaw()
 	}
-	if streams, _, _ := ScrapeCounter(ctx, other.MetricsBase()+"/metrics", streamingMetric); streams == 1 {
+	if streams, _, _ := scrapeCounter(ctx, other.MetricsBase()+"/metrics", streamingMetric); streams == 1 {
 		rn.disrupted(slotTakenOver, other.Name)
 	}
 	// As in polling mode: freeze the other, keep what the paused one must not touch,
@@ -114,7 +114,7 @@ func (rp replicaPause) pauseStreamingOnce(ctx context.Context, rn *Run) error {
 // other one, or nil and nil when neither says so.
 func (rn *Run) streamingReplica(ctx context.Context) (streaming, other *stack.Process) {
 	for _, pair := range [][2]*stack.Process{{rn.API, rn.Replica}, {rn.Replica, rn.API}} {
-		if n, ok, err := ScrapeCounter(ctx, pair[0].MetricsBase()+"/metrics", streamingMetric); err == nil && ok && n == 1 {
+		if n, ok, err := scrapeCounter(ctx, pair[0].MetricsBase()+"/metrics", streamingMetric); err == nil && ok && n == 1 {
 			return pair[0], pair[1]
 		}
 	}

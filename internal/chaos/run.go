@@ -262,7 +262,7 @@ func (rn *Run) scrapeFailures() (int, bool) {
 		}
 		return bytes.Count(b, []byte(dualWriteFailureLog)), true
 	}
-	n, ok, err := ScrapeCounter(context.Background(), rn.API.MetricsBase()+"/metrics", "outbox_publish_failures_total")
+	n, ok, err := scrapeCounter(context.Background(), rn.API.MetricsBase()+"/metrics", "outbox_publish_failures_total")
 	return n, ok && err == nil
 }
 

@@ -185,7 +185,7 @@ func (s *sampler) scrape(ctx context.Context, baseURL, name string) int {
 	}
 	ctx, cancel := context.WithTimeout(ctx, sourceTimeout)
 	defer cancel()
-	n, ok, err := ScrapeCounter(ctx, baseURL+"/metrics", name)
+	n, ok, err := scrapeCounter(ctx, baseURL+"/metrics", name)
 	return unknownUnless(n, ok && err == nil)
 }
 

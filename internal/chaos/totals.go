@@ -28,15 +28,15 @@ func fillTotals(o verify.Observed, r *verdict.Report) {
 	}
 }
 
-// A TotalsMismatch is one user and currency whose totals differ: Want computed from the
+// A totalsMismatch is one user and currency whose totals differ: Want computed from the
 // committed payments, Got read from the consumer.
-type TotalsMismatch struct {
+type totalsMismatch struct {
 	Key       verify.UserCurrency
 	Want, Got verify.RunningTotal
 }
 
 // usersIn counts the distinct users of the mismatches: what duplicate_effects adds.
-func usersIn(mismatches []TotalsMismatch) int {
+func usersIn(mismatches []totalsMismatch) int {
 	users := map[string]bool{}
 	for _, m := range mismatches {
 		users[m.Key.UserID] = true
@@ -46,12 +46,12 @@ func usersIn(mismatches []TotalsMismatch) int {
 
 // totalsMismatches compares the consumer's totals with the expected ones and returns every
 // user and currency that differs, sorted. A missing row is a total of zero.
-func totalsMismatches(want, got map[verify.UserCurrency]verify.RunningTotal) []TotalsMismatch {
-	var out []TotalsMismatch
+func totalsMismatches(want, got map[verify.UserCurrency]verify.RunningTotal) []totalsMismatch {
+	var out []totalsMismatch
 	for _, k := range unionKeys(want, got) {
 		w, g := want[k], got[k]
 		if w != g && !(w.IsZero() && g.IsZero()) {
-			out = append(out, TotalsMismatch{Key: k, Want: w, Got: g})
+			out = append(out, totalsMismatch{Key: k, Want: w, Got: g})
 		}
 	}
 	return out

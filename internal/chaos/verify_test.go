@@ -121,7 +121,7 @@ func TestTotalsMismatches(t *testing.T) {
 	tests := []struct {
 		name      string
 		want, got map[verify.UserCurrency]verify.RunningTotal
-		mismatch  []TotalsMismatch
+		mismatch  []totalsMismatch
 		users     int
 	}{
 		{
@@ -133,7 +133,7 @@ func TestTotalsMismatches(t *testing.T) {
 			name: "a redelivery counted twice",
 			want: map[verify.UserCurrency]verify.RunningTotal{eur("u-1"): {Payments: 2, Amount: "2499"}, eur("u-2"): {Payments: 1, Amount: "5"}},
 			got:  map[verify.UserCurrency]verify.RunningTotal{eur("u-1"): {Payments: 3, Amount: "4498"}, eur("u-2"): {Payments: 1, Amount: "5"}},
-			mismatch: []TotalsMismatch{
+			mismatch: []totalsMismatch{
 				{Key: eur("u-1"), Want: verify.RunningTotal{Payments: 2, Amount: "2499"}, Got: verify.RunningTotal{Payments: 3, Amount: "4498"}},
 			},
 			users: 1,
@@ -142,7 +142,7 @@ func TestTotalsMismatches(t *testing.T) {
 			name: "an amount off with the right count",
 			want: map[verify.UserCurrency]verify.RunningTotal{eur("u-1"): {Payments: 2, Amount: "2499"}},
 			got:  map[verify.UserCurrency]verify.RunningTotal{eur("u-1"): {Payments: 2, Amount: "2500"}},
-			mismatch: []TotalsMismatch{
+			mismatch: []totalsMismatch{
 				{Key: eur("u-1"), Want: verify.RunningTotal{Payments: 2, Amount: "2499"}, Got: verify.RunningTotal{Payments: 2, Amount: "2500"}},
 			},
 			users: 1,
@@ -151,7 +151,7 @@ func TestTotalsMismatches(t *testing.T) {
 			name: "missing and extra rows; two currencies of one user count as one user",
 			want: map[verify.UserCurrency]verify.RunningTotal{eur("u-1"): {Payments: 1, Amount: "10"}, usd("u-1"): {Payments: 1, Amount: "20"}},
 			got:  map[verify.UserCurrency]verify.RunningTotal{eur("u-2"): {Payments: 1, Amount: "10"}},
-			mismatch: []TotalsMismatch{
+			mismatch: []totalsMismatch{
 				{Key: eur("u-1"), Want: verify.RunningTotal{Payments: 1, Amount: "10"}},
 				{Key: usd("u-1"), Want: verify.RunningTotal{Payments: 1, Amount: "20"}},
 				{Key: eur("u-2"), Got: verify.RunningTotal{Payments: 1, Amount: "10"}},
