@@ -21,10 +21,10 @@
 //     proxy of its own; longtx.go holds a snapshot open and measures the relay around it;
 //   - package load is the load generator (the Go twin of loadtest/k6/payments.js):
 //     it takes payments on through their lifecycle (capture, refunds, cancel, and races
-//     of two transitions); loadrows.go holds the SLO rows of what its clients saw, and
-//     apikey.go makes the API key its requests carry;
+//     of two transitions); loadrows.go holds the SLO rows of what its clients saw;
 //   - package faults drives Toxiproxy on a deterministic schedule and records the
-//     windows, and injects copies of real records into the topic;
+//     windows, injects copies of real records into the topic, and watches the
+//     three-node cluster;
 //   - package verify is the black-box verifier: it needs only the payments database,
 //     the Kafka topic and, optionally, the consumer's database, so it can check any
 //     implementation that keeps docs/contract.md; observed.go and totals.go turn what
