@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 )
 
 // readmeMaxWords keeps the README a first screen and a map: the rest lives in docs/.
@@ -83,9 +84,9 @@ func TestReadmeScenarioTable(t *testing.T) {
 	}
 }
 
-func recordedReport(t *testing.T, rel string) *chaos.Report {
+func recordedReport(t *testing.T, rel string) *verdict.Report {
 	t.Helper()
-	var r chaos.Report
+	var r verdict.Report
 	if err := json.Unmarshal([]byte(readRepoFile(t, rel)), &r); err != nil {
 		t.Fatalf("%s: %v", rel, err)
 	}

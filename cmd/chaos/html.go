@@ -11,11 +11,12 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
 	"github.com/dscourse/payments-outbox/internal/chaos/timeline"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/repo"
 )
 
 // writePage writes the HTML page of one run next to its JSON report.
-func writePage(dir string, r *chaos.Report, stdout io.Writer) error {
+func writePage(dir string, r *verdict.Report, stdout io.Writer) error {
 	path, err := timeline.WritePage(dir, r)
 	if err != nil {
 		return err
@@ -25,8 +26,8 @@ func writePage(dir string, r *chaos.Report, stdout io.Writer) error {
 }
 
 // writeIndex writes the index of the scenarios that ran, in the order they ran.
-func writeIndex(dir string, names []string, reports map[string]*chaos.Report, stdout io.Writer) error {
-	var ran []*chaos.Report
+func writeIndex(dir string, names []string, reports map[string]*verdict.Report, stdout io.Writer) error {
+	var ran []*verdict.Report
 	for _, name := range names {
 		if r := reports[name]; r != nil {
 			ran = append(ran, r)
@@ -58,7 +59,7 @@ func rebuildPages(args []string, stdout io.Writer) error {
 		*dir = filepath.Join(root, "reports")
 	}
 	var names []string
-	reports := map[string]*chaos.Report{}
+	reports := map[string]*verdict.Report{}
 	for _, name := range chaos.ScenarioNames() {
 		b, err := os.ReadFile(filepath.Join(*dir, "chaos-"+name+".json"))
 		if os.IsNotExist(err) {
@@ -67,7 +68,7 @@ func rebuildPages(args []string, stdout io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("read report: %w", err)
 		}
-		var r chaos.Report
+		var r verdict.Report
 		if err := json.Unmarshal(b, &r); err != nil {
 			return fmt.Errorf("decode chaos-%s.json: %w", name, err)
 		}

@@ -51,6 +51,9 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/compose"
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/repo"
@@ -92,7 +95,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	apiCmd := flags.String("api-cmd", "", "start a student's API with this shell command line (with -consumer-cmd; environment in docs/contract.md)")
 	consumerCmd := flags.String("consumer-cmd", "", "start a student's consumer with this shell command line (with -api-cmd)")
 	apiKey := flags.String("api-key", "", "send \"Authorization: Bearer <key>\" with every request to a student's API (-api-url or -api-cmd); our API gets a key the harness makes")
-	relayMode := flags.String("relay-mode", chaos.RelayModePoll, "RELAY_MODE of our API: poll (the polling relay), cdc (logical replication), or both (each scenario in each mode, verdicts side by side)")
+	relayMode := flags.String("relay-mode", verdict.RelayModePoll, "RELAY_MODE of our API: poll (the polling relay), cdc (logical replication), or both (each scenario in each mode, verdicts side by side)")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
@@ -104,9 +107,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	modes := []string{*relayMode}
 	if *relayMode == "both" {
-		modes = []string{chaos.RelayModePoll, chaos.RelayModeCDC}
-	} else if !chaos.ValidRelayMode(*relayMode) {
-		return fmt.Errorf("-relay-mode %q: want %s, %s or both", *relayMode, chaos.RelayModePoll, chaos.RelayModeCDC)
+		modes = []string{verdict.RelayModePoll, verdict.RelayModeCDC}
+	} else if !verdict.ValidRelayMode(*relayMode) {
+		return fmt.Errorf("-relay-mode %q: want %s, %s or both", *relayMode, verdict.RelayModePoll, verdict.RelayModeCDC)
 	}
 	if !chaos.IsScenario(*scenario) {
 		return fmt.Errorf("unknown scenario %q: want one of %s or all", *scenario, strings.Join(chaos.ScenarioNames(), ", "))
@@ -117,7 +120,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	stackKind, reason, err := chaos.ChooseStack(getenv)
+	stackKind, reason, err := stack.Choose(getenv)
 	if err != nil {
 		return err
 	}
@@ -130,21 +133,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if *longTxHold > 0 {
 		scenarios["long-transaction"] = chaos.LongTransaction(*short, *longTxHold)
 	}
-	if stackKind == chaos.Compose {
+	if stackKind == stack.ComposeKind {
 		opts := chaos.Options{Root: root, Payments: *payments, Logger: logger, Out: stdout, ReportDir: filepath.Join(root, ".stack", "chaos-reports")}
 		return runCompose(ctx, opts, names, scenarios, set)
 	}
 
 	// One chaos run at a time on the machine: the native stack, whichever checkout
 	// started it, has one proxy kafka_relay.
-	unlock, err := chaos.LockRuns(ctx, chaos.RunLockPath(), 10*time.Minute)
+	unlock, err := stack.LockRuns(ctx, stack.RunLockPath(), 10*time.Minute)
 	if err != nil {
 		return err
 	}
 	defer unlock()
 
-	stack := &chaos.NativeStack{Root: root, Logger: logger}
-	if err := stack.Start(ctx); err != nil {
+	native := &stack.Native{Root: root, Logger: logger}
+	if err := native.Start(ctx); err != nil {
 		return err
 	}
 	// Servers this command started are stopped at the end; servers that were already
@@ -152,7 +155,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	defer func() {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		if err := stack.StopStarted(stopCtx); err != nil {
+		if err := native.StopStarted(stopCtx); err != nil {
 			logger.Warn("stop the native stack", slog.Any("err", err))
 		}
 	}()
@@ -165,7 +168,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		opts.Target = &chaos.Target{APIURL: *apiURL, PaymentsDB: *paymentsDB, ConsumerDB: *consumerDB, Brokers: strings.Split(*brokers, ","), Topic: *topic}
 	default:
 		fmt.Fprintln(stdout, "building ./cmd/api and ./cmd/consumer into bin/")
-		if opts.Binaries, err = chaos.Build(ctx, root, filepath.Join(root, "bin"), "./cmd/api", "./cmd/consumer"); err != nil {
+		if opts.Binaries, err = stack.Build(ctx, root, filepath.Join(root, "bin"), "./cmd/api", "./cmd/consumer"); err != nil {
 			return err
 		}
 	}
@@ -173,11 +176,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if opts.Binaries == nil {
 		modes = modes[:1] // a student's service has its own relay: RELAY_MODE is ours
 	}
-	byMode := map[string]map[string]*chaos.Report{}
+	byMode := map[string]map[string]*verdict.Report{}
 	passed := true
 	for _, mode := range modes {
 		opts.RelayMode = mode
-		reports := map[string]*chaos.Report{}
+		reports := map[string]*verdict.Report{}
 		byMode[mode] = reports
 		for _, name := range names {
 			sc := scenarios[name]
@@ -186,14 +189,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 				// Started on first need (tens of seconds: three JVMs start at once) and
 				// stopped at the end if this command started it.
 				started := time.Now()
-				if err := stack.StartCluster(ctx); err != nil {
+				if err := native.StartCluster(ctx); err != nil {
 					fmt.Fprintf(stdout, "scenario %s could not run: three-node cluster: %v\n", name, err)
 					passed = false
 					continue
 				}
 				fmt.Fprintf(stdout, "three-node Kafka cluster ready after %s\n", time.Since(started).Round(100*time.Millisecond))
 			}
-			report, err := chaos.RunScenario(ctx, opts, stack, sc)
+			report, err := chaos.RunScenario(ctx, opts, native, sc)
 			if err != nil {
 				// A harness failure ends this scenario, not the others.
 				fmt.Fprintf(stdout, "scenario %s could not run: %v\n", name, err)
@@ -207,7 +210,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			}
 		}
 		if reports["default"] != nil && reports["dual-write"] != nil {
-			chaos.PrintComparison(stdout, reports["default"], reports["dual-write"])
+			verdict.PrintComparison(stdout, reports["default"], reports["dual-write"])
 		}
 	}
 	if len(modes) > 1 {
@@ -250,27 +253,27 @@ var composeFlags = []string{"api-url", "payments-db", "consumer-db", "brokers", 
 
 // runCompose is make chaos STACK=compose: the services of deploy/docker-compose.yml in
 // Docker, one fresh stack per scenario, checked from the host through its published
-// ports in the black-box mode of -api-url (chaos.RunCompose), with the verdict table,
+// ports in the black-box mode of -api-url (compose.Run), with the verdict table,
 // the reports and their pages as on the native stack. set lists the flags given.
 func runCompose(ctx context.Context, opts chaos.Options, names []string, scenarios map[string]chaos.Scenario, set []string) error {
 	for _, name := range set {
 		if slices.Contains(composeFlags, name) {
-			return fmt.Errorf("-%s cannot go with STACK=compose: the compose stack runs our services with the settings of %s", name, chaos.ComposeFile)
+			return fmt.Errorf("-%s cannot go with STACK=compose: the compose stack runs our services with the settings of %s", name, stack.ComposeFile)
 		}
 	}
-	file := filepath.Join(opts.Root, chaos.ComposeFile)
+	file := filepath.Join(opts.Root, stack.ComposeFile)
 	// The environment docker compose interpolates the file with, so that the harness
 	// reads the file as the services get it.
-	project, err := chaos.LoadCompose(ctx, file, os.Environ())
+	project, err := compose.Load(ctx, file, os.Environ())
 	if err != nil {
 		return err
 	}
-	stack := chaos.ComposeStack{
+	cs := compose.Stack{
 		Project:  project,
-		View:     chaos.ComposeView{Addr: chaos.PublishedAddrs(project)},
-		Services: chaos.DockerCompose{File: file, Out: os.Stderr},
+		View:     compose.View{Addr: compose.PublishedAddrs(project)},
+		Services: compose.DockerCompose{File: file, Out: os.Stderr},
 	}
-	reports, err := chaos.RunCompose(ctx, opts, stack, names, scenarios)
+	reports, err := compose.Run(ctx, opts, cs, names, scenarios)
 	passed := err == nil
 	for _, name := range names {
 		report := reports[name]

@@ -26,7 +26,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/mutants"
 	"github.com/dscourse/payments-outbox/internal/repo"
@@ -73,17 +73,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return checkPatches(ctx, root, selected, stdout)
 	}
 
-	stackKind, reason, err := chaos.ChooseStack(getenv)
+	stackKind, reason, err := stack.Choose(getenv)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "stack: %s (%s)\n", stackKind, reason)
-	if stackKind != chaos.Native {
+	if stackKind != stack.NativeKind {
 		return errors.New("the mutants run on the native stack only: each is a patched copy of our services that the harness builds and starts itself, which it cannot do in Docker; unset STACK")
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	stack := &chaos.NativeStack{Root: root, Logger: logger}
-	if err := stack.Start(ctx); err != nil {
+	native := &stack.Native{Root: root, Logger: logger}
+	if err := native.Start(ctx); err != nil {
 		return err
 	}
 	// Servers this command started are stopped at the end; servers that were already
@@ -91,7 +91,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer func() {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		if err := stack.StopStarted(stopCtx); err != nil {
+		if err := native.StopStarted(stopCtx); err != nil {
 			logger.Warn("stop the native stack", slog.Any("err", err))
 		}
 	}()
@@ -100,7 +100,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	cfg := mutants.Config{Root: root, Stack: stack, Ports: ports, Short: *short, Payments: *payments, All: *all, Keep: *keep, Logger: logger, Out: stdout}
+	cfg := mutants.Config{Root: root, Stack: native, Ports: ports, Short: *short, Payments: *payments, All: *all, Keep: *keep, Logger: logger, Out: stdout}
 	if *verbose {
 		cfg.Verdicts = stdout
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -43,7 +44,7 @@ func newAPIWatch(ctx context.Context, rn *Run) (*apiWatch, error) {
 		return nil, nil
 	}
 	w := &apiWatch{rn: rn, db: db, committedEvents: `SELECT count(*) FROM payments`, outboxEvents: `SELECT count(*) FROM outbox_events`}
-	if table, err := publishedEventsTable(ctx, db); err != nil {
+	if table, err := verify.PublishedEventsTable(ctx, db); err != nil {
 		db.Close(ctx)
 		return nil, err
 	} else if table != "outbox_events" {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/repo"
 )
@@ -25,18 +27,18 @@ func TestShortDefaultScenario(t *testing.T) {
 
 	// The native stack has one proxy kafka_relay: wait for any other chaos run on the
 	// machine, from this checkout or another.
-	unlock, err := chaos.LockRuns(ctx, chaos.RunLockPath(), 5*time.Minute)
+	unlock, err := stack.LockRuns(ctx, stack.RunLockPath(), 5*time.Minute)
 	if err != nil {
 		t.Fatalf("lock: %v", err)
 	}
 	defer unlock()
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	// Servers it starts are left running for the next test binary, like testenv does.
-	stack := &chaos.NativeStack{Root: root, Logger: logger}
-	if err := stack.Start(ctx); err != nil {
+	native := &stack.Native{Root: root, Logger: logger}
+	if err := native.Start(ctx); err != nil {
 		t.Fatalf("start the native stack: %v", err)
 	}
-	bins, err := chaos.Build(ctx, root, t.TempDir(), "./cmd/api", "./cmd/consumer")
+	bins, err := stack.Build(ctx, root, t.TempDir(), "./cmd/api", "./cmd/consumer")
 	if err != nil {
 		t.Fatalf("build: %v", err)
 	}
@@ -46,11 +48,11 @@ func TestShortDefaultScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := chaos.Scenarios(true)["default"]
-	run := func() *chaos.Report {
+	run := func() *verdict.Report {
 		report, err := chaos.RunScenario(ctx, chaos.Options{
 			Root: root, Payments: 20, Binaries: bins, Ports: ports,
 			ReportDir: t.TempDir(), Logger: logger, Out: t.Output(),
-		}, stack, sc)
+		}, native, sc)
 		if err != nil {
 			t.Fatalf("run scenario: %v", err)
 		}
@@ -61,7 +63,7 @@ func TestShortDefaultScenario(t *testing.T) {
 	// busy with the other test packages can stall the API past a window (a commit can
 	// wait seconds for the database), and then no payment of that window counts as held
 	// back. One rerun, as a user would; a FAIL is never rerun, and INVALID twice fails.
-	if report.Verdict() == chaos.VerdictInvalid {
+	if report.Verdict() == verdict.Invalid {
 		t.Logf("first run INVALID, rerun once as its verdict advises: %s", report.Advice())
 		report = run()
 	}

@@ -1,6 +1,11 @@
 package chaos
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
+)
 
 // The dual-write run passes its transitions row when the anti-pattern lost events of
 // committed transitions and published none of a transition that was not committed; the
@@ -23,7 +28,7 @@ func TestTransitionsRowOfDualWriteIsInverted(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := &Report{TransitionsLost: tt.lost, TransitionsPhantom: tt.phantom, Schema: Schema{PaymentLifecycle: true}}
+			r := &verdict.Report{TransitionsLost: tt.lost, TransitionsPhantom: tt.phantom, Schema: verify.Schema{PaymentLifecycle: true}}
 			if got := transitionsCheck(r, tt.dualWrite); got.OK != tt.wantOK || got.Off {
 				t.Errorf("row %q: ok %t (off %t), want ok %t; got %q", got.Name, got.OK, got.Off, tt.wantOK, got.Got)
 			}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -36,7 +38,7 @@ type clockSkew struct {
 
 	mu sync.Mutex
 	// window is when the topic's limit was below the skew; EndS -1 while it is.
-	window Window
+	window faults.Window
 	// oldestAge is the highest outbox_oldest_pending_age_seconds the API reported during
 	// the window, -1 when it exposes no such gauge.
 	oldestAge int
@@ -55,7 +57,7 @@ func (c *clockSkew) disrupt(ctx context.Context, rn *Run) error {
 		return err
 	}
 	c.mu.Lock()
-	c.window = Window{Kind: "timestamps_refused", StartS: time.Since(rn.origin).Seconds(), EndS: -1}
+	c.window = faults.Window{Kind: "timestamps_refused", StartS: time.Since(rn.origin).Seconds(), EndS: -1}
 	c.oldestAge = -1
 	c.mu.Unlock()
 	rn.disrupted("topic refuses the relay's timestamps", fmt.Sprintf("%s=%d ms, below the relay's skew of %s", timestampLimitConfig, limit.Milliseconds(), c.Skew))
@@ -69,7 +71,7 @@ func (c *clockSkew) disrupt(ctx context.Context, rn *Run) error {
 		if waitUntil(ctx, next) != nil {
 			break
 		}
-		age, ok, err := ScrapeCounter(ctx, rn.API.MetricsBase()+"/metrics", "outbox_oldest_pending_age_seconds")
+		age, ok, err := scrapeCounter(ctx, rn.API.MetricsBase()+"/metrics", "outbox_oldest_pending_age_seconds")
 		if err != nil || !ok {
 			continue // an API that exposes no gauge leaves the row off
 		}
@@ -95,13 +97,13 @@ func (c *clockSkew) disrupt(ctx context.Context, rn *Run) error {
 // own SLO row after it (judged by its kind, like every row). The refusals are seen by
 // the harness's own topic watch: payments accepted during the window whose events
 // reached the topic only after it.
-func (c *clockSkew) validity(r *Report, _ *Run) []Check {
+func (c *clockSkew) validity(r *verdict.Report, _ *Run) []verdict.Check {
 	c.mu.Lock()
 	w, age := c.window, c.oldestAge
 	c.mu.Unlock()
-	held := r.Evidence.heldBack(w)
-	return []Check{
-		check(Validity, "events held back while the topic refused the skewed timestamps (topic)", "> 0",
+	held := heldBack(r.Evidence, w)
+	return []verdict.Check{
+		check(verdict.Validity, "events held back while the topic refused the skewed timestamps (topic)", "> 0",
 			fmt.Sprintf("%d (window %.1f s to %.1f s)", held, w.StartS, w.EndS), held > 0),
 		c.oldestAgeCheck(age, held),
 	}
@@ -113,16 +115,16 @@ func (c *clockSkew) validity(r *Report, _ *Run) []Check {
 // The gauge is our relay's, so the row is off for an API without it, and off when
 // nothing was held back, since then there was nothing to alert on and the validity
 // row already makes the run INVALID rather than the service FAIL.
-func (c *clockSkew) oldestAgeCheck(age, held int) Check {
+func (c *clockSkew) oldestAgeCheck(age, held int) verdict.Check {
 	const name = "outbox_oldest_pending_age_seconds rose during the window (reference service; alert OutboxOldestPendingTooOld)"
 	want := fmt.Sprintf(">= %d", int(c.Window.Seconds()/2))
 	switch {
 	case age < 0:
-		return checkOff(SLO, name, want, "the API's /metrics has no outbox_oldest_pending_age_seconds (a metric of the reference service)")
+		return checkOff(verdict.SLO, name, want, "the API's /metrics has no outbox_oldest_pending_age_seconds (a metric of the reference service)")
 	case held == 0:
-		return checkOff(SLO, name, want, fmt.Sprintf("no event held back, nothing to alert on (%d s at most)", age))
+		return checkOff(verdict.SLO, name, want, fmt.Sprintf("no event held back, nothing to alert on (%d s at most)", age))
 	}
-	return check(SLO, name, want, fmt.Sprintf("%d s at most", age), age >= int(c.Window.Seconds()/2))
+	return check(verdict.SLO, name, want, fmt.Sprintf("%d s at most", age), age >= int(c.Window.Seconds()/2))
 }
 
 // setTopicConfig sets one config of the run's topic, or removes its override when value

@@ -3,10 +3,10 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -14,35 +14,7 @@ import (
 // scripts/stack/kafka.sh (devstack.ClusterBrokers), beside the single broker the other
 // scenarios use. The relay seeds at the three brokers' proxies, the consumer and the
 // harness at their DIRECT listeners; the harness kills, stops and starts brokers with
-// the script's node verbs and follows the cluster with a clusterWatch.
-
-// StartCluster starts the three-node cluster unless it already runs, and remembers
-// that it did, so that StopStarted stops it again. It says how long the start took.
-func (s *NativeStack) StartCluster(ctx context.Context) error {
-	if _, err := devstack.ClusterScript(ctx, s.Root, "status"); err == nil {
-		s.Logger.Info("three-node Kafka cluster already running, left as is")
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	started := time.Now()
-	if _, err := devstack.ClusterScript(ctx, s.Root, "start"); err != nil {
-		return err
-	}
-	s.clusterStarted = true
-	s.Logger.Info("three-node Kafka cluster started", slog.Duration("took", time.Since(started).Round(100*time.Millisecond)))
-	return nil
-}
-
-// stopCluster stops the cluster if StartCluster started it.
-func (s *NativeStack) stopCluster(ctx context.Context) error {
-	if !s.clusterStarted {
-		return nil
-	}
-	s.clusterStarted = false
-	_, err := devstack.ClusterScript(ctx, s.Root, "stop")
-	return err
-}
+// the script's node verbs and follows the cluster with a faults.ClusterWatch.
 
 // nodeVerb runs one of the script's node verbs (kill-node, stop-node, start-node).
 func (rn *Run) nodeVerb(ctx context.Context, verb string, node int32) error {
@@ -55,7 +27,7 @@ func (rn *Run) nodeVerb(ctx context.Context, verb string, node int32) error {
 // killBroker SIGKILLs a broker: a crash, with no controlled shutdown to move its
 // leaderships first, so its partitions have no leader until the controller fences it.
 func (rn *Run) killBroker(ctx context.Context, node int32) error {
-	a := rn.cluster.record(node, "SIGKILL")
+	a := rn.cluster.Record(node, "SIGKILL")
 	rn.disrupted(fmt.Sprintf("SIGKILL broker %d", node), fmt.Sprintf("it led partitions %v; group coordinator: %t", a.Led, a.Coordinator))
 	return rn.nodeVerb(ctx, "kill-node", node)
 }
@@ -63,7 +35,7 @@ func (rn *Run) killBroker(ctx context.Context, node int32) error {
 // stopBroker stops a broker as an operator does before an upgrade: SIGTERM, a
 // controlled shutdown that hands its leaderships over first.
 func (rn *Run) stopBroker(ctx context.Context, node int32) error {
-	a := rn.cluster.record(node, "SIGTERM")
+	a := rn.cluster.Record(node, "SIGTERM")
 	rn.disrupted(fmt.Sprintf("SIGTERM broker %d", node), fmt.Sprintf("it led partitions %v; group coordinator: %t", a.Led, a.Coordinator))
 	return rn.nodeVerb(ctx, "stop-node", node)
 }
@@ -76,19 +48,19 @@ func (rn *Run) startBroker(ctx context.Context, node int32, maxWait time.Duratio
 	if err := rn.nodeVerb(ctx, "start-node", node); err != nil {
 		return err
 	}
-	rn.cluster.record(node, "started")
+	rn.cluster.Record(node, "started")
 	rn.disrupted(fmt.Sprintf("broker %d started", node), "")
 	deadline := time.Now().Add(maxWait)
-	for !rn.cluster.inSyncEverywhere(node) {
+	for !rn.cluster.InSyncEverywhere(node) {
 		if time.Now().After(deadline) {
 			rn.disrupted(fmt.Sprintf("broker %d not back in sync", node), fmt.Sprintf("after %s", maxWait))
 			return nil
 		}
-		if err := waitUntil(ctx, time.Now().Add(clusterPollInterval)); err != nil {
+		if err := waitUntil(ctx, time.Now().Add(faults.ClusterPollInterval)); err != nil {
 			return err
 		}
 	}
-	rn.cluster.record(node, "in sync")
+	rn.cluster.Record(node, "in sync")
 	rn.disrupted(fmt.Sprintf("broker %d back in sync", node), "in the ISR of every partition of the topic")
 	return nil
 }

@@ -6,10 +6,13 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 )
 
 // wantRows fails the test unless exactly the rows named in failing failed.
-func wantRows(t *testing.T, checks []Check, failing ...string) {
+func wantRows(t *testing.T, checks []verdict.Check, failing ...string) {
 	t.Helper()
 	want := map[string]bool{}
 	for _, name := range failing {
@@ -29,15 +32,15 @@ func wantRows(t *testing.T, checks []Check, failing ...string) {
 // offlineRun is a partition-offline run: one payment a second from 0 s to 40 s, spread
 // over partitions 0, 1 and 2 in turn; the relay cut from partition 2's leader from 10 s to
 // 30 s. publish says when each event reached the topic.
-func offlineRun(publish func(accepted float64, partition int32) float64) *Report {
-	ev := &Evidence{LoadStartS: 0, LoadEndS: 40, acceptedS: map[string]float64{}, firstSeenS: map[string]float64{}, partition: map[string]int32{}}
+func offlineRun(publish func(accepted float64, partition int32) float64) *verdict.Report {
+	ev := &verdict.Evidence{LoadStartS: 0, LoadEndS: 40, AcceptedS: map[string]float64{}, FirstSeenS: map[string]float64{}, Partition: map[string]int32{}}
 	for i := range 40 {
 		id := fmt.Sprint("p", i)
 		p := int32(i % 3)
-		ev.acceptedS[id], ev.partition[id] = float64(i), p
-		ev.firstSeenS[id] = publish(float64(i), p)
+		ev.AcceptedS[id], ev.Partition[id] = float64(i), p
+		ev.FirstSeenS[id] = publish(float64(i), p)
 	}
-	return &Report{Evidence: ev, FaultWindows: []Window{{Kind: ProxyDown, StartS: 10, EndS: 30}}, Cluster: &ClusterEvidence{}}
+	return &verdict.Report{Evidence: ev, FaultWindows: []faults.Window{{Kind: faults.ProxyDown, StartS: 10, EndS: 30}}, Cluster: &faults.ClusterEvidence{}}
 }
 
 func TestPartitionOfflineRows(t *testing.T) {
@@ -76,7 +79,7 @@ func TestPartitionOfflineRows(t *testing.T) {
 			t.Parallel()
 			r := offlineRun(tt.publish)
 			if tt.moved {
-				r.Cluster.LeaderChanges = []LeaderChange{{AtS: 15, Partition: 2, From: 1, To: 2}}
+				r.Cluster.LeaderChanges = []faults.LeaderChange{{AtS: 15, Partition: 2, From: 1, To: 2}}
 			}
 			o := &partitionOffline{For: 20 * time.Second}
 			o.cut.broker, o.cut.partitions = 1, []int32{2}
@@ -96,31 +99,31 @@ func TestBrokerFailoverRows(t *testing.T) {
 	)
 	// Broker 1 (leader of partition 0) killed at 5 s, back at 25 s; broker 2 (leader of
 	// partition 1, the coordinator) killed at 40 s, back at 60 s.
-	run := func() *Report {
-		ev := &ClusterEvidence{
-			Brokers: []BrokerAction{
+	run := func() *verdict.Report {
+		ev := &faults.ClusterEvidence{
+			Brokers: []faults.BrokerAction{
 				{AtS: 5, Node: 1, Action: "SIGKILL", Led: []int32{0}},
 				{AtS: 25, Node: 1, Action: "started"},
 				{AtS: 40, Node: 2, Action: "SIGKILL", Led: []int32{1}, Coordinator: true},
 				{AtS: 60, Node: 2, Action: "started"},
 			},
-			LeaderChanges: []LeaderChange{{AtS: 11, Partition: 0, From: 1, To: 3}, {AtS: 46, Partition: 1, From: 2, To: 3}},
-			Committed:     []CommitSample{{AtS: 39, Sum: 50}, {AtS: 70, Sum: 90}},
+			LeaderChanges: []faults.LeaderChange{{AtS: 11, Partition: 0, From: 1, To: 3}, {AtS: 46, Partition: 1, From: 2, To: 3}},
+			Committed:     []faults.CommitSample{{AtS: 39, Sum: 50}, {AtS: 70, Sum: 90}},
 		}
-		e := &Evidence{firstSeenS: map[string]float64{"a": 12, "b": 50}, partition: map[string]int32{"a": 0, "b": 1}}
-		return &Report{Cluster: ev, Evidence: e, DurationSeconds: 100}
+		e := &verdict.Evidence{FirstSeenS: map[string]float64{"a": 12, "b": 50}, Partition: map[string]int32{"a": 0, "b": 1}}
+		return &verdict.Report{Cluster: ev, Evidence: e, DurationSeconds: 100}
 	}
 	tests := []struct {
 		name    string
-		breakIt func(r *Report)
+		breakIt func(r *verdict.Report)
 		failing []string
 	}{
-		{"both kills followed", func(*Report) {}, nil},
-		{"second broker never restarted", func(r *Report) { r.Cluster.Brokers = r.Cluster.Brokers[:3] }, []string{restarted}},
-		{"no new leader for partition 1", func(r *Report) { r.Cluster.LeaderChanges = r.Cluster.LeaderChanges[:1] }, []string{moved}},
-		{"nothing written while a leader was dead", func(r *Report) { r.Evidence.firstSeenS = map[string]float64{"a": 30, "b": 65} }, []string{written}},
-		{"coordinator never killed", func(r *Report) { r.Cluster.Brokers[2].Coordinator = false }, []string{coord, commits}},
-		{"no commit after the coordinator died", func(r *Report) { r.Cluster.Committed[1].Sum = 50 }, []string{commits}},
+		{"both kills followed", func(*verdict.Report) {}, nil},
+		{"second broker never restarted", func(r *verdict.Report) { r.Cluster.Brokers = r.Cluster.Brokers[:3] }, []string{restarted}},
+		{"no new leader for partition 1", func(r *verdict.Report) { r.Cluster.LeaderChanges = r.Cluster.LeaderChanges[:1] }, []string{moved}},
+		{"nothing written while a leader was dead", func(r *verdict.Report) { r.Evidence.FirstSeenS = map[string]float64{"a": 30, "b": 65} }, []string{written}},
+		{"coordinator never killed", func(r *verdict.Report) { r.Cluster.Brokers[2].Coordinator = false }, []string{coord, commits}},
+		{"no commit after the coordinator died", func(r *verdict.Report) { r.Cluster.Committed[1].Sum = 50 }, []string{commits}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -135,16 +138,16 @@ func TestBrokerFailoverRows(t *testing.T) {
 func TestRollingRestartRows(t *testing.T) {
 	t.Parallel()
 	const oneAtATime = "brokers restarted one at a time (SIGTERM, start, back in sync before the next)"
-	restarts := func(stop2 float64) *Report {
-		var actions []BrokerAction
+	restarts := func(stop2 float64) *verdict.Report {
+		var actions []faults.BrokerAction
 		for node, at := range map[int32]float64{1: 5, 2: stop2, 3: 80} {
 			actions = append(actions,
-				BrokerAction{AtS: at, Node: node, Action: "SIGTERM"},
-				BrokerAction{AtS: at + 10, Node: node, Action: "started"},
-				BrokerAction{AtS: at + 15, Node: node, Action: "in sync"})
+				faults.BrokerAction{AtS: at, Node: node, Action: "SIGTERM"},
+				faults.BrokerAction{AtS: at + 10, Node: node, Action: "started"},
+				faults.BrokerAction{AtS: at + 15, Node: node, Action: "in sync"})
 		}
-		slices.SortFunc(actions, func(a, b BrokerAction) int { return cmp.Compare(a.AtS, b.AtS) })
-		return &Report{Cluster: &ClusterEvidence{Brokers: actions, LeaderChanges: []LeaderChange{{AtS: 6, Partition: 0, From: 1, To: 2}}}}
+		slices.SortFunc(actions, func(a, b faults.BrokerAction) int { return cmp.Compare(a.AtS, b.AtS) })
+		return &verdict.Report{Cluster: &faults.ClusterEvidence{Brokers: actions, LeaderChanges: []faults.LeaderChange{{AtS: 6, Partition: 0, From: 1, To: 2}}}}
 	}
 	rn := &Run{loadEndS: 100}
 	wantRows(t, rollingRestart{}.validity(restarts(40), rn))

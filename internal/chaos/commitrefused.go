@@ -10,6 +10,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -136,15 +137,15 @@ func (c *commitRefused) count() int {
 
 // validity: sessions were ended just before their COMMIT, as the server saw them; then
 // the scenario's SLO row.
-func (c *commitRefused) validity(r *Report, _ *Run) []Check {
+func (c *commitRefused) validity(r *verdict.Report, _ *Run) []verdict.Check {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	got := fmt.Sprint(len(c.killed))
 	if len(c.killed) > 0 {
 		got += fmt.Sprintf(" (first: %s)", c.killed[0])
 	}
-	return []Check{
-		check(Validity, "transactions ended just before their COMMIT (pg_stat_activity: idle in transaction after the outbox INSERT, terminated)", "> 0", got, len(c.killed) > 0),
-		check(SLO, "201 for a payment not committed", "0", r.LostNotCommitted, r.LostNotCommitted == 0),
+	return []verdict.Check{
+		check(verdict.Validity, "transactions ended just before their COMMIT (pg_stat_activity: idle in transaction after the outbox INSERT, terminated)", "> 0", got, len(c.killed) > 0),
+		check(verdict.SLO, "201 for a payment not committed", "0", r.LostNotCommitted, r.LostNotCommitted == 0),
 	}
 }

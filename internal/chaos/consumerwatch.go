@@ -460,3 +460,13 @@ func (s consumerSnapshot) processedBefore(r *kgo.Record) bool {
 	}
 	return json.Unmarshal(r.Value, &payload) == nil && s.decided[payload.PaymentID]
 }
+
+// headerValue returns the value of r's header key, or "".
+func headerValue(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"time"
+
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 )
 
 // Crash schedules. The points are random because, from outside a process, the moment
@@ -65,18 +67,18 @@ func crashRelay(ctx context.Context, rn *Run, cfg relayCrashes) error {
 		defer watch.Close()
 	}
 	for range cfg.Kills {
-		if err := rn.Faults.Inject(DropAcks); err != nil {
+		if err := rn.Faults.Inject(faults.DropAcks); err != nil {
 			return err
 		}
 		if err := waitUntil(ctx, time.Now().Add(between(cfg.AcksLost))); err != nil {
-			return rn.Faults.Clear(DropAcks)
+			return rn.Faults.Clear(faults.DropAcks)
 		}
 		caught := false
 		// Probing costs the API half its time, and after the load it can catch
 		// nothing: the kills then come at their random points at once.
 		if watch != nil && rn.loading() {
 			if caught, err = watch.probeFor(ctx, cfg.Watch); err != nil {
-				return errors.Join(err, rn.Faults.Clear(DropAcks))
+				return errors.Join(err, rn.Faults.Clear(faults.DropAcks))
 			}
 		}
 		inFlight := rn.leasedRows(ctx)
@@ -90,7 +92,7 @@ func crashRelay(ctx context.Context, rn *Run, cfg relayCrashes) error {
 			return err
 		}
 		rn.recordRelayKill(inFlight, caught)
-		if err := rn.Faults.Clear(DropAcks); err != nil {
+		if err := rn.Faults.Clear(faults.DropAcks); err != nil {
 			return err
 		}
 		if err := rn.StartAPI(ctx); err != nil {

@@ -5,9 +5,10 @@
 //
 // The pieces are split by concern and usable on their own:
 //
-//   - stack.go and process.go build the binaries, create fresh databases and a topic,
-//     and start, kill and restart the API and the consumer as real processes;
-//     services.go does the same for a student's services from their command lines;
+//   - package stack starts the native stack and builds the binaries, and runs each
+//     service as a real process that the scenarios start, kill and restart; run.go
+//     creates fresh databases and a topic, and services.go gives the API and the
+//     consumer their settings, or a student's services from their command lines;
 //   - crashes.go, apiwatch.go and consumerwatch.go are the crash scenarios' kills, at
 //     random points, aimed (by freezing a process and reading its databases) at the
 //     instants between two of its commits, and what each kill left behind, seen from
@@ -18,35 +19,34 @@
 //     valid events and replays their dead letters, with alertsink.go as the pager;
 //     pgfaults.go slows, cuts and stops the API's link to PostgreSQL through a Toxiproxy
 //     proxy of its own; longtx.go holds a snapshot open and measures the relay around it;
-//   - loadgen.go is the load generator (the Go twin of loadtest/k6/payments.js), and
-//     lifecycleload.go takes each payment on through its lifecycle (capture, refunds,
-//     cancel, and races of two transitions);
-//   - faults.go drives Toxiproxy on a deterministic schedule and records the windows;
-//   - verify.go is the black-box verifier: it needs only an API URL, the payments
-//     database, the Kafka topic and, optionally, the consumer's database, so it can
-//     check any implementation that keeps docs/contract.md; schema.go, topic.go,
-//     payloads.go and totals.go read what it reads, observed.go turns it into counts,
-//     and order.go checks each payment's events against their sequence, in the topic
-//     and in the consumer;
+//   - package load is the load generator (the Go twin of loadtest/k6/payments.js):
+//     it takes payments on through their lifecycle (capture, refunds, cancel, and races
+//     of two transitions); loadrows.go holds the SLO rows of what its clients saw;
+//   - package faults drives Toxiproxy on a deterministic schedule and records the
+//     windows, injects copies of real records into the topic, and watches the
+//     three-node cluster;
+//   - package verify is the black-box verifier: it needs only the payments database,
+//     the Kafka topic and, optionally, the consumer's database, so it can check any
+//     implementation that keeps docs/contract.md; observed.go and totals.go turn what
+//     it read into counts, and order.go checks each payment's events against their
+//     sequence, in the topic and in the consumer;
 //   - replicapause.go runs two API replicas on one outbox and pauses one past its lease;
-//   - copies.go follows the topic live and injects copies of real records, so the
-//     consumer's dedup is exercised whatever the relay does; evidence.go turns what
-//     the harness saw for itself into the validity rows;
+//   - evidence.go turns what the harness saw for itself into the validity rows;
 //   - sampler.go samples the run every few hundred milliseconds from the same outside
-//     sources, into the timeline of series.go that the JSON report keeps and the HTML
-//     report of package timeline draws; the verdict never reads it;
-//   - cluster.go, clusterwatch.go, failover.go, partitionoffline.go and
-//     rollingrestart.go are the scenarios on the three-node cluster: brokers killed,
-//     stopped and started through scripts/stack/kafka.sh, one broker cut off from the
-//     relay by its own proxy, and the cluster followed from outside (leaders, in-sync
+//     sources, into the timeline (verdict.Timeline) that the JSON report keeps and the
+//     HTML report of package timeline draws; the verdict never reads it;
+//   - cluster.go, failover.go, partitionoffline.go and rollingrestart.go are the
+//     scenarios on the three-node cluster: brokers killed, stopped and started through
+//     scripts/stack/kafka.sh, one broker cut off from the relay by its own proxy, and
+//     the cluster followed from outside by faults.ClusterWatch (leaders, in-sync
 //     replicas, the group's coordinator and commits);
 //   - scenarios.go says what each scenario breaks and when a run counts as valid;
 //   - runner.go puts them together, checks.go holds the SLO and contract rows, and
-//     report.go decides the verdict, prints it and writes JSON;
-//   - compose.go runs the same scenarios against the services of
+//     package verdict holds the report: it decides the verdict, prints it and writes
+//     JSON;
+//   - package compose runs the same scenarios against the services of
 //     deploy/docker-compose.yml (STACK=compose), judged from the host as a service the
-//     harness did not start; composefile.go reads from the file what the harness needs,
-//     and composeview.go where the host reaches it.
+//     harness did not start.
 //
 // A run is valid only if its faults demonstrably bit, by evidence the harness gathers
 // itself and never from the service's metrics (events held back by a window, the

@@ -8,50 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/load"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/jackc/pgx/v5"
 )
-
-// Evidence is what the harness saw for itself of what the faults did: from the topic
-// (followed live by a TopicWatch on the DIRECT listener), from its own clients and from
-// PostgreSQL, never from the service's metrics. The validity rows read it, so a service
-// cannot make a run invalid by hiding its failures, nor valid by reporting some, and a
-// correct service is valid whatever timeouts its Kafka client keeps.
-type Evidence struct {
-	// EventsSeen counts the distinct event ids the watch saw.
-	EventsSeen int `json:"events_seen"`
-	// InjectedCopies counts the copies of real records that the harness published
-	// itself, for the consumer's dedup to absorb.
-	InjectedCopies int `json:"injected_copies"`
-	// ServiceCopies counts the other records beyond the first of an event id: the
-	// service's own duplicates, e.g. a relay publishing again after lost acks. An
-	// idempotent producer removes its own, so 0 is no fault of the service.
-	ServiceCopies int `json:"service_copies"`
-	// LoadStartS and LoadEndS bound the load, in seconds from the run's start.
-	LoadStartS float64 `json:"load_start_s"`
-	LoadEndS   float64 `json:"load_end_s"`
-	// PostgresStartS is PostgreSQL's own pg_postmaster_start_time(), read after the
-	// drain, in seconds from the run's start (negative: before the run); nil when it
-	// could not be read.
-	PostgresStartS *float64 `json:"postgres_start_s,omitempty"`
-	// ClientRetries counts the load's retried attempts by what the client saw, e.g.
-	// "status 503 with Retry-After" or "transport error".
-	ClientRetries map[string]int `json:"client_retries,omitempty"`
-
-	// EventsInFlight counts the payments of which the API committed an event while an
-	// earlier event of the same payment was not in the topic yet: the relay then held
-	// several events of one payment, the moment its order check is for.
-	// EventsInFlightInFaults counts those whose later event was committed while a fault
-	// window was open.
-	EventsInFlight         int `json:"payments_with_events_in_flight"`
-	EventsInFlightInFaults int `json:"payments_with_events_in_flight_during_faults"`
-
-	acceptedS  map[string]float64 // payment id -> when the API answered 201
-	firstSeenS map[string]float64 // payment id -> when its first event first reached the topic
-	// transitionSeenS: payment id -> sequence -> when that transition first reached
-	// the topic, whatever its event id
-	transitionSeenS map[string]map[int]float64
-	partition       map[string]int32 // payment id -> the partition its events reached
-}
 
 // healthyPublishS is how long after its 201 a payment's event may take to reach the
 // topic without any fault. An event accepted closer than this to the end of a window
@@ -64,21 +25,21 @@ const healthyPublishS = 2.0
 // with notes that put the service's own view of its failures beside it. Call it after
 // the drain and before the verifier reads the topic, so that no copy is injected while
 // the verifier counts.
-func collectEvidence(ctx context.Context, rn *Run, report *Report, watch *TopicWatch, load LoadResult) {
+func collectEvidence(ctx context.Context, rn *Run, report *verdict.Report, watch *faults.TopicWatch, res load.Result) {
 	if err := watch.CatchUp(ctx, 10*time.Second); err != nil {
 		report.Notes = append(report.Notes, err.Error())
 	}
 	seen := watch.Stop()
-	ev := &Evidence{
+	ev := &verdict.Evidence{
 		EventsSeen: seen.Events, InjectedCopies: seen.InjectedCopies, ServiceCopies: seen.ServiceCopies,
-		LoadStartS: load.Started.Sub(rn.origin).Seconds(), LoadEndS: load.Ended.Sub(rn.origin).Seconds(),
-		ClientRetries: load.RetryReasons,
-		acceptedS:     map[string]float64{}, firstSeenS: seen.FirstSeenS, transitionSeenS: seen.TransitionSeenS, partition: seen.Partition,
+		LoadStartS: res.Started.Sub(rn.origin).Seconds(), LoadEndS: res.Ended.Sub(rn.origin).Seconds(),
+		ClientRetries: res.RetryReasons,
+		AcceptedS:     map[string]float64{}, FirstSeenS: seen.FirstSeenS, TransitionSeenS: seen.TransitionSeenS, Partition: seen.Partition,
 	}
-	for i, id := range load.PaymentIDs {
-		ev.acceptedS[id] = load.AcceptedAt[i].Sub(rn.origin).Seconds()
+	for i, id := range res.PaymentIDs {
+		ev.AcceptedS[id] = res.AcceptedAt[i].Sub(rn.origin).Seconds()
 	}
-	ev.EventsInFlight, ev.EventsInFlightInFaults = eventsInFlight(load.Events, seen.EventSeenS, rn.origin, rn.Faults.Windows())
+	ev.EventsInFlight, ev.EventsInFlightInFaults = eventsInFlight(res.Events, seen.EventSeenS, rn.origin, rn.Faults.Windows())
 	if started, err := postgresStartedAt(ctx, rn.paymentsDB); err == nil {
 		s := started.Sub(rn.origin).Seconds()
 		ev.PostgresStartS = &s
@@ -97,8 +58,8 @@ func collectEvidence(ctx context.Context, rn *Run, report *Report, watch *TopicW
 	} else {
 		report.Notes = append(report.Notes, "the service's own view, not used for validity: it exposes no outbox_publish_failures_total")
 	}
-	if load.Retries > 0 {
-		report.Notes = append(report.Notes, fmt.Sprintf("the clients retried %d attempts: %s", load.Retries, countList(load.RetryReasons)))
+	if res.Retries > 0 {
+		report.Notes = append(report.Notes, fmt.Sprintf("the clients retried %d attempts: %s", res.Retries, countList(res.RetryReasons)))
 	}
 }
 
@@ -123,16 +84,16 @@ func postgresStartedAt(ctx context.Context, dbURL string) (time.Time, error) {
 // at least healthyPublishS before w ended, and with no copy in the topic by its end
 // (published later, or never). A relay that was not behind the proxy publishes them
 // during the window, whatever its timeouts; one behind it cannot, whatever its timeouts.
-func (e *Evidence) heldBack(w Window) int {
+func heldBack(e *verdict.Evidence, w faults.Window) int {
 	if w.EndS < 0 {
 		return 0 // still open: nothing to judge yet
 	}
 	n := 0
-	for id, accepted := range e.acceptedS {
+	for id, accepted := range e.AcceptedS {
 		if accepted > w.EndS-healthyPublishS {
 			continue
 		}
-		if first, ok := e.firstSeenS[id]; !ok || first > w.EndS {
+		if first, ok := e.FirstSeenS[id]; !ok || first > w.EndS {
 			n++
 		}
 	}
@@ -142,13 +103,13 @@ func (e *Evidence) heldBack(w Window) int {
 // writtenDuring counts the payments of the load whose event first reached the topic
 // while w was open: with acks dropped, the broker takes the relay's records and only
 // the answers are lost.
-func (e *Evidence) writtenDuring(w Window) int {
+func writtenDuring(e *verdict.Evidence, w faults.Window) int {
 	if w.EndS < 0 {
 		return 0
 	}
 	n := 0
-	for id := range e.acceptedS {
-		if first, ok := e.firstSeenS[id]; ok && first > w.StartS && first <= w.EndS {
+	for id := range e.AcceptedS {
+		if first, ok := e.FirstSeenS[id]; ok && first > w.StartS && first <= w.EndS {
 			n++
 		}
 	}
@@ -164,35 +125,35 @@ func (e *Evidence) writtenDuring(w Window) int {
 //     producer does and the broker drops the copy: both are correct).
 //
 // Each row gives the count per window, so a kind whose first window missed is visible.
-func faultChecks(r *Report, kinds ...FaultKind) []Check {
+func faultChecks(r *verdict.Report, kinds ...faults.Kind) []verdict.Check {
 	ev := r.Evidence
-	var checks []Check
+	var checks []verdict.Check
 	for _, kind := range kinds {
 		name := fmt.Sprintf("events held back by %s windows (topic)", kind)
-		measure := ev.heldBack
-		if kind == DropAcks {
+		measure := heldBack
+		if kind == faults.DropAcks {
 			name = "events written during drop_acks windows, answers dropped (topic)"
-			measure = ev.writtenDuring
+			measure = writtenDuring
 		}
 		total, per, probesHeld := 0, []string{}, 0
 		for _, w := range r.FaultWindows {
 			if w.Kind != kind {
 				continue
 			}
-			n := measure(w)
+			n := measure(ev, w)
 			total += n
 			per = append(per, fmt.Sprint(n))
-			if w.Probe == ProbeRefused || w.Probe == ProbeNoAnswer {
+			if w.Probe == faults.ProbeRefused || w.Probe == faults.ProbeNoAnswer {
 				probesHeld++
 			}
 		}
 		got := fmt.Sprintf("%d (per window: %s)", total, strings.Join(per, ", "))
-		if total == 0 && probesHeld > 0 && kind != DropAcks {
+		if total == 0 && probesHeld > 0 && kind != faults.DropAcks {
 			// The fault was in force, as the harness's own client saw it, and the
 			// service's events went through anyway.
 			got += "; the proxy held the harness's probe, so the service's relay is not behind it"
 		}
-		checks = append(checks, check(Validity, name, "> 0", got, total > 0))
+		checks = append(checks, check(verdict.Validity, name, "> 0", got, total > 0))
 	}
 	return checks
 }
@@ -200,7 +161,7 @@ func faultChecks(r *Report, kinds ...FaultKind) []Check {
 // probeCheck is the validity row that Toxiproxy applied every fault: in each probed
 // window, a client of the harness's own found the proxy refusing or silent. Without it
 // a run would blame the service for a fault that never happened.
-func probeCheck(r *Report) Check {
+func probeCheck(r *verdict.Report) verdict.Check {
 	probed, held := 0, 0
 	var seen []string
 	for _, w := range r.FaultWindows {
@@ -208,42 +169,42 @@ func probeCheck(r *Report) Check {
 			continue
 		}
 		probed++
-		if w.Probe == ProbeRefused || w.Probe == ProbeNoAnswer {
+		if w.Probe == faults.ProbeRefused || w.Probe == faults.ProbeNoAnswer {
 			held++
 		}
 		seen = append(seen, w.Probe)
 	}
-	return check(Validity, "the proxy applied each fault (the harness's own probe)", "refused or no answer in every window",
+	return check(verdict.Validity, "the proxy applied each fault (the harness's own probe)", "refused or no answer in every window",
 		strings.Join(seen, ", "), probed > 0 && held == probed)
 }
 
 // heldBackCheck is the validity row of the dual-write run: the faults kept some
 // accepted payments' events out of the topic, for a while or for good.
-func heldBackCheck(r *Report) Check {
+func heldBackCheck(r *verdict.Report) verdict.Check {
 	total := 0
 	for _, w := range r.FaultWindows {
-		total += r.Evidence.heldBack(w)
+		total += heldBack(r.Evidence, w)
 	}
-	return check(Validity, "events held back or lost by the fault windows (topic)", "> 0", total, total > 0)
+	return check(verdict.Validity, "events held back or lost by the fault windows (topic)", "> 0", total, total > 0)
 }
 
 // injectedCheck is the validity row that the consumer's dedup was exercised: the
 // harness's own copies, whatever the relay wrote.
-func injectedCheck(r *Report) Check {
-	return check(Validity, "copies injected by the harness (consumer dedup exercised)", "> 0",
+func injectedCheck(r *verdict.Report) verdict.Check {
+	return check(verdict.Validity, "copies injected by the harness (consumer dedup exercised)", "> 0",
 		fmt.Sprintf("%d (the service's own copies: %d)", r.Evidence.InjectedCopies, r.Evidence.ServiceCopies), r.Evidence.InjectedCopies > 0)
 }
 
 // postgresRestartCheck is the validity row that PostgreSQL really restarted while the
 // load ran, by PostgreSQL's own clock.
-func postgresRestartCheck(r *Report) Check {
+func postgresRestartCheck(r *verdict.Report) verdict.Check {
 	ev := r.Evidence
 	if ev.PostgresStartS == nil {
-		return check(Validity, "PostgreSQL restarted during the load (pg_postmaster_start_time)", "inside the load", "unknown", false)
+		return check(verdict.Validity, "PostgreSQL restarted during the load (pg_postmaster_start_time)", "inside the load", "unknown", false)
 	}
 	started := *ev.PostgresStartS
 	during := started > ev.LoadStartS && started < ev.LoadEndS
-	return check(Validity, "PostgreSQL restarted during the load (pg_postmaster_start_time)",
+	return check(verdict.Validity, "PostgreSQL restarted during the load (pg_postmaster_start_time)",
 		fmt.Sprintf("between %.1f s and %.1f s", ev.LoadStartS, ev.LoadEndS), fmt.Sprintf("%.1f s", started), during)
 }
 

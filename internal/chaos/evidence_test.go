@@ -6,59 +6,61 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 )
 
 // The windows of these tests: acks dropped 0-5 s, requests dropped 9-14 s, proxy down
 // 18-23 s.
-var testWindows = []Window{
-	{Kind: DropAcks, StartS: 0, EndS: 5},
-	{Kind: DropRequests, StartS: 9, EndS: 14},
-	{Kind: ProxyDown, StartS: 18, EndS: 23},
+var testWindows = []faults.Window{
+	{Kind: faults.DropAcks, StartS: 0, EndS: 5},
+	{Kind: faults.DropRequests, StartS: 9, EndS: 14},
+	{Kind: faults.ProxyDown, StartS: 18, EndS: 23},
 }
 
 func TestFaultChecks(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name       string
-		acceptedS  map[string]float64
-		firstSeenS map[string]float64
+		AcceptedS  map[string]float64
+		FirstSeenS map[string]float64
 		want       []string // Got of each row: drop_acks, drop_requests, proxy_down
 		wantOK     []bool
 	}{
 		{
 			name: "a relay behind the proxy: each burst waits for its window to end",
 			// One payment per burst, accepted one second into each window.
-			acceptedS:  map[string]float64{"a": 1, "r": 10, "d": 19},
-			firstSeenS: map[string]float64{"a": 1.1, "r": 14.2, "d": 23.5},
+			AcceptedS:  map[string]float64{"a": 1, "r": 10, "d": 19},
+			FirstSeenS: map[string]float64{"a": 1.1, "r": 14.2, "d": 23.5},
 			want:       []string{"1 (per window: 1)", "1 (per window: 1)", "1 (per window: 1)"},
 			wantOK:     []bool{true, true, true},
 		},
 		{
 			name:       "a relay that bypasses the proxy publishes at once: nothing is held back",
-			acceptedS:  map[string]float64{"a": 1, "r": 10, "d": 19},
-			firstSeenS: map[string]float64{"a": 1.1, "r": 10.1, "d": 19.1},
+			AcceptedS:  map[string]float64{"a": 1, "r": 10, "d": 19},
+			FirstSeenS: map[string]float64{"a": 1.1, "r": 10.1, "d": 19.1},
 			want:       []string{"1 (per window: 1)", "0 (per window: 0)", "0 (per window: 0)"},
 			wantOK:     []bool{true, false, false},
 		},
 		{
 			name:       "an event never published is held back by every later window",
-			acceptedS:  map[string]float64{"a": 1},
-			firstSeenS: map[string]float64{},
+			AcceptedS:  map[string]float64{"a": 1},
+			FirstSeenS: map[string]float64{},
 			want:       []string{"0 (per window: 0)", "1 (per window: 1)", "1 (per window: 1)"},
 			wantOK:     []bool{false, true, true},
 		},
 		{
 			name:       "accepted less than healthyPublishS before the end: maybe just on its way",
-			acceptedS:  map[string]float64{"r": 13.5},
-			firstSeenS: map[string]float64{"r": 14.1},
+			AcceptedS:  map[string]float64{"r": 13.5},
+			FirstSeenS: map[string]float64{"r": 14.1},
 			want:       []string{"0 (per window: 0)", "0 (per window: 0)", "0 (per window: 0)"},
 			wantOK:     []bool{false, false, false},
 		},
 		{
 			name:       "the warm-up payment, seen during a window, is not the load's",
-			acceptedS:  map[string]float64{},
-			firstSeenS: map[string]float64{"warm": 0.5},
+			AcceptedS:  map[string]float64{},
+			FirstSeenS: map[string]float64{"warm": 0.5},
 			want:       []string{"0 (per window: 0)", "0 (per window: 0)", "0 (per window: 0)"},
 			wantOK:     []bool{false, false, false},
 		},
@@ -66,11 +68,11 @@ func TestFaultChecks(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := &Report{FaultWindows: testWindows, Evidence: &Evidence{acceptedS: tt.acceptedS, firstSeenS: tt.firstSeenS}}
+			r := &verdict.Report{FaultWindows: testWindows, Evidence: &verdict.Evidence{AcceptedS: tt.AcceptedS, FirstSeenS: tt.FirstSeenS}}
 			var got []string
 			var gotOK []bool
-			for _, c := range faultChecks(r, DropAcks, DropRequests, ProxyDown) {
-				if c.Kind != Validity {
+			for _, c := range faultChecks(r, faults.DropAcks, faults.DropRequests, faults.ProxyDown) {
+				if c.Kind != verdict.Validity {
 					t.Errorf("row %q: kind %s, want validity", c.Name, c.Kind)
 				}
 				got = append(got, c.Got)
@@ -89,12 +91,12 @@ func TestFaultChecks(t *testing.T) {
 // Two windows of one kind are counted apart, so a kind whose first window missed shows.
 func TestFaultChecksPerWindow(t *testing.T) {
 	t.Parallel()
-	windows := []Window{{Kind: ProxyDown, StartS: 0, EndS: 5}, {Kind: ProxyDown, StartS: 10, EndS: 15}}
-	r := &Report{FaultWindows: windows, Evidence: &Evidence{
-		acceptedS:  map[string]float64{"p1": 11, "p2": 11},
-		firstSeenS: map[string]float64{"p1": 15.5, "p2": 16},
+	windows := []faults.Window{{Kind: faults.ProxyDown, StartS: 0, EndS: 5}, {Kind: faults.ProxyDown, StartS: 10, EndS: 15}}
+	r := &verdict.Report{FaultWindows: windows, Evidence: &verdict.Evidence{
+		AcceptedS:  map[string]float64{"p1": 11, "p2": 11},
+		FirstSeenS: map[string]float64{"p1": 15.5, "p2": 16},
 	}}
-	c := faultChecks(r, ProxyDown)[0]
+	c := faultChecks(r, faults.ProxyDown)[0]
 	if c.Got != "2 (per window: 0, 2)" || !c.OK {
 		t.Errorf("got %q ok %t, want %q ok true", c.Got, c.OK, "2 (per window: 0, 2)")
 	}
@@ -104,12 +106,12 @@ func TestFaultChecksPerWindow(t *testing.T) {
 // fails and names the reason.
 func TestFaultChecksNameABypass(t *testing.T) {
 	t.Parallel()
-	windows := []Window{{Kind: DropRequests, StartS: 0, EndS: 5, Probe: ProbeNoAnswer}}
-	r := &Report{FaultWindows: windows, Evidence: &Evidence{
-		acceptedS:  map[string]float64{"p1": 1},
-		firstSeenS: map[string]float64{"p1": 1.1},
+	windows := []faults.Window{{Kind: faults.DropRequests, StartS: 0, EndS: 5, Probe: faults.ProbeNoAnswer}}
+	r := &verdict.Report{FaultWindows: windows, Evidence: &verdict.Evidence{
+		AcceptedS:  map[string]float64{"p1": 1},
+		FirstSeenS: map[string]float64{"p1": 1.1},
 	}}
-	c := faultChecks(r, DropRequests)[0]
+	c := faultChecks(r, faults.DropRequests)[0]
 	if want := "0 (per window: 0); the proxy held the harness's probe, so the service's relay is not behind it"; c.Got != want || c.OK {
 		t.Errorf("got %q ok %t, want %q ok false", c.Got, c.OK, want)
 	}
@@ -122,19 +124,19 @@ func TestProbeCheck(t *testing.T) {
 		probes []string
 		want   bool
 	}{
-		{"every fault in force", []string{ProbeNoAnswer, ProbeNoAnswer, ProbeRefused}, true},
-		{"one window answered: that fault was not in force", []string{ProbeNoAnswer, ProbeAnswered}, false},
+		{"every fault in force", []string{faults.ProbeNoAnswer, faults.ProbeNoAnswer, faults.ProbeRefused}, true},
+		{"one window answered: that fault was not in force", []string{faults.ProbeNoAnswer, faults.ProbeAnswered}, false},
 		{"the probe itself failed", []string{"probe failed: no such host"}, false},
 		{"nothing probed", []string{""}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := &Report{}
+			r := &verdict.Report{}
 			for _, p := range tt.probes {
-				r.FaultWindows = append(r.FaultWindows, Window{Kind: DropAcks, EndS: 1, Probe: p})
+				r.FaultWindows = append(r.FaultWindows, faults.Window{Kind: faults.DropAcks, EndS: 1, Probe: p})
 			}
-			if got := probeCheck(r); got.OK != tt.want || got.Kind != Validity {
+			if got := probeCheck(r); got.OK != tt.want || got.Kind != verdict.Validity {
 				t.Errorf("got %+v, want a validity row with ok %t", got, tt.want)
 			}
 		})
@@ -157,8 +159,8 @@ func TestPostgresRestartCheck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := &Report{Evidence: &Evidence{LoadStartS: 6, LoadEndS: 27, PostgresStartS: tt.started}}
-			if got := postgresRestartCheck(r); got.OK != tt.want || got.Kind != Validity {
+			r := &verdict.Report{Evidence: &verdict.Evidence{LoadStartS: 6, LoadEndS: 27, PostgresStartS: tt.started}}
+			if got := postgresRestartCheck(r); got.OK != tt.want || got.Kind != verdict.Validity {
 				t.Errorf("got %+v, want a validity row with ok %t", got, tt.want)
 			}
 		})
@@ -171,7 +173,7 @@ func TestInjectedCheck(t *testing.T) {
 		injected int
 		want     bool
 	}{{0, false}, {4, true}} {
-		r := &Report{Evidence: &Evidence{InjectedCopies: tt.injected, ServiceCopies: 7}}
+		r := &verdict.Report{Evidence: &verdict.Evidence{InjectedCopies: tt.injected, ServiceCopies: 7}}
 		if got := injectedCheck(r); got.OK != tt.want {
 			t.Errorf("%d injected: ok %t, want %t (%+v)", tt.injected, got.OK, tt.want, got)
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -43,10 +45,10 @@ func (f brokerFailover) disrupt(ctx context.Context, rn *Run) error {
 
 // mostLeading returns the broker leading the most partitions (the lowest id on a tie),
 // -1 if none leads any.
-func mostLeading(w *clusterWatch) int32 {
+func mostLeading(w *faults.ClusterWatch) int32 {
 	best, most := int32(-1), 0
 	for node := int32(1); node <= devstack.ClusterNodes; node++ {
-		if n := len(w.led(node)); n > most {
+		if n := len(w.Led(node)); n > most {
 			best, most = node, n
 		}
 	}
@@ -57,11 +59,11 @@ func mostLeading(w *clusterWatch) int32 {
 // dies at least once, as long as it is not the first victim (then it already did) and
 // leads a partition; otherwise a broker that took a partition over from the first
 // victim; otherwise any other broker.
-func secondVictim(w *clusterWatch, first int32) int32 {
-	if c := w.coordinator(); c > 0 && c != first && len(w.led(c)) > 0 {
+func secondVictim(w *faults.ClusterWatch, first int32) int32 {
+	if c := w.Coordinator(); c > 0 && c != first && len(w.Led(c)) > 0 {
 		return c
 	}
-	for _, ch := range w.leaderChanges() {
+	for _, ch := range w.LeaderChanges() {
 		if ch.From == first && ch.To > 0 && ch.To != first {
 			return ch.To
 		}
@@ -69,7 +71,7 @@ func secondVictim(w *clusterWatch, first int32) int32 {
 	return first%devstack.ClusterNodes + 1
 }
 
-func (f brokerFailover) validity(r *Report, rn *Run) []Check {
+func (f brokerFailover) validity(r *verdict.Report, rn *Run) []verdict.Check {
 	ev := r.Cluster
 	kills := actions(ev, "SIGKILL")
 	restarted := 0
@@ -96,18 +98,18 @@ func (f brokerFailover) validity(r *Report, rn *Run) []Check {
 	}
 	written := writtenWhileLeaderDead(r, ev)
 	committedAfter := committedSince(ev, coordinatorKilled)
-	return []Check{
-		check(Validity, "brokers SIGKILLed and restarted by the harness", "2 kills, each restarted", fmt.Sprintf("%d kills, %d restarted: %s", len(kills), restarted, strings.Join(killed, "; ")), len(kills) >= 2 && restarted == len(kills)),
-		check(Validity, "partitions of the killed brokers got a new leader (harness's metadata, DIRECT)", fmt.Sprintf("%d of %d", led, led), fmt.Sprintf("%d of %d; %d leader changes in all", moved, led, len(ev.LeaderChanges)), led > 0 && moved == led),
-		check(Validity, "events written to a partition while its old leader was dead (the relay found the new leader)", "> 0", written, written > 0),
-		check(Validity, "the consumer group's coordinator among the brokers killed", "true", coordinatorKilled >= 0, coordinatorKilled >= 0),
-		check(Validity, "offsets the group committed after its coordinator was killed (the consumer found the new one)", "> 0", committedAfter, committedAfter > 0),
+	return []verdict.Check{
+		check(verdict.Validity, "brokers SIGKILLed and restarted by the harness", "2 kills, each restarted", fmt.Sprintf("%d kills, %d restarted: %s", len(kills), restarted, strings.Join(killed, "; ")), len(kills) >= 2 && restarted == len(kills)),
+		check(verdict.Validity, "partitions of the killed brokers got a new leader (harness's metadata, DIRECT)", fmt.Sprintf("%d of %d", led, led), fmt.Sprintf("%d of %d; %d leader changes in all", moved, led, len(ev.LeaderChanges)), led > 0 && moved == led),
+		check(verdict.Validity, "events written to a partition while its old leader was dead (the relay found the new leader)", "> 0", written, written > 0),
+		check(verdict.Validity, "the consumer group's coordinator among the brokers killed", "true", coordinatorKilled >= 0, coordinatorKilled >= 0),
+		check(verdict.Validity, "offsets the group committed after its coordinator was killed (the consumer found the new one)", "> 0", committedAfter, committedAfter > 0),
 	}
 }
 
 // actions returns the broker actions of a kind, in order.
-func actions(ev *ClusterEvidence, action string) []BrokerAction {
-	var out []BrokerAction
+func actions(ev *faults.ClusterEvidence, action string) []faults.BrokerAction {
+	var out []faults.BrokerAction
 	for _, a := range ev.Brokers {
 		if a.Action == action {
 			out = append(out, a)
@@ -117,7 +119,7 @@ func actions(ev *ClusterEvidence, action string) []BrokerAction {
 }
 
 // nextAction returns node's first action of a kind after atS, nil if none.
-func nextAction(ev *ClusterEvidence, node int32, action string, atS float64) *BrokerAction {
+func nextAction(ev *faults.ClusterEvidence, node int32, action string, atS float64) *faults.BrokerAction {
 	for i, a := range ev.Brokers {
 		if a.Node == node && a.Action == action && a.AtS >= atS {
 			return &ev.Brokers[i]
@@ -126,7 +128,7 @@ func nextAction(ev *ClusterEvidence, node int32, action string, atS float64) *Br
 	return nil
 }
 
-func atOrNever(a *BrokerAction) string {
+func atOrNever(a *faults.BrokerAction) string {
 	if a == nil {
 		return "never"
 	}
@@ -134,7 +136,7 @@ func atOrNever(a *BrokerAction) string {
 }
 
 // leaderChangedAfter reports whether partition p's leader moved off node after atS.
-func leaderChangedAfter(ev *ClusterEvidence, p, node int32, atS float64) bool {
+func leaderChangedAfter(ev *faults.ClusterEvidence, p, node int32, atS float64) bool {
 	for _, ch := range ev.LeaderChanges {
 		if ch.Partition == p && ch.From == node && ch.AtS >= atS {
 			return true
@@ -146,7 +148,7 @@ func leaderChangedAfter(ev *ClusterEvidence, p, node int32, atS float64) bool {
 // writtenWhileLeaderDead counts the payments whose event first reached a partition
 // while the broker that led it before a kill was dead: such a record can only have
 // been written to the new leader, so the relay found it.
-func writtenWhileLeaderDead(r *Report, ev *ClusterEvidence) int {
+func writtenWhileLeaderDead(r *verdict.Report, ev *faults.ClusterEvidence) int {
 	if r.Evidence == nil {
 		return 0
 	}
@@ -157,8 +159,8 @@ func writtenWhileLeaderDead(r *Report, ev *ClusterEvidence) int {
 		if back != nil {
 			end = back.AtS
 		}
-		for id, seen := range r.Evidence.firstSeenS {
-			if seen > k.AtS && seen < end && slices.Contains(k.Led, r.Evidence.partition[id]) {
+		for id, seen := range r.Evidence.FirstSeenS {
+			if seen > k.AtS && seen < end && slices.Contains(k.Led, r.Evidence.Partition[id]) {
 				n++
 			}
 		}
@@ -168,7 +170,7 @@ func writtenWhileLeaderDead(r *Report, ev *ClusterEvidence) int {
 
 // committedSince is how far the group's committed offsets grew after atS (< 0: never
 // asked), as the cluster watch sampled them.
-func committedSince(ev *ClusterEvidence, atS float64) int64 {
+func committedSince(ev *faults.ClusterEvidence, atS float64) int64 {
 	if atS < 0 {
 		return 0
 	}

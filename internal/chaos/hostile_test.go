@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 )
 
@@ -20,8 +21,8 @@ func TestHostileRecordsBreakTheContract(t *testing.T) {
 	for _, k := range hostileKinds {
 		t.Run(k.kind, func(t *testing.T) {
 			t.Parallel()
-			c := newTopicContents()
-			c.add(k.build(now))
+			c := verify.NewTopicContents()
+			c.Add(k.build(now))
 			if broken := c.BadKey.Count + c.BadHeaders.Count + c.BadPayload.Count; broken == 0 {
 				t.Errorf("%s keeps the record contract; want it broken", k.kind)
 			}
@@ -29,8 +30,8 @@ func TestHostileRecordsBreakTheContract(t *testing.T) {
 	}
 	t.Run(duplicateKind, func(t *testing.T) {
 		t.Parallel()
-		c := newTopicContents()
-		c.add(duplicateRecord(uuid.New(), uuid.New(), now))
+		c := verify.NewTopicContents()
+		c.Add(duplicateRecord(uuid.New(), uuid.New(), now))
 		if broken := c.BadKey.Count + c.BadHeaders.Count + c.BadPayload.Count; broken != 0 {
 			t.Errorf("the copy breaks the contract: %+v %+v %+v; want a valid record", c.BadKey, c.BadHeaders, c.BadPayload)
 		}
@@ -54,19 +55,19 @@ func TestReadTopicExceptLeavesOutForeignRecords(t *testing.T) {
 	if err := cl.ProduceSync(ctx, real, hostile).FirstErr(); err != nil {
 		t.Fatalf("produce: %v", err)
 	}
-	foreign := &ForeignRecords{}
-	foreign.add(RecordPosition{hostile.Partition, hostile.Offset}, hostileKinds[0].kind)
+	foreign := &verify.ForeignRecords{}
+	foreign.Add(verify.RecordPosition{Partition: hostile.Partition, Offset: hostile.Offset}, hostileKinds[0].kind)
 
 	for _, tc := range []struct {
 		name        string
-		foreign     *ForeignRecords
+		foreign     *verify.ForeignRecords
 		wantRecords int
 		wantBad     int
 	}{
 		{"nil skips nothing", nil, 2, 1},
 		{"foreign left out", foreign, 1, 0},
 	} {
-		got, err := ReadTopicExcept(ctx, brokers, topic, tc.foreign)
+		got, err := verify.ReadTopicExcept(ctx, brokers, topic, tc.foreign)
 		if err != nil {
 			t.Fatalf("%s: ReadTopicExcept: %v", tc.name, err)
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -14,7 +16,7 @@ import (
 // some copies (from its own producer's acknowledgements), then its SLO rows, judged by
 // their kind: what the consumer made of each record, by the positions they were
 // written at.
-func (h *hostileRecords) validity(r *Report, rn *Run) []Check {
+func (h *hostileRecords) validity(r *verdict.Report, rn *Run) []verdict.Check {
 	// The topic watch behind the notes counts every record with an X-Event-Id, so its
 	// "events" and "written by the service itself" include the harness's own records.
 	r.Notes = append(r.Notes, "the topic watch's counts include the harness's own records: "+h.summary()+
@@ -28,10 +30,10 @@ func (h *hostileRecords) validity(r *Report, rn *Run) []Check {
 	}
 	h.mu.Unlock()
 	summary := h.summary()
-	checks := []Check{
-		check(Validity, "hostile records written by the harness (its producer's acks)",
+	checks := []verdict.Check{
+		check(verdict.Validity, "hostile records written by the harness (its producer's acks)",
 			fmt.Sprintf("each of the %d kinds", len(hostileKinds)), fmt.Sprintf("%d kinds: %s", kindsWritten, summary), kindsWritten == len(hostileKinds)),
-		check(Validity, "copies of decided events written with another payload (its producer's acks)", "> 0", copies, copies > 0),
+		check(verdict.Validity, "copies of decided events written with another payload (its producer's acks)", "> 0", copies, copies > 0),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -43,10 +45,10 @@ func (h *hostileRecords) validity(r *Report, rn *Run) []Check {
 // dead-lettered nor decided. The table is our consumer's, so for a consumer without it
 // both rows are off and the usual rows judge it alone (a hostile record decided is a
 // phantom; a copy decided changes the user's totals).
-func (h *hostileRecords) consumerChecks(ctx context.Context, rn *Run) []Check {
+func (h *hostileRecords) consumerChecks(ctx context.Context, rn *Run) []verdict.Check {
 	const lettersName = "hostile records in consumer_dead_letters (by the positions the harness wrote them at)"
 	const copiesName = "copies of decided events counted as duplicates (not dead-lettered, not decided)"
-	foreign := h.Foreign.positions()
+	foreign := h.Foreign.Positions()
 	hostile := 0
 	for _, kind := range foreign {
 		if kind != duplicateKind {
@@ -57,7 +59,7 @@ func (h *hostileRecords) consumerChecks(ctx context.Context, rn *Run) []Check {
 	letters, err := deadLetters(ctx, rn)
 	if err != nil {
 		why := "the consumer keeps no consumer_dead_letters(topic, partition, offset) (the reference consumer's table): " + err.Error()
-		return []Check{checkOff(SLO, lettersName, lettersWant, why), checkOff(SLO, copiesName, copiesWant, why)}
+		return []verdict.Check{checkOff(verdict.SLO, lettersName, lettersWant, why), checkOff(verdict.SLO, copiesName, copiesWant, why)}
 	}
 	var missing []string
 	lettered, copiesLettered := 0, 0
@@ -87,14 +89,14 @@ func (h *hostileRecords) consumerChecks(ctx context.Context, rn *Run) []Check {
 		// still sees a copy decided, as totals that differ.
 		copiesGot = fmt.Sprintf("%d dead-lettered; decisions from a copy not read (%v)", copiesLettered, err)
 	}
-	return []Check{
-		check(SLO, lettersName, lettersWant, lettersGot, lettered == hostile),
-		check(SLO, copiesName, copiesWant, copiesGot, copiesLettered == 0 && decidedFromCopy == 0),
+	return []verdict.Check{
+		check(verdict.SLO, lettersName, lettersWant, lettersGot, lettered == hostile),
+		check(verdict.SLO, copiesName, copiesWant, copiesGot, copiesLettered == 0 && decidedFromCopy == 0),
 	}
 }
 
 // deadLetters returns the positions of the run's topic that the consumer dead-lettered.
-func deadLetters(ctx context.Context, rn *Run) (map[RecordPosition]bool, error) {
+func deadLetters(ctx context.Context, rn *Run) (map[verify.RecordPosition]bool, error) {
 	conn, err := pgx.Connect(ctx, rn.consumerDB)
 	if err != nil {
 		return nil, fmt.Errorf("connect to the consumer database: %w", err)
@@ -104,8 +106,8 @@ func deadLetters(ctx context.Context, rn *Run) (map[RecordPosition]bool, error) 
 	if err != nil {
 		return nil, fmt.Errorf("read consumer_dead_letters: %w", err)
 	}
-	letters := map[RecordPosition]bool{}
-	var at RecordPosition
+	letters := map[verify.RecordPosition]bool{}
+	var at verify.RecordPosition
 	_, err = pgx.ForEachRow(rows, []any{&at.Partition, &at.Offset}, func() error {
 		letters[at] = true
 		return nil

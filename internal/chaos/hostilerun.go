@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -24,14 +25,14 @@ import (
 type hostileRecords struct {
 	// Foreign receives the position of every record the broker acknowledged; the
 	// verifier leaves them out (Scenario.Foreign).
-	Foreign *ForeignRecords
+	Foreign *verify.ForeignRecords
 	// For is how long the writing lasts: one record every Every.
 	For, Every time.Duration
 
 	mu       sync.Mutex
-	written  map[string]int               // kind -> records acknowledged
-	copies   map[RecordPosition]uuid.UUID // a duplicate's position -> the real event id it copies
-	writeErr error                        // the first write that failed
+	written  map[string]int                      // kind -> records acknowledged
+	copies   map[verify.RecordPosition]uuid.UUID // a duplicate's position -> the real event id it copies
+	writeErr error                               // the first write that failed
 }
 
 // duplicateKind is the kind of the copies of real events in Foreign.
@@ -43,9 +44,9 @@ const duplicateKind = "duplicate_event_id"
 // processed wins, docs/adr/0004).
 func (h *hostileRecords) disrupt(ctx context.Context, rn *Run) error {
 	h.mu.Lock()
-	h.written, h.copies, h.writeErr = map[string]int{}, map[RecordPosition]uuid.UUID{}, nil
+	h.written, h.copies, h.writeErr = map[string]int{}, map[verify.RecordPosition]uuid.UUID{}, nil
 	h.mu.Unlock()
-	h.Foreign.reset()
+	h.Foreign.Reset()
 	producer, err := kgo.NewClient(kgo.SeedBrokers(rn.brokers...), kgo.DefaultProduceTopic(rn.topic))
 	if err != nil {
 		return fmt.Errorf("new Kafka producer for hostile records: %w", err)
@@ -107,8 +108,8 @@ func (h *hostileRecords) write(ctx context.Context, rn *Run, producer *kgo.Clien
 		}
 		return
 	}
-	at := RecordPosition{r.Partition, r.Offset}
-	h.Foreign.add(at, kind)
+	at := verify.RecordPosition{Partition: r.Partition, Offset: r.Offset}
+	h.Foreign.Add(at, kind)
 	h.written[kind]++
 	if kind == duplicateKind {
 		eventID, _ := uuid.ParseBytes(r.Headers[0].Value)

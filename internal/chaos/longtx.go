@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -35,61 +38,16 @@ type longTransaction struct {
 
 	mu sync.Mutex
 	// hold is when the snapshot was held; EndS -1 while it is.
-	hold Window
+	hold faults.Window
 	// heldSamples and heldOK count the checks of the session during the hold, and
 	// those that found it idle in transaction with its snapshot (backend_xmin).
 	heldSamples, heldOK int
-	samples             []TableSample
+	samples             []verdict.TableSample
 	// kept is n_dead_tup right after a VACUUM the harness ran at the end of the hold:
 	// the dead tuples the snapshot kept from being removed; -1 until measured.
 	kept int64
 	// publishedInHold counts the outbox rows published during the hold.
 	publishedInHold int64
-}
-
-// A TableSample is the outbox table as PostgreSQL's statistics saw it at one moment.
-type TableSample struct {
-	AtS       float64 `json:"at_s"`
-	Phase     string  `json:"phase"`
-	DeadTuple int64   `json:"n_dead_tup"`
-	LiveTuple int64   `json:"n_live_tup"`
-	// TotalBytes is pg_total_relation_size: heap, indexes and TOAST.
-	TotalBytes int64 `json:"total_bytes"`
-	// PendingScanBuffers is how many buffers the first page of pending rows costs to
-	// find, by the pending index in seq order as the relay's claim looks (EXPLAIN
-	// ANALYZE of the harness's own query, not the relay's): the index entries of rows
-	// that left 'pending' during the hold cannot be removed, nor marked dead, while the
-	// snapshot might still see them, and every look steps over them; -1 if unread.
-	PendingScanBuffers int64 `json:"pending_scan_buffers"`
-}
-
-// PhaseFigures is the relay's work in one phase, by the payments accepted in it.
-type PhaseFigures struct {
-	Phase     string  `json:"phase"`
-	StartS    float64 `json:"start_s"`
-	EndS      float64 `json:"end_s"`
-	Accepted  int     `json:"accepted"`
-	Published int     `json:"published"`
-	// IncomingPerS is the 201s per second, ThroughputPerS the events reaching the
-	// topic per second, in the phase's span.
-	IncomingPerS   float64 `json:"incoming_per_s"`
-	ThroughputPerS float64 `json:"throughput_per_s"`
-	// LatencyP50MS and LatencyP99MS are from a payment's 201 to its event's first
-	// record in the topic.
-	LatencyP50MS float64 `json:"latency_p50_ms"`
-	LatencyP99MS float64 `json:"latency_p99_ms"`
-}
-
-// LongTransactionFigures is what the long-transaction scenario measured, kept in its
-// report.
-type LongTransactionFigures struct {
-	HoldSeconds float64 `json:"hold_seconds"`
-	// DeadTuplesKept is n_dead_tup right after a VACUUM at the end of the hold, and
-	// PublishedInHold the outbox rows published during it (-1 and 0 when unmeasured).
-	DeadTuplesKept  int64          `json:"dead_tuples_kept_by_snapshot"`
-	PublishedInHold int64          `json:"published_in_hold"`
-	Phases          []PhaseFigures `json:"phases"`
-	OutboxTable     []TableSample  `json:"outbox_table"`
 }
 
 // span is the load's: the three phases back to back.
@@ -126,7 +84,7 @@ func (l *longTransaction) disrupt(ctx context.Context, rn *Run) error {
 	}
 	heldAt := time.Now()
 	l.mu.Lock()
-	l.hold = Window{Kind: "snapshot_held", StartS: heldAt.Sub(rn.origin).Seconds(), EndS: -1}
+	l.hold = faults.Window{Kind: "snapshot_held", StartS: heldAt.Sub(rn.origin).Seconds(), EndS: -1}
 	l.mu.Unlock()
 	rn.disrupted("snapshot held", fmt.Sprintf("REPEATABLE READ, idle in transaction for %s (pid %d; it saw %d outbox rows)", l.Hold, holderPID, rows))
 
@@ -186,7 +144,7 @@ func (l *longTransaction) vacuum(ctx context.Context, stats *pgx.Conn, heldAt ti
 	if err != nil {
 		return
 	}
-	table, err := publishedEventsTable(ctx, stats)
+	table, err := verify.PublishedEventsTable(ctx, stats)
 	if err != nil {
 		return
 	}
@@ -218,7 +176,7 @@ func (l *longTransaction) checkHolder(ctx context.Context, stats *pgx.Conn, pid 
 
 // sample reads the outbox table's statistics; a failed read is skipped.
 func (l *longTransaction) sample(ctx context.Context, rn *Run, stats *pgx.Conn, phase string) {
-	s := TableSample{AtS: time.Since(rn.origin).Seconds(), Phase: phase}
+	s := verdict.TableSample{AtS: time.Since(rn.origin).Seconds(), Phase: phase}
 	err := stats.QueryRow(ctx, `
 		SELECT n_dead_tup, n_live_tup, pg_total_relation_size(relid)
 		FROM pg_stat_user_tables WHERE relname = 'outbox_events'`).Scan(&s.DeadTuple, &s.LiveTuple, &s.TotalBytes)
@@ -250,10 +208,10 @@ func pendingScanBuffers(ctx context.Context, stats *pgx.Conn) int64 {
 }
 
 // figures splits the run into the three phases by the hold's window.
-func (l *longTransaction) figures(ev *Evidence) LongTransactionFigures {
+func (l *longTransaction) figures(ev *verdict.Evidence) verdict.LongTransactionFigures {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	f := LongTransactionFigures{OutboxTable: slices.Clone(l.samples), DeadTuplesKept: l.kept, PublishedInHold: l.publishedInHold}
+	f := verdict.LongTransactionFigures{OutboxTable: slices.Clone(l.samples), DeadTuplesKept: l.kept, PublishedInHold: l.publishedInHold}
 	if ev == nil || l.hold.EndS < 0 {
 		return f
 	}
@@ -273,19 +231,19 @@ func (l *longTransaction) figures(ev *Evidence) LongTransactionFigures {
 }
 
 // phaseFigures measures the payments accepted in [start, end).
-func phaseFigures(ev *Evidence, phase string, start, end float64) PhaseFigures {
-	p := PhaseFigures{Phase: phase, StartS: start, EndS: end}
+func phaseFigures(ev *verdict.Evidence, phase string, start, end float64) verdict.PhaseFigures {
+	p := verdict.PhaseFigures{Phase: phase, StartS: start, EndS: end}
 	var latencies []float64
-	for id, accepted := range ev.acceptedS {
+	for id, accepted := range ev.AcceptedS {
 		if accepted < start || accepted >= end {
 			continue
 		}
 		p.Accepted++
-		if seen, ok := ev.firstSeenS[id]; ok {
+		if seen, ok := ev.FirstSeenS[id]; ok {
 			latencies = append(latencies, max(seen-accepted, 0)*1000)
 		}
 	}
-	for _, seen := range ev.firstSeenS {
+	for _, seen := range ev.FirstSeenS {
 		if seen >= start && seen < end {
 			p.Published++
 		}
@@ -311,7 +269,7 @@ func quantile(sorted []float64, q float64) float64 {
 // validity: the snapshot was held and held vacuum back (without it, the VACUUM removes
 // nearly every dead tuple the relay's updates left, and the row fails); then the SLO rows that the
 // relay kept up in each phase. The figures go into the report as well.
-func (l *longTransaction) validity(r *Report, _ *Run) []Check {
+func (l *longTransaction) validity(r *verdict.Report, _ *Run) []verdict.Check {
 	figures := l.figures(r.Evidence)
 	r.LongTransaction = &figures
 	l.mu.Lock()
@@ -319,18 +277,18 @@ func (l *longTransaction) validity(r *Report, _ *Run) []Check {
 	kept, published := l.kept, l.publishedInHold
 	l.mu.Unlock()
 	grew := deadTupleGrowth(figures.OutboxTable)
-	checks := []Check{
-		check(Validity, "snapshot held: the session idle in transaction with backend_xmin at every look", fmt.Sprintf("%d of %d, for %s", samples, samples, l.Hold),
+	checks := []verdict.Check{
+		check(verdict.Validity, "snapshot held: the session idle in transaction with backend_xmin at every look", fmt.Sprintf("%d of %d, for %s", samples, samples, l.Hold),
 			fmt.Sprintf("%d of %d, for %.0f s", ok, samples, window.EndS-window.StartS), samples > 0 && ok == samples && window.EndS-window.StartS >= l.Hold.Seconds()-1),
-		check(Validity, "dead tuples a VACUUM at the end of the hold could not remove (n_dead_tup) >= rows published during it", fmt.Sprintf(">= %d", published),
+		check(verdict.Validity, "dead tuples a VACUUM at the end of the hold could not remove (n_dead_tup) >= rows published during it", fmt.Sprintf(">= %d", published),
 			fmt.Sprintf("%d (n_dead_tup rose by %d during the hold)", kept, grew), kept >= 0 && published > 0 && kept >= published),
 	}
 	if len(figures.Phases) == 0 {
-		return append(checks, check(SLO, "relay kept up in every phase", "measured", "no phases: the hold never ended", false))
+		return append(checks, check(verdict.SLO, "relay kept up in every phase", "measured", "no phases: the hold never ended", false))
 	}
 	for _, p := range figures.Phases {
 		keptUp := p.Accepted > 0 && p.ThroughputPerS >= 0.9*p.IncomingPerS && p.LatencyP99MS <= healthyPublishS*1000
-		checks = append(checks, check(SLO, "relay kept up "+p.Phase+" the hold: throughput >= 90% of incoming, p99 201-to-topic <= "+fmt.Sprint(healthyPublishS)+" s",
+		checks = append(checks, check(verdict.SLO, "relay kept up "+p.Phase+" the hold: throughput >= 90% of incoming, p99 201-to-topic <= "+fmt.Sprint(healthyPublishS)+" s",
 			"kept up", fmt.Sprintf("%.1f/s of %.1f/s incoming, p50 %.0f ms, p99 %.0f ms", p.ThroughputPerS, p.IncomingPerS, p.LatencyP50MS, p.LatencyP99MS), keptUp))
 	}
 	return checks
@@ -338,7 +296,7 @@ func (l *longTransaction) validity(r *Report, _ *Run) []Check {
 
 // deadTupleGrowth is how much n_dead_tup rose from the hold's start to its highest
 // during the hold.
-func deadTupleGrowth(samples []TableSample) int64 {
+func deadTupleGrowth(samples []verdict.TableSample) int64 {
 	var start, most int64 = -1, 0
 	for _, s := range samples {
 		switch s.Phase {

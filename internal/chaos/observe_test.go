@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -18,7 +20,7 @@ import (
 type observeBundle struct {
 	ctx                context.Context
 	payments, consumer *pgxpool.Pool
-	verifier           *Verifier
+	verifier           *verify.Verifier
 	paymentID, eventID uuid.UUID
 }
 
@@ -33,12 +35,23 @@ func setupObserve(t *testing.T) observeBundle {
 	brokers, topic := testenv.KafkaBrokers(t), testenv.NewTopic(t, 3)
 	b := observeBundle{ctx: ctx, paymentID: uuid.New(), eventID: uuid.New()}
 
-	v, err := NewVerifier(ctx, VerifyConfig{PaymentsDB: paymentsURL, ConsumerDB: consumerURL, Brokers: brokers, Topic: topic, DecisionTimeout: 2 * time.Second})
+	v, err := verify.New(ctx, verify.Config{PaymentsDB: paymentsURL, ConsumerDB: consumerURL, Brokers: brokers, Topic: topic, DecisionTimeout: 2 * time.Second})
 	if err != nil {
-		t.Fatalf("NewVerifier: %v", err)
+		t.Fatalf("verify.New: %v", err)
 	}
 	t.Cleanup(v.Close)
-	b.verifier, b.payments, b.consumer = v, v.payments, v.consumer
+	b.verifier = v
+	for _, db := range []struct {
+		url  string
+		pool **pgxpool.Pool
+	}{{paymentsURL, &b.payments}, {consumerURL, &b.consumer}} {
+		pool, err := pgxpool.New(ctx, db.url)
+		if err != nil {
+			t.Fatalf("connect: %v", err)
+		}
+		t.Cleanup(pool.Close)
+		*db.pool = pool
+	}
 	_, err = b.payments.Exec(ctx, `INSERT INTO payments (id, user_id, amount, currency, created_at) VALUES ($1, 'u-42', 1999, 'EUR', now())`, b.paymentID)
 	if err != nil {
 		t.Fatalf("insert payment: %v", err)
@@ -93,10 +106,10 @@ func TestObserveReadsIdentities(t *testing.T) {
 				t.Fatalf("Observe: %v", err)
 			}
 			obs.Accepted = []string{b.paymentID.String()}
-			var r Report
-			obs.Fill(&r)
+			var r verdict.Report
+			fillObserved(obs, &r)
 
-			wantSchema := Schema{OutboxEvents: true, OutboxDLQ: true, DLQReplayedAt: true, ConsumerDatabase: true, Decisions: true, DecisionEventIDs: true, UserTotals: true, PaymentLifecycle: true, ConsumerOrder: true, OrderViolations: true}
+			wantSchema := verify.Schema{OutboxEvents: true, OutboxDLQ: true, DLQReplayedAt: true, ConsumerDatabase: true, Decisions: true, DecisionEventIDs: true, UserTotals: true, PaymentLifecycle: true, ConsumerOrder: true, OrderViolations: true}
 			if diff := cmp.Diff(wantSchema, r.Schema); diff != "" {
 				t.Errorf("schema (-want +got):\n%s", diff)
 			}
@@ -134,7 +147,7 @@ func TestObserveReportsMissingTables(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Observe: %v", err)
 	}
-	want := Schema{OutboxEvents: true, PaymentLifecycle: true, ConsumerDatabase: true, Decisions: true, ConsumerOrder: true, OrderViolations: true}
+	want := verify.Schema{OutboxEvents: true, PaymentLifecycle: true, ConsumerDatabase: true, Decisions: true, ConsumerOrder: true, OrderViolations: true}
 	if diff := cmp.Diff(want, obs.Schema); diff != "" {
 		t.Errorf("schema (-want +got):\n%s", diff)
 	}
@@ -158,8 +171,8 @@ func TestObserveUndecidedIsLost(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Observe: %v", err)
 	}
-	var r Report
-	obs.Fill(&r)
+	var r verdict.Report
+	fillObserved(obs, &r)
 	if r.Lost != 1 || r.LostNoDecision != 1 {
 		t.Errorf("lost %d, of which no decision %d; want 1 and 1 (notes %q)", r.Lost, r.LostNoDecision, r.Notes)
 	}

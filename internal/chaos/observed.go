@@ -6,52 +6,15 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/event"
 )
 
-// Observed is what the verifier found after the drain. Fill turns it into the report's
-// counts; it is kept apart from the reading so that every count can be tested on a
-// hand-made Observed, a broken one included.
-type Observed struct {
-	// Accepted are the payment ids the API answered 201 with during the load (the
-	// load generator's, set by the runner): each must be committed.
-	Accepted []string
-	// Committed holds every row of the payments table by id.
-	Committed map[string]PaymentFields
-	// Lifecycles holds every payment's state and version; nil when the payments table
-	// has no lifecycle columns (Schema.PaymentLifecycle).
-	Lifecycles map[string]CommittedLifecycle
-	Topic      TopicContents
-	// ExpectedPartitions is the partition count the topic must have.
-	ExpectedPartitions int
-	// Schema says which of the tables docs/contract.md names were found.
-	Schema Schema
-	// Decisions counts decision rows per payment id; nil without a consumer database
-	// or a decisions table.
-	Decisions map[string]int
-	// DecisionEvents is the event_id of each payment's decision; nil when the
-	// decisions table has no event_id column.
-	DecisionEvents map[string]string
-	DLQ            int
-	// ConsumerDuplicates from the consumer's dedup table, -1 if it keeps no count.
-	ConsumerDuplicates int
-	// ConsumerOrder is, per payment, the sequences of the events the consumer took, in
-	// the order it took them; nil when it does not record them (Schema.ConsumerOrder).
-	ConsumerOrder map[string][]int
-	// ConsumerOwnViolations is the row count of the consumer's order_violations, -1
-	// without the table.
-	ConsumerOwnViolations int
-	// ExpectedTotals are the running totals of the committed payments that have a
-	// decision, per user and currency; ConsumerTotals are the consumer's user_totals rows
-	// (see totals.go). Both nil when the check is off.
-	ExpectedTotals, ConsumerTotals map[UserCurrency]RunningTotal
-	Notes                          []string
-}
-
-// Fill computes the report's counts from what was observed and what the clients saw.
+// fillObserved computes the report's counts from what was observed and what the clients saw.
 // The first example of every kind of failure goes into the notes, so that a mentor can
 // look it up in the databases or the topic that a failed run keeps.
-func (o Observed) Fill(r *Report) {
+func fillObserved(o verify.Observed, r *verdict.Report) {
 	r.PaymentsCommitted = len(o.Committed)
 	r.EventsInTopic = o.Topic.Records
 	r.UniqueEventsInTopic = o.Topic.Unique()
@@ -65,17 +28,17 @@ func (o Observed) Fill(r *Report) {
 	r.TopicPartitions, r.ExpectedPartitions = o.Topic.Partitions, o.ExpectedPartitions
 	r.Notes = append(r.Notes, o.Notes...)
 
-	o.fillLost(r)
-	o.fillIdentities(r)
-	o.fillRecordContract(r)
-	o.fillTotals(r)
-	o.fillOrder(r)
+	fillLost(o, r)
+	fillIdentities(o, r)
+	fillRecordContract(o, r)
+	fillTotals(o, r)
+	fillOrder(o, r)
 }
 
 // fillLost counts what the service lost and what it made up. A payment is lost when it
 // is committed but has no event in the topic or no decision, and when the API answered
 // 201 with its id but it was never committed; each id counts once.
-func (o Observed) fillLost(r *Report) {
+func fillLost(o verify.Observed, r *verdict.Report) {
 	r.Lost, r.LostNoEvent, r.LostNoDecision, r.LostNotCommitted, r.Phantom, r.DuplicateEffects, r.Decisions = 0, 0, 0, 0, 0, 0, 0
 	lost := map[string]bool{}
 	for id := range o.Committed {
@@ -127,7 +90,7 @@ func (o Observed) fillLost(r *Report) {
 // names its payment's PaymentCreated. Counts alone cannot see either: a relay that mints a
 // new id for every retry, and a consumer that records the wrong event, both leave one
 // record per id and one decision per payment.
-func (o Observed) fillIdentities(r *Report) {
+func fillIdentities(o verify.Observed, r *verdict.Report) {
 	r.PaymentsWithSeveralEventIDs = 0
 	for _, id := range slices.Sorted(maps.Keys(o.Topic.TransitionEventIDs)) {
 		bySequence := o.Topic.TransitionEventIDs[id]
@@ -161,12 +124,12 @@ func (o Observed) fillIdentities(r *Report) {
 
 // fillRecordContract copies the topic's contract violations into the report and adds
 // the payloads that disagree with their committed payment.
-func (o Observed) fillRecordContract(r *Report) {
+func fillRecordContract(o verify.Observed, r *verdict.Report) {
 	t := o.Topic
 	r.BadKeys, r.BadHeaders, r.BadPayloads = t.BadKey.Count, t.BadHeaders.Count, t.BadPayload.Count
 	for _, v := range []struct {
 		rule string
-		Violations
+		verify.Violations
 	}{{"record key", t.BadKey}, {"record headers", t.BadHeaders}, {"record payload", t.BadPayload}} {
 		if v.Count > 0 {
 			r.Notes = append(r.Notes, fmt.Sprintf("%s: %d records break the contract, first at %s", v.rule, v.Count, v.First))

@@ -21,7 +21,7 @@ func TestReportDirOfSomeoneElsesServiceIsNotTracked(t *testing.T) {
 		{"explicit", Options{Root: root, Target: &Target{}, ReportDir: "/elsewhere"}, "/elsewhere"},
 	}
 	for _, tt := range tests {
-		if got := tt.opts.withDefaults().ReportDir; got != tt.want {
+		if got := tt.opts.WithDefaults().ReportDir; got != tt.want {
 			t.Errorf("%s: ReportDir = %q, want %q", tt.name, got, tt.want)
 		}
 	}

@@ -1,100 +1,22 @@
 package chaos
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/dscourse/payments-outbox/internal/event"
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/load"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 )
-
-// The lifecycle checks (docs/adr/0006): a payment has several events, one per committed
-// transition, each with its sequence number, and they must reach the topic, and the
-// consumer, in that sequence. The relay's claim keeps that order only if it never
-// publishes an event while an earlier one of its aggregate is unfinished; a claim without
-// that check publishes a capture held back by no fault before its creation held back by
-// one, and the topic shows it.
-
-// A CommittedLifecycle is what the payments table says of a payment's transitions.
-type CommittedLifecycle struct {
-	Status string
-	// Version is the number of committed transitions, the creation included: the
-	// events 1..Version must be in the topic, and no other.
-	Version int
-}
-
-// expectedType is the event type of transition sequence of a payment that ended in
-// status: 1 is the creation, 2 the capture or the cancellation, the rest refunds.
-func (l CommittedLifecycle) expectedType(sequence int) string {
-	switch {
-	case sequence == event.CreatedSequence:
-		return event.TypePaymentCreated
-	case sequence == 2 && l.Status == "cancelled":
-		return event.TypePaymentCancelled
-	case sequence == 2:
-		return event.TypePaymentCaptured
-	default:
-		return event.TypePaymentRefunded
-	}
-}
-
-// committedLifecycles reads every payment's state and version.
-func (v *Verifier) committedLifecycles(ctx context.Context) (map[string]CommittedLifecycle, error) {
-	rows, err := v.payments.Query(ctx, `SELECT id::text, status::text, version::int FROM payments`)
-	if err != nil {
-		return nil, fmt.Errorf("read committed transitions: %w", err)
-	}
-	out := map[string]CommittedLifecycle{}
-	var id string
-	var l CommittedLifecycle
-	_, err = pgx.ForEachRow(rows, []any{&id, &l.Status, &l.Version}, func() error {
-		out[id] = l
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read committed transitions: %w", err)
-	}
-	return out, nil
-}
-
-// consumerOrder reads, per payment, the sequences of the events the consumer took, in
-// the order it took them (processed_events.processed_order), and the number of rows in
-// its own order_violations table, -1 without one.
-func (v *Verifier) consumerOrder(ctx context.Context, schema Schema) (map[string][]int, int, error) {
-	rows, err := v.consumer.Query(ctx, `
-		SELECT payment_id::text, sequence FROM processed_events
-		WHERE sequence IS NOT NULL ORDER BY processed_order`)
-	if err != nil {
-		return nil, 0, fmt.Errorf("read the consumer's applied order: %w", err)
-	}
-	order := map[string][]int{}
-	var id string
-	var sequence int
-	_, err = pgx.ForEachRow(rows, []any{&id, &sequence}, func() error {
-		order[id] = append(order[id], sequence)
-		return nil
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("read the consumer's applied order: %w", err)
-	}
-	own := -1
-	if schema.OrderViolations {
-		if err := v.consumer.QueryRow(ctx, `SELECT count(*) FROM order_violations`).Scan(&own); err != nil {
-			return nil, 0, fmt.Errorf("count the consumer's order violations: %w", err)
-		}
-	}
-	return order, own, nil
-}
 
 // fillOrder counts the payments whose events the topic shows out of their sequence, the
 // committed transitions without an event and the events of transitions never committed,
 // and the consumer's applied order.
-func (o Observed) fillOrder(r *Report) {
+func fillOrder(o verify.Observed, r *verdict.Report) {
 	r.OrderViolations, r.TransitionsLost, r.TransitionsPhantom, r.MultiEventPayments = 0, 0, 0, 0
 	for _, id := range slices.Sorted(maps.Keys(o.Topic.PaymentOrder)) {
 		events := o.Topic.PaymentOrder[id]
@@ -124,7 +46,7 @@ func (o Observed) fillOrder(r *Report) {
 			}
 		}
 		for _, e := range o.Topic.PaymentOrder[id] {
-			if e.Sequence <= l.Version && e.Type == l.expectedType(e.Sequence) {
+			if e.Sequence <= l.Version && e.Type == l.ExpectedType(e.Sequence) {
 				continue
 			}
 			r.TransitionsPhantom++
@@ -133,13 +55,13 @@ func (o Observed) fillOrder(r *Report) {
 			}
 		}
 	}
-	o.fillConsumerOrder(r)
+	fillConsumerOrder(o, r)
 }
 
 // fillConsumerOrder checks the order in which the consumer took each payment's events:
 // 1, 2, 3 ... with nothing skipped, as for the topic, and every committed transition
 // taken by the end.
-func (o Observed) fillConsumerOrder(r *Report) {
+func fillConsumerOrder(o verify.Observed, r *verdict.Report) {
 	r.ConsumerOrderViolations, r.ConsumerTransitionsMissing, r.ConsumerOwnViolations = 0, 0, o.ConsumerOwnViolations
 	if o.ConsumerOrder == nil {
 		return
@@ -181,7 +103,7 @@ func outOfSequence(seqs []int) int {
 	return 0
 }
 
-func sequencesOf(events []TopicEvent) []int {
+func sequencesOf(events []verify.TopicEvent) []int {
 	seqs := make([]int, len(events))
 	for i, e := range events {
 		seqs[i] = e.Sequence
@@ -190,7 +112,7 @@ func sequencesOf(events []TopicEvent) []int {
 }
 
 // describe lists events as "PaymentCreated 1, PaymentCaptured 2".
-func describe(events []TopicEvent) string {
+func describe(events []verify.TopicEvent) string {
 	parts := make([]string, len(events))
 	for i, e := range events {
 		parts[i] = fmt.Sprintf("%s %d", e.Type, e.Sequence)
@@ -204,13 +126,13 @@ func describe(events []TopicEvent) string {
 // committed inside one of the fault windows. Such a payment is the test of the relay's
 // order: it held both events at once, and only its per-aggregate check kept the later one
 // back.
-func eventsInFlight(committed []CommittedEvent, firstSeenS map[string]float64, origin time.Time, windows []Window) (total, inFaults int) {
-	byPayment := map[string][]CommittedEvent{}
+func eventsInFlight(committed []load.CommittedEvent, firstSeenS map[string]float64, origin time.Time, windows []faults.Window) (total, inFaults int) {
+	byPayment := map[string][]load.CommittedEvent{}
 	for _, e := range committed {
 		byPayment[e.PaymentID] = append(byPayment[e.PaymentID], e)
 	}
 	for _, events := range byPayment {
-		slices.SortFunc(events, func(a, b CommittedEvent) int { return a.Sequence - b.Sequence })
+		slices.SortFunc(events, func(a, b load.CommittedEvent) int { return a.Sequence - b.Sequence })
 		inFlight, duringFault := false, false
 		for i := 1; i < len(events); i++ {
 			at := events[i].At.Sub(origin).Seconds()
@@ -240,15 +162,15 @@ func eventsInFlight(committed []CommittedEvent, firstSeenS map[string]float64, o
 // orderInFlightCheck is the order validity row: payments had several events in flight at
 // once, during a fault window when the scenario has windows, so that the order checks had
 // something to catch.
-func orderInFlightCheck(r *Report) Check {
+func orderInFlightCheck(r *verdict.Report) verdict.Check {
 	ev := r.Evidence
 	const name = "order: payments with several events in flight (committed before the previous one reached the topic)"
 	if !r.LifecycleLoad {
-		return checkOff(Validity, name, "> 0", "the load sent no transitions (the service has no lifecycle endpoints)")
+		return checkOff(verdict.Validity, name, "> 0", "the load sent no transitions (the service has no lifecycle endpoints)")
 	}
 	if len(r.FaultWindows) == 0 {
-		return check(Validity, name, "> 0", ev.EventsInFlight, ev.EventsInFlight > 0)
+		return check(verdict.Validity, name, "> 0", ev.EventsInFlight, ev.EventsInFlight > 0)
 	}
 	got := fmt.Sprintf("%d during fault windows (%d in all)", ev.EventsInFlightInFaults, ev.EventsInFlight)
-	return check(Validity, name+" during faults", "> 0", got, ev.EventsInFlightInFaults > 0)
+	return check(verdict.Validity, name+" during faults", "> 0", got, ev.EventsInFlightInFaults > 0)
 }

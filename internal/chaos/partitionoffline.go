@@ -7,6 +7,8 @@ import (
 
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -50,31 +52,31 @@ func (o *partitionOffline) disrupt(ctx context.Context, rn *Run) error {
 	if broker < 0 {
 		return fmt.Errorf("partition-offline: no broker leads a partition of the topic")
 	}
-	faults, err := NewFaults(rn.ports.ToxiproxyAPI(), devstack.ClusterProxy(broker), rn.origin, rn.logger)
+	cut, err := faults.New(rn.ports.ToxiproxyAPI(), devstack.ClusterProxy(broker), rn.origin, rn.logger)
 	if err != nil {
 		return err
 	}
-	faults.CountFailures(rn.failedPublishAttempts)
-	o.cut.broker, o.cut.partitions = broker, rn.cluster.led(broker)
-	rn.Faults = faults // the report's fault windows are this proxy's
+	cut.CountFailures(rn.failedPublishAttempts)
+	o.cut.broker, o.cut.partitions = broker, rn.cluster.Led(broker)
+	rn.Faults = cut // the report's fault windows are this proxy's
 	rn.disrupted(fmt.Sprintf("relay cut off from broker %d", broker), fmt.Sprintf("proxy %s disabled for %s; it leads partitions %v", devstack.ClusterProxy(broker), o.For, o.cut.partitions))
-	return faults.Hold(ctx, ProxyDown, o.For)
+	return cut.Hold(ctx, faults.ProxyDown, o.For)
 }
 
 // fewestLeading returns the broker leading the fewest partitions, but at least one, so
 // the cut takes as few partitions as possible (one, when leaders are balanced).
-func fewestLeading(w *clusterWatch) int32 {
+func fewestLeading(w *faults.ClusterWatch) int32 {
 	best, fewest := int32(-1), 1<<30
 	for node := int32(1); node <= devstack.ClusterNodes; node++ {
-		if n := len(w.led(node)); n > 0 && n < fewest {
+		if n := len(w.Led(node)); n > 0 && n < fewest {
 			best, fewest = node, n
 		}
 	}
 	return best
 }
 
-func (o *partitionOffline) validity(r *Report, _ *Run) []Check {
-	var w Window
+func (o *partitionOffline) validity(r *verdict.Report, _ *Run) []verdict.Check {
+	var w faults.Window
 	if len(r.FaultWindows) > 0 {
 		w = r.FaultWindows[0]
 	}
@@ -92,11 +94,11 @@ func (o *partitionOffline) validity(r *Report, _ *Run) []Check {
 	if before > 0 {
 		ratio = during / before
 	}
-	return []Check{
-		check(Validity, cutName, fmt.Sprintf(">= %s", o.For), fmt.Sprintf("%.1fs, from %.1fs", lasted, w.StartS), w.EndS > 0 && lasted >= o.For.Seconds()-0.5),
-		check(Validity, "events of the cut partitions accepted during the cut and held back by it", "> 0, none in the topic before it ended", fmt.Sprintf("%d held back, %d in the topic before the end", held, leaked), held > 0 && leaked == 0),
-		check(Validity, "the cut partitions kept their leader (a cut, not a failover)", "0 leader changes", moved, moved == 0),
-		check(SLO, "other partitions' events reaching the topic during the cut, per second, against before it", fmt.Sprintf(">= %.0f%% of the rate before", 100*minHealthyRate),
+	return []verdict.Check{
+		check(verdict.Validity, cutName, fmt.Sprintf(">= %s", o.For), fmt.Sprintf("%.1fs, from %.1fs", lasted, w.StartS), w.EndS > 0 && lasted >= o.For.Seconds()-0.5),
+		check(verdict.Validity, "events of the cut partitions accepted during the cut and held back by it", "> 0, none in the topic before it ended", fmt.Sprintf("%d held back, %d in the topic before the end", held, leaked), held > 0 && leaked == 0),
+		check(verdict.Validity, "the cut partitions kept their leader (a cut, not a failover)", "0 leader changes", moved, moved == 0),
+		check(verdict.SLO, "other partitions' events reaching the topic during the cut, per second, against before it", fmt.Sprintf(">= %.0f%% of the rate before", 100*minHealthyRate),
 			fmt.Sprintf("%.2f/s during against %.2f/s before (%.0f%%)", during, before, 100*ratio), before > 0 && ratio >= minHealthyRate),
 	}
 }
@@ -104,16 +106,16 @@ func (o *partitionOffline) validity(r *Report, _ *Run) []Check {
 // heldBack counts the payments of the cut partitions accepted while the cut was on (at
 // least healthyPublishS before its end) whose event reached the topic only after it;
 // leaked counts those that reached it before the end: a cut that did not bite.
-func (o *partitionOffline) heldBack(r *Report, w Window) (held, leaked int) {
+func (o *partitionOffline) heldBack(r *verdict.Report, w faults.Window) (held, leaked int) {
 	ev := r.Evidence
 	if ev == nil || w.EndS <= 0 {
 		return 0, 0
 	}
-	for id, accepted := range ev.acceptedS {
-		if accepted < w.StartS || accepted > w.EndS-healthyPublishS || !slices.Contains(o.cut.partitions, ev.partition[id]) {
+	for id, accepted := range ev.AcceptedS {
+		if accepted < w.StartS || accepted > w.EndS-healthyPublishS || !slices.Contains(o.cut.partitions, ev.Partition[id]) {
 			continue
 		}
-		if seen, ok := ev.firstSeenS[id]; ok && seen <= w.EndS {
+		if seen, ok := ev.FirstSeenS[id]; ok && seen <= w.EndS {
 			leaked++
 		} else {
 			held++
@@ -124,14 +126,14 @@ func (o *partitionOffline) heldBack(r *Report, w Window) (held, leaked int) {
 
 // healthyRates are the other partitions' events reaching the topic per second, from the
 // start of the load to the cut, and during the cut.
-func (o *partitionOffline) healthyRates(r *Report, w Window) (before, during float64) {
+func (o *partitionOffline) healthyRates(r *verdict.Report, w faults.Window) (before, during float64) {
 	ev := r.Evidence
 	if ev == nil || w.EndS <= 0 || w.StartS <= ev.LoadStartS {
 		return 0, 0
 	}
 	var nBefore, nDuring int
-	for id, seen := range ev.firstSeenS {
-		if _, ours := ev.acceptedS[id]; !ours || slices.Contains(o.cut.partitions, ev.partition[id]) {
+	for id, seen := range ev.FirstSeenS {
+		if _, ours := ev.AcceptedS[id]; !ours || slices.Contains(o.cut.partitions, ev.Partition[id]) {
 			continue
 		}
 		switch {

@@ -11,6 +11,8 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -44,7 +46,7 @@ type pgFaults struct {
 	// cutOpen is, for each cut, how many write transactions of the API were open at it.
 	cutOpen []int
 	// outage is the window the proxy was down for Outage; EndS -1 while it is.
-	outage Window
+	outage faults.Window
 }
 
 // prepare creates the proxy if the stack has none yet (a stack started before the
@@ -227,7 +229,7 @@ func (f *pgFaults) outageWindow(ctx context.Context, rn *Run, proxy *toxiproxy.P
 		return fmt.Errorf("disable %s: %w", proxy.Name, err)
 	}
 	f.mu.Lock()
-	f.outage = Window{Kind: ProxyDown, StartS: time.Since(rn.origin).Seconds(), EndS: -1}
+	f.outage = faults.Window{Kind: faults.ProxyDown, StartS: time.Since(rn.origin).Seconds(), EndS: -1}
 	f.mu.Unlock()
 	rn.disrupted("PostgreSQL unreachable for the API", fmt.Sprintf("proxy %s disabled for %s", proxy.Name, f.Outage))
 	waitErr := waitUntil(ctx, time.Now().Add(f.Outage))
@@ -243,7 +245,7 @@ func (f *pgFaults) outageWindow(ctx context.Context, rn *Run, proxy *toxiproxy.P
 
 // validity: each fault bit, by the harness's own evidence and the clients'; then the
 // scenario's SLO rows about what the API answered.
-func (f *pgFaults) validity(r *Report, _ *Run) []Check {
+func (f *pgFaults) validity(r *verdict.Report, _ *Run) []verdict.Check {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	slowest := time.Duration(0)
@@ -263,14 +265,14 @@ func (f *pgFaults) validity(r *Report, _ *Run) []Check {
 	refused := retries["status 503 with Retry-After"] + retries["status 503 without Retry-After"] + retries["transport error"]
 	outageEnd := f.outage.EndS
 	overlap := f.outage.EndS > 0 && r.Evidence != nil && f.outage.StartS < r.Evidence.LoadEndS
-	return []Check{
-		check(Validity, "latency spikes: the harness's SELECT 1 through the proxy (slowest)", fmt.Sprintf(">= %s", f.SpikeLatency*3/4),
+	return []verdict.Check{
+		check(verdict.Validity, "latency spikes: the harness's SELECT 1 through the proxy (slowest)", fmt.Sprintf(">= %s", f.SpikeLatency*3/4),
 			fmt.Sprintf("%s in %d of %d spikes", slowest.Round(time.Millisecond), len(f.spikeRTT), f.Spikes), len(f.spikeRTT) == f.Spikes && slowest >= f.SpikeLatency*3/4),
-		check(Validity, "connections cut with a write transaction of the API open (pg_stat_activity)", fmt.Sprint(f.Cuts),
+		check(verdict.Validity, "connections cut with a write transaction of the API open (pg_stat_activity)", fmt.Sprint(f.Cuts),
 			fmt.Sprintf("%d (open at each cut: %v)", cutsWithTx, f.cutOpen), cutsWithTx == f.Cuts),
-		check(Validity, "outage of "+f.Outage.String()+" during the load; client attempts refused and retried (503, transport errors)", "> 0",
+		check(verdict.Validity, "outage of "+f.Outage.String()+" during the load; client attempts refused and retried (503, transport errors)", "> 0",
 			fmt.Sprintf("%d (window %.1f s to %.1f s)", refused, f.outage.StartS, outageEnd), overlap && refused > 0),
-		check(SLO, "503 without Retry-After", "0", retries["status 503 without Retry-After"], retries["status 503 without Retry-After"] == 0),
-		check(SLO, "201 for a payment not committed", "0", r.LostNotCommitted, r.LostNotCommitted == 0),
+		check(verdict.SLO, "503 without Retry-After", "0", retries["status 503 without Retry-After"], retries["status 503 without Retry-After"] == 0),
+		check(verdict.SLO, "201 for a payment not committed", "0", r.LostNotCommitted, r.LostNotCommitted == 0),
 	}
 }

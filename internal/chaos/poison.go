@@ -13,6 +13,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/load"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -59,7 +63,7 @@ type poison struct {
 	// force.
 	calibration calibration
 	limited     bool
-	window      Window
+	window      faults.Window
 	// before is the outbox as it stood just before the replay.
 	before poisonTally
 	// replayed counts the dead letters the admin endpoint took back; replayErrors
@@ -138,7 +142,7 @@ func (p *poison) disrupt(ctx context.Context, rn *Run) error {
 	}
 	p.mu.Lock()
 	p.limited = true
-	p.window = Window{Kind: "large_events_refused", StartS: time.Since(rn.origin).Seconds(), EndS: -1}
+	p.window = faults.Window{Kind: "large_events_refused", StartS: time.Since(rn.origin).Seconds(), EndS: -1}
 	p.mu.Unlock()
 	_, normal := c.largestNormal()
 	rn.disrupted("topic refuses the largest valid events", fmt.Sprintf("%s=%d bytes: the largest other record measured %d bytes, the smallest poison record %d", messageSizeLimitConfig, c.Limit, normal, c.Poison))
@@ -149,7 +153,7 @@ func (p *poison) disrupt(ctx context.Context, rn *Run) error {
 	if err := p.restoreLimit(after, rn); err != nil {
 		return err
 	}
-	topic, err := ReadTopic(after, rn.brokers, rn.topic)
+	topic, err := verify.ReadTopic(after, rn.brokers, rn.topic)
 	if err != nil {
 		return err
 	}
@@ -299,7 +303,7 @@ func (p *poison) alerted(tally poisonTally) bool {
 // LargestUserIDPrefix) from the others.
 func readPoisonTally(ctx context.Context, conn *pgx.Conn, c calibration) (poisonTally, error) {
 	t := poisonTally{poison: map[string]int{}, deadLettered: map[string]string{}, events: map[string]int{}}
-	events, err := allOutboxEvents(ctx, conn)
+	events, err := verify.AllOutboxEvents(ctx, conn)
 	if err != nil {
 		return t, err
 	}
@@ -307,7 +311,7 @@ func readPoisonTally(ctx context.Context, conn *pgx.Conn, c calibration) (poison
 		SELECT p.id::text, o.id::text, o.status, o.rejections, starts_with(p.user_id, $1) AND o.event_type = $2,
 		       coalesce((o.payload->>'sequence')::int, 1)
 		FROM `+events+` o JOIN payments p ON p.id::text = o.aggregate_id
-		WHERE p.id::text <> ALL ($3::text[])`, LargestUserIDPrefix, c.PoisonType, c.paymentIDs)
+		WHERE p.id::text <> ALL ($3::text[])`, load.LargestUserIDPrefix, c.PoisonType, c.paymentIDs)
 	if err != nil {
 		return t, fmt.Errorf("read the outbox: %w", err)
 	}
@@ -372,7 +376,7 @@ func (p *poison) replay(ctx context.Context, baseURL, eventID string) error {
 // A relay that took MESSAGE_TOO_LARGE for an outage is still held back, and fails the
 // dlq row; a limit that did not bite turns the poison rows off, so the run is INVALID
 // rather than a FAIL of the service.
-func (p *poison) validity(r *Report, _ *Run) []Check {
+func (p *poison) validity(r *verdict.Report, _ *Run) []verdict.Check {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t, c := p.before, p.calibration
@@ -381,7 +385,7 @@ func (p *poison) validity(r *Report, _ *Run) []Check {
 	held := 0
 	if r.Evidence != nil && p.limited && p.window.EndS >= 0 {
 		for paymentID, sequence := range t.poison {
-			if first, ok := r.Evidence.transitionSeenS[paymentID][sequence]; ok && first > p.window.EndS {
+			if first, ok := r.Evidence.TransitionSeenS[paymentID][sequence]; ok && first > p.window.EndS {
 				held++
 			}
 		}
@@ -402,22 +406,22 @@ func (p *poison) validity(r *Report, _ *Run) []Check {
 	if problem != "" {
 		measured = "no limit set: " + problem + " (" + measured + ")"
 	}
-	checks := []Check{
-		check(Validity, "calibration: each event type measured alone, the smallest poison record above the largest other by", fmt.Sprintf(">= %d bytes", minPoisonGap),
+	checks := []verdict.Check{
+		check(verdict.Validity, "calibration: each event type measured alone, the smallest poison record above the largest other by", fmt.Sprintf(">= %d bytes", minPoisonGap),
 			measured, problem == ""),
-		check(Validity, "the size limit bit: poison events in the topic only after it was restored (topic)", fmt.Sprint(t.Poison),
+		check(verdict.Validity, "the size limit bit: poison events in the topic only after it was restored (topic)", fmt.Sprint(t.Poison),
 			fmt.Sprintf("%d (%d rejections recorded)", held, t.Rejections), t.Poison > 0 && held == t.Poison),
 	}
-	slos := []Check{
-		check(SLO, "dlq before the replay = the poison events", fmt.Sprint(t.Poison),
+	slos := []verdict.Check{
+		check(verdict.SLO, "dlq before the replay = the poison events", fmt.Sprint(t.Poison),
 			fmt.Sprintf("%d dead-lettered of %d poison; outbox_dlq rows %d", t.DeadLettered, t.Poison, t.DLQRows), t.Poison > 0 && t.DeadLettered == t.Poison && t.DLQRows == t.Poison),
-		check(SLO, "rejections before a dead letter (most on one event)", "<= "+strconv.Itoa(p.MaxRejections),
+		check(verdict.SLO, "rejections before a dead letter (most on one event)", "<= "+strconv.Itoa(p.MaxRejections),
 			t.MaxRejections, t.DeadLettered > 0 && t.MaxRejections <= p.MaxRejections),
-		check(SLO, "alert received by the local webhook for each dead letter", fmt.Sprint(t.DeadLettered),
+		check(verdict.SLO, "alert received by the local webhook for each dead letter", fmt.Sprint(t.DeadLettered),
 			fmt.Sprintf("%d (%d alerts in all, %d calls not alerts or not signed)", alerted, sumCounts(received), bad), t.DeadLettered > 0 && alerted == t.DeadLettered),
-		check(SLO, "other events held up (dead-lettered or unpublished when the poison was dead)", "0",
+		check(verdict.SLO, "other events held up (dead-lettered or unpublished when the poison was dead)", "0",
 			fmt.Sprintf("%d (dead-lettered %d, unpublished %d)", len(t.othersFailed)+t.OthersPending, len(t.othersFailed), t.OthersPending), len(t.othersFailed)+t.OthersPending == 0),
-		check(SLO, "replayed events in the topic with their dead-lettered event ids", fmt.Sprint(t.DeadLettered),
+		check(verdict.SLO, "replayed events in the topic with their dead-lettered event ids", fmt.Sprint(t.DeadLettered),
 			fmt.Sprintf("%d (%s)", p.replayedWithOriginalID, replayGot), t.DeadLettered > 0 && p.replayedWithOriginalID == t.DeadLettered),
 	}
 	overGot := fmt.Sprint(len(p.overLimit))
@@ -430,9 +434,9 @@ func (p *poison) validity(r *Report, _ *Run) []Check {
 	}
 	const overName = "the limit refused only the poison: no other record larger than it, measured alone (topic, after the drain)"
 	if p.limited {
-		checks = append(checks, check(Validity, overName, "0", overGot, p.measureErr == nil && len(p.overLimit) == 0))
+		checks = append(checks, check(verdict.Validity, overName, "0", overGot, p.measureErr == nil && len(p.overLimit) == 0))
 	} else {
-		checks = append(checks, checkOff(Validity, overName, "0", "no limit was set: nothing measured against it"))
+		checks = append(checks, checkOff(verdict.Validity, overName, "0", "no limit was set: nothing measured against it"))
 	}
 	switch {
 	case held == 0:

@@ -13,6 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/load"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/event"
 )
 
@@ -138,9 +141,9 @@ func measureCalibration(sizes []recordSize, shared int, poisonType string) calib
 // calibrate sends the calibration load, before any fault, waits until it is in the
 // topic and measures it. It returns how many payments it committed, which the run
 // counts with the warm-up.
-func (p *poison) calibrate(ctx context.Context, rn *Run, verifier *Verifier, report *Report) (int, error) {
+func (p *poison) calibrate(ctx context.Context, rn *Run, verifier *verify.Verifier, report *verdict.Report) (int, error) {
 	// Paced, so that most events are published alone and so measured alone.
-	load, err := RunLoad(ctx, LoadConfig{BaseURL: rn.API.BaseURL, RunID: report.RunID + "-calibration", APIKey: rn.apiKey, Payments: calibrationPayments,
+	load, err := load.Run(ctx, load.Config{BaseURL: rn.API.BaseURL, RunID: report.RunID + "-calibration", APIKey: rn.apiKey, Payments: calibrationPayments,
 		Span: calibrationPayments * 500 * time.Millisecond, LargestEvery: calibrationLargestEvery, Lifecycle: report.LifecycleLoad})
 	if err != nil {
 		return load.Accepted, fmt.Errorf("calibration load: %w", err)
@@ -251,7 +254,7 @@ func sizeOf(r *kgo.Record, bytes int) recordSize {
 	}
 	_ = json.Unmarshal(r.Value, &payload) // a record of another shape is simply not large
 	headers := event.HeaderValues(r)
-	return recordSize{EventID: headers[event.HeaderID], Type: headers[event.HeaderType], Large: strings.HasPrefix(payload.UserID, LargestUserIDPrefix), Bytes: bytes}
+	return recordSize{EventID: headers[event.HeaderID], Type: headers[event.HeaderType], Large: strings.HasPrefix(payload.UserID, load.LargestUserIDPrefix), Bytes: bytes}
 }
 
 // overLimit returns the records that the calibration did not call poison but that,

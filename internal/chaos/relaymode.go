@@ -8,17 +8,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/jackc/pgx/v5"
 )
-
-// The values of Options.RelayMode: the relay our API runs (RELAY_MODE, cmd/api).
-const (
-	RelayModePoll = "poll"
-	RelayModeCDC  = "cdc"
-)
-
-// ValidRelayMode says whether mode is a RELAY_MODE the API accepts.
-func ValidRelayMode(mode string) bool { return mode == RelayModePoll || mode == RelayModeCDC }
 
 // dropReplicationSlots drops the replication slots of database, which the CDC relay
 // created (one, named after the database). A slot is server-wide and outlives its
@@ -57,22 +49,22 @@ func dropReplicationSlots(ctx context.Context, adminURL, database string, logger
 // reports maps a relay mode to its reports by scenario name; a scenario missing from
 // one mode (it could not run) reads "not run". Each row also gives the drain time and
 // the events in the topic, the figures that differ most between the modes.
-func PrintRelayModes(w io.Writer, names []string, reports map[string]map[string]*Report) {
+func PrintRelayModes(w io.Writer, names []string, reports map[string]map[string]*verdict.Report) {
 	fmt.Fprintf(w, "\nevery scenario, polling relay beside CDC relay:\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCENARIO\tPOLL\tCDC\tDRAIN S (POLL / CDC)\tEVENTS IN TOPIC (POLL / CDC)")
-	cell := func(r *Report, f func(*Report) string) string {
+	cell := func(r *verdict.Report, f func(*verdict.Report) string) string {
 		if r == nil {
 			return "not run"
 		}
 		return f(r)
 	}
-	verdict := func(r *Report) string { return r.Verdict() }
-	drain := func(r *Report) string { return fmt.Sprintf("%.1f", r.DrainSeconds) }
-	events := func(r *Report) string { return fmt.Sprint(r.EventsInTopic) }
+	verdictOf := func(r *verdict.Report) string { return r.Verdict() }
+	drain := func(r *verdict.Report) string { return fmt.Sprintf("%.1f", r.DrainSeconds) }
+	events := func(r *verdict.Report) string { return fmt.Sprint(r.EventsInTopic) }
 	for _, name := range names {
-		poll, cdc := reports[RelayModePoll][name], reports[RelayModeCDC][name]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s / %s\t%s / %s\n", name, cell(poll, verdict), cell(cdc, verdict),
+		poll, cdc := reports[verdict.RelayModePoll][name], reports[verdict.RelayModeCDC][name]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s / %s\t%s / %s\n", name, cell(poll, verdictOf), cell(cdc, verdictOf),
 			cell(poll, drain), cell(cdc, drain), cell(poll, events), cell(cdc, events))
 	}
 	tw.Flush()

@@ -4,17 +4,19 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 )
 
 // make chaos-all's closing table: one line per scenario, the polling relay's column
 // first, "not run" where a mode has no report.
 func TestPrintRelayModes(t *testing.T) {
 	t.Parallel()
-	pass := &Report{DrainSeconds: 4, EventsInTopic: 101}
-	fail := &Report{DrainSeconds: 51, EventsInTopic: 99, Checks: []Check{{Kind: "slo", Name: "lost", OK: false}}}
-	reports := map[string]map[string]*Report{
-		RelayModePoll: {"default": pass, "kafka-down": pass},
-		RelayModeCDC:  {"default": fail},
+	pass := &verdict.Report{DrainSeconds: 4, EventsInTopic: 101}
+	fail := &verdict.Report{DrainSeconds: 51, EventsInTopic: 99, Checks: []verdict.Check{{Kind: "slo", Name: "lost", OK: false}}}
+	reports := map[string]map[string]*verdict.Report{
+		verdict.RelayModePoll: {"default": pass, "kafka-down": pass},
+		verdict.RelayModeCDC:  {"default": fail},
 	}
 	var out bytes.Buffer
 	PrintRelayModes(&out, []string{"default", "kafka-down"}, reports)

@@ -11,6 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -50,13 +54,13 @@ func (rp replicaPause) disrupt(ctx context.Context, rn *Run) error {
 		return fmt.Errorf("replica-pause needs two API processes (Scenario.Replicas)")
 	}
 	pause := rp.pauseOnce
-	if rn.relayMode == RelayModeCDC {
+	if rn.relayMode == verdict.RelayModeCDC {
 		pause = rp.pauseStreamingOnce // one slot instead of leases: replicapausecdc.go
 	}
-	if err := rn.Faults.Inject(SlowAcks); err != nil {
+	if err := rn.Faults.Inject(faults.SlowAcks); err != nil {
 		return err
 	}
-	defer rn.Faults.Clear(SlowAcks) //nolint:errcheck // Reset clears every toxic after the run anyway
+	defer rn.Faults.Clear(faults.SlowAcks) //nolint:errcheck // Reset clears every toxic after the run anyway
 	for i := 0; i < rp.Pauses; i++ {
 		if err := waitUntil(ctx, time.Now().Add(between(rp.Gap))); err != nil {
 			return nil
@@ -152,7 +156,7 @@ func untouchableRows(ctx context.Context, dbURL string) (map[string]outboxRowSta
 			SELECT id::text, 'published', '', published_at::text FROM outbox_published
 			UNION ALL
 			SELECT id::text, status, 'held', attempts::text FROM outbox_events
-			WHERE status = 'pending' AND id NOT IN (` + freePendingIDsSQL + `)`, nil
+			WHERE status = 'pending' AND id NOT IN (` + verify.FreePendingIDsSQL + `)`, nil
 	})
 }
 
@@ -190,7 +194,7 @@ func readRowStates(ctx context.Context, dbURL string, queryFor func(leaseColumns
 		return nil, fmt.Errorf("read outbox rows: %w", err)
 	}
 	defer conn.Close(ctx)
-	leaseColumns, err := hasColumn(ctx, conn, "outbox_events", "lease_expires_at")
+	leaseColumns, err := verify.HasColumn(ctx, conn, "outbox_events", "lease_expires_at")
 	if err != nil {
 		return nil, fmt.Errorf("read outbox rows: %w", err)
 	}
@@ -274,7 +278,7 @@ func lateOutcomes(logPath string, windows [][2]time.Time) (late, fenced int) {
 const fencedLog = "lease expired before the batch was recorded"
 
 // aloneWindows returns the wall-clock windows in which the paused replica ran alone.
-func (rp replicaPause) aloneWindows(r *Report, rn *Run) [][2]time.Time {
+func (rp replicaPause) aloneWindows(r *verdict.Report, rn *Run) [][2]time.Time {
 	var windows [][2]time.Time
 	for _, d := range r.Disruptions {
 		if d.What == resumedAlone {
@@ -296,7 +300,7 @@ const resumedAlone = "replica resumed (SIGCONT), the other frozen"
 // machine, may get the CPU back only later: timed after the signal, the resume can
 // come after p's first line (the CDC relay's "replication stream lost", say). Taken
 // before the signal, the instant precedes anything p does awake.
-func (rn *Run) resumeAlone(p *Process) error {
+func (rn *Run) resumeAlone(p *stack.Process) error {
 	rn.disrupted(resumedAlone, p.Name)
 	return p.Thaw()
 }
@@ -304,8 +308,8 @@ func (rn *Run) resumeAlone(p *Process) error {
 // validity is the scenario's own rows: the pauses happened with rows leased, the paused
 // replica's late outcomes were fenced (its own log), and changed nothing (the harness's
 // comparison, an SLO row).
-func (rp replicaPause) validity(r *Report, rn *Run) []Check {
-	if rn.relayMode == RelayModeCDC {
+func (rp replicaPause) validity(r *verdict.Report, rn *Run) []verdict.Check {
+	if rn.relayMode == verdict.RelayModeCDC {
 		return rp.validityCDC(r, rn)
 	}
 	pauses, withLeases := 0, 0
@@ -323,13 +327,13 @@ func (rp replicaPause) validity(r *Report, rn *Run) []Check {
 	if len(changes) > 0 {
 		changed += ", first " + changes[0]
 	}
-	return []Check{
-		check(Validity, "replica paused past the lease with outbox rows leased (SIGSTOP)", fmt.Sprintf("%d pauses", rp.Pauses),
+	return []verdict.Check{
+		check(verdict.Validity, "replica paused past the lease with outbox rows leased (SIGSTOP)", fmt.Sprintf("%d pauses", rp.Pauses),
 			fmt.Sprintf("%d pauses, %d with rows leased", pauses, withLeases), pauses >= rp.Pauses && withLeases > 0),
-		check(Validity, "late outcomes of the paused replica, for rows it no longer owned (its log, while alone)", "> 0",
+		check(verdict.Validity, "late outcomes of the paused replica, for rows it no longer owned (its log, while alone)", "> 0",
 			fmt.Sprintf("%d events (%d marks its relay reported fenced: %s)", late, fenced, fencedLog), late > 0),
-		check(Validity, "the service's own copies in the topic (the other replica published the paused one's rows again)", "> 0", r.Evidence.ServiceCopies, r.Evidence.ServiceCopies > 0),
+		check(verdict.Validity, "the service's own copies in the topic (the other replica published the paused one's rows again)", "> 0", r.Evidence.ServiceCopies, r.Evidence.ServiceCopies > 0),
 		orderInFlightCheck(r),
-		check(SLO, "late outcomes of the paused replica changed nothing (published rows, the other replica's leases)", "0", changed, len(changes) == 0),
+		check(verdict.SLO, "late outcomes of the paused replica changed nothing (published rows, the other replica's leases)", "0", changed, len(changes) == 0),
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -66,22 +67,6 @@ func TestLateOutcomes(t *testing.T) {
 	}
 	if late, _ := lateOutcomes(filepath.Join(t.TempDir(), "missing.log"), nil); late != -1 {
 		t.Errorf("lateOutcomes of a missing log = %d, want -1", late)
-	}
-}
-
-// With replicas, a payment's attempts go round the replicas, as a load balancer would.
-func TestLoadSpreadsOverReplicas(t *testing.T) {
-	t.Parallel()
-	cfg := LoadConfig{BaseURL: "a", Replicas: []string{"b"}}
-	var got []string
-	for i := range 4 {
-		got = append(got, cfg.url(i))
-	}
-	if diff := cmp.Diff([]string{"a", "b", "a", "b"}, got); diff != "" {
-		t.Errorf("urls (-want +got):\n%s", diff)
-	}
-	if one := (LoadConfig{BaseURL: "a"}); one.url(3) != "a" {
-		t.Errorf("url without replicas = %q, want a", one.url(3))
 	}
 }
 
@@ -237,13 +222,12 @@ func TestUntouchableRowsOfBatchTransactions(t *testing.T) {
 // CDC relay's "replication stream lost" fall just before its window.
 func TestResumeAloneRecordsWhileStopped(t *testing.T) {
 	t.Parallel()
-	p := &Process{Name: "api", Argv: []string{"sleep", "300"}, LogPath: filepath.Join(t.TempDir(), "api.log")}
+	p := &stack.Process{Name: "api", Argv: []string{"sleep", "300"}, LogPath: filepath.Join(t.TempDir(), "api.log")}
 	if err := p.Start(); err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	t.Cleanup(func() { _ = p.Kill() })
-	cmd, _ := p.current()
-	pid := cmd.Process.Pid
+	pid := p.Pid()
 	if err := p.Freeze(); err != nil {
 		t.Fatalf("freeze: %v", err)
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -48,7 +50,7 @@ const streamLostLog = "replication stream lost; reconnecting"
 // past the walsender timeout, then lets it resume alone and records what its late
 // outcomes changed.
 func (rp replicaPause) pauseStreamingOnce(ctx context.Context, rn *Run) error {
-	var paused, other *Process
+	var paused, other *stack.Process
 	pending := 0
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		paused, other = rn.streamingReplica(ctx)
@@ -72,7 +74,7 @@ func (rp replicaPause) pauseStreamingOnce(ctx context.Context, rn *Run) error {
 	if err := waitUntil(ctx, time.Now().Add(rp.Pause)); err != nil {
 		return paused.Thaw()
 	}
-	if streams, _, _ := ScrapeCounter(ctx, other.MetricsBase()+"/metrics", streamingMetric); streams == 1 {
+	if streams, _, _ := scrapeCounter(ctx, other.MetricsBase()+"/metrics", streamingMetric); streams == 1 {
 		rn.disrupted(slotTakenOver, other.Name)
 	}
 	// As in polling mode: freeze the other, keep what the paused one must not touch,
@@ -110,9 +112,9 @@ func (rp replicaPause) pauseStreamingOnce(ctx context.Context, rn *Run) error {
 
 // streamingReplica returns the API process whose relay streams from the slot and the
 // other one, or nil and nil when neither says so.
-func (rn *Run) streamingReplica(ctx context.Context) (streaming, other *Process) {
-	for _, pair := range [][2]*Process{{rn.API, rn.Replica}, {rn.Replica, rn.API}} {
-		if n, ok, err := ScrapeCounter(ctx, pair[0].MetricsBase()+"/metrics", streamingMetric); err == nil && ok && n == 1 {
+func (rn *Run) streamingReplica(ctx context.Context) (streaming, other *stack.Process) {
+	for _, pair := range [][2]*stack.Process{{rn.API, rn.Replica}, {rn.Replica, rn.API}} {
+		if n, ok, err := scrapeCounter(ctx, pair[0].MetricsBase()+"/metrics", streamingMetric); err == nil && ok && n == 1 {
 			return pair[0], pair[1]
 		}
 	}
@@ -168,7 +170,7 @@ func sessionsEnded(logPath string, from, until time.Time) int {
 // with rows pending, the other replica took the slot over during it, every paused
 // relay found its session ended once it resumed (the server's fence, its own log), and
 // its late outcomes changed nothing (the same SLO row as in polling mode).
-func (rp replicaPause) validityCDC(r *Report, rn *Run) []Check {
+func (rp replicaPause) validityCDC(r *verdict.Report, rn *Run) []verdict.Check {
 	pauses, streamingWithRows, takeovers := 0, 0, 0
 	for _, d := range r.Disruptions {
 		switch d.What {
@@ -191,16 +193,16 @@ func (rp replicaPause) validityCDC(r *Report, rn *Run) []Check {
 	if len(changes) > 0 {
 		changed += ", first " + changes[0]
 	}
-	return []Check{
-		check(Validity, "streaming replica paused past wal_sender_timeout ("+cdcWalSenderTimeout.String()+") with outbox rows pending (SIGSTOP)", fmt.Sprintf("%d pauses", rp.Pauses),
+	return []verdict.Check{
+		check(verdict.Validity, "streaming replica paused past wal_sender_timeout ("+cdcWalSenderTimeout.String()+") with outbox rows pending (SIGSTOP)", fmt.Sprintf("%d pauses", rp.Pauses),
 			fmt.Sprintf("%d pauses, %d of the streaming replica with rows pending", pauses, streamingWithRows), pauses >= rp.Pauses && streamingWithRows > 0),
-		check(Validity, "the other replica took the slot over during the pause ("+streamingMetric+")", "> 0",
+		check(verdict.Validity, "the other replica took the slot over during the pause ("+streamingMetric+")", "> 0",
 			fmt.Sprintf("%d of %d pauses", takeovers, pauses), takeovers > 0),
-		check(Validity, "every paused relay found its session ended by the server before the next one resumed (its log: "+streamLostLog+")", "all resumed",
+		check(verdict.Validity, "every paused relay found its session ended by the server before the next one resumed (its log: "+streamLostLog+")", "all resumed",
 			fencedGot, resumed > 0 && len(unfenced) == 0),
-		check(Validity, "the service's own copies in the topic (the other replica streamed the paused one's events again)", "> 0", r.Evidence.ServiceCopies, r.Evidence.ServiceCopies > 0),
+		check(verdict.Validity, "the service's own copies in the topic (the other replica streamed the paused one's events again)", "> 0", r.Evidence.ServiceCopies, r.Evidence.ServiceCopies > 0),
 		orderInFlightCheck(r),
-		check(SLO, "late outcomes of the paused replica changed nothing (published rows)", "0", changed, len(changes) == 0),
+		check(verdict.SLO, "late outcomes of the paused replica changed nothing (published rows)", "0", changed, len(changes) == 0),
 	}
 }
 
@@ -210,15 +212,17 @@ func (rp replicaPause) validityCDC(r *Report, rn *Run) []Check {
 // resume time. A relay notices the end of its session only when it next talks to the
 // server, which may be after its time alone, but one that has not noticed by the next
 // resume still publishes for a session that is over.
-func unfencedAfterResume(disruptions []Disruption, rn *Run, end time.Time) (unfenced []string, resumed int) {
+func unfencedAfterResume(disruptions []verdict.Disruption, rn *Run, end time.Time) (unfenced []string, resumed int) {
 	logs := map[string]string{rn.API.Name: rn.API.LogPath, rn.Replica.Name: rn.Replica.LogPath}
-	var starts []Disruption
+	var starts []verdict.Disruption
 	for _, d := range disruptions {
 		if d.What == resumedAlone {
 			starts = append(starts, d)
 		}
 	}
-	at := func(d Disruption) time.Time { return rn.origin.Add(time.Duration(d.AtSeconds * float64(time.Second))) }
+	at := func(d verdict.Disruption) time.Time {
+		return rn.origin.Add(time.Duration(d.AtSeconds * float64(time.Second)))
+	}
 	for i, d := range starts {
 		until := end
 		if i+1 < len(starts) {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -41,7 +43,7 @@ func TestUnfencedAfterResume(t *testing.T) {
 	t.Parallel()
 	origin := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	rn := twoReplicaLogs(t, origin, []string{lost("12:00:12"), lost("12:00:52")}, []string{lost("12:00:55")})
-	disruptions := []Disruption{
+	disruptions := []verdict.Disruption{
 		{What: resumedAlone, Detail: "api", AtSeconds: 10},
 		{What: resumedAlone, Detail: "api-2", AtSeconds: 30},
 		{What: resumedAlone, Detail: "api", AtSeconds: 50},
@@ -69,7 +71,7 @@ func TestUnfencedAfterResumeLeavesOutALineBeforeTheResume(t *testing.T) {
 	rn := twoReplicaLogs(t, origin,
 		[]string{lost("19:01:23.974486832"), lost("19:02:02.09761465")},
 		[]string{lost("19:01:42.672171121")})
-	disruptions := []Disruption{
+	disruptions := []verdict.Disruption{
 		{What: pausedStreaming, Detail: "api, 7 outbox rows pending", AtSeconds: 5.347742005},
 		{What: resumedAlone, Detail: "api", AtSeconds: 19.371679941},
 		{What: pausedStreaming, Detail: "api-2, 89 outbox rows pending", AtSeconds: 24.010030744},
@@ -88,8 +90,8 @@ func twoReplicaLogs(t *testing.T, origin time.Time, api, replica []string) *Run 
 	t.Helper()
 	dir := t.TempDir()
 	rn := &Run{origin: origin,
-		API:     &Process{Name: "api", LogPath: filepath.Join(dir, "api.log")},
-		Replica: &Process{Name: "api-2", LogPath: filepath.Join(dir, "api-2.log")}}
+		API:     &stack.Process{Name: "api", LogPath: filepath.Join(dir, "api.log")},
+		Replica: &stack.Process{Name: "api-2", LogPath: filepath.Join(dir, "api-2.log")}}
 	for path, lines := range map[string][]string{rn.API.LogPath: api, rn.Replica.LogPath: replica} {
 		if err := os.WriteFile(path, []byte(strings.Join(lines, "")), 0o644); err != nil {
 			t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -32,7 +33,7 @@ func (rollingRestart) disrupt(ctx context.Context, rn *Run) error {
 	return nil
 }
 
-func (rollingRestart) validity(r *Report, rn *Run) []Check {
+func (rollingRestart) validity(r *verdict.Report, rn *Run) []verdict.Check {
 	ev := r.Cluster
 	stops := actions(ev, "SIGTERM")
 	var steps []string
@@ -51,10 +52,10 @@ func (rollingRestart) validity(r *Report, rn *Run) []Check {
 			during++
 		}
 	}
-	return []Check{
-		check(Validity, "brokers restarted one at a time (SIGTERM, start, back in sync before the next)", fmt.Sprintf("%d of %d", devstack.ClusterNodes, devstack.ClusterNodes), strings.Join(steps, "; "), oneAtATime),
-		check(Validity, "leader changes seen during the restarts (harness's metadata, DIRECT)", "> 0", len(ev.LeaderChanges), len(ev.LeaderChanges) > 0),
-		check(Validity, "brokers stopped while payments were arriving", fmt.Sprintf("%d of %d", devstack.ClusterNodes, devstack.ClusterNodes), fmt.Sprintf("%d (load ended at %.1fs)", during, rn.loadEndS), during == devstack.ClusterNodes),
-		check(SLO, "payments the API refused during the restarts", "0", fmt.Sprintf("%d (client retries: %d)", r.APIRejected, r.APIRetries), r.APIRejected == 0),
+	return []verdict.Check{
+		check(verdict.Validity, "brokers restarted one at a time (SIGTERM, start, back in sync before the next)", fmt.Sprintf("%d of %d", devstack.ClusterNodes, devstack.ClusterNodes), strings.Join(steps, "; "), oneAtATime),
+		check(verdict.Validity, "leader changes seen during the restarts (harness's metadata, DIRECT)", "> 0", len(ev.LeaderChanges), len(ev.LeaderChanges) > 0),
+		check(verdict.Validity, "brokers stopped while payments were arriving", fmt.Sprintf("%d of %d", devstack.ClusterNodes, devstack.ClusterNodes), fmt.Sprintf("%d (load ended at %.1fs)", during, rn.loadEndS), during == devstack.ClusterNodes),
+		check(verdict.SLO, "payments the API refused during the restarts", "0", fmt.Sprintf("%d (client retries: %d)", r.APIRejected, r.APIRetries), r.APIRejected == 0),
 	}
 }

@@ -18,6 +18,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/load"
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -26,13 +31,13 @@ import (
 // API and Consumer can be started and killed when the harness started them (ours, or a
 // student's ServiceCommands); for a Target they only have a BaseURL.
 type Run struct {
-	Stack    *NativeStack
-	Faults   *Faults
-	API      *Process
-	Consumer *Process
+	Stack    *stack.Native
+	Faults   *faults.Proxy
+	API      *stack.Process
+	Consumer *stack.Process
 	// Replica is a second API process on the same database, with a relay of its own;
 	// nil unless the scenario asks for two (Scenario.Replicas).
-	Replica *Process
+	Replica *stack.Process
 
 	// ports are the native stack's (Options.Ports).
 	ports      devstack.Ports
@@ -50,10 +55,10 @@ type Run struct {
 	// loadDone is closed once the load has been sent (see loading).
 	loadDone <-chan struct{}
 	// cluster follows the three-node cluster; nil unless the scenario runs on it.
-	cluster *clusterWatch
+	cluster *faults.ClusterWatch
 
 	mu          sync.Mutex
-	disruptions []Disruption
+	disruptions []verdict.Disruption
 	// bankedFailures holds the publish-failure counts of API processes that were
 	// killed: their counters die with them.
 	bankedFailures int
@@ -86,7 +91,7 @@ func (rn *Run) lateChanges() []string {
 // and the API: ours, built from this repository, or a student's from opts.Commands.
 // Nothing left over from an earlier run can pass for this run's events. Ours get their
 // schema here; a student's command prepares its own (it is given empty databases).
-func startServices(ctx context.Context, opts Options, sc Scenario, report *Report) (*Run, error) {
+func startServices(ctx context.Context, opts Options, sc Scenario, report *verdict.Report) (*Run, error) {
 	paymentsURL, err := devstack.CreateDatabase(ctx, opts.AdminURL, report.PaymentsDatabase)
 	if err != nil {
 		return nil, err
@@ -103,7 +108,7 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *Repor
 		if err := devstack.MigrateDatabase(ctx, consumerURL, migrations.Antifraud); err != nil {
 			return nil, err
 		}
-		if apiKey, err = createAPIKey(ctx, opts.Binaries["./cmd/api"], paymentsURL); err != nil {
+		if apiKey, err = load.CreateAPIKey(ctx, opts.Binaries["./cmd/api"], paymentsURL); err != nil {
 			return nil, err
 		}
 	} else {
@@ -121,15 +126,15 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *Repor
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create log directory: %w", err)
 	}
-	apiAddr, err := freeAddr()
+	apiAddr, err := stack.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	consumerAddr, err := freeAddr()
+	consumerAddr, err := stack.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	adminAddr, err := freeAddr()
+	adminAddr, err := stack.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -140,10 +145,10 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *Repor
 		ProxiedPostgres: opts.Ports.ProxiedPostgres(),
 	}
 	if sc.Replicas > 1 {
-		if env.ReplicaAddr, err = freeAddr(); err != nil {
+		if env.ReplicaAddr, err = stack.FreeAddr(); err != nil {
 			return nil, err
 		}
-		if env.ReplicaAdminAddr, err = freeAddr(); err != nil {
+		if env.ReplicaAdminAddr, err = stack.FreeAddr(); err != nil {
 			return nil, err
 		}
 	}
@@ -169,7 +174,7 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *Repor
 
 // targetRun wraps a service that somebody else runs. The harness cannot kill or
 // restart it, so the scenarios that do are refused with the way to run them.
-func targetRun(opts Options, sc Scenario, report *Report) (*Run, error) {
+func targetRun(opts Options, sc Scenario, report *verdict.Report) (*Run, error) {
 	t := opts.Target
 	if sc.Cluster {
 		return nil, fmt.Errorf("scenario %s not runnable against -api-url: it runs on the three-node cluster, whose brokers the harness kills; give -api-cmd and -consumer-cmd instead", sc.Name)
@@ -181,9 +186,19 @@ func targetRun(opts Options, sc Scenario, report *Report) (*Run, error) {
 	report.Topic, report.PaymentsDatabase, report.ConsumerDatabase = t.Topic, redact(t.PaymentsDB), redact(t.ConsumerDB)
 	return &Run{
 		paymentsDB: t.PaymentsDB, consumerDB: t.ConsumerDB, brokers: t.Brokers, logDir: "(not ours)", apiKey: opts.APIKey,
-		API:      &Process{Name: "api", BaseURL: strings.TrimRight(t.APIURL, "/")},
-		Consumer: &Process{Name: "consumer"},
+		API:      &stack.Process{Name: "api", BaseURL: strings.TrimRight(t.APIURL, "/")},
+		Consumer: &stack.Process{Name: "consumer"},
 	}, nil
+}
+
+// TargetRunnable says why the black-box mode (Options.Target) cannot run sc, or nil
+// when it can.
+func TargetRunnable(opts Options, sc Scenario) error {
+	if err := checkRunnable(opts, sc); err != nil {
+		return err
+	}
+	_, err := targetRun(opts, sc, &verdict.Report{})
+	return err
 }
 
 // checkRunnable refuses, before anything is created, the scenarios that would judge
@@ -247,7 +262,7 @@ func (rn *Run) scrapeFailures() (int, bool) {
 		}
 		return bytes.Count(b, []byte(dualWriteFailureLog)), true
 	}
-	n, ok, err := ScrapeCounter(context.Background(), rn.API.MetricsBase()+"/metrics", "outbox_publish_failures_total")
+	n, ok, err := scrapeCounter(context.Background(), rn.API.MetricsBase()+"/metrics", "outbox_publish_failures_total")
 	return n, ok && err == nil
 }
 
@@ -259,7 +274,7 @@ const dualWriteFailureLog = "dual write: publish failed"
 // student's schema without our lease columns. The CDC relay leases nothing: what a
 // kill leaves behind is its unconfirmed events, every pending row (pendingRows).
 func (rn *Run) leasedRows(ctx context.Context) int {
-	if rn.relayMode == RelayModeCDC {
+	if rn.relayMode == verdict.RelayModeCDC {
 		return rn.pendingRows(ctx)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -269,7 +284,7 @@ func (rn *Run) leasedRows(ctx context.Context) int {
 		return -1
 	}
 	defer conn.Close(ctx)
-	n, err := heldOutboxRows(ctx, conn)
+	n, err := verify.HeldOutboxRows(ctx, conn)
 	if err != nil {
 		return -1
 	}
@@ -280,15 +295,15 @@ func (rn *Run) leasedRows(ctx context.Context) int {
 func (rn *Run) disrupted(what, detail string) {
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
-	rn.disruptions = append(rn.disruptions, Disruption{What: what, AtSeconds: time.Since(rn.origin).Seconds(), Detail: detail})
+	rn.disruptions = append(rn.disruptions, verdict.Disruption{What: what, AtSeconds: time.Since(rn.origin).Seconds(), Detail: detail})
 	rn.logger.Info("disruption", slog.String("what", what), slog.String("detail", detail))
 }
 
 // Disruptions returns what was done so far.
-func (rn *Run) Disruptions() []Disruption {
+func (rn *Run) Disruptions() []verdict.Disruption {
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
-	return append([]Disruption(nil), rn.disruptions...)
+	return append([]verdict.Disruption(nil), rn.disruptions...)
 }
 
 // Crashes counts what the crash scenarios did to the services and what each death
@@ -377,8 +392,8 @@ func (rn *Run) Crashes() Crashes {
 
 // processes lists the run's processes in start order: the consumer, the API and its
 // replica if there is one.
-func (rn *Run) processes() []*Process {
-	ps := []*Process{rn.Consumer, rn.API}
+func (rn *Run) processes() []*stack.Process {
+	ps := []*stack.Process{rn.Consumer, rn.API}
 	if rn.Replica != nil {
 		ps = append(ps, rn.Replica)
 	}
@@ -398,9 +413,9 @@ func (rn *Run) apiURLs() []string {
 // the consumer. Safe to call twice.
 func (rn *Run) stopServices(logger *slog.Logger) {
 	if rn.cluster != nil {
-		rn.cluster.stop()
+		rn.cluster.Stop()
 	}
-	for _, p := range []*Process{rn.API, rn.Replica, rn.Consumer} {
+	for _, p := range []*stack.Process{rn.API, rn.Replica, rn.Consumer} {
 		if p == nil {
 			continue
 		}

@@ -15,6 +15,11 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/load"
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -69,11 +74,12 @@ type Target struct {
 	Brokers    []string
 	Topic      string
 	// Stack is what the report calls where the service runs. Default "external";
-	// RunCompose sets "compose".
+	// compose.Run sets "compose".
 	Stack string
 }
 
-func (o Options) withDefaults() Options {
+// WithDefaults returns the options with every default filled in, as a run uses them.
+func (o Options) WithDefaults() Options {
 	o.Payments = cmp.Or(o.Payments, 100)
 	if o.ReportDir == "" {
 		o.ReportDir = filepath.Join(o.Root, "reports")
@@ -83,7 +89,7 @@ func (o Options) withDefaults() Options {
 	}
 	o.Ports = cmp.Or(o.Ports, devstack.DefaultPorts())
 	o.AdminURL = cmp.Or(o.AdminURL, o.Ports.AdminURL())
-	o.RelayMode = cmp.Or(o.RelayMode, RelayModePoll)
+	o.RelayMode = cmp.Or(o.RelayMode, verdict.RelayModePoll)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -94,7 +100,7 @@ func (o Options) withDefaults() Options {
 }
 
 // ReportDirectory is where the runs write their reports: ReportDir or its default.
-func (o Options) ReportDirectory() string { return o.withDefaults().ReportDir }
+func (o Options) ReportDirectory() string { return o.WithDefaults().ReportDir }
 
 // RunScenario runs one scenario on the native stack and returns its report, which it
 // has also printed to opts.Out and written to <ReportDir>/chaos-<name>.json. The error
@@ -105,8 +111,8 @@ func (o Options) ReportDirectory() string { return o.withDefaults().ReportDir }
 // payments one after another, then loaded while the scenario disrupts it; the outcome
 // is observed before the disruption stops, judged against the validity and SLO checks,
 // and cleaned up only if it passed.
-func RunScenario(ctx context.Context, opts Options, stack *NativeStack, sc Scenario) (*Report, error) {
-	opts = opts.withDefaults()
+func RunScenario(ctx context.Context, opts Options, native *stack.Native, sc Scenario) (*verdict.Report, error) {
+	opts = opts.WithDefaults()
 	if sc.Payments > 0 {
 		opts.Payments = sc.Payments
 	}
@@ -127,7 +133,7 @@ func RunScenario(ctx context.Context, opts Options, stack *NativeStack, sc Scena
 	// One budget for everything before the load: services and warm-up.
 	setupCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	rn, err := setUp(setupCtx, opts, stack, sc, report, origin, logger)
+	rn, err := setUp(setupCtx, opts, native, sc, report, origin, logger)
 	if rn != nil {
 		defer func() {
 			rn.stopServices(logger)
@@ -139,7 +145,7 @@ func RunScenario(ctx context.Context, opts Options, stack *NativeStack, sc Scena
 	if err != nil {
 		return nil, err
 	}
-	verifier, err := NewVerifier(ctx, VerifyConfig{PaymentsDB: rn.paymentsDB, ConsumerDB: rn.consumerDB, Brokers: rn.brokers, Topic: report.Topic, Foreign: sc.Foreign})
+	verifier, err := verify.New(ctx, verify.Config{PaymentsDB: rn.paymentsDB, ConsumerDB: rn.consumerDB, Brokers: rn.brokers, Topic: report.Topic, Foreign: sc.Foreign})
 	if err != nil {
 		return nil, err
 	}
@@ -155,11 +161,11 @@ func RunScenario(ctx context.Context, opts Options, stack *NativeStack, sc Scena
 		}
 	}
 
-	load, observed, err := loadUnderDisruption(ctx, opts, sc, rn, verifier, report)
+	res, observed, err := loadUnderDisruption(ctx, opts, sc, rn, verifier, report)
 	if err != nil {
 		return nil, err
 	}
-	judge(report, sc, rn, load, observed, origin)
+	judge(report, sc, rn, res, observed, origin)
 	if err := writeReport(opts, report, rn); err != nil {
 		return report, err
 	}
@@ -169,11 +175,11 @@ func RunScenario(ctx context.Context, opts Options, stack *NativeStack, sc Scena
 
 // newReport names what the run creates after the scenario and its start time, so that
 // nothing left over from an earlier run can pass for this run's events.
-func newReport(sc Scenario, origin time.Time, payments int) *Report {
+func newReport(sc Scenario, origin time.Time, payments int) *verdict.Report {
 	runID := fmt.Sprintf("chaos-%s-%d", sc.Name, origin.Unix())
 	dbBase := strings.ReplaceAll(fmt.Sprintf("chaos_%s_%d", sc.Name, origin.Unix()), "-", "_")
-	return &Report{
-		Scenario: sc.Name, Stack: Native, RunID: runID, StartedAt: origin.UTC(),
+	return &verdict.Report{
+		Scenario: sc.Name, Stack: stack.NativeKind, RunID: runID, StartedAt: origin.UTC(),
 		Topic:            "payments.events." + runID,
 		PaymentsDatabase: dbBase + "_payments",
 		ConsumerDatabase: dbBase + "_antifraud",
@@ -184,7 +190,7 @@ func newReport(sc Scenario, origin time.Time, payments int) *Report {
 // setUp clears every fault, then starts the services (or wraps the target's) and wires
 // the Run the disruption gets. The Run it returns, even with an error, has services to
 // stop.
-func setUp(ctx context.Context, opts Options, stack *NativeStack, sc Scenario, report *Report, origin time.Time, logger *slog.Logger) (*Run, error) {
+func setUp(ctx context.Context, opts Options, native *stack.Native, sc Scenario, report *verdict.Report, origin time.Time, logger *slog.Logger) (*Run, error) {
 	if err := checkRunnable(opts, sc); err != nil {
 		return nil, err
 	}
@@ -194,11 +200,11 @@ func setUp(ctx context.Context, opts Options, stack *NativeStack, sc Scenario, r
 		// Faults of its own for that broker's proxy (partitionOffline).
 		proxy = devstack.ClusterProxy(1)
 	}
-	faults, err := NewFaults(opts.Ports.ToxiproxyAPI(), proxy, origin, logger)
+	toxics, err := faults.New(opts.Ports.ToxiproxyAPI(), proxy, origin, logger)
 	if err != nil {
 		return nil, err
 	}
-	if err := faults.Reset(); err != nil {
+	if err := toxics.Reset(); err != nil {
 		return nil, err
 	}
 	var rn *Run
@@ -210,11 +216,11 @@ func setUp(ctx context.Context, opts Options, stack *NativeStack, sc Scenario, r
 	if err != nil {
 		return rn, err
 	}
-	rn.Stack, rn.Faults, rn.logger, rn.origin, rn.dualWrite = stack, faults, logger, origin, sc.DualWrite
-	faults.CountFailures(rn.failedPublishAttempts)
+	rn.Stack, rn.Faults, rn.logger, rn.origin, rn.dualWrite = native, toxics, logger, origin, sc.DualWrite
+	toxics.CountFailures(rn.failedPublishAttempts)
 	if sc.Cluster {
 		// ctx is the set-up's budget; the watch outlives it, until stopServices stops it.
-		rn.cluster, err = startClusterWatch(context.WithoutCancel(ctx), rn.brokers, rn.topic, rn.group, origin, logger)
+		rn.cluster, err = faults.StartClusterWatch(context.WithoutCancel(ctx), rn.brokers, rn.topic, rn.group, origin, logger)
 	}
 	return rn, err
 }
@@ -239,10 +245,10 @@ const warmUpPayments = 8
 // It also captures the first one, to learn whether the service has the lifecycle
 // endpoints (a MAY of docs/contract.md): with them the load sends every payment through
 // its lifecycle, without them creations only, and the lifecycle rows are off.
-func warmUp(ctx context.Context, rn *Run, verifier *Verifier, report *Report) error {
+func warmUp(ctx context.Context, rn *Run, verifier *verify.Verifier, report *verdict.Report) error {
 	for i := range warmUpPayments {
 		runID := fmt.Sprintf("%s-warmup-%d", report.RunID, i)
-		warm, err := RunLoad(ctx, LoadConfig{BaseURL: rn.API.BaseURL, RunID: runID, Payments: 1, APIKey: rn.apiKey})
+		warm, err := load.Run(ctx, load.Config{BaseURL: rn.API.BaseURL, RunID: runID, Payments: 1, APIKey: rn.apiKey})
 		if err != nil || warm.Accepted != 1 {
 			return fmt.Errorf("warm-up payment not accepted (%v): %w", warm.RejectReasons, err)
 		}
@@ -259,11 +265,11 @@ func warmUp(ctx context.Context, rn *Run, verifier *Verifier, report *Report) er
 
 // captureWorks captures the payment id and reports whether the service answered 200;
 // when it did not, a note says what it answered.
-func captureWorks(ctx context.Context, rn *Run, id, runID string, report *Report) bool {
-	client := newAPIClient(10*time.Second, rn.apiKey)
+func captureWorks(ctx context.Context, rn *Run, id, runID string, report *verdict.Report) bool {
+	client := load.NewAPIClient(10*time.Second, rn.apiKey)
 	defer client.CloseIdleConnections()
 	url := strings.TrimRight(rn.API.BaseURL, "/") + "/payments/" + id + "/capture"
-	status, _, reason, _ := postTransition(ctx, client, url, runID+"-capture", "")
+	status, _, reason, _ := load.PostTransition(ctx, client, url, runID+"-capture", "")
 	if status != http.StatusOK {
 		report.Notes = append(report.Notes, fmt.Sprintf("the warm-up capture got %s: the load sends creations only, and the lifecycle rows are off", reason))
 	}
@@ -274,15 +280,15 @@ func captureWorks(ctx context.Context, rn *Run, id, runID string, report *Report
 // waits for the drain and observes the outcome; then it stops the disruption and clears
 // the faults. A drain that never came is a note in the report, not an error: the checks
 // will say what it left behind.
-func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run, verifier *Verifier, report *Report) (LoadResult, Observed, error) {
-	watch, err := StartTopicWatch(ctx, WatchConfig{Brokers: rn.brokers, Topic: report.Topic, CopyEvery: sc.CopyEvery, Origin: rn.origin, Logger: rn.logger})
+func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run, verifier *verify.Verifier, report *verdict.Report) (load.Result, verify.Observed, error) {
+	watch, err := faults.StartTopicWatch(ctx, faults.WatchConfig{Brokers: rn.brokers, Topic: report.Topic, CopyEvery: sc.CopyEvery, Origin: rn.origin, Logger: rn.logger})
 	if err != nil {
-		return LoadResult{}, Observed{}, err
+		return load.Result{}, verify.Observed{}, err
 	}
 	defer watch.Stop()
 	sampler, err := startSampler(ctx, rn)
 	if err != nil {
-		return LoadResult{}, Observed{}, err
+		return load.Result{}, verify.Observed{}, err
 	}
 	// The timeline ends when this returns: after the observation and the end of the
 	// disruption, so its last samples show the run settled.
@@ -296,18 +302,18 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 	stopDisruption, disruptionDone := startDisruption(ctx, sc, rn)
 	defer stopDisruption()
 	if err := waitUntil(ctx, time.Now().Add(sc.LoadDelay)); err != nil {
-		return LoadResult{}, Observed{}, err
+		return load.Result{}, verify.Observed{}, err
 	}
 	rn.logger.Info("sending payments", slog.Int("payments", opts.Payments), slog.Duration("span", sc.Span), slog.Int("bursts", sc.Bursts))
 	urls := rn.apiURLs()
-	load, err := RunLoad(ctx, LoadConfig{BaseURL: urls[0], Replicas: urls[1:], RunID: report.RunID, APIKey: rn.apiKey, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts,
+	res, err := load.Run(ctx, load.Config{BaseURL: urls[0], Replicas: urls[1:], RunID: report.RunID, APIKey: rn.apiKey, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts,
 		LargestEvery: sc.LargestEvery, MaxAttempts: sc.MaxAttempts, Lifecycle: report.LifecycleLoad, SameKeyEvery: sameKeyEvery})
 	closeLoadDone()
 	if err != nil {
-		return LoadResult{}, Observed{}, fmt.Errorf("run load: %w", err)
+		return load.Result{}, verify.Observed{}, fmt.Errorf("run load: %w", err)
 	}
-	rn.loadEndS = load.Ended.Sub(rn.origin).Seconds()
-	rn.logger.Info("load done", slog.Int("accepted", load.Accepted), slog.Int("rejected", load.Rejected), slog.Int("retries", load.Retries))
+	rn.loadEndS = res.Ended.Sub(rn.origin).Seconds()
+	rn.logger.Info("load done", slog.Int("accepted", res.Accepted), slog.Int("rejected", res.Rejected), slog.Int("retries", res.Retries))
 	if sc.AfterLoad != nil {
 		// A failed step is a note: the scenario's own rows say what it left undone.
 		if err := sc.AfterLoad(ctx, rn); err != nil {
@@ -320,17 +326,17 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 		select {
 		case <-disruptionDone:
 		case <-ctx.Done():
-			return LoadResult{}, Observed{}, ctx.Err()
+			return load.Result{}, verify.Observed{}, ctx.Err()
 		}
 	}
-	report.DrainSeconds, err = verifier.WaitDrain(ctx, load.Ended)
+	report.DrainSeconds, err = verifier.WaitDrain(ctx, res.Ended)
 	if err != nil {
 		report.Notes = append(report.Notes, err.Error())
 	}
 	rn.logger.Info("drain done", slog.Float64("drain_seconds", report.DrainSeconds))
 	// Stop injecting copies first, then let the consumer read to the end of the topic,
 	// copies included, before anything is observed.
-	collectEvidence(ctx, rn, report, watch, load)
+	collectEvidence(ctx, rn, report, watch, res)
 	if err := rn.waitConsumerCommitted(ctx, 2*time.Minute); err != nil {
 		report.Notes = append(report.Notes, err.Error())
 	}
@@ -339,18 +345,18 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 	// process still holds its counters.
 	report.FailedPublishAttempts, _ = rn.failedPublishAttempts()
 	if err := stopDisruption(); err != nil {
-		return LoadResult{}, Observed{}, fmt.Errorf("disruption: %w", err)
+		return load.Result{}, verify.Observed{}, fmt.Errorf("disruption: %w", err)
 	}
 	if rn.cluster != nil {
-		report.Cluster = rn.cluster.evidence()
+		report.Cluster = rn.cluster.Evidence()
 	}
 	if err := rn.Faults.Reset(); err != nil {
-		return LoadResult{}, Observed{}, err
+		return load.Result{}, verify.Observed{}, err
 	}
 	if observeErr != nil {
-		return LoadResult{}, Observed{}, observeErr
+		return load.Result{}, verify.Observed{}, observeErr
 	}
-	return load, observed, nil
+	return res, observed, nil
 }
 
 // startDisruption runs sc.Disrupt in a goroutine of its own; a negative LoadDelay
@@ -379,20 +385,20 @@ func startDisruption(ctx context.Context, sc Scenario, rn *Run) (stop func() err
 // verdict: validity checks (the faults bit) first, then the SLOs and the contract. The
 // ids the API answered with are checked too, so that a 201 whose payment was never
 // committed counts as lost.
-func judge(report *Report, sc Scenario, rn *Run, load LoadResult, observed Observed, origin time.Time) {
-	observed.Accepted = load.PaymentIDs
-	observed.Fill(report)
-	report.APIAccepted, report.APIRejected, report.APIRetries = load.Accepted, load.Rejected, load.Retries
-	report.Transitions = load.Transitions
-	report.ServerErrors = load.ServerErrors
-	report.SameKey = load.SameKey
-	for reason, n := range load.Transitions.FailReasons {
+func judge(report *verdict.Report, sc Scenario, rn *Run, res load.Result, observed verify.Observed, origin time.Time) {
+	observed.Accepted = res.PaymentIDs
+	fillObserved(observed, report)
+	report.APIAccepted, report.APIRejected, report.APIRetries = res.Accepted, res.Rejected, res.Retries
+	report.Transitions = res.Transitions
+	report.ServerErrors = res.ServerErrors
+	report.SameKey = res.SameKey
+	for reason, n := range res.Transitions.FailReasons {
 		report.Notes = append(report.Notes, fmt.Sprintf("%d transition requests failed: %s", n, reason))
 	}
-	for reason, n := range load.RejectReasons {
+	for reason, n := range res.RejectReasons {
 		report.Notes = append(report.Notes, fmt.Sprintf("%d payments rejected: %s", n, reason))
 	}
-	report.LatencyMS = load.Percentiles()
+	report.LatencyMS = res.Percentiles()
 	report.FaultWindows = rn.Faults.Windows()
 	report.Disruptions = rn.Disruptions()
 	report.Checks = sc.checks(report, rn)
@@ -402,13 +408,13 @@ func judge(report *Report, sc Scenario, rn *Run, load LoadResult, observed Obser
 
 // checks are the verdict's rows, in table order: the scenario's validity rows (and its
 // own SLO rows), then the SLOs, then the contract.
-func (sc Scenario) checks(report *Report, rn *Run) []Check {
+func (sc Scenario) checks(report *verdict.Report, rn *Run) []verdict.Check {
 	checks := append(sc.Validity(report, rn), sloChecks(report, sc.DualWrite)...)
 	return append(checks, contractChecks(report)...)
 }
 
 // writeReport prints the verdict table to opts.Out and writes the JSON report.
-func writeReport(opts Options, report *Report, rn *Run) error {
+func writeReport(opts Options, report *verdict.Report, rn *Run) error {
 	report.PrintTable(opts.Out)
 	path := filepath.Join(opts.ReportDir, report.FileStem()+".json")
 	if err := report.Write(path); err != nil {
@@ -420,7 +426,7 @@ func writeReport(opts Options, report *Report, rn *Run) error {
 
 // cleanUp stops the services and removes the databases and topic of a passed run. A
 // failed run keeps them, as evidence; a target's belong to somebody else.
-func cleanUp(ctx context.Context, opts Options, rn *Run, report *Report, logger *slog.Logger) {
+func cleanUp(ctx context.Context, opts Options, rn *Run, report *verdict.Report, logger *slog.Logger) {
 	if opts.Target != nil {
 		return
 	}

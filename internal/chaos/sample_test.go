@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -22,7 +23,7 @@ func TestSampleRowsMatchTheHarness(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read the sample: %v (make chaos-sample writes it)", err)
 	}
-	var sample Report
+	var sample verdict.Report
 	if err := json.Unmarshal(b, &sample); err != nil {
 		t.Fatalf("decode the sample: %v", err)
 	}
@@ -31,10 +32,10 @@ func TestSampleRowsMatchTheHarness(t *testing.T) {
 		t.Fatalf("the sample is a run of %q, want the default scenario", sample.Scenario)
 	}
 	type row struct {
-		Kind CheckKind
+		Kind verdict.CheckKind
 		Name string
 	}
-	rows := func(checks []Check) []row {
+	rows := func(checks []verdict.Check) []row {
 		out := make([]row, len(checks))
 		for i, c := range checks {
 			out[i] = row{c.Kind, c.Name}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -34,7 +35,7 @@ type sampler struct {
 
 	done    chan struct{}
 	stop    context.CancelFunc
-	samples []Sample // written by the goroutine, read after done
+	samples []verdict.Sample // written by the goroutine, read after done
 }
 
 // startSampler connects to the run's sources and starts sampling.
@@ -71,11 +72,11 @@ func newSampler(ctx context.Context, rn *Run) (*sampler, error) {
 }
 
 // Stop ends the sampling and returns the timeline.
-func (s *sampler) Stop() *Timeline {
+func (s *sampler) Stop() *verdict.Timeline {
 	s.stop()
 	<-s.done
 	s.closeSources()
-	return &Timeline{IntervalS: sampleEvery.Seconds(), Samples: s.samples}
+	return &verdict.Timeline{IntervalS: sampleEvery.Seconds(), Samples: s.samples}
 }
 
 func (s *sampler) closeSources() {
@@ -117,13 +118,13 @@ func (s *sampler) loop(ctx context.Context) {
 // sampleOnce reads every source once. A source that fails is recorded as unknown (or
 // keeps its total, see Sample) and does not stop the sampling: the faults the run
 // injects are the very reason some reads fail.
-func (s *sampler) sampleOnce(ctx context.Context) Sample {
+func (s *sampler) sampleOnce(ctx context.Context) verdict.Sample {
 	at := time.Since(s.rn.origin).Seconds()
 	// The decisions are counted before the payments: the two live in two databases,
 	// which no one query reads, and a decision follows its payment's commit, so read in
 	// this order the payments not decided yet (the difference) are never negative.
 	decisions := s.count(ctx, s.consumer, `SELECT count(*) FROM decisions`)
-	smp := Sample{
+	smp := verdict.Sample{
 		AtS:               at,
 		PaymentsCommitted: s.count(ctx, s.payments, `SELECT count(*) FROM payments`),
 		OutboxPending:     s.count(ctx, s.payments, `SELECT count(*) FROM outbox_events WHERE status = 'pending'`),
@@ -184,7 +185,7 @@ func (s *sampler) scrape(ctx context.Context, baseURL, name string) int {
 	}
 	ctx, cancel := context.WithTimeout(ctx, sourceTimeout)
 	defer cancel()
-	n, ok, err := ScrapeCounter(ctx, baseURL+"/metrics", name)
+	n, ok, err := scrapeCounter(ctx, baseURL+"/metrics", name)
 	return unknownUnless(n, ok && err == nil)
 }
 

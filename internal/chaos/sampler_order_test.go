@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -33,7 +35,7 @@ func TestSamplerNeverCountsMoreDecisionsThanPayments(t *testing.T) {
 	}
 	defer decisions.Close()
 
-	rn := &Run{paymentsDB: paymentsURL, consumerDB: consumerURL, brokers: testenv.KafkaBrokers(t), topic: testenv.NewTopic(t, 1), origin: time.Now(), API: &Process{}}
+	rn := &Run{paymentsDB: paymentsURL, consumerDB: consumerURL, brokers: testenv.KafkaBrokers(t), topic: testenv.NewTopic(t, 1), origin: time.Now(), API: &stack.Process{}}
 	s, err := newSampler(ctx, rn)
 	if err != nil {
 		t.Fatalf("newSampler: %v", err)
@@ -58,7 +60,7 @@ func TestSamplerNeverCountsMoreDecisionsThanPayments(t *testing.T) {
 		}
 	})
 
-	var first, last Sample
+	var first, last verdict.Sample
 	ahead := 0
 	for i := range 150 {
 		smp := s.sampleOnce(ctx)

@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -60,15 +62,15 @@ func TestSamplerReadsEverySource(t *testing.T) {
 	}))
 	defer api.Close()
 
-	rn := &Run{paymentsDB: paymentsURL, consumerDB: consumerURL, brokers: brokers, topic: topic, origin: time.Now(), API: &Process{BaseURL: api.URL}}
+	rn := &Run{paymentsDB: paymentsURL, consumerDB: consumerURL, brokers: brokers, topic: topic, origin: time.Now(), API: &stack.Process{BaseURL: api.URL}}
 	s, err := newSampler(ctx, rn)
 	if err != nil {
 		t.Fatalf("newSampler: %v", err)
 	}
 	defer s.closeSources()
 
-	ignoreTime := cmpopts.IgnoreFields(Sample{}, "AtS")
-	want := Sample{PaymentsCommitted: 2, OutboxPending: 1, Published: 7, PublishFailures: 2, TopicRecords: 3, Decisions: 1, DuplicatesAbsorbed: 2, DualWriteGivenUp: -1}
+	ignoreTime := cmpopts.IgnoreFields(verdict.Sample{}, "AtS")
+	want := verdict.Sample{PaymentsCommitted: 2, OutboxPending: 1, Published: 7, PublishFailures: 2, TopicRecords: 3, Decisions: 1, DuplicatesAbsorbed: 2, DualWriteGivenUp: -1}
 	if diff := cmp.Diff(want, s.sampleOnce(ctx), ignoreTime); diff != "" {
 		t.Errorf("first sample (-want +got):\n%s", diff)
 	}
@@ -107,7 +109,7 @@ func execSQL(t *testing.T, dbURL, sql string) {
 func TestSamplerStops(t *testing.T) {
 	t.Parallel()
 	paymentsURL := testenv.NewDatabase(t, migrations.Payments)
-	rn := &Run{paymentsDB: paymentsURL, brokers: testenv.KafkaBrokers(t), topic: testenv.NewTopic(t, 1), origin: time.Now(), API: &Process{}}
+	rn := &Run{paymentsDB: paymentsURL, brokers: testenv.KafkaBrokers(t), topic: testenv.NewTopic(t, 1), origin: time.Now(), API: &stack.Process{}}
 	s, err := startSampler(t.Context(), rn)
 	if err != nil {
 		t.Fatalf("startSampler: %v", err)
@@ -122,7 +124,7 @@ func TestSamplerStops(t *testing.T) {
 // Stop (the dual write's last failures) is in the timeline.
 func TestSamplerSamplesTheEnd(t *testing.T) {
 	t.Parallel()
-	rn := &Run{paymentsDB: testenv.NewDatabase(t, migrations.Payments), brokers: testenv.KafkaBrokers(t), topic: testenv.NewTopic(t, 1), origin: time.Now(), API: &Process{}}
+	rn := &Run{paymentsDB: testenv.NewDatabase(t, migrations.Payments), brokers: testenv.KafkaBrokers(t), topic: testenv.NewTopic(t, 1), origin: time.Now(), API: &stack.Process{}}
 	s, err := newSampler(t.Context(), rn)
 	if err != nil {
 		t.Fatalf("newSampler: %v", err)
@@ -165,8 +167,8 @@ func TestTotalCounter(t *testing.T) {
 
 func TestPerSecond(t *testing.T) {
 	t.Parallel()
-	total := func(s Sample) int { return s.TopicRecords }
-	tl := &Timeline{Samples: []Sample{
+	total := func(s verdict.Sample) int { return s.TopicRecords }
+	tl := &verdict.Timeline{Samples: []verdict.Sample{
 		{AtS: 0, TopicRecords: 0},
 		{AtS: 0.5, TopicRecords: 5},
 		{AtS: 1.0, TopicRecords: 10},
@@ -174,7 +176,7 @@ func TestPerSecond(t *testing.T) {
 		{AtS: 2.0, TopicRecords: 10},
 		{AtS: 3.0, TopicRecords: 40},
 	}}
-	want := []Point{{0.5, 10}, {1.0, 10}, {2.0, 0}, {3.0, 30}}
+	want := []verdict.Point{{T: 0.5, V: 10}, {T: 1.0, V: 10}, {T: 2.0, V: 0}, {T: 3.0, V: 30}}
 	if diff := cmp.Diff(want, tl.PerSecond(total, 1)); diff != "" {
 		t.Errorf("PerSecond (-want +got):\n%s", diff)
 	}

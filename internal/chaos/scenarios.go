@@ -8,6 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -59,7 +62,7 @@ type Scenario struct {
 	// BeforeLoad, when set, runs after the warm-up and before the disruption starts:
 	// for a measurement the disruption depends on. It returns how many payments it
 	// committed, which the run counts with the warm-up's.
-	BeforeLoad func(ctx context.Context, rn *Run, verifier *Verifier, report *Report) (payments int, err error)
+	BeforeLoad func(ctx context.Context, rn *Run, verifier *verify.Verifier, report *verdict.Report) (payments int, err error)
 	// AfterLoad, when set, runs once the load has been sent and before the runner waits
 	// for the drain: for a step the drain depends on, such as replaying dead letters.
 	AfterLoad func(ctx context.Context, rn *Run) error
@@ -74,10 +77,10 @@ type Scenario struct {
 	FinishDisruption bool
 	// Validity lists the checks proving the disruption happened, and any SLO rows of
 	// the scenario's own (every row is judged by its kind).
-	Validity func(r *Report, rn *Run) []Check
+	Validity func(r *verdict.Report, rn *Run) []verdict.Check
 	// Foreign, when set, are the records Disrupt writes to the topic itself, as another
 	// producer would: the verifier leaves them out (see ReadTopicExcept).
-	Foreign *ForeignRecords
+	Foreign *verify.ForeignRecords
 }
 
 // relayEnv makes the relay's timeouts short enough for the fault windows to outlast
@@ -94,7 +97,7 @@ var relayEnv = []string{
 
 // Scenarios returns every scenario by name. short shrinks the windows for the CI test.
 func Scenarios(short bool) map[string]Scenario {
-	cycle := DutyCycle{Faulty: 9 * time.Second, Clean: 9 * time.Second}
+	cycle := faults.DutyCycle{Faulty: 9 * time.Second, Clean: 9 * time.Second}
 	if short {
 		// Still longer than the relay's 3 s publish deadline. A burst lands 1 s into its
 		// window, and a payment counts as held back only if it was accepted 2 s before the
@@ -102,7 +105,7 @@ func Scenarios(short bool) map[string]Scenario {
 		// a busy machine: with the API's p90 at 2 s (the race detector, other loads), every
 		// payment of the proxy-down burst is accepted too late to count, and the run is
 		// INVALID.
-		cycle = DutyCycle{Faulty: 6 * time.Second, Clean: 4 * time.Second}
+		cycle = faults.DutyCycle{Faulty: 6 * time.Second, Clean: 4 * time.Second}
 	}
 	// The course sends 100 payments in parallel. Sent in one burst, they are all
 	// drained after the first faulty window, and the other kinds of fault never meet an
@@ -128,8 +131,8 @@ func Scenarios(short bool) map[string]Scenario {
 	// One event in five gets an extra copy from the harness: about 20 copies in a run
 	// of 100 payments, 5 in the short run of 20.
 	const copyEvery = 5
-	faultsBit := func(r *Report, _ *Run) []Check {
-		checks := append(faultChecks(r, DropAcks, DropRequests, ProxyDown), probeCheck(r))
+	faultsBit := func(r *verdict.Report, _ *Run) []verdict.Check {
+		checks := append(faultChecks(r, faults.DropAcks, faults.DropRequests, faults.ProxyDown), probeCheck(r))
 		return append(checks, injectedCheck(r), orderInFlightCheck(r))
 	}
 	skew := &clockSkew{Skew: 10 * time.Minute, Window: 30 * time.Second}
@@ -151,7 +154,7 @@ func Scenarios(short bool) map[string]Scenario {
 	// the other replica, held the rows seen held: about one pause in two, so three of them.
 	pause := replicaPause{Pauses: 3, Pause: 14 * time.Second, Alone: 3 * time.Second, Gap: [2]time.Duration{time.Second, 3 * time.Second}}
 	pauseSpan := 60 * time.Second
-	hostile := &hostileRecords{Foreign: &ForeignRecords{}, For: 13 * time.Second, Every: 500 * time.Millisecond}
+	hostile := &hostileRecords{Foreign: &verify.ForeignRecords{}, For: 13 * time.Second, Every: 500 * time.Millisecond}
 	// The cluster scenarios (cluster.go). A broker takes 5 to 30 s to start on a small,
 	// busy machine, so their loads are paced over long enough for every kill and
 	// restart to happen while payments arrive.
@@ -187,8 +190,8 @@ func Scenarios(short bool) map[string]Scenario {
 			LoadDelay:   time.Second,
 			CopyEvery:   copyEvery,
 			Disrupt:     func(ctx context.Context, rn *Run) error { return rn.Faults.Cycle(ctx, cycle) },
-			Validity: func(r *Report, _ *Run) []Check {
-				return []Check{heldBackCheck(r), probeCheck(r), injectedCheck(r)}
+			Validity: func(r *verdict.Report, _ *Run) []verdict.Check {
+				return []verdict.Check{heldBackCheck(r), probeCheck(r), injectedCheck(r)}
 			},
 		},
 		"kafka-down": {
@@ -198,13 +201,13 @@ func Scenarios(short bool) map[string]Scenario {
 			LoadDelay:   -5 * time.Second, // the load starts first; the outage 5 s into it
 			CopyEvery:   copyEvery,
 			Disrupt: func(ctx context.Context, rn *Run) error {
-				return rn.Faults.Hold(ctx, ProxyDown, 60*time.Second)
+				return rn.Faults.Hold(ctx, faults.ProxyDown, 60*time.Second)
 			},
-			Validity: func(r *Report, rn *Run) []Check {
+			Validity: func(r *verdict.Report, rn *Run) []verdict.Check {
 				overlap := len(r.FaultWindows) > 0 && r.FaultWindows[0].StartS < rn.loadEndS
-				checks := append(faultChecks(r, ProxyDown), probeCheck(r))
+				checks := append(faultChecks(r, faults.ProxyDown), probeCheck(r))
 				return append(checks,
-					check(Validity, "outage began during the load", "true", overlap, overlap),
+					check(verdict.Validity, "outage began during the load", "true", overlap, overlap),
 					injectedCheck(r),
 					orderInFlightCheck(r),
 				)
@@ -218,19 +221,19 @@ func Scenarios(short bool) map[string]Scenario {
 			Disrupt:     func(ctx context.Context, rn *Run) error { return crashRelay(ctx, rn, relayKills) },
 			// A relay that drains in seconds would end the run before the sixth kill.
 			FinishDisruption: true,
-			Validity: func(r *Report, rn *Run) []Check {
+			Validity: func(r *verdict.Report, rn *Run) []verdict.Check {
 				c := rn.Crashes()
 				held := "with rows leased"
-				if r.RelayMode == RelayModeCDC {
+				if r.RelayMode == verdict.RelayModeCDC {
 					held = "with outbox rows pending (the CDC relay leases none; they are its unconfirmed events)"
 				}
 				inFlight := fmt.Sprintf("%d %s, %d caught with a payment committed before its outbox row", c.APIKillsInFlight, held, c.APIKillsCaught)
 				if c.APIKillsInFlight < 0 {
 					inFlight = "leases not observable"
 				}
-				return []Check{
-					check(Validity, "API SIGKILLed and restarted by the harness", fmt.Sprintf(">= %d kills", relayKills.Kills), fmt.Sprintf("%d kills (%s)", c.APIKills, inFlight), c.APIKills >= relayKills.Kills),
-					check(Validity, "copies of one event id in the topic (kills during lost acks)", "> 0", r.DuplicatesDelivered, r.DuplicatesDelivered > 0),
+				return []verdict.Check{
+					check(verdict.Validity, "API SIGKILLed and restarted by the harness", fmt.Sprintf(">= %d kills", relayKills.Kills), fmt.Sprintf("%d kills (%s)", c.APIKills, inFlight), c.APIKills >= relayKills.Kills),
+					check(verdict.Validity, "copies of one event id in the topic (kills during lost acks)", "> 0", r.DuplicatesDelivered, r.DuplicatesDelivered > 0),
 					orderInFlightCheck(r),
 				}
 			},
@@ -254,13 +257,13 @@ func Scenarios(short bool) map[string]Scenario {
 			// (INVALID).
 			ReferenceConsumerEnv: []string{"ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=0.02"},
 			Disrupt:              func(ctx context.Context, rn *Run) error { return crashConsumer(ctx, rn, consumerKills) },
-			Validity: func(r *Report, rn *Run) []Check {
+			Validity: func(r *verdict.Report, rn *Run) []verdict.Check {
 				c := rn.Crashes()
-				return []Check{
-					check(Validity, "consumer SIGKILLed and restarted by the harness", ">= 2 kills",
+				return []verdict.Check{
+					check(verdict.Validity, "consumer SIGKILLed and restarted by the harness", ">= 2 kills",
 						fmt.Sprintf("%d kills (%d caught between two of its commits); self-crash knob (reference service only): %d", c.ConsumerKills, c.ConsumerKillsCaught, c.ConsumerSelfCrashes),
 						c.ConsumerKills >= 2),
-					check(Validity, "decided records redelivered after a death (topic offsets re-read)", "> 0",
+					check(verdict.Validity, "decided records redelivered after a death (topic offsets re-read)", "> 0",
 						fmt.Sprintf("%d records after %d of %d deaths; consumer's own count (processed_events): %d", c.Redelivered, c.DeathsRedelivering, c.ConsumerKills+c.ConsumerSelfCrashes, r.ConsumerDuplicates),
 						c.Redelivered > 0),
 				}
@@ -280,13 +283,13 @@ func Scenarios(short bool) map[string]Scenario {
 				return nil
 			},
 			CopyEvery: copyEvery,
-			Validity: func(r *Report, _ *Run) []Check {
-				return []Check{postgresRestartCheck(r), injectedCheck(r)}
+			Validity: func(r *verdict.Report, _ *Run) []verdict.Check {
+				return []verdict.Check{postgresRestartCheck(r), injectedCheck(r)}
 			},
 		},
 		"replica-pause": {
 			Name: "replica-pause",
-			Description: "two API processes (two relays) share one outbox, the load spread over both; with the broker's acks slowed by " + slowAcksLatency.String() +
+			Description: "two API processes (two relays) share one outbox, the load spread over both; with the broker's acks slowed by " + faults.SlowAcksLatency.String() +
 				", one replica is SIGSTOPped " + fmt.Sprint(pause.Pauses) + " times while rows are leased, for " + pause.Pause.String() + " (past RELAY_LEASE), while the other takes its rows over; then it resumes alone for " + pause.Alone.String() +
 				" with the other frozen: its late outcomes must change nothing (fencing), copies are allowed, and each payment's order must hold; " +
 				"with the CDC relay, which leases nothing, the replica paused is the one streaming from the replication slot, past wal_sender_timeout (" + cdcWalSenderTimeout.String() + "), and the other must take the slot over",

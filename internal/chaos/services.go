@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 )
 
 // ServiceCommands are the command lines that start a student's API and consumer, so
@@ -94,18 +97,18 @@ func (e serviceEnv) consumer() []string {
 // and get the scenario's extra environment, the reference service's knobs included;
 // a student's commands get the contract's variables and the tuning that the contract
 // lists as optional, never a knob only our services have.
-func (e serviceEnv) processes(binaries map[string]string, cmds *ServiceCommands, sc Scenario, logDir string) (api, consumer *Process) {
+func (e serviceEnv) processes(binaries map[string]string, cmds *ServiceCommands, sc Scenario, logDir string) (api, consumer *stack.Process) {
 	apiEnv := e
 	if sc.APIThroughPostgresProxy {
 		// The API and its relay reach the database through the proxy; nothing else of
 		// the run does, the verifier included.
 		apiEnv.PaymentsDB = throughProxy(e.PaymentsDB, e.ProxiedPostgres)
 	}
-	if cmds == nil && e.RelayMode == RelayModeCDC {
+	if cmds == nil && e.RelayMode == verdict.RelayModeCDC {
 		apiEnv.PaymentsDB = withWalSenderTimeout(apiEnv.PaymentsDB, cdcWalSenderTimeout)
 	}
-	api = &Process{Name: "api", LogPath: filepath.Join(logDir, "api.log"), BaseURL: "http://" + e.APIAddr, Env: append(apiEnv.api(), relayEnv...)}
-	consumer = &Process{Name: "consumer", LogPath: filepath.Join(logDir, "consumer.log"), BaseURL: "http://" + e.ConsumerAddr, Env: append(e.consumer(), sc.ConsumerEnv...)}
+	api = &stack.Process{Name: "api", LogPath: filepath.Join(logDir, "api.log"), BaseURL: "http://" + e.APIAddr, Env: append(apiEnv.api(), relayEnv...)}
+	consumer = &stack.Process{Name: "consumer", LogPath: filepath.Join(logDir, "consumer.log"), BaseURL: "http://" + e.ConsumerAddr, Env: append(e.consumer(), sc.ConsumerEnv...)}
 	if cmds != nil {
 		api.Argv, consumer.Argv = shellArgv(cmds.API), shellArgv(cmds.Consumer)
 		return api, consumer
@@ -153,14 +156,14 @@ func throughProxy(dbURL, proxy string) string {
 
 // replica returns a second process of api, on the same database and topic, listening
 // on e.ReplicaAddr: two relays share one outbox, as two replicas behind a load balancer.
-func (e serviceEnv) replica(api *Process, logDir string) *Process {
+func (e serviceEnv) replica(api *stack.Process, logDir string) *stack.Process {
 	env := make([]string, 0, len(api.Env))
 	for _, kv := range api.Env {
 		if !strings.HasPrefix(kv, "HTTP_ADDR=") && !strings.HasPrefix(kv, "ADMIN_ADDR=") {
 			env = append(env, kv)
 		}
 	}
-	replica := &Process{Name: "api-2", LogPath: filepath.Join(logDir, "api-2.log"), BaseURL: "http://" + e.ReplicaAddr,
+	replica := &stack.Process{Name: "api-2", LogPath: filepath.Join(logDir, "api-2.log"), BaseURL: "http://" + e.ReplicaAddr,
 		Argv: api.Argv, Env: append(env, "HTTP_ADDR="+e.ReplicaAddr)}
 	if api.AdminURL != "" {
 		replica.AdminURL = "http://" + e.ReplicaAdminAddr

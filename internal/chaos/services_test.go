@@ -12,6 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 )
 
@@ -109,7 +111,7 @@ func TestProcessKillTakesTheWholeGroup(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "child.pid")
-	p := &Process{Name: "shell", Argv: shellArgv("sleep 300 & echo $! > " + pidFile + "; wait"), LogPath: filepath.Join(dir, "log")}
+	p := &stack.Process{Name: "shell", Argv: shellArgv("sleep 300 & echo $! > " + pidFile + "; wait"), LogPath: filepath.Join(dir, "log")}
 	if err := p.Start(); err != nil {
 		t.Fatalf("start: %v", err)
 	}
@@ -175,12 +177,12 @@ func TestCDCAPIGetsTheWalSenderTimeout(t *testing.T) {
 		api, _ := serviceEnv{RelayMode: mode, PaymentsDB: dbURL}.processes(binaries, nil, Scenario{}, "/logs")
 		return strings.TrimPrefix(api.Env[0], "DATABASE_URL=")
 	}
-	if got := databaseURL(RelayModePoll); got != dbURL {
+	if got := databaseURL(verdict.RelayModePoll); got != dbURL {
 		t.Errorf("poll mode DATABASE_URL = %q, want %q unchanged", got, dbURL)
 	}
 
 	// The relay's own way in: a replication connection (cdc.connect) from that URL.
-	cfg, err := pgconn.ParseConfig(databaseURL(RelayModeCDC))
+	cfg, err := pgconn.ParseConfig(databaseURL(verdict.RelayModeCDC))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,14 +4,16 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/google/go-cmp/cmp"
 )
 
 // committed makes the payments table of a test: the ids, with made-up fields.
-func committed(ids ...string) map[string]PaymentFields {
-	payments := map[string]PaymentFields{}
+func committed(ids ...string) map[string]verify.PaymentFields {
+	payments := map[string]verify.PaymentFields{}
 	for _, id := range ids {
-		payments[id] = PaymentFields{UserID: "u-" + id, Amount: 100, Currency: "EUR"}
+		payments[id] = verify.PaymentFields{UserID: "u-" + id, Amount: 100, Currency: "EUR"}
 	}
 	return payments
 }
@@ -23,78 +25,78 @@ func TestObservedFill(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		obs  Observed
+		obs  verify.Observed
 		want counts
 	}{
 		{
 			name: "every payment has one event and one decision",
-			obs: Observed{
+			obs: verify.Observed{
 				Committed: committed("p1", "p2"),
-				Topic:     TopicContents{Records: 2, EventCopies: map[string]int{"e1": 1, "e2": 1}, PaymentEvents: map[string]int{"p1": 1, "p2": 1}},
+				Topic:     verify.TopicContents{Records: 2, EventCopies: map[string]int{"e1": 1, "e2": 1}, PaymentEvents: map[string]int{"p1": 1, "p2": 1}},
 				Decisions: map[string]int{"p1": 1, "p2": 1},
 			},
 			want: counts{Decisions: 2},
 		},
 		{
 			name: "redelivered events are duplicates, not losses",
-			obs: Observed{
+			obs: verify.Observed{
 				Committed: committed("p1"),
-				Topic:     TopicContents{Records: 3, EventCopies: map[string]int{"e1": 3}, PaymentEvents: map[string]int{"p1": 3}},
+				Topic:     verify.TopicContents{Records: 3, EventCopies: map[string]int{"e1": 3}, PaymentEvents: map[string]int{"p1": 3}},
 				Decisions: map[string]int{"p1": 1},
 			},
 			want: counts{DuplicatesDelivered: 2, Decisions: 1},
 		},
 		{
 			name: "a record without an X-Event-Id is not a duplicate",
-			obs: Observed{
+			obs: verify.Observed{
 				Committed: committed("p1"),
-				Topic:     TopicContents{Records: 2, EventCopies: map[string]int{"e1": 1}, PaymentEvents: map[string]int{"p1": 2}},
+				Topic:     verify.TopicContents{Records: 2, EventCopies: map[string]int{"e1": 1}, PaymentEvents: map[string]int{"p1": 2}},
 				Decisions: map[string]int{"p1": 1},
 			},
 			want: counts{Decisions: 1},
 		},
 		{
 			name: "no event and no decision count once as lost",
-			obs: Observed{
+			obs: verify.Observed{
 				Committed: committed("p1", "p2", "p3"),
-				Topic:     TopicContents{Records: 2, EventCopies: map[string]int{"e1": 1, "e3": 1}, PaymentEvents: map[string]int{"p1": 1, "p3": 1}},
+				Topic:     verify.TopicContents{Records: 2, EventCopies: map[string]int{"e1": 1, "e3": 1}, PaymentEvents: map[string]int{"p1": 1, "p3": 1}},
 				Decisions: map[string]int{"p1": 1},
 			},
 			want: counts{Lost: 2, LostNoEvent: 1, LostNoDecision: 2, Decisions: 1},
 		},
 		{
 			name: "events and decisions of uncommitted payments are phantoms; double decisions are duplicate effects",
-			obs: Observed{
+			obs: verify.Observed{
 				Committed: committed("p1"),
-				Topic:     TopicContents{Records: 2, EventCopies: map[string]int{"e1": 1, "e9": 1}, PaymentEvents: map[string]int{"p1": 1, "p9": 1}},
+				Topic:     verify.TopicContents{Records: 2, EventCopies: map[string]int{"e1": 1, "e9": 1}, PaymentEvents: map[string]int{"p1": 1, "p9": 1}},
 				Decisions: map[string]int{"p1": 2, "p9": 1, "p8": 1},
 			},
 			want: counts{Phantom: 2, DuplicateEffects: 1, Decisions: 4},
 		},
 		{
 			name: "a 201 whose payment was never committed is lost, once however often it was answered",
-			obs: Observed{
+			obs: verify.Observed{
 				Accepted:  []string{"p1", "p7", "p7"},
 				Committed: committed("p1"),
-				Topic:     TopicContents{Records: 1, EventCopies: map[string]int{"e1": 1}, PaymentEvents: map[string]int{"p1": 1}},
+				Topic:     verify.TopicContents{Records: 1, EventCopies: map[string]int{"e1": 1}, PaymentEvents: map[string]int{"p1": 1}},
 				Decisions: map[string]int{"p1": 1},
 			},
 			want: counts{Lost: 1, LostNotCommitted: 1, Decisions: 1},
 		},
 		{
 			name: "a 201 not committed and a committed payment without an event are two losses",
-			obs: Observed{
+			obs: verify.Observed{
 				Accepted:  []string{"p1", "p2", "p7"},
 				Committed: committed("p1", "p2"),
-				Topic:     TopicContents{Records: 1, EventCopies: map[string]int{"e1": 1}, PaymentEvents: map[string]int{"p1": 1}},
+				Topic:     verify.TopicContents{Records: 1, EventCopies: map[string]int{"e1": 1}, PaymentEvents: map[string]int{"p1": 1}},
 			},
 			want: counts{Lost: 2, LostNoEvent: 1, LostNotCommitted: 1},
 		},
 		{
 			name: "without a consumer database only the topic decides what is lost",
-			obs: Observed{
+			obs: verify.Observed{
 				Committed: committed("p1", "p2"),
-				Topic:     TopicContents{Records: 1, EventCopies: map[string]int{"e1": 1}, PaymentEvents: map[string]int{"p1": 1}},
+				Topic:     verify.TopicContents{Records: 1, EventCopies: map[string]int{"e1": 1}, PaymentEvents: map[string]int{"p1": 1}},
 			},
 			want: counts{Lost: 1, LostNoEvent: 1},
 		},
@@ -102,8 +104,8 @@ func TestObservedFill(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var r Report
-			tt.obs.Fill(&r)
+			var r verdict.Report
+			fillObserved(tt.obs, &r)
 			got := counts{r.Lost, r.LostNoEvent, r.LostNoDecision, r.LostNotCommitted, r.Phantom, r.DuplicatesDelivered, r.DuplicateEffects, r.Decisions}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("Fill (-want +got):\n%s", diff)
@@ -114,52 +116,52 @@ func TestObservedFill(t *testing.T) {
 
 func TestTotalsMismatches(t *testing.T) {
 	t.Parallel()
-	eur := func(user string) UserCurrency { return UserCurrency{UserID: user, Currency: "EUR"} }
-	usd := func(user string) UserCurrency { return UserCurrency{UserID: user, Currency: "USD"} }
+	eur := func(user string) verify.UserCurrency { return verify.UserCurrency{UserID: user, Currency: "EUR"} }
+	usd := func(user string) verify.UserCurrency { return verify.UserCurrency{UserID: user, Currency: "USD"} }
 	tests := []struct {
 		name      string
-		want, got map[UserCurrency]RunningTotal
-		mismatch  []TotalsMismatch
+		want, got map[verify.UserCurrency]verify.RunningTotal
+		mismatch  []totalsMismatch
 		users     int
 	}{
 		{
 			name: "equal totals",
-			want: map[UserCurrency]RunningTotal{eur("u-1"): {2, "2499"}, usd("u-1"): {1, "700"}},
-			got:  map[UserCurrency]RunningTotal{eur("u-1"): {2, "2499"}, usd("u-1"): {1, "700"}},
+			want: map[verify.UserCurrency]verify.RunningTotal{eur("u-1"): {Payments: 2, Amount: "2499"}, usd("u-1"): {Payments: 1, Amount: "700"}},
+			got:  map[verify.UserCurrency]verify.RunningTotal{eur("u-1"): {Payments: 2, Amount: "2499"}, usd("u-1"): {Payments: 1, Amount: "700"}},
 		},
 		{
 			name: "a redelivery counted twice",
-			want: map[UserCurrency]RunningTotal{eur("u-1"): {2, "2499"}, eur("u-2"): {1, "5"}},
-			got:  map[UserCurrency]RunningTotal{eur("u-1"): {3, "4498"}, eur("u-2"): {1, "5"}},
-			mismatch: []TotalsMismatch{
-				{Key: eur("u-1"), Want: RunningTotal{2, "2499"}, Got: RunningTotal{3, "4498"}},
+			want: map[verify.UserCurrency]verify.RunningTotal{eur("u-1"): {Payments: 2, Amount: "2499"}, eur("u-2"): {Payments: 1, Amount: "5"}},
+			got:  map[verify.UserCurrency]verify.RunningTotal{eur("u-1"): {Payments: 3, Amount: "4498"}, eur("u-2"): {Payments: 1, Amount: "5"}},
+			mismatch: []totalsMismatch{
+				{Key: eur("u-1"), Want: verify.RunningTotal{Payments: 2, Amount: "2499"}, Got: verify.RunningTotal{Payments: 3, Amount: "4498"}},
 			},
 			users: 1,
 		},
 		{
 			name: "an amount off with the right count",
-			want: map[UserCurrency]RunningTotal{eur("u-1"): {2, "2499"}},
-			got:  map[UserCurrency]RunningTotal{eur("u-1"): {2, "2500"}},
-			mismatch: []TotalsMismatch{
-				{Key: eur("u-1"), Want: RunningTotal{2, "2499"}, Got: RunningTotal{2, "2500"}},
+			want: map[verify.UserCurrency]verify.RunningTotal{eur("u-1"): {Payments: 2, Amount: "2499"}},
+			got:  map[verify.UserCurrency]verify.RunningTotal{eur("u-1"): {Payments: 2, Amount: "2500"}},
+			mismatch: []totalsMismatch{
+				{Key: eur("u-1"), Want: verify.RunningTotal{Payments: 2, Amount: "2499"}, Got: verify.RunningTotal{Payments: 2, Amount: "2500"}},
 			},
 			users: 1,
 		},
 		{
 			name: "missing and extra rows; two currencies of one user count as one user",
-			want: map[UserCurrency]RunningTotal{eur("u-1"): {1, "10"}, usd("u-1"): {1, "20"}},
-			got:  map[UserCurrency]RunningTotal{eur("u-2"): {1, "10"}},
-			mismatch: []TotalsMismatch{
-				{Key: eur("u-1"), Want: RunningTotal{1, "10"}},
-				{Key: usd("u-1"), Want: RunningTotal{1, "20"}},
-				{Key: eur("u-2"), Got: RunningTotal{1, "10"}},
+			want: map[verify.UserCurrency]verify.RunningTotal{eur("u-1"): {Payments: 1, Amount: "10"}, usd("u-1"): {Payments: 1, Amount: "20"}},
+			got:  map[verify.UserCurrency]verify.RunningTotal{eur("u-2"): {Payments: 1, Amount: "10"}},
+			mismatch: []totalsMismatch{
+				{Key: eur("u-1"), Want: verify.RunningTotal{Payments: 1, Amount: "10"}},
+				{Key: usd("u-1"), Want: verify.RunningTotal{Payments: 1, Amount: "20"}},
+				{Key: eur("u-2"), Got: verify.RunningTotal{Payments: 1, Amount: "10"}},
 			},
 			users: 2,
 		},
 		{
 			name: "a row of zeros is no row",
-			want: map[UserCurrency]RunningTotal{},
-			got:  map[UserCurrency]RunningTotal{eur("u-1"): {0, "0"}},
+			want: map[verify.UserCurrency]verify.RunningTotal{},
+			got:  map[verify.UserCurrency]verify.RunningTotal{eur("u-1"): {Payments: 0, Amount: "0"}},
 		},
 		{
 			name: "check off: no totals on either side",
@@ -172,8 +174,8 @@ func TestTotalsMismatches(t *testing.T) {
 			if diff := cmp.Diff(tt.mismatch, got); diff != "" {
 				t.Errorf("totalsMismatches (-want +got):\n%s", diff)
 			}
-			var r Report
-			Observed{ExpectedTotals: tt.want, ConsumerTotals: tt.got}.Fill(&r)
+			var r verdict.Report
+			fillObserved(verify.Observed{ExpectedTotals: tt.want, ConsumerTotals: tt.got}, &r)
 			if r.TotalsMismatchedUsers != tt.users || r.DuplicateEffects != tt.users {
 				t.Errorf("Fill: totals_mismatched_users = %d, duplicate_effects = %d, want %d and %d",
 					r.TotalsMismatchedUsers, r.DuplicateEffects, tt.users, tt.users)
@@ -186,15 +188,15 @@ func TestTotalsMismatches(t *testing.T) {
 // differ.
 func TestFillDuplicateEffectsAddsTotals(t *testing.T) {
 	t.Parallel()
-	obs := Observed{
+	obs := verify.Observed{
 		Committed:      committed("p1", "p2"),
-		Topic:          TopicContents{Records: 2, EventCopies: map[string]int{"e1": 1, "e2": 1}, PaymentEvents: map[string]int{"p1": 1, "p2": 1}},
+		Topic:          verify.TopicContents{Records: 2, EventCopies: map[string]int{"e1": 1, "e2": 1}, PaymentEvents: map[string]int{"p1": 1, "p2": 1}},
 		Decisions:      map[string]int{"p1": 2, "p2": 1},
-		ExpectedTotals: map[UserCurrency]RunningTotal{{"u-1", "EUR"}: {1, "10"}, {"u-2", "EUR"}: {1, "20"}},
-		ConsumerTotals: map[UserCurrency]RunningTotal{{"u-1", "EUR"}: {2, "20"}, {"u-2", "EUR"}: {1, "20"}},
+		ExpectedTotals: map[verify.UserCurrency]verify.RunningTotal{{UserID: "u-1", Currency: "EUR"}: {Payments: 1, Amount: "10"}, {UserID: "u-2", Currency: "EUR"}: {Payments: 1, Amount: "20"}},
+		ConsumerTotals: map[verify.UserCurrency]verify.RunningTotal{{UserID: "u-1", Currency: "EUR"}: {Payments: 2, Amount: "20"}, {UserID: "u-2", Currency: "EUR"}: {Payments: 1, Amount: "20"}},
 	}
-	var r Report
-	obs.Fill(&r)
+	var r verdict.Report
+	fillObserved(obs, &r)
 	if r.DuplicateEffects != 2 || r.TotalsMismatchedUsers != 1 {
 		t.Errorf("duplicate_effects = %d, totals_mismatched_users = %d, want 2 and 1", r.DuplicateEffects, r.TotalsMismatchedUsers)
 	}
@@ -248,13 +250,13 @@ func TestFillIdentities(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			obs := Observed{Committed: committed("p1", "p2"), Topic: newTopicContents(), DecisionEvents: tt.decisionEvents}
+			obs := verify.Observed{Committed: committed("p1", "p2"), Topic: verify.NewTopicContents(), DecisionEvents: tt.decisionEvents}
 			obs.Topic.PaymentEventIDs = tt.eventIDs
 			for id, ids := range tt.eventIDs {
 				obs.Topic.TransitionEventIDs[id] = map[int][]string{1: ids}
 			}
-			var r Report
-			obs.Fill(&r)
+			var r verdict.Report
+			fillObserved(obs, &r)
 			if r.PaymentsWithSeveralEventIDs != tt.wantSeveralIDs || r.DecisionEventMismatch != tt.wantWrong {
 				t.Errorf("payments_with_several_event_ids = %d, decision_event_mismatch = %d, want %d and %d",
 					r.PaymentsWithSeveralEventIDs, r.DecisionEventMismatch, tt.wantSeveralIDs, tt.wantWrong)
@@ -270,14 +272,14 @@ func TestFillIdentities(t *testing.T) {
 // payment, however many copies disagree; a phantom's payload has nothing to agree with.
 func TestFillPayloadMismatches(t *testing.T) {
 	t.Parallel()
-	obs := Observed{Committed: committed("p1", "p2", "p3"), Topic: newTopicContents()}
-	obs.Topic.PaymentPayloads = map[string][]PaymentFields{
+	obs := verify.Observed{Committed: committed("p1", "p2", "p3"), Topic: verify.NewTopicContents()}
+	obs.Topic.PaymentPayloads = map[string][]verify.PaymentFields{
 		"p1": {obs.Committed["p1"]},
 		"p2": {{UserID: "u-p2", Amount: 999, Currency: "EUR"}, {UserID: "u-p2", Amount: 100, Currency: "USD"}},
 		"p9": {{UserID: "u-p9", Amount: 1, Currency: "EUR"}},
 	}
-	var r Report
-	obs.Fill(&r)
+	var r verdict.Report
+	fillObserved(obs, &r)
 	if r.PayloadMismatches != 1 {
 		t.Errorf("payload_mismatches = %d, want 1", r.PayloadMismatches)
 	}
@@ -291,35 +293,35 @@ func TestFillPayloadMismatches(t *testing.T) {
 // fault: the checks can fail, and a mentor can tell which one did.
 func TestBrokenOutcomesFailTheirRow(t *testing.T) {
 	t.Parallel()
-	good := func() Observed {
-		obs := Observed{
+	good := func() verify.Observed {
+		obs := verify.Observed{
 			Accepted:           []string{"p1"},
 			Committed:          committed("p1"),
 			ExpectedPartitions: 3,
-			Schema:             Schema{OutboxEvents: true, OutboxDLQ: true, ConsumerDatabase: true, Decisions: true, DecisionEventIDs: true, UserTotals: true},
+			Schema:             verify.Schema{OutboxEvents: true, OutboxDLQ: true, ConsumerDatabase: true, Decisions: true, DecisionEventIDs: true, UserTotals: true},
 			Decisions:          map[string]int{"p1": 1},
 			DecisionEvents:     map[string]string{"p1": "e1"},
 			ConsumerDuplicates: 0,
 		}
-		obs.Topic = newTopicContents()
+		obs.Topic = verify.NewTopicContents()
 		obs.Topic.Partitions, obs.Topic.Records = 3, 1
 		obs.Topic.EventCopies = map[string]int{"e1": 1}
 		obs.Topic.PaymentEvents = map[string]int{"p1": 1}
 		obs.Topic.PaymentEventIDs = map[string][]string{"p1": {"e1"}}
 		obs.Topic.TransitionEventIDs = map[string]map[int][]string{"p1": {1: {"e1"}}}
-		obs.Topic.PaymentPayloads = map[string][]PaymentFields{"p1": {obs.Committed["p1"]}}
+		obs.Topic.PaymentPayloads = map[string][]verify.PaymentFields{"p1": {obs.Committed["p1"]}}
 		return obs
 	}
 	tests := []struct {
 		name    string
-		breakIt func(o *Observed)
+		breakIt func(o *verify.Observed)
 		wantRow string // the one row that fails; empty: none
 		wantOff string // a row shown as off
 	}{
 		{name: "nothing broken"},
 		{
 			name: "a payment with two event ids",
-			breakIt: func(o *Observed) {
+			breakIt: func(o *verify.Observed) {
 				o.Topic.PaymentEventIDs["p1"] = []string{"e1", "e2"}
 				o.Topic.TransitionEventIDs["p1"][1] = []string{"e1", "e2"}
 				o.Topic.EventCopies["e2"] = 1
@@ -328,49 +330,55 @@ func TestBrokenOutcomesFailTheirRow(t *testing.T) {
 		},
 		{
 			name:    "a decision whose event_id differs",
-			breakIt: func(o *Observed) { o.DecisionEvents["p1"] = "e9" },
+			breakIt: func(o *verify.Observed) { o.DecisionEvents["p1"] = "e9" },
 			wantRow: "decision_event_mismatch (decision's event_id not the topic's)",
 		},
 		{
-			name:    "a record with the wrong key",
-			breakIt: func(o *Observed) { o.Topic.BadKey.add("partition 0 offset 0", `key "x", payment_id "p1"`) },
+			name: "a record with the wrong key",
+			breakIt: func(o *verify.Observed) {
+				o.Topic.BadKey = verify.Violations{Count: 1, First: "partition 0 offset 0: " + `key "x", payment_id "p1"`}
+			},
 			wantRow: "record key is the payment id",
 		},
 		{
-			name:    "a record without its headers",
-			breakIt: func(o *Observed) { o.Topic.BadHeaders.add("partition 0 offset 0", "no X-Event-Id header") },
+			name: "a record without its headers",
+			breakIt: func(o *verify.Observed) {
+				o.Topic.BadHeaders = verify.Violations{Count: 1, First: "partition 0 offset 0: " + "no X-Event-Id header"}
+			},
 			wantRow: "record headers (X-Event-Id, X-Event-Type, X-Event-Occurred-At)",
 		},
 		{
-			name:    "a payload without a field",
-			breakIt: func(o *Observed) { o.Topic.BadPayload.add("partition 0 offset 0", "payload without amount") },
+			name: "a payload without a field",
+			breakIt: func(o *verify.Observed) {
+				o.Topic.BadPayload = verify.Violations{Count: 1, First: "partition 0 offset 0: " + "payload without amount"}
+			},
 			wantRow: "record payload is the v1 of its type with every field",
 		},
 		{
 			name: "a payload with another amount than the payment's",
-			breakIt: func(o *Observed) {
-				o.Topic.PaymentPayloads["p1"] = []PaymentFields{{UserID: "u-p1", Amount: 1, Currency: "EUR"}}
+			breakIt: func(o *verify.Observed) {
+				o.Topic.PaymentPayloads["p1"] = []verify.PaymentFields{{UserID: "u-p1", Amount: 1, Currency: "EUR"}}
 			},
 			wantRow: "payload matches the committed payment (user, amount, currency)",
 		},
 		{
 			name:    "a topic of one partition",
-			breakIt: func(o *Observed) { o.Topic.Partitions = 1 },
+			breakIt: func(o *verify.Observed) { o.Topic.Partitions = 1 },
 			wantRow: "topic partitions",
 		},
 		{
 			name:    "a 201 never committed",
-			breakIt: func(o *Observed) { o.Accepted = append(o.Accepted, "p7") },
+			breakIt: func(o *verify.Observed) { o.Accepted = append(o.Accepted, "p7") },
 			wantRow: "lost (no event or no decision)",
 		},
 		{
 			name:    "no user_totals: a MUST",
-			breakIt: func(o *Observed) { o.Schema.UserTotals = false },
+			breakIt: func(o *verify.Observed) { o.Schema.UserTotals = false },
 			wantRow: "consumer tables: decisions(payment_id, event_id), user_totals",
 		},
 		{
 			name: "no decisions.event_id: a MUST, and the row it feeds is off",
-			breakIt: func(o *Observed) {
+			breakIt: func(o *verify.Observed) {
 				o.Schema.DecisionEventIDs, o.DecisionEvents = false, nil
 			},
 			wantRow: "consumer tables: decisions(payment_id, event_id), user_totals",
@@ -378,13 +386,13 @@ func TestBrokenOutcomesFailTheirRow(t *testing.T) {
 		},
 		{
 			name:    "no outbox_dlq and no outbox_events: a MAY, shown off",
-			breakIt: func(o *Observed) { o.Schema.OutboxDLQ, o.Schema.OutboxEvents = false, false },
+			breakIt: func(o *verify.Observed) { o.Schema.OutboxDLQ, o.Schema.OutboxEvents = false, false },
 			wantOff: "dlq",
 		},
 		{
 			name: "no consumer database: its rows are off",
-			breakIt: func(o *Observed) {
-				o.Schema = Schema{OutboxEvents: true, OutboxDLQ: true}
+			breakIt: func(o *verify.Observed) {
+				o.Schema = verify.Schema{OutboxEvents: true, OutboxDLQ: true}
 				o.Decisions, o.DecisionEvents = nil, nil
 			},
 			wantOff: "consumer tables: decisions(payment_id, event_id), user_totals",
@@ -397,8 +405,8 @@ func TestBrokenOutcomesFailTheirRow(t *testing.T) {
 			if tt.breakIt != nil {
 				tt.breakIt(&obs)
 			}
-			r := Report{PaymentsSent: 1, APIAccepted: 1, DrainSeconds: 1}
-			obs.Fill(&r)
+			r := verdict.Report{PaymentsSent: 1, APIAccepted: 1, DrainSeconds: 1}
+			fillObserved(obs, &r)
 			r.Checks = append(sloChecks(&r, false), contractChecks(&r)...)
 			r.Judge()
 			var failed, off []string
@@ -411,9 +419,9 @@ func TestBrokenOutcomesFailTheirRow(t *testing.T) {
 				}
 			}
 			var wantFailed []string
-			wantVerdict := VerdictPass
+			wantVerdict := verdict.Pass
 			if tt.wantRow != "" {
-				wantFailed, wantVerdict = []string{tt.wantRow}, VerdictFail
+				wantFailed, wantVerdict = []string{tt.wantRow}, verdict.Fail
 			}
 			if diff := cmp.Diff(wantFailed, failed); diff != "" {
 				t.Errorf("failed rows (-want +got):\n%s", diff)

@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/dualwrite"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/migrations"
@@ -72,7 +72,7 @@ func TestDualWrite(t *testing.T) {
 			}
 			// The handler answered after its publish returned, so whatever was written
 			// is below the high watermark that ReadTopic reads up to.
-			got, err := chaos.ReadTopic(t.Context(), testenv.KafkaBrokers(t), topic)
+			got, err := verify.ReadTopic(t.Context(), testenv.KafkaBrokers(t), topic)
 			if err != nil {
 				t.Fatalf("read topic: %v", err)
 			}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/repo"
 )
@@ -41,7 +41,7 @@ func TestShortNoDedupMutantIsKilled(t *testing.T) {
 
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	// Servers it starts are left running for the next test binary, like testenv does.
-	stack := &chaos.NativeStack{Root: root, Logger: logger}
+	stack := &stack.Native{Root: root, Logger: logger}
 	if err := stack.Start(t.Context()); err != nil {
 		t.Fatalf("start the native stack: %v", err)
 	}

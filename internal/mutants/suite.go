@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/stack"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -23,7 +25,7 @@ type Config struct {
 	// harness (this checkout's internal/chaos) judges them. Required.
 	Root string
 	// Stack is the native stack the scenarios run on, already started. Required.
-	Stack *chaos.NativeStack
+	Stack *stack.Native
 	// Ports are the native stack's ports (devstack.LoadPorts). Default
 	// devstack.DefaultPorts().
 	Ports devstack.Ports
@@ -182,7 +184,7 @@ func Prepare(ctx context.Context, root string, m Mutant) (map[string]string, *Sc
 // harness, under the machine-wide chaos lock, and judges the outcome by the verdict.
 func runScenario(ctx context.Context, cfg Config, sc chaos.Scenario, m Mutant, bins map[string]string) ScenarioResult {
 	res := ScenarioResult{Scenario: sc.Name}
-	unlock, err := chaos.LockRuns(ctx, chaos.RunLockPath(), cfg.LockWait)
+	unlock, err := stack.LockRuns(ctx, stack.RunLockPath(), cfg.LockWait)
 	if err != nil {
 		res.Outcome, res.Error = Errored, err.Error()
 		return res
@@ -219,7 +221,7 @@ func runScenario(ctx context.Context, cfg Config, sc chaos.Scenario, m Mutant, b
 
 // dropRun removes the databases and topic that RunScenario keeps for a run that did not
 // pass. Its services are stopped by then: RunScenario stops them before it returns.
-func dropRun(ctx context.Context, cfg Config, report *chaos.Report) {
+func dropRun(ctx context.Context, cfg Config, report *verdict.Report) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	for _, db := range []string{report.PaymentsDatabase, report.ConsumerDatabase} {

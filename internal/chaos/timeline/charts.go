@@ -4,11 +4,11 @@ import (
 	"image/color"
 	"strings"
 
-	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 )
 
 // rateWindow is the trailing window of the per-second rates, in seconds (see
-// chaos.Timeline.PerSecond).
+// verdict.Timeline.PerSecond).
 const rateWindow = 1.0
 
 // A chart is one panel of the timeline: one quantity, or two of the same unit, over
@@ -29,7 +29,7 @@ type chart struct {
 // A line is one series of a chart.
 type line struct {
 	Name   string
-	Points []chaos.Point
+	Points []verdict.Point
 	Color  color.Color
 }
 
@@ -58,45 +58,45 @@ const (
 // charts lists the panels of a run, top to bottom in the order of the story: payments
 // come in, wait in the outbox, are published, land in the topic, are decided, and
 // the copies are absorbed; the dual write adds what it lost.
-func charts(r *chaos.Report) []chart {
+func charts(r *verdict.Report) []chart {
 	tl := r.Timeline
 	if tl == nil {
-		tl = &chaos.Timeline{}
+		tl = &verdict.Timeline{}
 	}
 	cs := []chart{
 		{
 			ID: chartPayments, Title: "Payments accepted per second", YLabel: "payments/s",
-			Lines: []line{{Name: "accepted", Color: blue, Points: tl.PerSecond(func(s chaos.Sample) int { return s.PaymentsCommitted }, rateWindow)}},
+			Lines: []line{{Name: "accepted", Color: blue, Points: tl.PerSecond(func(s verdict.Sample) int { return s.PaymentsCommitted }, rateWindow)}},
 		},
 		{
 			ID: chartPending, Title: "Outbox: events waiting for the relay", YLabel: "events", Count: true,
-			Lines: []line{{Name: "pending", Color: purple, Points: tl.Level(func(s chaos.Sample) int { return s.OutboxPending })}},
+			Lines: []line{{Name: "pending", Color: purple, Points: tl.Level(func(s verdict.Sample) int { return s.OutboxPending })}},
 		},
 		{
 			ID: chartPublishes, Title: "Publish attempts per second", YLabel: "attempts/s",
 			Lines: []line{
-				{Name: "succeeded", Color: green, Points: tl.PerSecond(func(s chaos.Sample) int { return s.Published }, rateWindow)},
-				{Name: "failed", Color: red, Points: tl.PerSecond(func(s chaos.Sample) int { return s.PublishFailures }, rateWindow)},
+				{Name: "succeeded", Color: green, Points: tl.PerSecond(func(s verdict.Sample) int { return s.Published }, rateWindow)},
+				{Name: "failed", Color: red, Points: tl.PerSecond(func(s verdict.Sample) int { return s.PublishFailures }, rateWindow)},
 			},
 		},
 		{
 			ID: chartTopic, Title: "Records written to the topic per second", YLabel: "records/s",
-			Lines: []line{{Name: "records", Color: blue, Points: tl.PerSecond(func(s chaos.Sample) int { return s.TopicRecords }, rateWindow)}},
+			Lines: []line{{Name: "records", Color: blue, Points: tl.PerSecond(func(s verdict.Sample) int { return s.TopicRecords }, rateWindow)}},
 		},
 		{
 			ID: chartDecisions, Title: "Consumer decisions per second", YLabel: "decisions/s",
-			Lines: []line{{Name: "decisions", Color: green, Points: tl.PerSecond(func(s chaos.Sample) int { return s.Decisions }, rateWindow)}},
+			Lines: []line{{Name: "decisions", Color: green, Points: tl.PerSecond(func(s verdict.Sample) int { return s.Decisions }, rateWindow)}},
 		},
 		undecidedChart(r),
 		{
 			ID: chartDuplicates, Title: "Duplicates absorbed by the consumer (total)", YLabel: "deliveries", Count: true,
-			Lines: []line{{Name: "absorbed", Color: purple, Points: tl.Level(func(s chaos.Sample) int { return s.DuplicatesAbsorbed })}},
+			Lines: []line{{Name: "absorbed", Color: purple, Points: tl.Level(func(s verdict.Sample) int { return s.DuplicatesAbsorbed })}},
 		},
 	}
 	if isDualWrite(r) {
 		cs = append(cs, chart{
 			ID: chartLost, Title: "Publishes the dual write gave up on (total)", YLabel: "events", Count: true,
-			Lines: []line{{Name: "given up", Color: red, Points: tl.Level(func(s chaos.Sample) int { return s.DualWriteGivenUp })}},
+			Lines: []line{{Name: "given up", Color: red, Points: tl.Level(func(s verdict.Sample) int { return s.DualWriteGivenUp })}},
 		})
 	}
 	for i := range cs {
@@ -106,9 +106,9 @@ func charts(r *chaos.Report) []chart {
 }
 
 // chartOf names the chart that shows what a verdict row checks. The rows are matched
-// by words of their names (chaos.Check.Name), the first rule that matches wins, so
+// by words of their names (verdict.Check.Name), the first rule that matches wins, so
 // that a row added later links somewhere sensible without a change here.
-func chartOf(c chaos.Check) string {
+func chartOf(c verdict.Check) string {
 	name := strings.ToLower(c.Name)
 	rules := []struct {
 		words []string
@@ -139,13 +139,13 @@ func chartOf(c chaos.Check) string {
 // the course's claim: payments committed that the consumer has not decided yet. The
 // outbox's line rises in a fault and comes back to zero; the dual write's stays up, by
 // as many events as it lost. The harness counts the decisions before the payments (see
-// chaos.Sample), so the difference is never negative.
-func undecidedChart(r *chaos.Report) chart {
-	var pts []chaos.Point
+// verdict.Sample), so the difference is never negative.
+func undecidedChart(r *verdict.Report) chart {
+	var pts []verdict.Point
 	if r.Timeline != nil {
 		for _, s := range r.Timeline.Samples {
 			if s.PaymentsCommitted >= 0 && s.Decisions >= 0 {
-				pts = append(pts, chaos.Point{T: s.AtS, V: float64(s.PaymentsCommitted - s.Decisions)})
+				pts = append(pts, verdict.Point{T: s.AtS, V: float64(s.PaymentsCommitted - s.Decisions)})
 			}
 		}
 	}

@@ -12,8 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 )
 
 // screenshots, when set, is a directory where the Chromium test also saves its PNGs
@@ -178,14 +177,14 @@ func TestChromiumRendersTheReports(t *testing.T) {
 	dir := t.TempDir()
 	outbox, dual := recorded(t, "default"), recorded(t, "dual-write")
 	var pages []string
-	for _, r := range []*chaos.Report{outbox, dual} {
+	for _, r := range []*verdict.Report{outbox, dual} {
 		path, err := WritePage(dir, r)
 		if err != nil {
 			t.Fatalf("WritePage: %v", err)
 		}
 		pages = append(pages, path)
 	}
-	index, err := WriteIndex(dir, []*chaos.Report{outbox, dual})
+	index, err := WriteIndex(dir, []*verdict.Report{outbox, dual})
 	if err != nil {
 		t.Fatalf("WriteIndex: %v", err)
 	}

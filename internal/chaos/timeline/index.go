@@ -5,10 +5,9 @@ import (
 	"html/template"
 	"path/filepath"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
-
-	"github.com/dscourse/payments-outbox/internal/chaos"
 )
 
 // The size of the charts of the index: two of them side by side in the lesson, and
@@ -26,7 +25,7 @@ func IndexPath(dir string) string { return filepath.Join(dir, "index.html") }
 // WriteIndex writes the index of a run of several scenarios to IndexPath(dir) and
 // returns the path. The lesson, the outbox against the dual write, is shown when both
 // the default and the dual-write scenario are among reports.
-func WriteIndex(dir string, reports []*chaos.Report) (string, error) {
+func WriteIndex(dir string, reports []*verdict.Report) (string, error) {
 	html, err := Index(reports)
 	if err != nil {
 		return "", err
@@ -36,7 +35,7 @@ func WriteIndex(dir string, reports []*chaos.Report) (string, error) {
 }
 
 type indexData struct {
-	Outbox, DualWrite           *chaos.Report
+	Outbox, DualWrite           *verdict.Report
 	OutboxBadge, DualWriteBadge badge
 	Legend                      legend
 	Lesson                      []lessonRow
@@ -49,15 +48,15 @@ type lessonRow struct {
 }
 
 type cardData struct {
-	Report *chaos.Report
+	Report *verdict.Report
 	Badge  badge
 	SVG    template.HTML
 }
 
 // Index renders the index of reports, in their order.
-func Index(reports []*chaos.Report) ([]byte, error) {
+func Index(reports []*verdict.Report) ([]byte, error) {
 	var data indexData
-	shifted := make([]*chaos.Report, len(reports))
+	shifted := make([]*verdict.Report, len(reports))
 	for i, r := range reports {
 		shifted[i] = fromDisruption(r)
 	}
@@ -95,8 +94,8 @@ func Index(reports []*chaos.Report) ([]byte, error) {
 // lesson draws the outbox's charts beside the dual write's, row by row on the same
 // axes: the same time axis for all, the same value axis in a row, so that a student
 // compares heights and not tick labels.
-func lesson(outbox, dualWrite *chaos.Report) ([]lessonRow, error) {
-	pick := func(r *chaos.Report, ids ...string) []chart {
+func lesson(outbox, dualWrite *verdict.Report) ([]lessonRow, error) {
+	pick := func(r *verdict.Report, ids ...string) []chart {
 		var picked []chart
 		for _, id := range ids {
 			for _, c := range charts(r) {

@@ -7,7 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 )
 
 // A legend names every fault a run applied, each once: the kinds of window shaded
@@ -28,7 +29,7 @@ type windowEntry struct {
 	CSS           template.CSS
 }
 
-// A markEntry is one kind of disruption (chaos.Disruption.What) and when it happened.
+// A markEntry is one kind of disruption (verdict.Disruption.What) and when it happened.
 type markEntry struct {
 	What string
 	At   string
@@ -37,23 +38,23 @@ type markEntry struct {
 // faultNames and faultMeanings say in a few words what each kind of window does to
 // the relay's connection to Kafka.
 var (
-	faultNames = map[chaos.FaultKind]string{
-		chaos.DropAcks:     "acks lost",
-		chaos.DropRequests: "requests dropped",
-		chaos.ProxyDown:    "proxy down",
-		chaos.SlowAcks:     "acks slowed",
+	faultNames = map[faults.Kind]string{
+		faults.DropAcks:     "acks lost",
+		faults.DropRequests: "requests dropped",
+		faults.ProxyDown:    "proxy down",
+		faults.SlowAcks:     "acks slowed",
 	}
-	faultMeanings = map[chaos.FaultKind]string{
-		chaos.DropAcks:     "the broker writes, its answers are dropped",
-		chaos.DropRequests: "nothing reaches the broker",
-		chaos.ProxyDown:    "connections refused",
-		chaos.SlowAcks:     "every answer of the broker arrives late",
+	faultMeanings = map[faults.Kind]string{
+		faults.DropAcks:     "the broker writes, its answers are dropped",
+		faults.DropRequests: "nothing reaches the broker",
+		faults.ProxyDown:    "connections refused",
+		faults.SlowAcks:     "every answer of the broker arrives late",
 	}
 )
 
 // faultName is how the page names a kind of window; a kind added to the harness after
 // this file is named by its identifier.
-func faultName(kind chaos.FaultKind) string {
+func faultName(kind faults.Kind) string {
 	if name, ok := faultNames[kind]; ok {
 		return name
 	}
@@ -61,7 +62,7 @@ func faultName(kind chaos.FaultKind) string {
 }
 
 // legendOf builds the legend of one run, or of several drawn side by side.
-func legendOf(reports ...*chaos.Report) legend {
+func legendOf(reports ...*verdict.Report) legend {
 	var lg legend
 	for _, kind := range kindsOf(reports...) {
 		n := 0
@@ -98,8 +99,8 @@ func cssColor(c color.NRGBA) template.CSS {
 
 // kindsOf lists the kinds of fault a set of runs used, in a stable order, for the
 // legend.
-func kindsOf(reports ...*chaos.Report) []chaos.FaultKind {
-	var kinds []chaos.FaultKind
+func kindsOf(reports ...*verdict.Report) []faults.Kind {
+	var kinds []faults.Kind
 	for _, r := range reports {
 		for _, w := range r.FaultWindows {
 			if !slices.Contains(kinds, w.Kind) {

@@ -5,7 +5,7 @@
 //
 // Every page is one self-contained file that opens from disk: the charts are SVG
 // drawn by gonum.org/v1/plot and inlined, the style is inline, and nothing is fetched
-// (no script, no font, no CDN). A page is built from a chaos.Report alone, so it can be
+// (no script, no font, no CDN). A page is built from a verdict.Report alone, so it can be
 // rebuilt from a JSON report at any time (go run ./cmd/chaos html).
 //
 // reports/ is generated and not tracked; the repository keeps one run, the default
@@ -24,6 +24,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 )
 
 // The size of one chart of a run's page: wide enough for a second to be a few
@@ -35,12 +36,12 @@ const (
 
 // PagePath is where the page of a run goes in dir: beside its JSON report, with the
 // same name (chaos-<scenario>.html, or chaos-<scenario>-cdc.html for the CDC relay).
-func PagePath(dir string, r *chaos.Report) string {
+func PagePath(dir string, r *verdict.Report) string {
 	return filepath.Join(dir, r.FileStem()+".html")
 }
 
 // WritePage writes the page of one run to PagePath(dir, r) and returns the path.
-func WritePage(dir string, r *chaos.Report) (string, error) {
+func WritePage(dir string, r *verdict.Report) (string, error) {
 	html, err := Page(r)
 	if err != nil {
 		return "", err
@@ -50,7 +51,7 @@ func WritePage(dir string, r *chaos.Report) (string, error) {
 }
 
 // Page renders the page of one run.
-func Page(r *chaos.Report) ([]byte, error) {
+func Page(r *verdict.Report) ([]byte, error) {
 	r = fromDisruption(r)
 	cs := charts(r)
 	plots := make([]*plot.Plot, len(cs))
@@ -83,12 +84,12 @@ func Page(r *chaos.Report) ([]byte, error) {
 
 // isDualWrite tells the dual-write run by its timeline, the only one that counts
 // losses as they happen.
-func isDualWrite(r *chaos.Report) bool {
-	return r.Timeline != nil && slices.ContainsFunc(r.Timeline.Samples, func(s chaos.Sample) bool { return s.DualWriteGivenUp >= 0 })
+func isDualWrite(r *verdict.Report) bool {
+	return r.Timeline != nil && slices.ContainsFunc(r.Timeline.Samples, func(s verdict.Sample) bool { return s.DualWriteGivenUp >= 0 })
 }
 
 type pageData struct {
-	Report *chaos.Report
+	Report *verdict.Report
 	Badge  badge
 	Advice string
 	// Description is what the scenario breaks, as the harness describes it (the full
@@ -101,7 +102,7 @@ type pageData struct {
 }
 
 type rowData struct {
-	chaos.Check
+	verdict.Check
 	Chart string
 }
 

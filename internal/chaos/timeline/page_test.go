@@ -9,9 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/dscourse/payments-outbox/internal/chaos"
 )
 
 // recorded reads the report of a real run of a scenario, timeline included, so that
@@ -20,7 +19,7 @@ import (
 // shows; testdata holds a run of every other scenario (go run ./cmd/chaos -scenario
 // <name> on the native stack), their timelines thinned to about one sample a second
 // (about 80 for the longest runs) to keep them small; chaos-dual-write.json is whole.
-func recorded(t *testing.T, scenario string) *chaos.Report {
+func recorded(t *testing.T, scenario string) *verdict.Report {
 	t.Helper()
 	path := filepath.Join("testdata", "chaos-"+scenario+".json")
 	if scenario == "default" {
@@ -30,7 +29,7 @@ func recorded(t *testing.T, scenario string) *chaos.Report {
 	if err != nil {
 		t.Fatalf("read recorded report: %v", err)
 	}
-	var r chaos.Report
+	var r verdict.Report
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatalf("decode recorded report: %v", err)
 	}
@@ -137,7 +136,7 @@ func assertSelfContained(t *testing.T, page string) {
 func TestIndexPutsTheOutboxBesideTheDualWrite(t *testing.T) {
 	t.Parallel()
 	outbox, dual := recorded(t, "default"), recorded(t, "dual-write")
-	b, err := Index([]*chaos.Report{outbox, dual})
+	b, err := Index([]*verdict.Report{outbox, dual})
 	if err != nil {
 		t.Fatalf("Index: %v", err)
 	}
@@ -172,7 +171,7 @@ func TestIndexPutsTheOutboxBesideTheDualWrite(t *testing.T) {
 	assertSelfContained(t, page)
 
 	// Without the dual write there is no lesson to draw, and no error.
-	b, err = Index([]*chaos.Report{outbox})
+	b, err = Index([]*verdict.Report{outbox})
 	if err != nil {
 		t.Fatalf("Index of one report: %v", err)
 	}
@@ -194,7 +193,7 @@ func TestChartOf(t *testing.T) {
 		{"record key is the payment id", chartTopic},
 	}
 	for _, tt := range tests {
-		if got := chartOf(chaos.Check{Name: tt.name}); got != tt.want {
+		if got := chartOf(verdict.Check{Name: tt.name}); got != tt.want {
 			t.Errorf("chartOf(%q) = %s, want %s", tt.name, got, tt.want)
 		}
 	}

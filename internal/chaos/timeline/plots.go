@@ -8,23 +8,24 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 )
 
 // faultColors shade the fault windows, one colour per kind, light enough for the lines
 // to stay readable over them; the page's legend uses the same colours. NRGBA, not
 // RGBA: the alpha is applied to the colour, which RGBA expects done already.
-var faultColors = map[chaos.FaultKind]color.NRGBA{
-	chaos.DropAcks:     {R: 0xff, G: 0xbb, B: 0x78, A: 0x80},
-	chaos.DropRequests: {R: 0xff, G: 0x98, B: 0x96, A: 0x80},
-	chaos.ProxyDown:    {R: 0xc5, G: 0xb0, B: 0xd5, A: 0x80},
-	chaos.SlowAcks:     {R: 0xae, G: 0xc7, B: 0xe8, A: 0x80},
+var faultColors = map[faults.Kind]color.NRGBA{
+	faults.DropAcks:     {R: 0xff, G: 0xbb, B: 0x78, A: 0x80},
+	faults.DropRequests: {R: 0xff, G: 0x98, B: 0x96, A: 0x80},
+	faults.ProxyDown:    {R: 0xc5, G: 0xb0, B: 0xd5, A: 0x80},
+	faults.SlowAcks:     {R: 0xae, G: 0xc7, B: 0xe8, A: 0x80},
 }
 
 // otherFault shades a kind of window added to the harness after this file.
 var otherFault = color.NRGBA{R: 0xc7, G: 0xc7, B: 0xc7, A: 0x80}
 
-func faultColor(kind chaos.FaultKind) color.NRGBA {
+func faultColor(kind faults.Kind) color.NRGBA {
 	if c, ok := faultColors[kind]; ok {
 		return c
 	}
@@ -42,7 +43,7 @@ type axes struct {
 
 // newPlot draws one chart of a run: its fault windows shaded behind its lines, and a
 // dashed vertical line at each disruption (a kill, a restart).
-func newPlot(c chart, r *chaos.Report, ax axes) (*plot.Plot, error) {
+func newPlot(c chart, r *verdict.Report, ax axes) (*plot.Plot, error) {
 	// No title: the page prints it above the chart, where the verdict rows link to.
 	p := plot.New()
 	p.X.Label.Text = "seconds since the disruption began"
@@ -108,7 +109,7 @@ func niceTop(m float64, legend bool) float64 {
 }
 
 // endOf is the time axis a run needs: to its last sample, or its last fault window.
-func endOf(r *chaos.Report) float64 {
+func endOf(r *verdict.Report) float64 {
 	end := 1.0
 	if r.Timeline != nil && len(r.Timeline.Samples) > 0 {
 		end = max(end, r.Timeline.Samples[len(r.Timeline.Samples)-1].AtS)
@@ -121,7 +122,7 @@ func endOf(r *chaos.Report) float64 {
 
 // windows is a plotter that shades the fault windows across the whole height of the
 // data area, behind the lines (it is added first).
-type windows struct{ windows []chaos.Window }
+type windows struct{ windows []faults.Window }
 
 func (w *windows) Plot(c draw.Canvas, p *plot.Plot) {
 	trX, _ := p.Transforms(&c)
@@ -135,7 +136,7 @@ func (w *windows) Plot(c draw.Canvas, p *plot.Plot) {
 }
 
 // marks is a plotter that draws a dashed vertical line at each disruption.
-type marks struct{ disruptions []chaos.Disruption }
+type marks struct{ disruptions []verdict.Disruption }
 
 func (m *marks) Plot(c draw.Canvas, p *plot.Plot) {
 	trX, _ := p.Transforms(&c)
@@ -153,25 +154,25 @@ func (m *marks) Plot(c draw.Canvas, p *plot.Plot) {
 // as the disruption starts, instead of from the start of the run: the set-up before it
 // (fresh databases, services, the warm-up) takes a few seconds more or less each time,
 // and two runs drawn side by side must have their faults at the same place.
-func fromDisruption(r *chaos.Report) *chaos.Report {
+func fromDisruption(r *verdict.Report) *verdict.Report {
 	if r.Timeline == nil || len(r.Timeline.Samples) == 0 {
 		return r
 	}
 	shift := r.Timeline.Samples[0].AtS
 	out := *r
 	tl := *r.Timeline
-	tl.Samples = make([]chaos.Sample, len(r.Timeline.Samples))
+	tl.Samples = make([]verdict.Sample, len(r.Timeline.Samples))
 	for i, s := range r.Timeline.Samples {
 		s.AtS -= shift
 		tl.Samples[i] = s
 	}
 	out.Timeline = &tl
-	out.FaultWindows = make([]chaos.Window, len(r.FaultWindows))
+	out.FaultWindows = make([]faults.Window, len(r.FaultWindows))
 	for i, w := range r.FaultWindows {
 		w.StartS, w.EndS = w.StartS-shift, w.EndS-shift
 		out.FaultWindows[i] = w
 	}
-	out.Disruptions = make([]chaos.Disruption, len(r.Disruptions))
+	out.Disruptions = make([]verdict.Disruption, len(r.Disruptions))
 	for i, d := range r.Disruptions {
 		d.AtSeconds -= shift
 		out.Disruptions[i] = d

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 )
 
 // readings tell a student what to look for in each chart, by chart id, in words that
@@ -115,7 +115,7 @@ func with(base, over map[string]string) map[string]string {
 // readingOf is what a chart of r says under its title: the scenario's reading if it
 // has one for the chart, else the general one; the charts that count events say that
 // they do, since the load counts payments and each makes several events.
-func readingOf(r *chaos.Report, id string) string {
+func readingOf(r *verdict.Report, id string) string {
 	text, ok := scenarioReadings[r.Scenario][id]
 	if !ok {
 		text = readings[id]
@@ -131,7 +131,7 @@ func readingOf(r *chaos.Report, id string) string {
 
 // eventsPerPayment is how many events each committed payment made in a run whose load
 // went through the payments' lifecycle; false for a load of creations only.
-func eventsPerPayment(r *chaos.Report) (float64, bool) {
+func eventsPerPayment(r *verdict.Report) (float64, bool) {
 	if !r.LifecycleLoad || r.PaymentsCommitted <= 0 || r.UniqueEventsInTopic <= 0 {
 		return 0, false
 	}

@@ -3,7 +3,7 @@ package timeline
 import (
 	"fmt"
 
-	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 )
 
 // A badge is the verdict as a page shows it beside a run's name.
@@ -21,10 +21,10 @@ const lessonClass = "LESSON"
 
 // badgeOf is a run's verdict in a word or a few. The dual-write run passes when it
 // loses events, the lesson it exists to show (its lost row is inverted, see
-// chaos.Report.Pass): a green PASS beside "lost 95" would read as a service to copy,
+// verdict.Report.Pass): a green PASS beside "lost 95" would read as a service to copy,
 // so its badge names the loss instead.
-func badgeOf(r *chaos.Report) badge {
-	if r.Outcome == chaos.VerdictPass && isDualWriteRun(r) {
+func badgeOf(r *verdict.Report) badge {
+	if r.Outcome == verdict.Pass && isDualWriteRun(r) {
 		return badge{
 			Class: lessonClass,
 			Text:  fmt.Sprintf("lost %d: the expected lesson", r.Lost),
@@ -32,9 +32,9 @@ func badgeOf(r *chaos.Report) badge {
 		}
 	}
 	titles := map[string]string{
-		chaos.VerdictPass:    "Every fault bit and every SLO and contract check held.",
-		chaos.VerdictFail:    "An SLO or contract check failed.",
-		chaos.VerdictInvalid: "Every SLO held, but a fault did not bite: the run proves nothing.",
+		verdict.Pass:    "Every fault bit and every SLO and contract check held.",
+		verdict.Fail:    "An SLO or contract check failed.",
+		verdict.Invalid: "Every SLO held, but a fault did not bite: the run proves nothing.",
 	}
 	return badge{Class: r.Outcome, Text: r.Outcome, Title: titles[r.Outcome]}
 }
@@ -42,8 +42,8 @@ func badgeOf(r *chaos.Report) badge {
 // adviceOf is the line under the verdict table: the report's own advice, except for
 // the dual write that showed its loss, whose "PASS" is the harness's and not the
 // service's.
-func adviceOf(r *chaos.Report) string {
-	if r.Outcome == chaos.VerdictPass && isDualWriteRun(r) {
+func adviceOf(r *verdict.Report) string {
+	if r.Outcome == verdict.Pass && isDualWriteRun(r) {
 		return fmt.Sprintf("The expected lesson: the dual write lost %d of %d committed payments under the faults the outbox survives (its lost row must find a loss, and did); every other check held.", r.Lost, r.PaymentsCommitted)
 	}
 	return r.Advice()
@@ -51,6 +51,6 @@ func adviceOf(r *chaos.Report) string {
 
 // isDualWriteRun tells the dual-write run by its scenario's name, or by its timeline
 // (isDualWrite), which a report without one lacks.
-func isDualWriteRun(r *chaos.Report) bool {
+func isDualWriteRun(r *verdict.Report) bool {
 	return r.Scenario == "dual-write" || isDualWrite(r)
 }

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 )
 
 // The dual write passes when it shows the loss it exists to show: its badge names the
@@ -14,14 +14,14 @@ import (
 func TestDualWriteBadgeNamesTheLesson(t *testing.T) {
 	t.Parallel()
 	outbox, dual := recorded(t, "default"), recorded(t, "dual-write")
-	if dual.Outcome != chaos.VerdictPass || dual.Lost == 0 {
+	if dual.Outcome != verdict.Pass || dual.Lost == 0 {
 		t.Fatalf("the recorded dual-write run is %s with %d lost: want a PASS that lost events", dual.Outcome, dual.Lost)
 	}
 	page, err := Page(dual)
 	if err != nil {
 		t.Fatalf("Page: %v", err)
 	}
-	index, err := Index([]*chaos.Report{outbox, dual})
+	index, err := Index([]*verdict.Report{outbox, dual})
 	if err != nil {
 		t.Fatalf("Index: %v", err)
 	}
@@ -36,15 +36,15 @@ func TestDualWriteBadgeNamesTheLesson(t *testing.T) {
 			t.Errorf("%s: no lesson badge", name)
 		}
 	}
-	if got := badgeOf(dual).Text; got == chaos.VerdictPass {
+	if got := badgeOf(dual).Text; got == verdict.Pass {
 		t.Errorf("the dual write's badge reads %q", got)
 	}
-	if got := badgeOf(outbox); got.Class != chaos.VerdictPass || got.Text != chaos.VerdictPass {
+	if got := badgeOf(outbox); got.Class != verdict.Pass || got.Text != verdict.Pass {
 		t.Errorf("the outbox's badge is %+v, want a plain PASS", got)
 	}
 	failed := *dual
-	failed.Outcome, failed.Lost = chaos.VerdictFail, 0
-	if got := badgeOf(&failed); got.Class != chaos.VerdictFail || got.Text != chaos.VerdictFail {
+	failed.Outcome, failed.Lost = verdict.Fail, 0
+	if got := badgeOf(&failed); got.Class != verdict.Fail || got.Text != verdict.Fail {
 		t.Errorf("a dual write that lost nothing has the badge %+v, want a plain FAIL", got)
 	}
 }
