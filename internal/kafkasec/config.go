@@ -74,6 +74,13 @@ func (Secret) GoString() string { return `"[hidden]"` }
 // LogValue hides the secret from slog.
 func (Secret) LogValue() slog.Value { return slog.StringValue("[hidden]") }
 
+// MarshalJSON hides the secret from encoding/json, which slog's JSON handler uses for
+// a struct holding one.
+func (Secret) MarshalJSON() ([]byte, error) { return []byte(`"[hidden]"`), nil }
+
+// LogValue logs the settings as String describes them.
+func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
 // Load reads the KAFKA_TLS_* and KAFKA_SASL_* variables. A value that does not parse is
 // reported by env.Err; the other mistakes by Validate (or ClientOpts, which calls it).
 func Load(env *envconfig.Env) Config {
