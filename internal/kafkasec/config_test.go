@@ -1,25 +1,18 @@
 package kafkasec_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/dscourse/payments-outbox/internal/envconfig"
 	"github.com/dscourse/payments-outbox/internal/kafkasec"
+	"github.com/dscourse/payments-outbox/internal/testenv"
 )
 
 const testPassword = "s3cret-Pa55word"
@@ -155,7 +148,7 @@ func TestPasswordNeverPrinted(t *testing.T) {
 func TestClientOptsReadsTheFiles(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	caFile := writeFile(t, dir, "ca.pem", string(selfSignedPEM(t)))
+	caFile := writeFile(t, dir, "ca.pem", string(testenv.UnknownCAPEM(t)))
 	notPEM := writeFile(t, dir, "not.pem", "this is not a certificate\n")
 	pwFile := writeFile(t, dir, "password", testPassword+"\n")
 	emptyPW := writeFile(t, dir, "empty", "\n")
@@ -212,28 +205,4 @@ func writeFile(t *testing.T, dir, name, content string) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// selfSignedPEM returns a throwaway CA certificate in PEM: one the stack's broker was not
-// signed by, for the wrong-CA test too.
-func selfSignedPEM(tb testing.TB) []byte {
-	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "a CA nobody uses"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

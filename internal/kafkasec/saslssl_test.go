@@ -114,7 +114,7 @@ func TestCheckAtStartOverSASLSSL(t *testing.T) {
 
 	wrongCA := listener.Security
 	wrongCA.CAFile = filepath.Join(dir, "other-ca.pem")
-	if err := os.WriteFile(wrongCA.CAFile, selfSignedPEM(t), 0o600); err != nil {
+	if err := os.WriteFile(wrongCA.CAFile, testenv.UnknownCAPEM(t), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
