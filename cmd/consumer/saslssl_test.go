@@ -88,4 +88,3 @@ func TestRunStopsOnARefusedKafkaPassword(t *testing.T) {
 		t.Errorf("the error prints the password: %v", err)
 	}
 }
-
