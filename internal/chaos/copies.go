@@ -40,6 +40,7 @@ type TopicWatch struct {
 	// brokers and topic are the watch's, for CatchUp; positions is, per partition,
 	// the offset after the last record read, control records included (CatchUp).
 	brokers   []string
+	kafkaOpts []kgo.Opt
 	topic     string
 	positions sync.Map // int32 -> int64
 
@@ -60,6 +61,8 @@ type WatchConfig struct {
 	// Brokers of the DIRECT listener: the watch must not be behind the faults it
 	// observes. Required.
 	Brokers []string
+	// KafkaOpts reach Brokers besides the address: TLS, SASL. Optional.
+	KafkaOpts []kgo.Opt
 	// Topic to follow from its start. Required.
 	Topic string
 	// CopyEvery injects one extra copy of every CopyEvery-th event, the first one
@@ -72,8 +75,7 @@ type WatchConfig struct {
 
 // StartTopicWatch starts following the topic. Stop it to get what it saw.
 func StartTopicWatch(ctx context.Context, cfg WatchConfig) (*TopicWatch, error) {
-	consumer, err := kgo.NewClient(
-		kgo.SeedBrokers(cfg.Brokers...),
+	consumer, err := kafkaClient(cfg.Brokers, cfg.KafkaOpts,
 		kgo.ConsumeTopics(cfg.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		// Records of aborted transactions were never delivered to a consumer that reads
@@ -87,8 +89,7 @@ func StartTopicWatch(ctx context.Context, cfg WatchConfig) (*TopicWatch, error) 
 	if err != nil {
 		return nil, fmt.Errorf("new Kafka consumer for the topic watch: %w", err)
 	}
-	producer, err := kgo.NewClient(
-		kgo.SeedBrokers(cfg.Brokers...),
+	producer, err := kafkaClient(cfg.Brokers, cfg.KafkaOpts,
 		kgo.DefaultProduceTopic(cfg.Topic),
 		// A copy goes to its original's partition, as a redelivery would: with the
 		// default partitioner it could land elsewhere if the service partitions by
@@ -101,7 +102,7 @@ func StartTopicWatch(ctx context.Context, cfg WatchConfig) (*TopicWatch, error) 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	w := &TopicWatch{
-		consumer: consumer, producer: producer, every: cfg.CopyEvery, origin: cfg.Origin, brokers: cfg.Brokers, topic: cfg.Topic,
+		consumer: consumer, producer: producer, every: cfg.CopyEvery, origin: cfg.Origin, brokers: cfg.Brokers, kafkaOpts: cfg.KafkaOpts, topic: cfg.Topic,
 		logger:     cfg.Logger.With(slog.String("component", "topic_watch")),
 		done:       make(chan struct{}),
 		firstSeenS: map[string]float64{}, eventSeenS: map[string]float64{}, transitionSeenS: map[string]map[int]float64{}, partition: map[string]int32{}, records: map[string]int{}, injected: map[string]int{},
@@ -243,7 +244,7 @@ func (w *TopicWatch) CatchUp(ctx context.Context, timeout time.Duration) error {
 			err = ends.Error()
 		}
 		return err
-	})
+	}, w.kafkaOpts...)
 	if err != nil {
 		return fmt.Errorf("topic watch: list end offsets of %s: %w", w.topic, err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/migrations"
@@ -47,6 +48,8 @@ type Run struct {
 	// group is the consumer group the harness gave the consumer (KAFKA_GROUP); empty
 	// for a consumer somebody else runs.
 	group string
+	// kafkaOpts reach brokers besides the address (Target.KafkaOpts); empty for ours.
+	kafkaOpts []kgo.Opt
 	// loadDone is closed once the load has been sent (see loading).
 	loadDone <-chan struct{}
 	// cluster follows the three-node cluster; nil unless the scenario runs on it.
@@ -180,7 +183,7 @@ func targetRun(opts Options, sc Scenario, report *Report) (*Run, error) {
 	report.Stack = cmp.Or(t.Stack, "external")
 	report.Topic, report.PaymentsDatabase, report.ConsumerDatabase = t.Topic, redact(t.PaymentsDB), redact(t.ConsumerDB)
 	return &Run{
-		paymentsDB: t.PaymentsDB, consumerDB: t.ConsumerDB, brokers: t.Brokers, logDir: "(not ours)", apiKey: opts.APIKey,
+		paymentsDB: t.PaymentsDB, consumerDB: t.ConsumerDB, brokers: t.Brokers, kafkaOpts: t.KafkaOpts, logDir: "(not ours)", apiKey: opts.APIKey,
 		API:      &Process{Name: "api", BaseURL: strings.TrimRight(t.APIURL, "/")},
 		Consumer: &Process{Name: "consumer"},
 	}, nil

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
@@ -68,6 +69,9 @@ type Target struct {
 	ConsumerDB string // optional
 	Brokers    []string
 	Topic      string
+	// KafkaOpts are the franz-go options that reach Brokers besides the address: TLS
+	// and SASL (cmd/chaos's -kafka-* flags). Empty: plaintext.
+	KafkaOpts []kgo.Opt
 	// Stack is what the report calls where the service runs. Default "external";
 	// RunCompose sets "compose".
 	Stack string
@@ -139,7 +143,7 @@ func RunScenario(ctx context.Context, opts Options, stack *NativeStack, sc Scena
 	if err != nil {
 		return nil, err
 	}
-	verifier, err := NewVerifier(ctx, VerifyConfig{PaymentsDB: rn.paymentsDB, ConsumerDB: rn.consumerDB, Brokers: rn.brokers, Topic: report.Topic, Foreign: sc.Foreign})
+	verifier, err := NewVerifier(ctx, VerifyConfig{PaymentsDB: rn.paymentsDB, ConsumerDB: rn.consumerDB, Brokers: rn.brokers, KafkaOpts: rn.kafkaOpts, Topic: report.Topic, Foreign: sc.Foreign})
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +279,7 @@ func captureWorks(ctx context.Context, rn *Run, id, runID string, report *Report
 // the faults. A drain that never came is a note in the report, not an error: the checks
 // will say what it left behind.
 func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run, verifier *Verifier, report *Report) (LoadResult, Observed, error) {
-	watch, err := StartTopicWatch(ctx, WatchConfig{Brokers: rn.brokers, Topic: report.Topic, CopyEvery: sc.CopyEvery, Origin: rn.origin, Logger: rn.logger})
+	watch, err := StartTopicWatch(ctx, WatchConfig{Brokers: rn.brokers, KafkaOpts: rn.kafkaOpts, Topic: report.Topic, CopyEvery: sc.CopyEvery, Origin: rn.origin, Logger: rn.logger})
 	if err != nil {
 		return LoadResult{}, Observed{}, err
 	}

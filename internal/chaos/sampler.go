@@ -62,7 +62,7 @@ func newSampler(ctx context.Context, rn *Run) (*sampler, error) {
 			return nil, fmt.Errorf("sampler: connect to the consumer database: %w", err)
 		}
 	}
-	if s.kafka, err = kgo.NewClient(kgo.SeedBrokers(rn.brokers...)); err != nil {
+	if s.kafka, err = kafkaClient(rn.brokers, rn.kafkaOpts); err != nil {
 		s.closeSources()
 		return nil, fmt.Errorf("sampler: new Kafka client: %w", err)
 	}

@@ -118,9 +118,10 @@ func Build(ctx context.Context, root, binDir string, pkgs ...string) (map[string
 	return bins, nil
 }
 
-// withAdmin runs f with a Kafka admin client seeded at brokers, closed when f returns.
-func withAdmin(brokers []string, f func(*kadm.Client) error) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+// withAdmin runs f with a Kafka admin client seeded at brokers, closed when f returns;
+// security reach brokers besides their address (kafkaClient).
+func withAdmin(brokers []string, f func(*kadm.Client) error, security ...kgo.Opt) error {
+	cl, err := kafkaClient(brokers, security)
 	if err != nil {
 		return fmt.Errorf("new Kafka admin client: %w", err)
 	}

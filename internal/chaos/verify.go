@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // VerifyConfig points the verifier at an implementation. Only what docs/contract.md
@@ -27,6 +28,8 @@ type VerifyConfig struct {
 	ConsumerDB string
 	// Brokers to read the topic from: the DIRECT listener, never the proxy. Required.
 	Brokers []string
+	// KafkaOpts reach Brokers besides the address: TLS, SASL. Optional.
+	KafkaOpts []kgo.Opt
 	// Topic of payment events. Required.
 	Topic string
 	// Partitions is the partition count the topic must have. Default 3, as the
@@ -133,7 +136,7 @@ func (v *Verifier) unpublishedPayments(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	topic, err := ReadTopicExcept(ctx, v.cfg.Brokers, v.cfg.Topic, v.cfg.Foreign)
+	topic, err := ReadTopicExcept(ctx, v.cfg.Brokers, v.cfg.Topic, v.cfg.Foreign, v.cfg.KafkaOpts...)
 	if err != nil {
 		return 0, err
 	}
@@ -166,7 +169,7 @@ func (v *Verifier) Observe(ctx context.Context) (Observed, error) {
 		}
 	}
 	readCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	obs.Topic, err = ReadTopicExcept(readCtx, v.cfg.Brokers, v.cfg.Topic, v.cfg.Foreign)
+	obs.Topic, err = ReadTopicExcept(readCtx, v.cfg.Brokers, v.cfg.Topic, v.cfg.Foreign, v.cfg.KafkaOpts...)
 	cancel()
 	if err != nil {
 		return obs, err
