@@ -205,11 +205,16 @@ scram_password() { echo "$(<"$TLS/scram.password")"; }
 # passwords were made anew; a data directory formatted by this start has them already.
 ensure_scram_user() {
 	[[ -f "$RUN/scram.done" ]] && return
-	java_tool org.apache.kafka.tools.ConfigCommand \
-		--bootstrap-server "127.0.0.1:$DIRECT_PORT" --command-config "$RUN/admin.properties" \
-		--alter --entity-type users --entity-name "$SCRAM_USER" \
-		--add-config "SCRAM-SHA-256=[password=$(scram_password)],SCRAM-SHA-512=[password=$(scram_password)]" \
-		>>"$LOG" 2>&1 || die "adding the SCRAM user $SCRAM_USER failed"
+	local mechanism out
+	# One mechanism per request: the broker refuses two changes of one user's credentials
+	# in one. The tool echoes its arguments on failure: the password is hidden from them.
+	for mechanism in SCRAM-SHA-256 SCRAM-SHA-512; do
+		out="$(java_tool org.apache.kafka.tools.ConfigCommand \
+			--bootstrap-server "127.0.0.1:$DIRECT_PORT" --command-config "$RUN/admin.properties" \
+			--alter --entity-type users --entity-name "$SCRAM_USER" \
+			--add-config "$mechanism=[password=$(scram_password)]" 2>&1)" ||
+			die "adding the SCRAM user $SCRAM_USER ($mechanism) failed: ${out//$(scram_password)/[hidden]}"
+	done
 	touch "$RUN/scram.done"
 }
 
