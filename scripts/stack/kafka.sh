@@ -222,16 +222,19 @@ ensure_scram_user() {
 # broker this checkout uses, its own or another checkout's: the CA and the password are in
 # the tls directory beside that broker's config file.
 sasl_env() {
-	local run p by
+	local run by="$ROOT" p
 	if p="$(pid)"; then
 		run="$RUN"
 	elif by="$(kafka_owner)"; then
 		run="$(dirname "$(command_line "$(listener_pid "$DIRECT_PORT")" | sed 's/.* kafka\.Kafka //')")"
 	else
-		die "Kafka is not running: start it with $ROOT/scripts/stack/kafka.sh start"
+		log "Kafka is not running: start it with $ROOT/scripts/stack/kafka.sh start"
+		exit 1
 	fi
+	# Not die: the log it prints is this checkout's, and the broker may be another's.
 	if [[ ! -s "$run/tls/ca.pem" ]] || ! port_open "$KAFKASTACK_SASL_SSL_PORT"; then
-		die "the broker on 127.0.0.1:$DIRECT_PORT has no SASL_SSL listener on 127.0.0.1:$KAFKASTACK_SASL_SSL_PORT (it was started by a kafka.sh from before that listener): restart it from the checkout that started it (scripts/stack/kafka.sh stop, then start)"
+		log "the broker on 127.0.0.1:$DIRECT_PORT, started from $by, has no SASL_SSL listener on 127.0.0.1:$KAFKASTACK_SASL_SSL_PORT: it was started by a kafka.sh from before that listener. Restart it there: $by/scripts/stack/kafka.sh stop, then start"
+		exit 1
 	fi
 	cat <<-EOF
 		KAFKA_BROKERS=127.0.0.1:$KAFKASTACK_SASL_SSL_PORT
