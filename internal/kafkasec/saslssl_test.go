@@ -117,6 +117,9 @@ func TestCheckAtStartOverSASLSSL(t *testing.T) {
 	if err := os.WriteFile(wrongCA.CAFile, testenv.UnknownCAPEM(t), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The broker's certificate names 127.0.0.1 and localhost.
+	otherName := listener.Security
+	otherName.ServerName = "kafka.example.com"
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -134,6 +137,7 @@ func TestCheckAtStartOverSASLSSL(t *testing.T) {
 		{name: "right settings", sec: listener.Security, brokers: listener.Brokers, wantLog: "Kafka accepts the security settings"},
 		{name: "wrong password", sec: wrongPassword, brokers: listener.Brokers, wantErr: "SASL_AUTHENTICATION_FAILED"},
 		{name: "wrong CA", sec: wrongCA, brokers: listener.Brokers, wantErr: "x509: certificate signed by unknown authority"},
+		{name: "a server name the certificate does not carry", sec: otherName, brokers: listener.Brokers, wantErr: "x509: certificate is valid for"},
 		{name: "TLS to the plaintext listener", sec: listener.Security, brokers: testenv.KafkaBrokers(t), wantErr: "using TLS when the broker is not expecting it"},
 		{name: "no broker", sec: listener.Security, brokers: []string{nobody}, wantLog: "Kafka did not answer at start"},
 	}
