@@ -24,6 +24,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/kafkasec"
 	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/cdc"
 	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/migrations"
@@ -35,68 +36,109 @@ func TestMain(m *testing.M) {
 }
 
 // TestRelayAndConsumerOverSASLSSL: a payment event goes from the outbox to an antifraud
-// decision through the broker's SASL_SSL listener only: the polling relay publishes it
-// with its producer options plus the security options, and the consumer reads it with
-// its client options plus the same. The topic is created through DIRECT, the one thing
-// that is not under test.
+// decision through the broker's SASL_SSL listener only: each relay (polling, CDC)
+// publishes it with its producer options plus the security options, and the consumer
+// reads it with its client options plus the same. The topic is created through DIRECT,
+// the one thing that is not under test.
 func TestRelayAndConsumerOverSASLSSL(t *testing.T) {
 	t.Parallel()
-	listener := testenv.KafkaSASLSSL(t)
-	secure := testenv.SecurityOpts(t, listener.Security)
-	topic := testenv.NewTopic(t, 3)
-	logger := slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	for _, mode := range []string{"poll", "cdc"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			listener := testenv.KafkaSASLSSL(t)
+			secure := testenv.SecurityOpts(t, listener.Security)
+			topic := testenv.NewTopic(t, 3)
+			logger := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
 
-	payments := testenv.NewPool(t, migrations.Payments)
-	p := event.PaymentCreated{PaymentID: uuid.New(), UserID: "u-sasl", Amount: 1999, Currency: "EUR", CreatedAt: time.Now().UTC()}
-	insertEvent(ctx, t, payments, p)
+			paymentsURL := testenv.NewDatabase(t, migrations.Payments)
+			payments, err := pgxpool.New(ctx, paymentsURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A cleanup, not a defer: the CDC relay's cleanup drops its slot through it.
+			t.Cleanup(payments.Close)
+			p := event.PaymentCreated{PaymentID: uuid.New(), UserID: "u-sasl", Amount: 1999, Currency: "EUR", CreatedAt: time.Now().UTC()}
+			stopRelay := startRelay(t, mode, payments, paymentsURL, listener.Brokers, topic, secure, logger.With("component", "relay"))
+			insertEvent(ctx, t, payments, p)
 
-	relayMetrics, err := poll.NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	relay, err := poll.NewRelay(payments, poll.Config{
-		Brokers: listener.Brokers, Topic: topic, ClientOpts: secure, PollInterval: 100 * time.Millisecond,
-	}, logger.With("component", "relay"), relayMetrics)
-	if err != nil {
-		t.Fatalf("NewRelay: %v", err)
-	}
-	stopRelay := runUntilCancel(t, relay.Run)
+			decisions := testenv.NewPool(t, migrations.Antifraud)
+			consumerMetrics, err := antifraud.NewMetrics(prometheus.NewRegistry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			consumer, err := antifraud.NewConsumer(decisions, antifraud.Config{
+				Brokers: listener.Brokers, Topic: topic, Group: "test-sasl-ssl-" + uuid.NewString(),
+				ClientOpts: append(secure, kgo.FetchMaxWait(200*time.Millisecond)),
+			}, logger.With("component", "consumer"), consumerMetrics)
+			if err != nil {
+				t.Fatalf("NewConsumer: %v", err)
+			}
+			stopConsumer := runUntilCancel(t, consumer.Run)
 
-	decisions := testenv.NewPool(t, migrations.Antifraud)
-	consumerMetrics, err := antifraud.NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
+			var decision string
+			testenv.WaitFor(t, 45*time.Second, func() (bool, string) {
+				err := decisions.QueryRow(ctx, "SELECT decision FROM decisions WHERE payment_id = $1", p.PaymentID).Scan(&decision)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return false, "no decision yet for the payment published over SASL_SSL"
+				}
+				if err != nil {
+					t.Fatalf("select decision: %v", err)
+				}
+				return true, ""
+			})
+			if decision != "approve" {
+				t.Errorf("decision = %s, want approve", decision)
+			}
+			if err := stopConsumer(); err != nil {
+				t.Errorf("consumer.Run = %v, want nil after cancel", err)
+			}
+			if err := stopRelay(); err != nil {
+				t.Errorf("relay.Run = %v, want nil after cancel", err)
+			}
+		})
 	}
-	consumer, err := antifraud.NewConsumer(decisions, antifraud.Config{
-		Brokers: listener.Brokers, Topic: topic, Group: "test-sasl-ssl-" + uuid.NewString(),
-		ClientOpts: append(secure, kgo.FetchMaxWait(200*time.Millisecond)),
-	}, logger.With("component", "consumer"), consumerMetrics)
-	if err != nil {
-		t.Fatalf("NewConsumer: %v", err)
-	}
-	stopConsumer := runUntilCancel(t, consumer.Run)
+}
 
-	var decision string
-	testenv.WaitFor(t, 45*time.Second, func() (bool, string) {
-		err := decisions.QueryRow(ctx, "SELECT decision FROM decisions WHERE payment_id = $1", p.PaymentID).Scan(&decision)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return false, "no decision yet for the payment published over SASL_SSL"
-		}
+// startRelay runs the relay of mode with the security options and returns its stop.
+// The CDC relay's replication slot is server-wide: it is dropped once the relay stopped.
+func startRelay(t *testing.T, mode string, pool *pgxpool.Pool, dbURL string, brokers []string, topic string, secure []kgo.Opt, logger *slog.Logger) func() error {
+	t.Helper()
+	if mode == "poll" {
+		metrics, err := poll.NewMetrics(prometheus.NewRegistry())
 		if err != nil {
-			t.Fatalf("select decision: %v", err)
+			t.Fatal(err)
 		}
-		return true, ""
+		relay, err := poll.NewRelay(pool, poll.Config{
+			Brokers: brokers, Topic: topic, ClientOpts: secure, PollInterval: 100 * time.Millisecond,
+		}, logger, metrics)
+		if err != nil {
+			t.Fatalf("poll.NewRelay: %v", err)
+		}
+		return runUntilCancel(t, relay.Run)
+	}
+	metrics, err := cdc.NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay, err := cdc.NewRelay(pool, cdc.Config{
+		DatabaseURL: dbURL, Brokers: brokers, Topic: topic, ClientOpts: secure, ReconnectInterval: 100 * time.Millisecond,
+	}, logger, metrics)
+	if err != nil {
+		t.Fatalf("cdc.NewRelay: %v", err)
+	}
+	stop := runUntilCancel(t, relay.Run)
+	slot := cdc.DefaultSlot(dbURL)
+	t.Cleanup(func() {
+		_ = stop()
+		// The walsender of a stopped relay ends a moment after its connection closes.
+		testenv.WaitFor(t, 20*time.Second, func() (bool, string) {
+			_, err := pool.Exec(context.Background(), "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot)
+			return err == nil, fmt.Sprintf("drop replication slot %s: %v", slot, err)
+		})
 	})
-	if decision != "approve" {
-		t.Errorf("decision = %s, want approve", decision)
-	}
-	for what, stop := range map[string]func() error{"relay": stopRelay, "consumer": stopConsumer} {
-		if err := stop(); err != nil {
-			t.Errorf("%s.Run = %v, want nil after cancel", what, err)
-		}
-	}
+	return stop
 }
 
 // TestCheckAtStartOverSASLSSL: against the SASL_SSL listener, the right settings pass;
