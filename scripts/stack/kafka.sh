@@ -7,7 +7,7 @@
 #   scripts/stack/kafka.sh logs [-f]  print (or follow) the broker log
 #   scripts/stack/kafka.sh brokers    print the DIRECT address, the seed for the consumer
 #   scripts/stack/kafka.sh sasl-env   print the KAFKA_* settings that reach the SASL_SSL
-#                                     listener (eval "$(scripts/stack/kafka.sh sasl-env)")
+#                                     listener: env $(scripts/stack/kafka.sh sasl-env) <command>
 #
 # A broker that another checkout started on these ports is recognised (it answers a Kafka
 # request on DIRECT, and the owner file beside its config names a checkout of this
@@ -148,7 +148,8 @@ kafka_owner() {
 	kafka_answers "$port" && config_owner "$port" kafka.Kafka
 }
 
-# keytool runs the JDK's keytool with the short-lived tools' JVM flags.
+# keytool_quiet runs the JDK's keytool with the short-lived tools' JVM flags, its output
+# to the log.
 keytool_quiet() {
 	keytool -J-Xmx64m -J-XX:+UseSerialGC -J-XX:TieredStopAtLevel=1 "$@" >>"$LOG" 2>&1
 }
