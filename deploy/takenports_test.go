@@ -35,6 +35,7 @@ func TestTakenPortNamesItsVariable(t *testing.T) {
 		{script: "kafka.sh", variable: "KAFKASTACK_DIRECT_PORT"},
 		{script: "kafka.sh", variable: "KAFKASTACK_CONTROLLER_PORT"},
 		{script: "kafka.sh", variable: "KAFKASTACK_PROXIED_PORT"},
+		{script: "kafka.sh", variable: "KAFKASTACK_SASL_SSL_PORT"},
 		{script: "toxiproxy.sh", variable: "TOXISTACK_API_PORT"},
 		{script: "toxiproxy.sh", variable: "KAFKASTACK_PROXY_PORT"},
 		{script: "toxiproxy.sh", variable: "PGSTACK_PROXY_PORT"},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/envconfig"
 	"github.com/dscourse/payments-outbox/internal/event"
+	"github.com/dscourse/payments-outbox/internal/kafkasec"
 	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 	"github.com/dscourse/payments-outbox/internal/payment"
@@ -53,8 +54,14 @@ type config struct {
 	// slot of the CDC relay; every replica of one API must use the same.
 	CDCSlot string
 
+	// Kafka is how every Kafka client of the API (the relay's, the dual-write
+	// handler's) reaches the brokers: TLS and SASL from KAFKA_TLS_* and KAFKA_SASL_*
+	// (kafkasec.Config documents each); unset, plaintext. loadConfig turns it into
+	// Relay.ClientOpts, reading its files once, at start.
+	Kafka kafkasec.Config
+
 	// Relay configures the outbox relay. The dual-write handler publishes to the same
-	// Brokers and Topic.
+	// Brokers and Topic, with the same ClientOpts.
 	//
 	//	KAFKA_BROKERS            seed brokers, comma-separated (127.0.0.1:19092;
 	//	                         127.0.0.1:29092 under chaos, through Toxiproxy)
@@ -119,6 +126,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		AdminAddr:        env.String("ADMIN_ADDR", "127.0.0.1:9090"),
 		AdminToken:       env.String("ADMIN_TOKEN", ""),
 		RelayMode:        env.String("RELAY_MODE", relayModePoll),
+		Kafka:            kafkasec.Load(env),
 		CDCSlot:          env.String("RELAY_CDC_SLOT", ""),
 		Relay: poll.Config{
 			Brokers:          env.List("KAFKA_BROKERS", "127.0.0.1:19092"),
@@ -151,9 +159,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	secret, secretErr := alertSecret(env.String("ALERT_WEBHOOK_SECRET", ""))
 	cfg.Relay.AlertSecret = secret
+	// ClientOpts checks the Kafka security settings and reads their files (the CA, the
+	// password file): a missing one stops the start here.
+	kafkaOpts, kafkaErr := cfg.Kafka.ClientOpts()
+	cfg.Relay.ClientOpts = kafkaOpts
 	// A value that did not parse reads as its fallback, so Validate still has something
 	// to check, and the operator learns of every mistake in one start.
-	if err := errors.Join(env.Err(), secretErr, cfg.Validate()); err != nil {
+	if err := errors.Join(env.Err(), secretErr, kafkaErr, cfg.Validate()); err != nil {
 		return config{}, err
 	}
 	return cfg, nil

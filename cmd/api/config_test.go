@@ -2,6 +2,8 @@ package main
 
 import (
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 	"github.com/dscourse/payments-outbox/internal/payment"
+	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/internal/webhooksig"
 )
 
@@ -143,12 +146,19 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{"relay workers zero", map[string]string{"DATABASE_URL": "x", "RELAY_WORKERS": "0"}, []string{"RELAY_WORKERS", "at least 1"}},
 		{"relay poll interval negative", map[string]string{"DATABASE_URL": "x", "RELAY_POLL_INTERVAL": "-1s"}, []string{"RELAY_POLL_INTERVAL", "positive duration"}},
 		{"relay lease shorter than a publish", map[string]string{"DATABASE_URL": "x", "RELAY_LEASE": "2s"}, []string{"outbox relay", "RELAY_LEASE"}},
+		{"unknown SASL mechanism", map[string]string{"DATABASE_URL": "x", "KAFKA_SASL_MECHANISM": "GSSAPI", "KAFKA_SASL_USERNAME": "u", "KAFKA_SASL_PASSWORD": testKafkaPassword},
+			[]string{`KAFKA_SASL_MECHANISM="GSSAPI"`, "SCRAM-SHA-512"}},
+		{"SASL without a password", map[string]string{"DATABASE_URL": "x", "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "KAFKA_SASL_USERNAME": "u"}, []string{"needs a password", "KAFKA_SASL_PASSWORD_FILE"}},
+		{"missing CA file", map[string]string{"DATABASE_URL": "x", "KAFKA_TLS_CA_FILE": "/nonexistent/ca.pem"}, []string{"KAFKA_TLS_CA_FILE", "no such file"}},
 		{"cleaner retention not a duration", map[string]string{"DATABASE_URL": "x", "RELAY_RETENTION": "30 days"}, []string{"RELAY_RETENTION", "720h"}},
 	}
 	for _, tt := range tests {
 		_, err := loadConfig(func(k string) string { return tt.env[k] })
 		if err != nil && tt.env["ADMIN_TOKEN"] != "" && strings.Contains(err.Error(), tt.env["ADMIN_TOKEN"]) {
 			t.Errorf("%s: error %q prints the admin token", tt.name, err)
+		}
+		if err != nil && strings.Contains(err.Error(), testKafkaPassword) {
+			t.Errorf("%s: error %q prints the Kafka password", tt.name, err)
 		}
 		if secret := strings.TrimPrefix(tt.env["ALERT_WEBHOOK_SECRET"], "whsec_"); err != nil && secret != "" && strings.Contains(err.Error(), secret) {
 			t.Errorf("%s: error %q prints the alert secret", tt.name, err)
@@ -249,5 +259,36 @@ func TestBothRelaysGetTheAlertSettings(t *testing.T) {
 	}
 	if cdc.AlertWebhookURL != "http://h/" || cdc.AlertRoutingKey != "rk" {
 		t.Errorf("CDC relay's webhook %q, routing key %q: want http://h/ and rk", cdc.AlertWebhookURL, cdc.AlertRoutingKey)
+	}
+}
+
+// testKafkaPassword is a KAFKA_SASL_PASSWORD no error may print.
+const testKafkaPassword = "kafka-Pa55word-never-printed"
+
+// The Kafka security settings reach every Kafka client of the API: both relays' (the
+// dual-write handler takes the polling relay's ClientOpts, in serve).
+func TestBothRelaysGetTheKafkaSecurity(t *testing.T) {
+	t.Parallel()
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, testenv.UnknownCAPEM(t), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"DATABASE_URL": "postgres://db/payments", "KAFKA_TLS_CA_FILE": caFile,
+		"KAFKA_SASL_MECHANISM": "SCRAM-SHA-256", "KAFKA_SASL_USERNAME": "payments", "KAFKA_SASL_PASSWORD": testKafkaPassword,
+	}
+	cfg, err := loadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("loadConfig: %v", err)
+	}
+	if got, want := cfg.Kafka.String(), "TLS (CA "+caFile+"), SASL SCRAM-SHA-256 as payments"; got != want {
+		t.Errorf("Kafka = %q, want %q", got, want)
+	}
+	// One option for TLS, one for SASL.
+	if n := len(cfg.Relay.ClientOpts); n != 2 {
+		t.Errorf("polling relay: %d client options, want 2 (TLS, SASL)", n)
+	}
+	if n := len(cfg.cdcConfig().ClientOpts); n != 2 {
+		t.Errorf("CDC relay: %d client options, want 2 (TLS, SASL)", n)
 	}
 }

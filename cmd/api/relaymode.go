@@ -95,6 +95,7 @@ func (c config) cdcConfig() cdc.Config {
 		DatabaseURL:        c.DatabaseURL,
 		Brokers:            c.Relay.Brokers,
 		Topic:              c.Relay.Topic,
+		ClientOpts:         c.Relay.ClientOpts,
 		Slot:               c.CDCSlot,
 		BatchSize:          c.Relay.BatchSize,
 		PublishTimeout:     c.Relay.PublishTimeout,

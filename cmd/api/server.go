@@ -84,6 +84,10 @@ const maxHeaderBytes = 16 << 10
 // supervisor (systemd, Kubernetes) restarts, counts and reports as a crash loop.
 // Until the listener closes, /readyz answers 503 so that no new traffic is sent.
 func serve(ctx context.Context, cfg config, logger *slog.Logger, tp trace.TracerProvider) error {
+	// A refused password or certificate stops the start; a broker that is down does not.
+	if err := cfg.Kafka.CheckAtStart(ctx, cfg.Relay.Brokers, cfg.Relay.ClientOpts, logger); err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	if err := registerProcessMetrics(reg); err != nil {
 		return err
@@ -118,7 +122,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, tp trace.Tracer
 	var dualWrite *dualwrite.Handler
 	if cfg.DualWrite {
 		// TEACHING ONLY: dualwrite.NewHandler logs the warning that says so.
-		dualWrite, err = dualwrite.NewHandler(dualwrite.Config{Brokers: cfg.Relay.Brokers, Topic: cfg.Relay.Topic}, pool, logger)
+		dualWrite, err = dualwrite.NewHandler(dualwrite.Config{Brokers: cfg.Relay.Brokers, Topic: cfg.Relay.Topic, ClientOpts: cfg.Relay.ClientOpts}, pool, logger)
 		if err != nil {
 			return fmt.Errorf("new dual-write handler: %w", err)
 		}

@@ -95,6 +95,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	apiCmd := flags.String("api-cmd", "", "start a student's API with this shell command line (with -consumer-cmd; environment in docs/contract.md)")
 	consumerCmd := flags.String("consumer-cmd", "", "start a student's consumer with this shell command line (with -api-cmd)")
 	apiKey := flags.String("api-key", "", "send \"Authorization: Bearer <key>\" with every request to a student's API (-api-url or -api-cmd); our API gets a key the harness makes")
+	kafka := addKafkaFlags(flags)
 	relayMode := flags.String("relay-mode", verdict.RelayModePoll, "RELAY_MODE of our API: poll (the polling relay), cdc (logical replication), or both (each scenario in each mode, verdicts side by side)")
 	if err := flags.Parse(args); err != nil {
 		return err
@@ -115,6 +116,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("unknown scenario %q: want one of %s or all", *scenario, strings.Join(chaos.ScenarioNames(), ", "))
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	kafkaOpts, err := kafka.targetOpts(ctx, getenv, *apiURL != "", strings.Split(*brokers, ","), logger)
+	if err != nil {
+		return err
+	}
 
 	root, err := repo.Root()
 	if err != nil {
@@ -165,7 +170,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	case commands != nil:
 		fmt.Fprintf(stdout, "starting the student's services: api %q, consumer %q\n", commands.API, commands.Consumer)
 	case *apiURL != "":
-		opts.Target = &chaos.Target{APIURL: *apiURL, PaymentsDB: *paymentsDB, ConsumerDB: *consumerDB, Brokers: strings.Split(*brokers, ","), Topic: *topic}
+		opts.Target = &chaos.Target{APIURL: *apiURL, PaymentsDB: *paymentsDB, ConsumerDB: *consumerDB, Brokers: strings.Split(*brokers, ","), KafkaOpts: kafkaOpts, Topic: *topic}
 	default:
 		fmt.Fprintln(stdout, "building ./cmd/api and ./cmd/consumer into bin/")
 		if opts.Binaries, err = stack.Build(ctx, root, filepath.Join(root, "bin"), "./cmd/api", "./cmd/consumer"); err != nil {

@@ -6,9 +6,12 @@ import (
 	"net"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/dscourse/payments-outbox/internal/antifraud"
 	"github.com/dscourse/payments-outbox/internal/envconfig"
 	"github.com/dscourse/payments-outbox/internal/event"
+	"github.com/dscourse/payments-outbox/internal/kafkasec"
 )
 
 // config is everything cmd/consumer reads from its environment (docs/contract.md lists the
@@ -23,6 +26,12 @@ type config struct {
 	KafkaBrokers []string
 	// KafkaTopic (KAFKA_TOPIC, default payments.events) carries the payment events.
 	KafkaTopic string
+	// Kafka is how the consumer reaches the brokers: TLS and SASL from KAFKA_TLS_* and
+	// KAFKA_SASL_* (kafkasec.Config documents each); unset, plaintext.
+	Kafka kafkasec.Config
+	// KafkaClientOpts are Kafka's franz-go options, which loadConfig builds, reading
+	// the files Kafka names once, at start.
+	KafkaClientOpts []kgo.Opt
 	// KafkaGroup (KAFKA_GROUP, default antifraud) is the consumer group.
 	KafkaGroup string
 	// KafkaSessionTimeout (KAFKA_SESSION_TIMEOUT, default 45s, the broker allows 6s to 30m)
@@ -63,6 +72,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		DatabaseURL:         env.String("DATABASE_URL", ""),
 		KafkaBrokers:        env.List("KAFKA_BROKERS", "127.0.0.1:19092"),
 		KafkaTopic:          env.String("KAFKA_TOPIC", event.DefaultTopic),
+		Kafka:               kafkasec.Load(env),
 		KafkaGroup:          env.String("KAFKA_GROUP", "antifraud"),
 		KafkaSessionTimeout: env.Duration("KAFKA_SESSION_TIMEOUT", 45*time.Second),
 		HTTPAddr:            env.String("HTTP_ADDR", "127.0.0.1:8081"),
@@ -79,9 +89,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 		DedupRetention:         env.Duration("ANTIFRAUD_DEDUP_RETENTION", 90*24*time.Hour),
 		CrashAfterDBCommitProb: env.Float("ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB", 0),
 	}
+	// ClientOpts checks the Kafka security settings and reads their files (the CA, the
+	// password file): a missing one stops the start here.
+	kafkaOpts, kafkaErr := cfg.Kafka.ClientOpts()
+	cfg.KafkaClientOpts = kafkaOpts
 	// A value that did not parse reads as its fallback, so Validate still has something
 	// to check, and the operator learns of every mistake in one start.
-	if err := errors.Join(env.Err(), cfg.Validate()); err != nil {
+	if err := errors.Join(env.Err(), kafkaErr, cfg.Validate()); err != nil {
 		return config{}, err
 	}
 	return cfg, nil

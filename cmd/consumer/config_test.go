@@ -47,6 +47,8 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"session timeout below the broker's minimum", map[string]string{"KAFKA_SESSION_TIMEOUT": "1s"}},
 		{"dedup retention too short", map[string]string{"ANTIFRAUD_DEDUP_RETENTION": "1h"}},
 		{"bad http addr", map[string]string{"HTTP_ADDR": "8081"}},
+		{"unknown SASL mechanism", map[string]string{"KAFKA_SASL_MECHANISM": "KERBEROS", "KAFKA_SASL_USERNAME": "u", "KAFKA_SASL_PASSWORD": "p"}},
+		{"missing password file", map[string]string{"KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "KAFKA_SASL_USERNAME": "u", "KAFKA_SASL_PASSWORD_FILE": "/nonexistent"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -35,6 +36,10 @@ const (
 // the HTTP server stops (so /metrics shows the last batch until the end); the pool closes
 // last, because the consumer uses it.
 func serve(ctx context.Context, cfg config, logger *slog.Logger, tp trace.TracerProvider) error {
+	// A refused password or certificate stops the start; a broker that is down does not.
+	if err := cfg.Kafka.CheckAtStart(ctx, cfg.KafkaBrokers, cfg.KafkaClientOpts, logger); err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	for _, c := range []prometheus.Collector{
 		collectors.NewGoCollector(),
@@ -64,7 +69,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, tp trace.Tracer
 		Group:          cfg.KafkaGroup,
 		MaxPollRecords: cfg.MaxPollRecords,
 		Rules:          cfg.Rules,
-		ClientOpts:     []kgo.Opt{kgo.SessionTimeout(cfg.KafkaSessionTimeout)},
+		ClientOpts:     append(slices.Clip(cfg.KafkaClientOpts), kgo.SessionTimeout(cfg.KafkaSessionTimeout)),
 		TracerProvider: tp,
 		AfterDBCommit:  crashHook(cfg.CrashAfterDBCommitProb, logger),
 	}, logger, metrics)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
+	"github.com/dscourse/payments-outbox/internal/kafkasec"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -134,7 +135,7 @@ func setTopicConfig(ctx context.Context, rn *Run, key, value string) error {
 	if value == "" {
 		alter = kadm.AlterConfig{Op: kadm.DeleteConfig, Name: key}
 	}
-	return withAdmin(rn.brokers, func(adm *kadm.Client) error {
+	return kafkasec.WithAdmin(rn.brokers, rn.kafkaOpts, func(adm *kadm.Client) error {
 		resps, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{alter}, rn.topic)
 		if err == nil {
 			var resp kadm.AlterConfigsResponse

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/event"
+	"github.com/dscourse/payments-outbox/internal/kafkasec"
 )
 
 // A consumerWatch looks at a consumer from outside, through the names of the contract
@@ -292,7 +293,7 @@ func (rn *Run) waitConsumerCommitted(ctx context.Context, timeout time.Duration)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return withAdmin(rn.brokers, func(adm *kadm.Client) error {
+	return kafkasec.WithAdmin(rn.brokers, rn.kafkaOpts, func(adm *kadm.Client) error {
 		for {
 			snap, err := groupOffsets(ctx, adm, rn.topic, rn.group)
 			if err == nil && snap.lag() == 0 {

@@ -17,6 +17,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/event"
+	"github.com/dscourse/payments-outbox/internal/kafkasec"
 )
 
 // The poison scenario's limit is measured, not computed: before the fault, a
@@ -193,7 +194,7 @@ func recordSizes(ctx context.Context, brokers []string, topic string) ([]recordS
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var total int64
-	err := withAdmin(brokers, func(adm *kadm.Client) error {
+	err := kafkasec.WithAdmin(brokers, nil, func(adm *kadm.Client) error {
 		ends, err := adm.ListEndOffsets(ctx, topic)
 		if err == nil {
 			err = ends.Error()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
@@ -24,6 +25,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
+	"github.com/dscourse/payments-outbox/internal/kafkasec"
 	"github.com/dscourse/payments-outbox/migrations"
 )
 
@@ -52,6 +54,8 @@ type Run struct {
 	// group is the consumer group the harness gave the consumer (KAFKA_GROUP); empty
 	// for a consumer somebody else runs.
 	group string
+	// kafkaOpts reach brokers besides the address (Target.KafkaOpts); empty for ours.
+	kafkaOpts []kgo.Opt
 	// loadDone is closed once the load has been sent (see loading).
 	loadDone <-chan struct{}
 	// cluster follows the three-node cluster; nil unless the scenario runs on it.
@@ -118,7 +122,7 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *verdi
 	if sc.Cluster {
 		brokers, relayBrokers = opts.Ports.ClusterBrokers(), opts.Ports.ClusterProxiedBrokers()
 	}
-	err = withAdmin(brokers, func(adm *kadm.Client) error { return devstack.CreateTopic(ctx, adm, report.Topic, 3) })
+	err = kafkasec.WithAdmin(brokers, nil, func(adm *kadm.Client) error { return devstack.CreateTopic(ctx, adm, report.Topic, 3) })
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +189,7 @@ func targetRun(opts Options, sc Scenario, report *verdict.Report) (*Run, error) 
 	report.Stack = cmp.Or(t.Stack, "external")
 	report.Topic, report.PaymentsDatabase, report.ConsumerDatabase = t.Topic, redact(t.PaymentsDB), redact(t.ConsumerDB)
 	return &Run{
-		paymentsDB: t.PaymentsDB, consumerDB: t.ConsumerDB, brokers: t.Brokers, logDir: "(not ours)", apiKey: opts.APIKey,
+		paymentsDB: t.PaymentsDB, consumerDB: t.ConsumerDB, brokers: t.Brokers, kafkaOpts: t.KafkaOpts, logDir: "(not ours)", apiKey: opts.APIKey,
 		API:      &stack.Process{Name: "api", BaseURL: strings.TrimRight(t.APIURL, "/")},
 		Consumer: &stack.Process{Name: "consumer"},
 	}, nil

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
@@ -21,6 +22,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
+	"github.com/dscourse/payments-outbox/internal/kafkasec"
 )
 
 // Options configure one run of a scenario on the native stack.
@@ -73,6 +75,9 @@ type Target struct {
 	ConsumerDB string // optional
 	Brokers    []string
 	Topic      string
+	// KafkaOpts are the franz-go options that reach Brokers besides the address: TLS
+	// and SASL (cmd/chaos's -kafka-* flags). Empty: plaintext.
+	KafkaOpts []kgo.Opt
 	// Stack is what the report calls where the service runs. Default "external";
 	// compose.Run sets "compose".
 	Stack string
@@ -145,7 +150,7 @@ func RunScenario(ctx context.Context, opts Options, native *stack.Native, sc Sce
 	if err != nil {
 		return nil, err
 	}
-	verifier, err := verify.New(ctx, verify.Config{PaymentsDB: rn.paymentsDB, ConsumerDB: rn.consumerDB, Brokers: rn.brokers, Topic: report.Topic, Foreign: sc.Foreign})
+	verifier, err := verify.New(ctx, verify.Config{PaymentsDB: rn.paymentsDB, ConsumerDB: rn.consumerDB, Brokers: rn.brokers, KafkaOpts: rn.kafkaOpts, Topic: report.Topic, Foreign: sc.Foreign})
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +286,7 @@ func captureWorks(ctx context.Context, rn *Run, id, runID string, report *verdic
 // the faults. A drain that never came is a note in the report, not an error: the checks
 // will say what it left behind.
 func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run, verifier *verify.Verifier, report *verdict.Report) (load.Result, verify.Observed, error) {
-	watch, err := faults.StartTopicWatch(ctx, faults.WatchConfig{Brokers: rn.brokers, Topic: report.Topic, CopyEvery: sc.CopyEvery, Origin: rn.origin, Logger: rn.logger})
+	watch, err := faults.StartTopicWatch(ctx, faults.WatchConfig{Brokers: rn.brokers, KafkaOpts: rn.kafkaOpts, Topic: report.Topic, CopyEvery: sc.CopyEvery, Origin: rn.origin, Logger: rn.logger})
 	if err != nil {
 		return load.Result{}, verify.Observed{}, err
 	}
@@ -442,7 +447,7 @@ func cleanUp(ctx context.Context, opts Options, rn *Run, report *verdict.Report,
 			logger.Warn("drop database of a passed run", slog.Any("err", err))
 		}
 	}
-	err := withAdmin(rn.brokers, func(adm *kadm.Client) error { return devstack.DeleteTopic(ctx, adm, report.Topic) })
+	err := kafkasec.WithAdmin(rn.brokers, rn.kafkaOpts, func(adm *kadm.Client) error { return devstack.DeleteTopic(ctx, adm, report.Topic) })
 	if err != nil {
 		logger.Warn("delete topic of a passed run", slog.Any("err", err))
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
+	"github.com/dscourse/payments-outbox/internal/kafkasec"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -63,7 +64,7 @@ func newSampler(ctx context.Context, rn *Run) (*sampler, error) {
 			return nil, fmt.Errorf("sampler: connect to the consumer database: %w", err)
 		}
 	}
-	if s.kafka, err = kgo.NewClient(kgo.SeedBrokers(rn.brokers...)); err != nil {
+	if s.kafka, err = kafkasec.NewClient(rn.brokers, rn.kafkaOpts); err != nil {
 		s.closeSources()
 		return nil, fmt.Errorf("sampler: new Kafka client: %w", err)
 	}

@@ -28,6 +28,10 @@ type Ports struct {
 	// KafkaProxied is where Kafka's PROXIED listener is bound (KAFKASTACK_PROXIED_PORT,
 	// default 19094); it advertises KafkaProxy.
 	KafkaProxied int
+	// KafkaSASLSSL is Kafka's SASL_SSL listener, TLS with SCRAM users
+	// (KAFKASTACK_SASL_SSL_PORT, default 19095): where the clients' TLS and SASL
+	// options are tested (KafkaSASLSSL).
+	KafkaSASLSSL int
 	// KafkaProxy is where Toxiproxy's proxy RelayProxy listens, in front of
 	// KafkaProxied (KAFKASTACK_PROXY_PORT, default 29092).
 	KafkaProxy int
@@ -54,6 +58,7 @@ func PortVars() []PortVar {
 		{"KAFKASTACK_DIRECT_PORT", 19092, func(p *Ports) *int { return &p.KafkaDirect }},
 		{"KAFKASTACK_CONTROLLER_PORT", 19093, func(p *Ports) *int { return &p.KafkaController }},
 		{"KAFKASTACK_PROXIED_PORT", 19094, func(p *Ports) *int { return &p.KafkaProxied }},
+		{"KAFKASTACK_SASL_SSL_PORT", 19095, func(p *Ports) *int { return &p.KafkaSASLSSL }},
 		{"KAFKASTACK_PROXY_PORT", 29092, func(p *Ports) *int { return &p.KafkaProxy }},
 		{"PGSTACK_PROXY_PORT", 25432, func(p *Ports) *int { return &p.PostgresProxy }},
 		{"TOXISTACK_API_PORT", 8474, func(p *Ports) *int { return &p.Toxiproxy }},
@@ -131,6 +136,10 @@ func (p Ports) ProxiedPostgres() string { return addr(p.PostgresProxy) }
 // DirectBroker is Kafka's DIRECT listener, never behind a proxy: tests, the consumer,
 // the chaos verifier, every admin request.
 func (p Ports) DirectBroker() string { return addr(p.KafkaDirect) }
+
+// SASLSSLBroker is Kafka's SASL_SSL listener: TLS with a certificate of the stack's own
+// CA, and SCRAM users.
+func (p Ports) SASLSSLBroker() string { return addr(p.KafkaSASLSSL) }
 
 // ProxiedBroker is the Toxiproxy proxy RelayProxy in front of Kafka's PROXIED
 // listener, which advertises this address, so a client seeded here keeps all its

@@ -54,14 +54,14 @@ func TestPortsAddresses(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[string]string{
-		"AdminURL": p.AdminURL(), "DirectBroker": p.DirectBroker(), "ProxiedBroker": p.ProxiedBroker(),
+		"AdminURL": p.AdminURL(), "DirectBroker": p.DirectBroker(), "ProxiedBroker": p.ProxiedBroker(), "SASLSSLBroker": p.SASLSSLBroker(),
 		"ToxiproxyAPI": p.ToxiproxyAPI(), "ProxiedPostgres": p.ProxiedPostgres(),
 		"ClusterBrokers": strings.Join(p.ClusterBrokers(), ","), "ClusterProxiedBrokers": strings.Join(p.ClusterProxiedBrokers(), ","),
 		"PostgresStandbyUpstream": p.PostgresStandbyUpstream(), "FollowingURL": p.FollowingURL("payments"),
 	}
 	want := map[string]string{
 		"AdminURL":     "postgres://postgres@127.0.0.1:55532/postgres?sslmode=disable",
-		"DirectBroker": "127.0.0.1:19192", "ProxiedBroker": "127.0.0.1:29092",
+		"DirectBroker": "127.0.0.1:19192", "ProxiedBroker": "127.0.0.1:29092", "SASLSSLBroker": "127.0.0.1:19095",
 		"ToxiproxyAPI": "127.0.0.1:8474", "ProxiedPostgres": "127.0.0.1:25432",
 		"ClusterBrokers":          "127.0.0.1:21291,127.0.0.1:21292,127.0.0.1:21293",
 		"ClusterProxiedBrokers":   "127.0.0.1:21491,127.0.0.1:21492,127.0.0.1:21493",

@@ -6,6 +6,8 @@
 #   scripts/stack/kafka.sh status     exit 0 if the broker process runs and DIRECT accepts TCP
 #   scripts/stack/kafka.sh logs [-f]  print (or follow) the broker log
 #   scripts/stack/kafka.sh brokers    print the DIRECT address, the seed for the consumer
+#   scripts/stack/kafka.sh sasl-env   print the KAFKA_* settings that reach the SASL_SSL
+#                                     listener: env $(scripts/stack/kafka.sh sasl-env) <command>
 #
 # A broker that another checkout started on these ports is recognised (it answers a Kafka
 # request on DIRECT, and the owner file beside its config names a checkout of this
@@ -20,7 +22,15 @@
 #   PROXIED    127.0.0.1:19094  KAFKASTACK_PROXIED_PORT, advertised as 127.0.0.1:29092
 #                               (KAFKASTACK_PROXY_PORT), the Toxiproxy listener
 #                               (scripts/stack/toxiproxy.sh) the relay bootstraps at
+#   SASL_SSL   127.0.0.1:19095  KAFKASTACK_SASL_SSL_PORT: TLS and SCRAM, for testing the
+#                               clients' KAFKA_TLS_* and KAFKA_SASL_* options
 #   CONTROLLER 127.0.0.1:19093  KAFKASTACK_CONTROLLER_PORT: KRaft quorum
+#
+# The SASL_SSL listener's certificates are made with the JDK's keytool at the first start,
+# into .stack/kafka/tls: a CA (ca.p12, and ca.pem for Go clients), the broker's keystore
+# (broker.p12: a key and a certificate for 127.0.0.1 and localhost signed by the CA), a
+# truststore holding the CA (truststore.p12, for Java clients), and the random passwords of
+# the stores and of the SCRAM user $SCRAM_USER (store.password, scram.password).
 #
 # The jars come from Maven Central (scripts/stack/kafka/pom.xml) into .stack/kafka-libs; the
 # broker's data, config, owner file, log and pid live in .stack/kafka. `rm -rf .stack/kafka` (broker
@@ -45,6 +55,10 @@ SRC="$ROOT/scripts/stack/kafka"
 LOG4J="-Dlog4j2.configurationFile=$SRC/log4j2.properties"
 
 DIRECT_PORT="$KAFKASTACK_DIRECT_PORT"
+TLS="$RUN/tls"
+SCRAM_USER=payments-outbox
+# The mechanism sasl-env prints; the broker accepts SCRAM-SHA-256 too, with the same password.
+SCRAM_MECHANISM=SCRAM-SHA-512
 TOPIC=payments.events
 TOPIC_PARTITIONS=3
 READY_TIMEOUT=90
@@ -134,10 +148,109 @@ kafka_owner() {
 	kafka_answers "$port" && config_owner "$port" kafka.Kafka
 }
 
+# keytool_quiet runs the JDK's keytool with the short-lived tools' JVM flags, its output
+# to the log.
+keytool_quiet() {
+	keytool -J-Xmx64m -J-XX:+UseSerialGC -J-XX:TieredStopAtLevel=1 "$@" >>"$LOG" 2>&1
+}
+
+# ensure_tls makes the SASL_SSL listener's CA, keystore, truststore and passwords in $TLS,
+# unless they are there: a restart keeps them, so clients keep trusting the same CA.
+# They are made in a temporary directory and moved in place, so a failed run leaves none.
+ensure_tls() {
+	if [[ -s "$TLS/ca.pem" && -s "$TLS/broker.p12" && -s "$TLS/truststore.p12" &&
+		-s "$TLS/store.password" && -s "$TLS/scram.password" ]]; then
+		return
+	fi
+	command -v keytool >/dev/null || die "keytool not found (it comes with the JDK that runs Kafka)"
+	log "making the SASL_SSL listener's CA and keystores with keytool in $TLS"
+	local tmp="$TLS.tmp" pass
+	rm -rf "$tmp"
+	mkdir -m 700 -p "$tmp"
+	# Letters and digits only: the SCRAM password goes into --add-scram's [name=,password=].
+	random_password() { head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 32; }
+	pass="$(random_password)"
+	echo "$pass" >"$tmp/store.password"
+	random_password >"$tmp/scram.password"
+	local ca=(-keystore "$tmp/ca.p12" -storetype PKCS12 -storepass "$pass")
+	local broker=(-keystore "$tmp/broker.p12" -storetype PKCS12 -storepass "$pass")
+	# ECDSA P-256 keys, ten years: a throwaway CA for one machine's development broker.
+	keytool_quiet -genkeypair -alias ca -dname "CN=payments-outbox development CA" -keyalg EC \
+		-groupname secp256r1 -validity 3650 -ext bc:c "${ca[@]}" || die "keytool: making the CA failed"
+	keytool_quiet -exportcert -rfc -alias ca -file "$tmp/ca.pem" "${ca[@]}" || die "keytool: exporting the CA failed"
+	keytool_quiet -genkeypair -alias broker -dname "CN=localhost" -keyalg EC -groupname secp256r1 \
+		-validity 3650 "${broker[@]}" || die "keytool: making the broker's key failed"
+	keytool_quiet -certreq -alias broker -file "$tmp/broker.csr" "${broker[@]}" || die "keytool: the broker's request failed"
+	# Go checks the subject alternative names, not the CN: the broker is dialled as 127.0.0.1.
+	keytool_quiet -gencert -alias ca -infile "$tmp/broker.csr" -outfile "$tmp/broker.pem" -rfc -validity 3650 \
+		-ext SAN=ip:127.0.0.1,dns:localhost -ext KU:c=digitalSignature -ext EKU=serverAuth "${ca[@]}" ||
+		die "keytool: signing the broker's certificate failed"
+	keytool_quiet -importcert -noprompt -alias ca -file "$tmp/ca.pem" "${broker[@]}" &&
+		keytool_quiet -importcert -alias broker -file "$tmp/broker.pem" "${broker[@]}" ||
+		die "keytool: filling the broker's keystore failed"
+	keytool_quiet -importcert -noprompt -alias ca -file "$tmp/ca.pem" \
+		-keystore "$tmp/truststore.p12" -storetype PKCS12 -storepass "$pass" || die "keytool: making the truststore failed"
+	rm -f "$tmp/broker.csr"
+	rm -rf "$TLS"
+	mv "$tmp" "$TLS"
+	# New passwords: the SCRAM user must be (re)written with this one.
+	rm -f "$RUN/scram.done"
+}
+
+# scram_password prints the SCRAM user's password. The broker keeps it for both SCRAM
+# mechanisms, as salted hashes.
+scram_password() { echo "$(<"$TLS/scram.password")"; }
+
+# ensure_scram_user writes $SCRAM_USER's credentials through DIRECT with kafka-configs, for
+# a data directory that was formatted before the SASL_SSL listener existed or before the
+# passwords were made anew; a data directory formatted by this start has them already.
+ensure_scram_user() {
+	[[ -f "$RUN/scram.done" ]] && return
+	local mechanism out
+	# One mechanism per request: the broker refuses two changes of one user's credentials
+	# in one. The tool echoes its arguments on failure: the password is hidden from them.
+	for mechanism in SCRAM-SHA-256 SCRAM-SHA-512; do
+		out="$(java_tool org.apache.kafka.tools.ConfigCommand \
+			--bootstrap-server "127.0.0.1:$DIRECT_PORT" --command-config "$RUN/admin.properties" \
+			--alter --entity-type users --entity-name "$SCRAM_USER" \
+			--add-config "$mechanism=[password=$(scram_password)]" 2>&1)" ||
+			die "adding the SCRAM user $SCRAM_USER ($mechanism) failed: ${out//$(scram_password)/[hidden]}"
+	done
+	touch "$RUN/scram.done"
+}
+
+# sasl_env prints the settings of docs/contract.md that reach the SASL_SSL listener of the
+# broker this checkout uses, its own or another checkout's: the CA and the password are in
+# the tls directory beside that broker's config file.
+sasl_env() {
+	local run by="$ROOT" p
+	if p="$(pid)"; then
+		run="$RUN"
+	elif by="$(kafka_owner)"; then
+		run="$(dirname "$(command_line "$(listener_pid "$DIRECT_PORT")" | sed 's/.* kafka\.Kafka //')")"
+	else
+		log "Kafka is not running: start it with $ROOT/scripts/stack/kafka.sh start"
+		exit 1
+	fi
+	# Not die: the log it prints is this checkout's, and the broker may be another's.
+	if [[ ! -s "$run/tls/ca.pem" ]] || ! port_open "$KAFKASTACK_SASL_SSL_PORT"; then
+		log "the broker on 127.0.0.1:$DIRECT_PORT, started from $by, has no SASL_SSL listener on 127.0.0.1:$KAFKASTACK_SASL_SSL_PORT: it was started by a kafka.sh from before that listener. Restart it there: $by/scripts/stack/kafka.sh stop, then start"
+		exit 1
+	fi
+	cat <<-EOF
+		KAFKA_BROKERS=127.0.0.1:$KAFKASTACK_SASL_SSL_PORT
+		KAFKA_TLS_CA_FILE=$run/tls/ca.pem
+		KAFKA_SASL_MECHANISM=$SCRAM_MECHANISM
+		KAFKA_SASL_USERNAME=$SCRAM_USER
+		KAFKA_SASL_PASSWORD_FILE=$run/tls/scram.password
+	EOF
+}
+
 print_listeners() {
 	cat <<EOF
   DIRECT   127.0.0.1:$DIRECT_PORT  tests, consumer, verifier (no faults)
   PROXIED  127.0.0.1:$KAFKASTACK_PROXY_PORT  via Toxiproxy (scripts/stack/toxiproxy.sh start), bound on 127.0.0.1:$KAFKASTACK_PROXIED_PORT
+  SASL_SSL 127.0.0.1:$KAFKASTACK_SASL_SSL_PORT  TLS and SCRAM user $SCRAM_USER (settings: $ROOT/scripts/stack/kafka.sh sasl-env)
   topic    $TOPIC ($TOPIC_PARTITIONS partitions)
 EOF
 }
@@ -178,24 +291,33 @@ start() {
 	require_free "$DIRECT_PORT" KAFKASTACK_DIRECT_PORT "Kafka DIRECT listener"
 	require_free "$KAFKASTACK_CONTROLLER_PORT" KAFKASTACK_CONTROLLER_PORT "Kafka CONTROLLER listener"
 	require_free "$KAFKASTACK_PROXIED_PORT" KAFKASTACK_PROXIED_PORT "Kafka PROXIED listener"
+	require_free "$KAFKASTACK_SASL_SSL_PORT" KAFKASTACK_SASL_SSL_PORT "Kafka SASL_SSL listener"
 	command -v java >/dev/null || die "java not found (Kafka 4 needs Java 17+)"
 
 	local t0=$SECONDS
 	ensure_libs
+	: >"$LOG"
+	ensure_tls
 	sed -e "s|@DATA_DIR@|$DATA|" -e "s|@DIRECT_PORT@|$DIRECT_PORT|g" \
 		-e "s|@PROXIED_PORT@|$KAFKASTACK_PROXIED_PORT|g" -e "s|@PROXY_PORT@|$KAFKASTACK_PROXY_PORT|g" \
+		-e "s|@SASL_SSL_PORT@|$KAFKASTACK_SASL_SSL_PORT|g" -e "s|@TLS_DIR@|$TLS|g" \
+		-e "s|@STORE_PASSWORD@|$(<"$TLS/store.password")|g" \
 		-e "s|@CONTROLLER_PORT@|$KAFKASTACK_CONTROLLER_PORT|g" "$SRC/server.properties.tmpl" >"$CONF"
 	write_owner "$RUN"
 	cat >"$RUN/admin.properties" <<-EOF
 		request.timeout.ms=5000
 		default.api.timeout.ms=10000
 	EOF
-	: >"$LOG"
 	if [[ ! -f "$DATA/meta.properties" ]]; then
 		log "formatting $DATA"
 		# --standalone goes with controller.quorum.bootstrap.servers (dynamic quorum).
+		# --add-scram writes the SCRAM user into the first metadata, ready at the first start.
 		java_tool kafka.tools.StorageTool format --standalone --ignore-formatted \
-			-t "$CLUSTER_ID" -c "$CONF" >>"$LOG" 2>&1 || die "formatting the storage failed"
+			-t "$CLUSTER_ID" -c "$CONF" \
+			--add-scram "SCRAM-SHA-256=[name=$SCRAM_USER,password=$(scram_password)]" \
+			--add-scram "SCRAM-SHA-512=[name=$SCRAM_USER,password=$(scram_password)]" \
+			>>"$LOG" 2>&1 || die "formatting the storage failed"
+		touch "$RUN/scram.done"
 	fi
 
 	log "starting the broker"
@@ -215,6 +337,7 @@ start() {
 		((SECONDS < deadline)) || die "the broker did not become ready within ${READY_TIMEOUT}s: $out"
 		sleep 0.5
 	done
+	ensure_scram_user
 	log "ready in $((SECONDS - t0))s"
 	print_endpoints "$(pid)"
 }
@@ -271,8 +394,9 @@ stop) stop ;;
 status) status ;;
 logs) logs "${2:-}" ;;
 brokers) echo "127.0.0.1:$DIRECT_PORT" ;;
+sasl-env) sasl_env ;;
 *)
-	echo "usage: $0 start|stop|status|logs [-f]|brokers" >&2
+	echo "usage: $0 start|stop|status|logs [-f]|brokers|sasl-env" >&2
 	exit 2
 	;;
 esac

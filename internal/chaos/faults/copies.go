@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/event"
+	"github.com/dscourse/payments-outbox/internal/kafkasec"
 )
 
 // A TopicWatch follows a run's topic live, on the DIRECT listener, and does two things
@@ -40,6 +41,7 @@ type TopicWatch struct {
 	// brokers and topic are the watch's, for CatchUp; positions is, per partition,
 	// the offset after the last record read, control records included (CatchUp).
 	brokers   []string
+	kafkaOpts []kgo.Opt
 	topic     string
 	positions sync.Map // int32 -> int64
 
@@ -60,6 +62,8 @@ type WatchConfig struct {
 	// Brokers of the DIRECT listener: the watch must not be behind the faults it
 	// observes. Required.
 	Brokers []string
+	// KafkaOpts reach Brokers besides the address: TLS, SASL. Optional.
+	KafkaOpts []kgo.Opt
 	// Topic to follow from its start. Required.
 	Topic string
 	// CopyEvery injects one extra copy of every CopyEvery-th event, the first one
@@ -72,8 +76,7 @@ type WatchConfig struct {
 
 // StartTopicWatch starts following the topic. Stop it to get what it saw.
 func StartTopicWatch(ctx context.Context, cfg WatchConfig) (*TopicWatch, error) {
-	consumer, err := kgo.NewClient(
-		kgo.SeedBrokers(cfg.Brokers...),
+	consumer, err := kafkasec.NewClient(cfg.Brokers, cfg.KafkaOpts,
 		kgo.ConsumeTopics(cfg.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		// Records of aborted transactions were never delivered to a consumer that reads
@@ -87,8 +90,7 @@ func StartTopicWatch(ctx context.Context, cfg WatchConfig) (*TopicWatch, error) 
 	if err != nil {
 		return nil, fmt.Errorf("new Kafka consumer for the topic watch: %w", err)
 	}
-	producer, err := kgo.NewClient(
-		kgo.SeedBrokers(cfg.Brokers...),
+	producer, err := kafkasec.NewClient(cfg.Brokers, cfg.KafkaOpts,
 		kgo.DefaultProduceTopic(cfg.Topic),
 		// A copy goes to its original's partition, as a redelivery would: with the
 		// default partitioner it could land elsewhere if the service partitions by
@@ -101,7 +103,7 @@ func StartTopicWatch(ctx context.Context, cfg WatchConfig) (*TopicWatch, error) 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	w := &TopicWatch{
-		consumer: consumer, producer: producer, every: cfg.CopyEvery, origin: cfg.Origin, brokers: cfg.Brokers, topic: cfg.Topic,
+		consumer: consumer, producer: producer, every: cfg.CopyEvery, origin: cfg.Origin, brokers: cfg.Brokers, kafkaOpts: cfg.KafkaOpts, topic: cfg.Topic,
 		logger:     cfg.Logger.With(slog.String("component", "topic_watch")),
 		done:       make(chan struct{}),
 		firstSeenS: map[string]float64{}, eventSeenS: map[string]float64{}, transitionSeenS: map[string]map[int]float64{}, partition: map[string]int32{}, records: map[string]int{}, injected: map[string]int{},
@@ -237,7 +239,7 @@ func (w *TopicWatch) CatchUp(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var ends kadm.ListedOffsets
-	err := withAdmin(w.brokers, func(adm *kadm.Client) error {
+	err := kafkasec.WithAdmin(w.brokers, w.kafkaOpts, func(adm *kadm.Client) error {
 		var err error
 		if ends, err = adm.ListCommittedOffsets(ctx, w.topic); err == nil {
 			err = ends.Error()
@@ -283,16 +285,6 @@ func headerValue(r *kgo.Record, key string) string {
 		}
 	}
 	return ""
-}
-
-// withAdmin runs f with a Kafka admin client seeded at brokers, closed when f returns.
-func withAdmin(brokers []string, f func(*kadm.Client) error) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return fmt.Errorf("new Kafka admin client: %w", err)
-	}
-	defer cl.Close()
-	return f(kadm.NewClient(cl))
 }
 
 // waitUntil waits for t or ctx, whichever comes first.

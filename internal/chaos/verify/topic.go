@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/event"
+	"github.com/dscourse/payments-outbox/internal/kafkasec"
 )
 
 // TopicContents is everything the verifier learned from reading a topic end to end:
@@ -112,10 +113,11 @@ func ReadTopic(ctx context.Context, brokers []string, topic string) (TopicConten
 
 // ReadTopicExcept is ReadTopic skipping the foreign records, which the harness wrote
 // itself as another producer would: they are not the service's records, and the
-// contract rows judge the service. A nil foreign skips nothing.
-func ReadTopicExcept(ctx context.Context, brokers []string, topic string, foreign *ForeignRecords) (TopicContents, error) {
+// contract rows judge the service. A nil foreign skips nothing. security are the options
+// that reach brokers besides their address (TLS, SASL), none for a plaintext broker.
+func ReadTopicExcept(ctx context.Context, brokers []string, topic string, foreign *ForeignRecords, security ...kgo.Opt) (TopicContents, error) {
 	contents := NewTopicContents()
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	admCl, err := kafkasec.NewClient(brokers, security)
 	if err != nil {
 		return contents, fmt.Errorf("new Kafka client: %w", err)
 	}
@@ -153,8 +155,7 @@ func ReadTopicExcept(ctx context.Context, brokers []string, topic string, foreig
 		return contents, nil
 	}
 
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(brokers...),
+	cl, err := kafkasec.NewClient(brokers, security,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Config points the verifier at an implementation. Only what docs/contract.md
@@ -23,6 +24,8 @@ type Config struct {
 	ConsumerDB string
 	// Brokers to read the topic from: the DIRECT listener, never the proxy. Required.
 	Brokers []string
+	// KafkaOpts reach Brokers besides the address: TLS, SASL. Optional.
+	KafkaOpts []kgo.Opt
 	// Topic of payment events. Required.
 	Topic string
 	// Partitions is the partition count the topic must have. Default 3, as the
@@ -129,7 +132,7 @@ func (v *Verifier) unpublishedPayments(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	topic, err := ReadTopicExcept(ctx, v.cfg.Brokers, v.cfg.Topic, v.cfg.Foreign)
+	topic, err := ReadTopicExcept(ctx, v.cfg.Brokers, v.cfg.Topic, v.cfg.Foreign, v.cfg.KafkaOpts...)
 	if err != nil {
 		return 0, err
 	}
@@ -162,7 +165,7 @@ func (v *Verifier) Observe(ctx context.Context) (Observed, error) {
 		}
 	}
 	readCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	obs.Topic, err = ReadTopicExcept(readCtx, v.cfg.Brokers, v.cfg.Topic, v.cfg.Foreign)
+	obs.Topic, err = ReadTopicExcept(readCtx, v.cfg.Brokers, v.cfg.Topic, v.cfg.Foreign, v.cfg.KafkaOpts...)
 	cancel()
 	if err != nil {
 		return obs, err
