@@ -300,7 +300,11 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 	}
 	rn.logger.Info("sending payments", slog.Int("payments", opts.Payments), slog.Duration("span", sc.Span), slog.Int("bursts", sc.Bursts))
 	urls := rn.apiURLs()
-	load, err := RunLoad(ctx, LoadConfig{BaseURL: urls[0], Replicas: urls[1:], RunID: report.RunID, APIKey: rn.apiKey, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts,
+	send := func(ctx context.Context, _ *Run, cfg LoadConfig) (LoadResult, error) { return RunLoad(ctx, cfg) }
+	if sc.Load != nil {
+		send = sc.Load
+	}
+	load, err := send(ctx, rn, LoadConfig{BaseURL: urls[0], Replicas: urls[1:], RunID: report.RunID, APIKey: rn.apiKey, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts,
 		LargestEvery: sc.LargestEvery, MaxAttempts: sc.MaxAttempts, Lifecycle: report.LifecycleLoad, SameKeyEvery: sameKeyEvery})
 	closeLoadDone()
 	if err != nil {

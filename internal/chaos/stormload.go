@@ -1,0 +1,343 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The load of the idempotency-storm scenario. Every key is sent by several clients at
+// once, released by a barrier (atOnce): the creation of a payment, then its capture and
+// its full refund, each with a key of its own. Each client gives every attempt less time
+// than the API's 5 s transaction budget, and retries with the same key after a timeout,
+// a connection error (the API SIGKILLed under it, or down), a 409 in flight or a 503,
+// as a real client does: that is how one key comes to be in flight several times at
+// once. The clients wait what Retry-After says, and back off otherwise.
+
+// stormPlan is each payment's transitions after its creation, in order, with the
+// sequence each one's event must carry (the creation's is 1).
+var stormPlan = []struct {
+	action, step string
+	sequence     int
+}{
+	{"capture", "c", 2},
+	{"refund", "r", 3},
+}
+
+// stormUser is the user id of the storm's payment n: one user per key, so that the
+// payments table and the topic say, without the service's help, which payments a key
+// made.
+func stormUser(n int) string { return fmt.Sprintf("chaos-storm-%d", n) }
+
+// A stormKey is what the clients saw of one key.
+type stormKey struct {
+	Key string
+	// N is the payment's number in the load; Sequence the event's sequence the key
+	// must make (1 for the creation).
+	N, Sequence int
+	// PaymentID is the payment the key is about: for a creation the first 201's.
+	PaymentID string
+	// IDs are the ids the successful answers named, one per answer: payment ids of
+	// 201s, event ids of 200s (empty when a 200 has none).
+	IDs []string
+}
+
+// succeeded reports whether some client got a 201 (200).
+func (k stormKey) succeeded() bool { return len(k.IDs) > 0 }
+
+// stormAnswers counts the answers of every attempt, first attempts and retries, by
+// what the contract allows a storm to get: 201 (200 for a transition), 409 with
+// Retry-After (another request with the key in flight), 422, 503 with Retry-After.
+// Anything else is wrong; timeouts and connection errors are the storm itself.
+type stormAnswers struct {
+	Attempts int `json:"attempts"`
+	Success  int `json:"success"`
+	InFlight int `json:"in_flight_409"`
+	Invalid  int `json:"unprocessable_422"`
+	Busy     int `json:"unavailable_503"`
+	// Wrong counts the other answers (a 409 or 503 without Retry-After, a 500, a 404
+	// ...); FirstWrong lists the first few as "status METHOD endpoint".
+	Wrong      int      `json:"wrong"`
+	FirstWrong []string `json:"first_wrong,omitempty"`
+	// Timeouts are attempts the client gave up on (its timeout, shorter than the
+	// API's); ConnErrors attempts that got no answer for another reason.
+	Timeouts   int `json:"timeouts"`
+	ConnErrors int `json:"conn_errors"`
+}
+
+// stormAttempt is one attempt's answer: status 0 when there was none.
+type stormAttempt struct {
+	status     int
+	retryAfter time.Duration
+	body       []byte
+	timedOut   bool
+}
+
+// record counts one attempt of a request to path with the given method.
+func (a *stormAnswers) record(method, path string, at stormAttempt) {
+	a.Attempts++
+	switch {
+	case at.status == 0 && at.timedOut:
+		a.Timeouts++
+	case at.status == 0:
+		a.ConnErrors++
+	case at.status == http.StatusCreated || at.status == http.StatusOK:
+		a.Success++
+	case at.status == http.StatusConflict && at.retryAfter > 0:
+		a.InFlight++
+	case at.status == http.StatusUnprocessableEntity:
+		a.Invalid++
+	case at.status == http.StatusServiceUnavailable && at.retryAfter > 0:
+		a.Busy++
+	default:
+		a.Wrong++
+		if len(a.FirstWrong) < answersShown {
+			status := fmt.Sprint(at.status)
+			if at.status == http.StatusConflict || at.status == http.StatusServiceUnavailable {
+				status += " without Retry-After"
+			}
+			a.FirstWrong = append(a.FirstWrong, status+" "+method+" "+endpoint(path))
+		}
+	}
+}
+
+// load sends the storm: cfg.Payments keys of creation paced over cfg.Span, each by
+// s.Copies clients at once, and with cfg.Lifecycle each payment's stormPlan the same
+// way. It returns what the runner's rows read (payments accepted once per key) and
+// keeps, per key, what every client saw for the storm's own rows.
+func (s *idempotencyStorm) load(ctx context.Context, _ *Run, cfg LoadConfig) (LoadResult, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return LoadResult{}, err
+	}
+	// No client-wide timeout: each attempt has its own (s.attemptTimeout).
+	client := newAPIClient(0, cfg.APIKey)
+	answers := &answerLog{next: cmpTransport(client.Transport)}
+	client.Transport = answers
+	defer client.CloseIdleConnections()
+	s.reset()
+
+	res := LoadResult{Started: time.Now(), RejectReasons: map[string]int{}, RetryReasons: map[string]int{}}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for n := range cfg.Payments {
+		if n > 0 && cfg.Span > 0 {
+			if err := waitUntil(ctx, res.Started.Add(cfg.Span*time.Duration(n)/time.Duration(cfg.Payments))); err != nil {
+				break
+			}
+		}
+		res.Sent++
+		wg.Go(func() {
+			p := s.sendKeyed(ctx, client, cfg, n)
+			mu.Lock()
+			defer mu.Unlock()
+			res.Retries += p.retries
+			if p.rejected != "" {
+				res.Rejected++
+				res.RejectReasons[p.rejected]++
+				return
+			}
+			res.Accepted++
+			res.PaymentIDs = append(res.PaymentIDs, p.paymentID)
+			res.AcceptedAt = append(res.AcceptedAt, p.acceptedAt)
+			res.Latencies = append(res.Latencies, p.latency)
+			res.Events = append(res.Events, p.events...)
+			res.Transitions.add(p.transitions)
+		})
+	}
+	wg.Wait()
+	res.Ended = time.Now()
+	res.ServerErrors = answers.result()
+	return res, ctx.Err()
+}
+
+// cmpTransport is t, or the default transport when t is nil.
+func cmpTransport(t http.RoundTripper) http.RoundTripper {
+	if t == nil {
+		return http.DefaultTransport
+	}
+	return t
+}
+
+// stormPayment is the outcome of one payment's keys, for the runner's totals.
+type stormPayment struct {
+	paymentID   string
+	acceptedAt  time.Time
+	latency     time.Duration
+	retries     int
+	rejected    string
+	events      []CommittedEvent
+	transitions TransitionStats
+}
+
+// sendKeyed sends payment n's creation, then its plan, each key from s.Copies clients
+// at once.
+func (s *idempotencyStorm) sendKeyed(ctx context.Context, client *http.Client, cfg LoadConfig, n int) stormPayment {
+	body, _ := json.Marshal(map[string]any{"user_id": stormUser(n), "amount": int64(1000 + n), "currency": "EUR"})
+	key := fmt.Sprintf("%s-%d", cfg.RunID, n)
+	start := time.Now()
+	created, retries, failed := s.storm(ctx, client, cfg, "/payments", key, body, stormKey{Key: key, N: n, Sequence: 1})
+	p := stormPayment{retries: retries}
+	if created == nil {
+		p.rejected = failed
+		return p
+	}
+	p.paymentID, p.acceptedAt, p.latency = paymentID(created), time.Now(), time.Since(start)
+	var first struct {
+		EventID string `json:"event_id"`
+	}
+	_ = json.Unmarshal(created, &first) // the contract fixes the status, not the body
+	if first.EventID != "" {
+		p.events = append(p.events, CommittedEvent{PaymentID: p.paymentID, EventID: first.EventID, Sequence: 1, At: p.acceptedAt})
+	}
+	if !cfg.Lifecycle {
+		return p
+	}
+	for _, step := range stormPlan {
+		path := "/payments/" + p.paymentID + "/" + step.action
+		answer, retries, failed := s.storm(ctx, client, cfg, path, key+"-"+step.step, nil,
+			stormKey{Key: key + "-" + step.step, N: n, Sequence: step.sequence, PaymentID: p.paymentID})
+		p.retries += retries
+		p.transitions.Requests++
+		if answer == nil {
+			p.transitions.Failed++
+			if p.transitions.FailReasons == nil {
+				p.transitions.FailReasons = map[string]int{}
+			}
+			p.transitions.FailReasons[step.action+": "+failed]++
+			return p
+		}
+		p.transitions.Committed++
+		var done struct {
+			EventID string `json:"event_id"`
+			Version int    `json:"version"`
+		}
+		_ = json.Unmarshal(answer, &done)
+		if done.EventID != "" {
+			p.events = append(p.events, CommittedEvent{PaymentID: p.paymentID, EventID: done.EventID, Sequence: done.Version, At: time.Now()})
+		}
+	}
+	return p
+}
+
+// storm sends one key from s.Copies clients at once, each until its own final answer,
+// records what they saw under k, and returns the first successful answer's body (nil
+// if none), the retries of all clients, and why the key failed.
+func (s *idempotencyStorm) storm(ctx context.Context, client *http.Client, cfg LoadConfig, path, key string, body []byte, k stormKey) (success []byte, retries int, failed string) {
+	bodies := make([][]byte, s.Copies)
+	reasons := make([]string, s.Copies)
+	tries := make([]int, s.Copies)
+	atOnce(s.Copies, func(sender int) {
+		bodies[sender], tries[sender], reasons[sender] = s.send(ctx, client, cfg, path, key, body)
+	})
+	for i, b := range bodies {
+		retries += tries[i] - 1
+		if b == nil {
+			continue
+		}
+		id := paymentID(b)
+		if k.Sequence > 1 {
+			var done struct {
+				EventID string `json:"event_id"`
+			}
+			_ = json.Unmarshal(b, &done)
+			id = done.EventID
+		}
+		if success == nil {
+			success = b
+			if k.Sequence == 1 {
+				k.PaymentID = id
+			}
+		}
+		k.IDs = append(k.IDs, id)
+	}
+	s.recordKey(k)
+	if success == nil {
+		failed = reasons[0]
+	}
+	return success, retries, failed
+}
+
+// send makes one client's attempts at a key until a final answer: 201 or 200 (its body
+// returned), or a 4xx other than a 409 in flight (its reason returned). It returns how
+// many attempts it made.
+func (s *idempotencyStorm) send(ctx context.Context, client *http.Client, cfg LoadConfig, path, key string, body []byte) (success []byte, attempts int, reason string) {
+	backoff := s.FirstBackoff
+	for attempts < s.MaxAttempts {
+		attempts++
+		at := s.attempt(ctx, client, cfg.BaseURL, path, key, body)
+		s.recordAnswer(path, at)
+		if at.status == http.StatusCreated || at.status == http.StatusOK {
+			return at.body, attempts, ""
+		}
+		reason = fmt.Sprintf("status %d", at.status)
+		switch {
+		case at.status == 0 && at.timedOut:
+			reason = "client timeout"
+		case at.status == 0:
+			reason = "connection error"
+		case at.status == http.StatusConflict && at.retryAfter == 0:
+			return nil, attempts, reason + " without Retry-After"
+		case at.status != http.StatusConflict && at.status < 500 && at.status != http.StatusTooManyRequests:
+			return nil, attempts, reason
+		}
+		wait := backoff
+		if at.retryAfter > 0 {
+			wait = at.retryAfter
+		} else {
+			backoff = min(2*backoff, s.MaxBackoff)
+		}
+		if waitUntil(ctx, time.Now().Add(wait)) != nil {
+			return nil, attempts, "cancelled"
+		}
+	}
+	return nil, attempts, "out of attempts, last: " + reason
+}
+
+// attempt posts once, under a timeout drawn from s.ClientTimeout; it counts as in
+// flight (s.inFlight) from the send until the answer or the timeout.
+func (s *idempotencyStorm) attempt(ctx context.Context, client *http.Client, baseURL, path, key string, body []byte) stormAttempt {
+	ctx, cancel := context.WithTimeout(ctx, between(s.ClientTimeout))
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(baseURL, "/")+path, bytes.NewReader(body))
+	if err != nil {
+		return stormAttempt{}
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Idempotency-Key", key)
+	s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	resp, err := client.Do(req)
+	if err != nil {
+		return stormAttempt{timedOut: errors.Is(err, context.DeadlineExceeded)}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		// The status came, the body did not: the answer is lost, as with a reset.
+		return stormAttempt{timedOut: errors.Is(err, context.DeadlineExceeded)}
+	}
+	return stormAttempt{status: resp.StatusCode, retryAfter: retryAfter(resp.Header.Get("Retry-After")), body: b}
+}
+
+// retryAfter reads a Retry-After of delay-seconds, with a little jitter so that the
+// copies of one key do not come back at the same instant; 0 when absent or unreadable.
+func retryAfter(v string) time.Duration {
+	secs, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || secs < 0 {
+		return 0
+	}
+	d := time.Duration(secs) * time.Second
+	return max(d, 100*time.Millisecond) + rand.N(100*time.Millisecond)
+}
