@@ -140,7 +140,10 @@ func (s *idempotencyStorm) load(ctx context.Context, _ *Run, cfg LoadConfig) (Lo
 			p := s.sendKeyed(ctx, client, cfg, n)
 			mu.Lock()
 			defer mu.Unlock()
-			res.Retries += p.retries
+			res.Retries += len(p.retryReasons)
+			for _, reason := range p.retryReasons {
+				res.RetryReasons[reason]++
+			}
 			if p.rejected != "" {
 				res.Rejected++
 				res.RejectReasons[p.rejected]++
@@ -173,8 +176,9 @@ type stormPayment struct {
 	paymentID   string
 	acceptedAt  time.Time
 	latency     time.Duration
-	retries     int
-	rejected    string
+	// retryReasons lists why each attempt but the last of every client failed.
+	retryReasons []string
+	rejected     string
 	events      []CommittedEvent
 	transitions TransitionStats
 }
@@ -185,8 +189,8 @@ func (s *idempotencyStorm) sendKeyed(ctx context.Context, client *http.Client, c
 	body, _ := json.Marshal(map[string]any{"user_id": stormUser(n), "amount": int64(1000 + n), "currency": "EUR"})
 	key := fmt.Sprintf("%s-%d", cfg.RunID, n)
 	start := time.Now()
-	created, retries, failed := s.storm(ctx, client, cfg, "/payments", key, body, stormKey{Key: key, N: n, Sequence: 1})
-	p := stormPayment{retries: retries}
+	created, retried, failed := s.storm(ctx, client, cfg, "/payments", key, body, stormKey{Key: key, N: n, Sequence: 1})
+	p := stormPayment{retryReasons: retried}
 	if created == nil {
 		p.rejected = failed
 		return p
@@ -204,9 +208,9 @@ func (s *idempotencyStorm) sendKeyed(ctx context.Context, client *http.Client, c
 	}
 	for _, step := range stormPlan {
 		path := "/payments/" + p.paymentID + "/" + step.action
-		answer, retries, failed := s.storm(ctx, client, cfg, path, key+"-"+step.step, nil,
+		answer, retried, failed := s.storm(ctx, client, cfg, path, key+"-"+step.step, nil,
 			stormKey{Key: key + "-" + step.step, N: n, Sequence: step.sequence, PaymentID: p.paymentID})
-		p.retries += retries
+		p.retryReasons = append(p.retryReasons, retried...)
 		p.transitions.Requests++
 		if answer == nil {
 			p.transitions.Failed++
@@ -231,16 +235,16 @@ func (s *idempotencyStorm) sendKeyed(ctx context.Context, client *http.Client, c
 
 // storm sends one key from s.Copies clients at once, each until its own final answer,
 // records what they saw under k, and returns the first successful answer's body (nil
-// if none), the retries of all clients, and why the key failed.
-func (s *idempotencyStorm) storm(ctx context.Context, client *http.Client, cfg LoadConfig, path, key string, body []byte, k stormKey) (success []byte, retries int, failed string) {
+// if none), why each retried attempt of every client failed, and why the key failed.
+func (s *idempotencyStorm) storm(ctx context.Context, client *http.Client, cfg LoadConfig, path, key string, body []byte, k stormKey) (success []byte, retried []string, failed string) {
 	bodies := make([][]byte, s.Copies)
 	reasons := make([]string, s.Copies)
-	tries := make([]int, s.Copies)
+	tries := make([][]string, s.Copies)
 	atOnce(s.Copies, func(sender int) {
 		bodies[sender], tries[sender], reasons[sender] = s.send(ctx, client, cfg, path, key, body)
 	})
 	for i, b := range bodies {
-		retries += tries[i] - 1
+		retried = append(retried, tries[i]...)
 		if b == nil {
 			continue
 		}
@@ -264,20 +268,22 @@ func (s *idempotencyStorm) storm(ctx context.Context, client *http.Client, cfg L
 	if success == nil {
 		failed = reasons[0]
 	}
-	return success, retries, failed
+	return success, retried, failed
 }
 
 // send makes one client's attempts at a key until a final answer: 201 or 200 (its body
-// returned), or a 4xx other than a 409 in flight (its reason returned). It returns how
-// many attempts it made.
-func (s *idempotencyStorm) send(ctx context.Context, client *http.Client, cfg LoadConfig, path, key string, body []byte) (success []byte, attempts int, reason string) {
+// returned), or a 4xx other than a 409 in flight (its reason returned). retried says
+// why each attempt that was followed by another failed.
+func (s *idempotencyStorm) send(ctx context.Context, client *http.Client, cfg LoadConfig, path, key string, body []byte) (success []byte, retried []string, reason string) {
 	backoff := s.FirstBackoff
-	for attempts < s.MaxAttempts {
-		attempts++
+	for attempt := range s.MaxAttempts {
+		if attempt > 0 {
+			retried = append(retried, reason)
+		}
 		at := s.attempt(ctx, client, cfg.BaseURL, path, key, body)
 		s.recordAnswer(path, at)
 		if at.status == http.StatusCreated || at.status == http.StatusOK {
-			return at.body, attempts, ""
+			return at.body, retried, ""
 		}
 		reason = fmt.Sprintf("status %d", at.status)
 		switch {
@@ -286,9 +292,11 @@ func (s *idempotencyStorm) send(ctx context.Context, client *http.Client, cfg Lo
 		case at.status == 0:
 			reason = "connection error"
 		case at.status == http.StatusConflict && at.retryAfter == 0:
-			return nil, attempts, reason + " without Retry-After"
+			return nil, retried, reason + " without Retry-After"
 		case at.status != http.StatusConflict && at.status < 500 && at.status != http.StatusTooManyRequests:
-			return nil, attempts, reason
+			return nil, retried, reason
+		case at.status == http.StatusConflict:
+			reason += " in flight"
 		}
 		wait := backoff
 		if at.retryAfter > 0 {
@@ -297,10 +305,10 @@ func (s *idempotencyStorm) send(ctx context.Context, client *http.Client, cfg Lo
 			backoff = min(2*backoff, s.MaxBackoff)
 		}
 		if waitUntil(ctx, time.Now().Add(wait)) != nil {
-			return nil, attempts, "cancelled"
+			return nil, retried, "cancelled"
 		}
 	}
-	return nil, attempts, "out of attempts, last: " + reason
+	return nil, retried, "out of attempts, last: " + reason
 }
 
 // attempt posts once, under a timeout drawn from s.ClientTimeout; it counts as in
