@@ -153,19 +153,7 @@ func (s *idempotencyStorm) validity(r *Report, rn *Run) []Check {
 	kills, answers, keys := append([]int64(nil), s.kills...), s.answers, append([]stormKey(nil), s.keys...)
 	s.mu.Unlock()
 	r.Storm = &StormReport{Answers: answers, Kills: kills}
-	landed := 0
-	for _, n := range kills {
-		if n > 0 {
-			landed++
-		}
-	}
-	checks := []Check{
-		check(Validity, "API SIGKILLed and restarted with keyed requests in flight (seen from the clients)", fmt.Sprintf(">= %d kills", s.Kills),
-			fmt.Sprintf("%d kills (attempts in flight at each: %v)", landed, kills), landed >= s.Kills),
-		check(Validity, "attempts timed out by the client (before the API's 5 s budget) and retried with the same key", "> 0",
-			fmt.Sprintf("%d timed out, %d connection errors, of %d attempts at %d keys sent by %d clients at once", answers.Timeouts, answers.ConnErrors, answers.Attempts, len(keys), s.Copies),
-			answers.Timeouts > 0),
-	}
+	checks := s.validityRows(kills, answers, len(keys))
 	outside, err := readStormOutcome(context.Background(), rn.paymentsDB, rn.brokers, rn.topic, r.Schema.PaymentLifecycle)
 	if err != nil {
 		r.Notes = append(r.Notes, "idempotency storm: "+err.Error())
@@ -195,4 +183,22 @@ func newIdempotencyStorm(short bool) (*idempotencyStorm, time.Duration) {
 		s.Kills, span = 3, 15*time.Second
 	}
 	return s, span
+}
+
+// validityRows are the storm's validity rows: Kills kills, each with attempts in flight
+// (kills lists the attempts in flight at each), and client timeouts.
+func (s *idempotencyStorm) validityRows(kills []int64, answers stormAnswers, keys int) []Check {
+	landed := 0
+	for _, n := range kills {
+		if n > 0 {
+			landed++
+		}
+	}
+	return []Check{
+		check(Validity, "API SIGKILLed and restarted with keyed requests in flight (seen from the clients)", fmt.Sprintf(">= %d kills", s.Kills),
+			fmt.Sprintf("%d kills (attempts in flight at each: %v)", landed, kills), landed >= s.Kills),
+		check(Validity, "attempts timed out by the client (before the API's 5 s budget) and retried with the same key", "> 0",
+			fmt.Sprintf("%d timed out, %d connection errors, of %d attempts at %d keys sent by %d clients at once", answers.Timeouts, answers.ConnErrors, answers.Attempts, keys, s.Copies),
+			answers.Timeouts > 0),
+	}
 }

@@ -173,14 +173,14 @@ func cmpTransport(t http.RoundTripper) http.RoundTripper {
 
 // stormPayment is the outcome of one payment's keys, for the runner's totals.
 type stormPayment struct {
-	paymentID   string
-	acceptedAt  time.Time
-	latency     time.Duration
+	paymentID  string
+	acceptedAt time.Time
+	latency    time.Duration
 	// retryReasons lists why each attempt but the last of every client failed.
 	retryReasons []string
 	rejected     string
-	events      []CommittedEvent
-	transitions TransitionStats
+	events       []CommittedEvent
+	transitions  TransitionStats
 }
 
 // sendKeyed sends payment n's creation, then its plan, each key from s.Copies clients
