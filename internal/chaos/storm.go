@@ -115,7 +115,7 @@ func (s *idempotencyStorm) disrupt(ctx context.Context, rn *Run) error {
 		s.kills = append(s.kills, inFlight)
 		n := len(s.kills)
 		s.mu.Unlock()
-		rn.disrupted("api SIGKILLed", fmt.Sprintf("kill %d of %d, %d keyed attempts in flight", n, s.Kills, inFlight))
+		rn.disrupted("SIGKILL api", fmt.Sprintf("kill %d of %d, %d keyed attempts in flight", n, s.Kills, inFlight))
 		if err := rn.StartAPI(ctx); err != nil {
 			if errors.Is(err, context.Canceled) {
 				return nil
