@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -121,7 +122,7 @@ func (s *idempotencyStorm) load(ctx context.Context, _ *Run, cfg LoadConfig) (Lo
 	}
 	// No client-wide timeout: each attempt has its own (s.attemptTimeout).
 	client := newAPIClient(0, cfg.APIKey)
-	answers := &answerLog{next: cmpTransport(client.Transport)}
+	answers := &answerLog{next: cmp.Or[http.RoundTripper](client.Transport, http.DefaultTransport)}
 	client.Transport = answers
 	defer client.CloseIdleConnections()
 	s.reset()
@@ -161,14 +162,6 @@ func (s *idempotencyStorm) load(ctx context.Context, _ *Run, cfg LoadConfig) (Lo
 	res.Ended = time.Now()
 	res.ServerErrors = answers.result()
 	return res, ctx.Err()
-}
-
-// cmpTransport is t, or the default transport when t is nil.
-func cmpTransport(t http.RoundTripper) http.RoundTripper {
-	if t == nil {
-		return http.DefaultTransport
-	}
-	return t
 }
 
 // stormPayment is the outcome of one payment's keys, for the runner's totals.
