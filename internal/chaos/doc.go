@@ -28,6 +28,10 @@
 //     payloads.go and totals.go read what it reads, observed.go turns it into counts,
 //     and order.go checks each payment's events against their sequence, in the topic
 //     and in the consumer;
+//   - storm.go, stormload.go and stormcheck.go are the idempotency storm: every
+//     Idempotency-Key sent by several clients at once, with short client timeouts and
+//     retries, while the API is SIGKILLed; what each key made is read from the payments
+//     table and the topic;
 //   - replicapause.go runs two API replicas on one outbox and pauses one past its lease;
 //   - copies.go follows the topic live and injects copies of real records, so the
 //     consumer's dedup is exercised whatever the relay does; evidence.go turns what
