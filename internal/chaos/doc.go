@@ -30,6 +30,10 @@
 //     implementation that keeps docs/contract.md; observed.go and totals.go turn what
 //     it read into counts, and order.go checks each payment's events against their
 //     sequence, in the topic and in the consumer;
+//   - storm.go and stormcheck.go are the idempotency storm: every Idempotency-Key
+//     sent by several clients at once (load.Storm), with short client timeouts and
+//     retries, while the API is SIGKILLed; what each key made is read from the payments
+//     table and the topic;
 //   - replicapause.go runs two API replicas on one outbox and pauses one past its lease;
 //   - evidence.go turns what the harness saw for itself into the validity rows;
 //   - sampler.go samples the run every few hundred milliseconds from the same outside

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
@@ -75,6 +76,10 @@ type Scenario struct {
 	// does a set number of things (kills) and must not be cut short by a service that
 	// drains fast. Disrupt must then return after its last step.
 	FinishDisruption bool
+	// Load, when set, replaces the load generator (load.Run) with the scenario's own, for
+	// a load that is itself the fault: the idempotency storm's keys sent by several
+	// clients at once. It gets the load.Config load.Run would have got.
+	Load func(ctx context.Context, rn *Run, cfg load.Config) (load.Result, error)
 	// Validity lists the checks proving the disruption happened, and any SLO rows of
 	// the scenario's own (every row is judged by its kind).
 	Validity func(r *verdict.Report, rn *Run) []verdict.Check
@@ -170,6 +175,7 @@ func Scenarios(short bool) map[string]Scenario {
 	// 20 s: longer than the relay's lease (10 s) and its outage backoff cap (2 s)
 	// together, so the cut outlasts every timer that could hide it.
 	offline := &partitionOffline{For: 20 * time.Second}
+	storm, stormSpan := newIdempotencyStorm(short)
 	return map[string]Scenario{
 		"default": {
 			Name:        "default",
@@ -352,6 +358,21 @@ func Scenarios(short bool) map[string]Scenario {
 			Disrupt:                 refused.disrupt,
 			Validity:                refused.validity,
 		},
+		"idempotency-storm": {
+			Name: "idempotency-storm",
+			Description: fmt.Sprintf("every Idempotency-Key sent by %d clients at once (creations, captures, refunds) during a load paced over %s, each attempt timed out by its client after %s to %s (less than the API's 5 s budget) and retried with the same key, "+
+				"while the API reaches PostgreSQL with +%s on every statement (proxy %s) and is SIGKILLed %d times with keyed requests in flight, and restarted; "+
+				"each key must make one payment (transition) and one event, every 201 (200) of a key must name the same payment (event), and the answers must be 201 (200), 409 with Retry-After, 422 or 503 with Retry-After",
+				storm.Copies, stormSpan, storm.ClientTimeout[0], storm.ClientTimeout[1], storm.Latency, devstack.PostgresProxy, storm.Kills),
+			Span:                    stormSpan,
+			LoadDelay:               -time.Second, // the load starts first; the first kill comes during it
+			APIThroughPostgresProxy: true,
+			Prepare:                 storm.prepare,
+			Load:                    storm.load,
+			Disrupt:                 storm.disrupt,
+			FinishDisruption:        true,
+			Validity:                storm.validity,
+		},
 		"long-transaction": LongTransaction(short, 0),
 		"clock-skew": {
 			Name: "clock-skew",
@@ -431,7 +452,7 @@ func LongTransaction(short bool, hold time.Duration) Scenario {
 // it restarts the shared PostgreSQL server.
 func ScenarioNames() []string {
 	return []string{"default", "dual-write", "kafka-down", "relay-crash", "consumer-crash", "replica-pause", "hostile-records", "clock-skew",
-		"poison", "pg-faults", "commit-refused", "long-transaction", "broker-failover", "partition-offline", "rolling-restart", "db-restart"}
+		"poison", "pg-faults", "commit-refused", "idempotency-storm", "long-transaction", "broker-failover", "partition-offline", "rolling-restart", "db-restart"}
 }
 
 // IsScenario reports whether name is a scenario or "all".

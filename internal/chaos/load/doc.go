@@ -10,6 +10,9 @@
 //     transitions of one payment, and records every event the API committed;
 //   - samekey.go sends some requests from several clients at once with one key, and
 //     counts the keys whose answers named more than one payment;
+//   - storm.go is the idempotency storm's load (Storm): every key sent by several
+//     clients at once, each attempt cut short by its client and retried with the key,
+//     and every answer counted by what the contract allows;
 //   - answers.go counts every 5xx answer of every attempt, through the HTTP client's
 //     transport;
 //   - apiclient.go is the HTTP client of every request, with the API key.

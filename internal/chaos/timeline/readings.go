@@ -92,6 +92,11 @@ var scenarioReadings = map[string]map[string]string{
 		chartPayments:  "At each dashed line the harness ended a transaction of the API between its outbox row and its COMMIT: the API answers 503 and the client retries with the same Idempotency-Key.",
 		chartPublishes: "Kafka is not faulted in this run: a refused COMMIT leaves no outbox row, so there is nothing to publish for it.",
 	},
+	"idempotency-storm": {
+		chartPayments:  "Every key comes from four clients at once, and each attempt that times out comes back with the same key: the line counts payments, one per key however many requests carried it. At each dashed line the API was SIGKILLed with requests in flight and restarted; acceptances stall while it is down.",
+		chartPublishes: "Kafka is not faulted in this run: a kill stops the relay with the API, and the restarted one publishes what was committed.",
+		chartUndecided: "Payments wait only while the API and its relay are down; Kafka and the consumer are not faulted.",
+	},
 	"db-restart": {
 		chartPayments:  "During the restart (between the dashed lines) the API answers 503 and the clients retry with the same Idempotency-Key.",
 		chartPending:   "The samples taken while PostgreSQL restarts are missing (a gap in the line), not zero.",

@@ -55,6 +55,9 @@ type Report struct {
 	// SameKey is what the load saw of the keys it sent from several clients at once
 	// (SameKeyRow).
 	SameKey load.SameKeyStats `json:"same_key"`
+	// Storm is the idempotency-storm scenario's answers, kills and keys; nil in the
+	// other scenarios.
+	Storm *StormReport `json:"storm,omitempty"`
 
 	// Lost counts the payments the service lost: committed but missing their event in
 	// the topic or their decision, or answered with 201 but never committed. Each id
