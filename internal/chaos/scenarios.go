@@ -88,7 +88,7 @@ type Scenario struct {
 // the relay-wide backoff after an outage never exceeds 2 s.
 var relayEnv = []string{
 	"RELAY_PUBLISH_TIMEOUT=3s",
-	"RELAY_LEASE=10s",
+	"RELAY_LEASE=" + relayLease.String(),
 	"RELAY_OUTAGE_BACKOFF_MAX=2s",
 }
 
@@ -149,7 +149,7 @@ func Scenarios(short bool) map[string]Scenario {
 	}
 	// A pause catches the paused relay between its send and its mark only when it, not
 	// the other replica, held the rows seen held: about one pause in two, so three of them.
-	pause := replicaPause{Pauses: 3, Pause: 14 * time.Second, Alone: 3 * time.Second, Gap: [2]time.Duration{time.Second, 3 * time.Second}}
+	pause := replicaPause{Pauses: 3, Pause: 14 * time.Second, Alone: 3 * time.Second, Gap: [2]time.Duration{time.Second, 3 * time.Second}, Claims: &idleClaims{}}
 	pauseSpan := 60 * time.Second
 	hostile := &hostileRecords{Foreign: &ForeignRecords{}, For: 13 * time.Second, Every: 500 * time.Millisecond}
 	// The cluster scenarios (cluster.go). A broker takes 5 to 30 s to start on a small,
@@ -289,8 +289,10 @@ func Scenarios(short bool) map[string]Scenario {
 			Description: "two API processes (two relays) share one outbox, the load spread over both; with the broker's acks slowed by " + slowAcksLatency.String() +
 				", one replica is SIGSTOPped " + fmt.Sprint(pause.Pauses) + " times while rows are leased, for " + pause.Pause.String() + " (past RELAY_LEASE), while the other takes its rows over; then it resumes alone for " + pause.Alone.String() +
 				" with the other frozen: its late outcomes must change nothing (fencing), copies are allowed, and each payment's order must hold; " +
+				"our relay also holds one acknowledged batch in ten for " + holdBeforeMark.String() + " before its mark (fault-injection knob RELAY_FAULT_HOLD_BEFORE_MARK, reference service only), so that late marks happen whatever the pauses catch, and no claiming transaction may stay idle past the lease; " +
 				"with the CDC relay, which leases nothing, the replica paused is the one streaming from the replication slot, past wal_sender_timeout (" + cdcWalSenderTimeout.String() + "), and the other must take the slot over",
 			Replicas:  2,
+			APIEnv:    pause.env(),
 			Span:      pauseSpan,
 			LoadDelay: -2 * time.Second, // the load starts first, so that rows are leased
 			CopyEvery: copyEvery,

@@ -43,6 +43,7 @@ func (r *Relay) runOnce(ctx context.Context, w *worker, woken wakeSource) (int, 
 	leaseCtx, cancelLease := context.WithDeadline(ctx, leaseStart.Add(r.publishBudget()))
 	published, failures, answered := r.publish(leaseCtx, w, events)
 	cancelLease()
+	r.holdBeforeMark(ctx, published)
 
 	// Record what happened even if ctx was cancelled meanwhile: acknowledged events
 	// must be marked, or they are published again after the lease.
