@@ -49,6 +49,9 @@ type Scenario struct {
 	APIEnv               []string
 	ConsumerEnv          []string
 	ReferenceConsumerEnv []string
+	// APITuning is added to every API's environment, ours and a student's: optional
+	// tuning the contract lists, such as a short retention of published rows.
+	APITuning []string
 	// APIThroughPostgresProxy sends our API's (and its relay's) database connections
 	// through the Toxiproxy proxy devstack.PostgresProxy, for Disrupt to break.
 	APIThroughPostgresProxy bool
@@ -167,6 +170,10 @@ func Scenarios(short bool) map[string]Scenario {
 	// 20 s: longer than the relay's lease (10 s) and its outage backoff cap (2 s)
 	// together, so the cut outlasts every timer that could hide it.
 	offline := &partitionOffline{For: 20 * time.Second}
+	// A retention a twelfth of kafka-down's outage, and a cleanup every second: the
+	// cleanup runs some 60 times while nothing can be published.
+	const outage = 60 * time.Second
+	retention := &shortRetention{Retention: 5 * time.Second, Interval: time.Second}
 	return map[string]Scenario{
 		"default": {
 			Name:        "default",
@@ -192,19 +199,22 @@ func Scenarios(short bool) map[string]Scenario {
 			},
 		},
 		"kafka-down": {
-			Name:        "kafka-down",
-			Description: "the broker unreachable for 60 s (proxy disabled) in the middle of a load paced over 20 s",
-			Span:        20 * time.Second,
-			LoadDelay:   -5 * time.Second, // the load starts first; the outage 5 s into it
-			CopyEvery:   copyEvery,
+			Name: "kafka-down",
+			Description: "the broker unreachable for " + outage.String() + " (proxy disabled) in the middle of a load paced over 20 s, while the API keeps its published outbox rows only " + retention.Retention.String() +
+				" and cleans up every " + retention.Interval.String() + " (RELAY_RETENTION, RELAY_CLEANUP_INTERVAL): the cleanup runs throughout the outage and must delete nothing unpublished",
+			Span:      20 * time.Second,
+			LoadDelay: -5 * time.Second, // the load starts first; the outage 5 s into it
+			CopyEvery: copyEvery,
+			APITuning: retention.env(),
 			Disrupt: func(ctx context.Context, rn *Run) error {
-				return rn.Faults.Hold(ctx, ProxyDown, 60*time.Second)
+				return retention.holdOutage(ctx, rn, ProxyDown, outage)
 			},
 			Validity: func(r *Report, rn *Run) []Check {
 				overlap := len(r.FaultWindows) > 0 && r.FaultWindows[0].StartS < rn.loadEndS
 				checks := append(faultChecks(r, ProxyDown), probeCheck(r))
 				return append(checks,
 					check(Validity, "outage began during the load", "true", overlap, overlap),
+					retention.check(rn, outage),
 					injectedCheck(r),
 					orderInFlightCheck(r),
 				)

@@ -104,7 +104,7 @@ func (e serviceEnv) processes(binaries map[string]string, cmds *ServiceCommands,
 	if cmds == nil && e.RelayMode == RelayModeCDC {
 		apiEnv.PaymentsDB = withWalSenderTimeout(apiEnv.PaymentsDB, cdcWalSenderTimeout)
 	}
-	api = &Process{Name: "api", LogPath: filepath.Join(logDir, "api.log"), BaseURL: "http://" + e.APIAddr, Env: append(apiEnv.api(), relayEnv...)}
+	api = &Process{Name: "api", LogPath: filepath.Join(logDir, "api.log"), BaseURL: "http://" + e.APIAddr, Env: append(append(apiEnv.api(), relayEnv...), sc.APITuning...)}
 	consumer = &Process{Name: "consumer", LogPath: filepath.Join(logDir, "consumer.log"), BaseURL: "http://" + e.ConsumerAddr, Env: append(e.consumer(), sc.ConsumerEnv...)}
 	if cmds != nil {
 		api.Argv, consumer.Argv = shellArgv(cmds.API), shellArgv(cmds.Consumer)
