@@ -404,6 +404,7 @@ func judge(report *Report, sc Scenario, rn *Run, load LoadResult, observed Obser
 // own SLO rows), then the SLOs, then the contract.
 func (sc Scenario) checks(report *Report, rn *Run) []Check {
 	checks := append(sc.Validity(report, rn), sloChecks(report, sc.DualWrite)...)
+	checks = append(checks, consumerDeadLettersCheck(rn, sc.Foreign))
 	return append(checks, contractChecks(report)...)
 }
 

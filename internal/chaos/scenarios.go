@@ -55,6 +55,9 @@ type Scenario struct {
 	// APIThroughPostgresProxy sends our API's (and its relay's) database connections
 	// through the Toxiproxy proxy devstack.PostgresProxy, for Disrupt to break.
 	APIThroughPostgresProxy bool
+	// ConsumerThroughPostgresProxy sends the consumer's database connections, and only
+	// those, through the Toxiproxy proxy devstack.ConsumerPostgresProxy.
+	ConsumerThroughPostgresProxy bool
 	// Prepare, when set, runs before the services start and returns environment to add
 	// to our API's: for what only exists once the run does (a webhook's port, a token).
 	// It gets the ports of the native stack the run uses.
@@ -147,8 +150,14 @@ func Scenarios(short bool) map[string]Scenario {
 	pgSpan := 50 * time.Second
 	refused := &commitRefused{Kills: 10, Latency: 20 * time.Millisecond, Gap: time.Second}
 	refusedSpan := 20 * time.Second
+	// The consumer's database alone: a spike, terminations and cuts of a batch's open
+	// transaction (30 ms on each statement keeps one open long enough to be seen), then
+	// an outage longer than the consumer's 5 s cap on its retry backoff.
+	consumerDB := &consumerDBFaults{SpikeLatency: time.Second, SpikeFor: 4 * time.Second, Kills: 4, Cuts: 3, Outage: 12 * time.Second, ProbeLatency: 30 * time.Millisecond}
+	consumerDBSpan := 40 * time.Second
 	if short {
 		pg.Spikes, pg.Cuts, pg.Outage, pgSpan = 1, 2, 10*time.Second, 30*time.Second
+		consumerDB.Kills, consumerDB.Cuts, consumerDB.Outage, consumerDBSpan = 3, 2, 8*time.Second, 30*time.Second
 	}
 	// A pause catches the paused relay between its send and its mark only when it, not
 	// the other replica, held the rows seen held: about one pause in two, so three of them.
@@ -361,6 +370,19 @@ func Scenarios(short bool) map[string]Scenario {
 			Disrupt:                 refused.disrupt,
 			Validity:                refused.validity,
 		},
+		"consumer-db": {
+			Name: "consumer-db",
+			Description: "the consumer alone reaches its database through Toxiproxy (proxy " + devstack.ConsumerPostgresProxy + "), the API's database untouched, and, while a load paced over " + consumerDBSpan.String() + " arrives, gets a latency spike of +" + consumerDB.SpikeLatency.String() +
+				" per answer for " + consumerDB.SpikeFor.String() + ", then " + fmt.Sprint(consumerDB.Kills) + " of its sessions terminated (pg_terminate_backend) in the middle of a batch's write transaction, then " + fmt.Sprint(consumerDB.Cuts) +
+				" cuts of every connection at such a moment, then a " + consumerDB.Outage.String() + " outage; a batch whose transaction failed must be retried, never dead-lettered and never skipped by committing its offsets",
+			Span:                         consumerDBSpan,
+			LoadDelay:                    -3 * time.Second, // the load starts first
+			CopyEvery:                    copyEvery,
+			ConsumerThroughPostgresProxy: true,
+			Prepare:                      consumerDB.prepare,
+			Disrupt:                      consumerDB.disrupt,
+			Validity:                     consumerDB.validity,
+		},
 		"long-transaction": LongTransaction(short, 0),
 		"clock-skew": {
 			Name: "clock-skew",
@@ -440,7 +462,7 @@ func LongTransaction(short bool, hold time.Duration) Scenario {
 // it restarts the shared PostgreSQL server.
 func ScenarioNames() []string {
 	return []string{"default", "dual-write", "kafka-down", "relay-crash", "consumer-crash", "replica-pause", "hostile-records", "clock-skew",
-		"poison", "pg-faults", "commit-refused", "long-transaction", "broker-failover", "partition-offline", "rolling-restart", "db-restart"}
+		"poison", "pg-faults", "commit-refused", "consumer-db", "long-transaction", "broker-failover", "partition-offline", "rolling-restart", "db-restart"}
 }
 
 // IsScenario reports whether name is a scenario or "all".
