@@ -20,7 +20,7 @@ const consumerDeadLettersName = "records the consumer dead-lettered, except the 
 // without the table, which is the reference consumer's, not the contract's.
 func consumerDeadLettersCheck(rn *Run, foreign *ForeignRecords) Check {
 	const want = "0"
-	if rn.consumerDB == "" {
+	if rn == nil || rn.consumerDB == "" {
 		return checkOff(SLO, consumerDeadLettersName, want, "no consumer database given")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
