@@ -87,6 +87,12 @@ func (f *consumerDBFaults) prepare(ports devstack.Ports) ([]string, error) {
 // disrupt runs the faults in turn, then leaves the proxy clean and waits for the run to
 // end.
 func (f *consumerDBFaults) disrupt(ctx context.Context, rn *Run) error {
+	// A scenario value serves every run of a process (cmd/mutants runs it once per
+	// mutant): what an earlier run recorded is not this run's evidence.
+	f.mu.Lock()
+	f.spikeRTT, f.killed, f.cutOpen, f.cutSurvivors = 0, nil, nil, nil
+	f.outage, f.decisionsBefore, f.decisionsLate = Window{}, 0, -1
+	f.mu.Unlock()
 	proxy, err := consumerPostgresProxy(rn.ports)
 	if err != nil {
 		return err

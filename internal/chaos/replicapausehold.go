@@ -52,7 +52,7 @@ type idleClaims struct {
 // watch looks at the claims every claimPollInterval until ctx ends.
 func (w *idleClaims) watch(ctx context.Context, dbURL string) {
 	w.mu.Lock()
-	w.longest, w.pastLease = -1, map[string]time.Duration{}
+	w.longest, w.pastLease, w.err = -1, map[string]time.Duration{}, nil
 	w.mu.Unlock()
 	conn, err := pgx.Connect(ctx, dbURL) // directly: no proxy stands before it here
 	if err != nil {

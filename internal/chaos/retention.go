@@ -39,7 +39,7 @@ func (s *shortRetention) env() []string {
 // holdOutage holds kind for d, counting the published rows meanwhile.
 func (s *shortRetention) holdOutage(ctx context.Context, rn *Run, kind FaultKind, d time.Duration) error {
 	s.mu.Lock()
-	s.atStart, s.least = -1, -1
+	s.atStart, s.least, s.table, s.err = -1, -1, "", nil
 	s.mu.Unlock()
 	counted := make(chan struct{})
 	countCtx, stop := context.WithCancel(ctx)
