@@ -92,6 +92,12 @@ var scenarioReadings = map[string]map[string]string{
 		chartPayments:  "At each dashed line the harness ended a transaction of the API between its outbox row and its COMMIT: the API answers 503 and the client retries with the same Idempotency-Key.",
 		chartPublishes: "Kafka is not faulted in this run: a refused COMMIT leaves no outbox row, so there is nothing to publish for it.",
 	},
+	"consumer-db": {
+		chartPayments:  "Only the consumer's database is faulted: the API keeps committing payments, and the relay keeps publishing them.",
+		chartPublishes: "Kafka is not faulted in this run.",
+		chartDecisions: "Decisions stall while the consumer's database is slow, cut or unreachable (dashed lines): a batch whose transaction failed is retried, never dead-lettered or skipped, so each payment still gets exactly one decision.",
+		chartUndecided: "Rises while the consumer cannot commit its batches, and comes back to zero once its database answers again.",
+	},
 	"db-restart": {
 		chartPayments:  "During the restart (between the dashed lines) the API answers 503 and the clients retry with the same Idempotency-Key.",
 		chartPending:   "The samples taken while PostgreSQL restarts are missing (a gap in the line), not zero.",
