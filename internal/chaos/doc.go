@@ -17,7 +17,10 @@
 //     timestamps for a while; poison.go lowers the topic's size limit below the largest
 //     valid events and replays their dead letters, with alertsink.go as the pager;
 //     pgfaults.go slows, cuts and stops the API's link to PostgreSQL through a Toxiproxy
-//     proxy of its own; longtx.go holds a snapshot open and measures the relay around it;
+//     proxy of its own, and consumerdb.go the consumer's link to its own database through
+//     another (consumerdlq.go judges the consumer's dead letters in every scenario);
+//     retention.go shortens the API's retention through kafka-down's outage; longtx.go
+//     holds a snapshot open and measures the relay around it;
 //   - loadgen.go is the load generator (the Go twin of loadtest/k6/payments.js), and
 //     lifecycleload.go takes each payment on through its lifecycle (capture, refunds,
 //     cancel, and races of two transitions);
@@ -28,7 +31,8 @@
 //     payloads.go and totals.go read what it reads, observed.go turns it into counts,
 //     and order.go checks each payment's events against their sequence, in the topic
 //     and in the consumer;
-//   - replicapause.go runs two API replicas on one outbox and pauses one past its lease;
+//   - replicapause.go runs two API replicas on one outbox and pauses one past its lease,
+//     and replicapausehold.go watches for claims that outlive it;
 //   - copies.go follows the topic live and injects copies of real records, so the
 //     consumer's dedup is exercised whatever the relay does; evidence.go turns what
 //     the harness saw for itself into the validity rows;
