@@ -39,6 +39,7 @@ func TestTakenPortNamesItsVariable(t *testing.T) {
 		{script: "toxiproxy.sh", variable: "TOXISTACK_API_PORT"},
 		{script: "toxiproxy.sh", variable: "KAFKASTACK_PROXY_PORT"},
 		{script: "toxiproxy.sh", variable: "PGSTACK_PROXY_PORT"},
+		{script: "toxiproxy.sh", variable: "PGSTACK_CONSUMER_PROXY_PORT"},
 		// Node 1's DIRECT listener is the base plus one.
 		{script: "kafka.sh", variable: "KAFKASTACK_CLUSTER_PORT", env: []string{"KAFKA_NODES=3"}, offset: 1},
 	}

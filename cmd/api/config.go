@@ -83,6 +83,8 @@ type config struct {
 	//	RELAY_ALERT_ROUTING_KEY  routing_key of the alert webhook body
 	//	RELAY_FAULT_TIMESTAMP_SKEW  FAULT INJECTION, chaos only: record timestamps
 	//	                         moved this far from now (default 0, off)
+	//	RELAY_FAULT_HOLD_BEFORE_MARK  FAULT INJECTION, chaos only: one acknowledged
+	//	                         batch in ten waits this long before its mark (default 0, off)
 	//
 	// An unset RELAY_* variable leaves the field zero, which poll.Config
 	// documents as its default: the defaults live in one place.
@@ -147,6 +149,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 			AlertRoutingKey: env.String("RELAY_ALERT_ROUTING_KEY", ""),
 			// Fault injection for the clock-skew chaos scenario (docs/contract.md).
 			FaultTimestampSkew: env.Duration("RELAY_FAULT_TIMESTAMP_SKEW", 0),
+			// Fault injection for the replica-pause chaos scenario (docs/contract.md).
+			FaultHoldBeforeMark: env.Duration("RELAY_FAULT_HOLD_BEFORE_MARK", 0),
 		},
 		Cleaner: outbox.CleanerConfig{
 			Retention: env.PositiveDuration("RELAY_RETENTION", 0),

@@ -70,6 +70,8 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 		"RELAY_RETENTION":          "48h",
 		"RELAY_CLEANUP_INTERVAL":   "5m",
 
+		"RELAY_FAULT_HOLD_BEFORE_MARK": "15s",
+
 		"IDEMPOTENCY_KEY_RETENTION":    "1h",
 		"IDEMPOTENCY_CLEANUP_INTERVAL": "1m",
 	}
@@ -104,6 +106,8 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 			AlertTimeout:     stopRelayAlert,
 			AlertRoutingKey:  "rk",
 			AlertSecret:      mustParseSecret(t, testAlertSecret),
+
+			FaultHoldBeforeMark: 15 * time.Second,
 		},
 		Cleaner: outbox.CleanerConfig{Retention: 48 * time.Hour, Interval: 5 * time.Minute},
 		Keys:    payment.KeyCleanerConfig{Retention: time.Hour, Interval: time.Minute},

@@ -18,7 +18,10 @@
 //     timestamps for a while; poison.go lowers the topic's size limit below the largest
 //     valid events and replays their dead letters, with alertsink.go as the pager;
 //     pgfaults.go slows, cuts and stops the API's link to PostgreSQL through a Toxiproxy
-//     proxy of its own; longtx.go holds a snapshot open and measures the relay around it;
+//     proxy of its own, and consumerdb.go the consumer's link to its own database through
+//     another (consumerdlq.go judges the consumer's dead letters in every scenario);
+//     retention.go shortens the API's retention through kafka-down's outage; longtx.go
+//     holds a snapshot open and measures the relay around it;
 //   - package load is the load generator (the Go twin of loadtest/k6/payments.js):
 //     it takes payments on through their lifecycle (capture, refunds, cancel, and races
 //     of two transitions); loadrows.go holds the SLO rows of what its clients saw;
@@ -34,7 +37,8 @@
 //     sent by several clients at once (load.Storm), with short client timeouts and
 //     retries, while the API is SIGKILLed; what each key made is read from the payments
 //     table and the topic;
-//   - replicapause.go runs two API replicas on one outbox and pauses one past its lease;
+//   - replicapause.go runs two API replicas on one outbox and pauses one past its lease,
+//     and replicapausehold.go watches for claims that outlive it;
 //   - evidence.go turns what the harness saw for itself into the validity rows;
 //   - sampler.go samples the run every few hundred milliseconds from the same outside
 //     sources, into the timeline (verdict.Timeline) that the JSON report keeps and the

@@ -46,6 +46,16 @@ type replicaPause struct {
 	Alone time.Duration
 	// Gap is the random range of the wait before each pause.
 	Gap [2]time.Duration
+	// Claims, with the polling relay, is what the harness sees of the relays' claims
+	// (replicapausehold.go).
+	Claims *idleClaims
+}
+
+// env is our API's environment for the scenario: the reference relay's knob that holds
+// one acknowledged batch in ten past the lease before its mark (the CDC relay has no
+// lease and ignores it).
+func (rp replicaPause) env() []string {
+	return []string{"RELAY_FAULT_HOLD_BEFORE_MARK=" + holdBeforeMark.String()}
 }
 
 // pauseReplica runs the disruption until ctx ends.
@@ -56,6 +66,14 @@ func (rp replicaPause) disrupt(ctx context.Context, rn *Run) error {
 	pause := rp.pauseOnce
 	if rn.relayMode == verdict.RelayModeCDC {
 		pause = rp.pauseStreamingOnce // one slot instead of leases: replicapausecdc.go
+	} else {
+		watched := make(chan struct{})
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		go func() {
+			defer close(watched)
+			rp.Claims.watch(watchCtx, rn.paymentsDB)
+		}()
+		defer func() { stopWatch(); <-watched }()
 	}
 	if err := rn.Faults.Inject(faults.SlowAcks); err != nil {
 		return err
@@ -327,7 +345,7 @@ func (rp replicaPause) validity(r *verdict.Report, rn *Run) []verdict.Check {
 	if len(changes) > 0 {
 		changed += ", first " + changes[0]
 	}
-	return []verdict.Check{
+	return append([]verdict.Check{
 		check(verdict.Validity, "replica paused past the lease with outbox rows leased (SIGSTOP)", fmt.Sprintf("%d pauses", rp.Pauses),
 			fmt.Sprintf("%d pauses, %d with rows leased", pauses, withLeases), pauses >= rp.Pauses && withLeases > 0),
 		check(verdict.Validity, "late outcomes of the paused replica, for rows it no longer owned (its log, while alone)", "> 0",
@@ -335,5 +353,5 @@ func (rp replicaPause) validity(r *verdict.Report, rn *Run) []verdict.Check {
 		check(verdict.Validity, "the service's own copies in the topic (the other replica published the paused one's rows again)", "> 0", r.Evidence.ServiceCopies, r.Evidence.ServiceCopies > 0),
 		orderInFlightCheck(r),
 		check(verdict.SLO, "late outcomes of the paused replica changed nothing (published rows, the other replica's leases)", "0", changed, len(changes) == 0),
-	}
+	}, rp.Claims.checks()...)
 }

@@ -146,7 +146,7 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *verdi
 		RelayMode:  opts.RelayMode,
 		PaymentsDB: paymentsURL, ConsumerDB: consumerURL, Topic: report.Topic, Group: "antifraud-" + report.RunID,
 		APIAddr: apiAddr, ConsumerAddr: consumerAddr, AdminAddr: adminAddr, RelayBrokers: relayBrokers, ConsumerBrokers: brokers,
-		ProxiedPostgres: opts.Ports.ProxiedPostgres(),
+		ProxiedPostgres: opts.Ports.ProxiedPostgres(), ConsumerProxiedPostgres: opts.Ports.ConsumerProxiedPostgres(),
 	}
 	if sc.Replicas > 1 {
 		if env.ReplicaAddr, err = stack.FreeAddr(); err != nil {

@@ -419,6 +419,7 @@ func judge(report *verdict.Report, sc Scenario, rn *Run, res load.Result, observ
 // own SLO rows), then the SLOs, then the contract.
 func (sc Scenario) checks(report *verdict.Report, rn *Run) []verdict.Check {
 	checks := append(sc.Validity(report, rn), sloChecks(report, sc.DualWrite)...)
+	checks = append(checks, consumerDeadLettersCheck(rn, sc.Foreign))
 	return append(checks, contractChecks(report)...)
 }
 

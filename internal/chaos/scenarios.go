@@ -53,9 +53,15 @@ type Scenario struct {
 	APIEnv               []string
 	ConsumerEnv          []string
 	ReferenceConsumerEnv []string
+	// APITuning is added to every API's environment, ours and a student's: optional
+	// tuning the contract lists, such as a short retention of published rows.
+	APITuning []string
 	// APIThroughPostgresProxy sends our API's (and its relay's) database connections
 	// through the Toxiproxy proxy devstack.PostgresProxy, for Disrupt to break.
 	APIThroughPostgresProxy bool
+	// ConsumerThroughPostgresProxy sends the consumer's database connections, and only
+	// those, through the Toxiproxy proxy devstack.ConsumerPostgresProxy.
+	ConsumerThroughPostgresProxy bool
 	// Prepare, when set, runs before the services start and returns environment to add
 	// to our API's: for what only exists once the run does (a webhook's port, a token).
 	// It gets the ports of the native stack the run uses.
@@ -96,7 +102,7 @@ type Scenario struct {
 // the relay-wide backoff after an outage never exceeds 2 s.
 var relayEnv = []string{
 	"RELAY_PUBLISH_TIMEOUT=3s",
-	"RELAY_LEASE=10s",
+	"RELAY_LEASE=" + relayLease.String(),
 	"RELAY_OUTAGE_BACKOFF_MAX=2s",
 }
 
@@ -152,12 +158,18 @@ func Scenarios(short bool) map[string]Scenario {
 	pgSpan := 50 * time.Second
 	refused := &commitRefused{Kills: 10, Latency: 20 * time.Millisecond, Gap: time.Second}
 	refusedSpan := 20 * time.Second
+	// The consumer's database alone: a spike, terminations and cuts of a batch's open
+	// transaction (30 ms on each statement keeps one open long enough to be seen), then
+	// an outage longer than the consumer's 5 s cap on its retry backoff.
+	consumerDB := &consumerDBFaults{SpikeLatency: time.Second, SpikeFor: 4 * time.Second, Kills: 4, Cuts: 3, Outage: 12 * time.Second, ProbeLatency: 30 * time.Millisecond}
+	consumerDBSpan := 40 * time.Second
 	if short {
 		pg.Spikes, pg.Cuts, pg.Outage, pgSpan = 1, 2, 10*time.Second, 30*time.Second
+		consumerDB.Kills, consumerDB.Cuts, consumerDB.Outage, consumerDBSpan = 3, 2, 8*time.Second, 30*time.Second
 	}
 	// A pause catches the paused relay between its send and its mark only when it, not
 	// the other replica, held the rows seen held: about one pause in two, so three of them.
-	pause := replicaPause{Pauses: 3, Pause: 14 * time.Second, Alone: 3 * time.Second, Gap: [2]time.Duration{time.Second, 3 * time.Second}}
+	pause := replicaPause{Pauses: 3, Pause: 14 * time.Second, Alone: 3 * time.Second, Gap: [2]time.Duration{time.Second, 3 * time.Second}, Claims: &idleClaims{}}
 	pauseSpan := 60 * time.Second
 	hostile := &hostileRecords{Foreign: &verify.ForeignRecords{}, For: 13 * time.Second, Every: 500 * time.Millisecond}
 	// The cluster scenarios (cluster.go). A broker takes 5 to 30 s to start on a small,
@@ -176,6 +188,10 @@ func Scenarios(short bool) map[string]Scenario {
 	// together, so the cut outlasts every timer that could hide it.
 	offline := &partitionOffline{For: 20 * time.Second}
 	storm, stormSpan := newIdempotencyStorm(short)
+	// A retention a twelfth of kafka-down's outage, and a cleanup every second: the
+	// cleanup runs some 60 times while nothing can be published.
+	const outage = 60 * time.Second
+	retention := &shortRetention{Retention: 5 * time.Second, Interval: time.Second}
 	return map[string]Scenario{
 		"default": {
 			Name:        "default",
@@ -201,19 +217,22 @@ func Scenarios(short bool) map[string]Scenario {
 			},
 		},
 		"kafka-down": {
-			Name:        "kafka-down",
-			Description: "the broker unreachable for 60 s (proxy disabled) in the middle of a load paced over 20 s",
-			Span:        20 * time.Second,
-			LoadDelay:   -5 * time.Second, // the load starts first; the outage 5 s into it
-			CopyEvery:   copyEvery,
+			Name: "kafka-down",
+			Description: "the broker unreachable for " + outage.String() + " (proxy disabled) in the middle of a load paced over 20 s, while the API keeps its published outbox rows only " + retention.Retention.String() +
+				" and cleans up every " + retention.Interval.String() + " (RELAY_RETENTION, RELAY_CLEANUP_INTERVAL): the cleanup runs throughout the outage and must delete nothing unpublished",
+			Span:      20 * time.Second,
+			LoadDelay: -5 * time.Second, // the load starts first; the outage 5 s into it
+			CopyEvery: copyEvery,
+			APITuning: retention.env(),
 			Disrupt: func(ctx context.Context, rn *Run) error {
-				return rn.Faults.Hold(ctx, faults.ProxyDown, 60*time.Second)
+				return retention.holdOutage(ctx, rn, faults.ProxyDown, outage)
 			},
 			Validity: func(r *verdict.Report, rn *Run) []verdict.Check {
 				overlap := len(r.FaultWindows) > 0 && r.FaultWindows[0].StartS < rn.loadEndS
 				checks := append(faultChecks(r, faults.ProxyDown), probeCheck(r))
 				return append(checks,
 					check(verdict.Validity, "outage began during the load", "true", overlap, overlap),
+					retention.check(rn, outage),
 					injectedCheck(r),
 					orderInFlightCheck(r),
 				)
@@ -298,8 +317,10 @@ func Scenarios(short bool) map[string]Scenario {
 			Description: "two API processes (two relays) share one outbox, the load spread over both; with the broker's acks slowed by " + faults.SlowAcksLatency.String() +
 				", one replica is SIGSTOPped " + fmt.Sprint(pause.Pauses) + " times while rows are leased, for " + pause.Pause.String() + " (past RELAY_LEASE), while the other takes its rows over; then it resumes alone for " + pause.Alone.String() +
 				" with the other frozen: its late outcomes must change nothing (fencing), copies are allowed, and each payment's order must hold; " +
+				"our relay also holds one acknowledged batch in ten for " + holdBeforeMark.String() + " before its mark (fault-injection knob RELAY_FAULT_HOLD_BEFORE_MARK, reference service only), so that late marks happen whatever the pauses catch, and no claiming transaction may stay idle past the lease; " +
 				"with the CDC relay, which leases nothing, the replica paused is the one streaming from the replication slot, past wal_sender_timeout (" + cdcWalSenderTimeout.String() + "), and the other must take the slot over",
 			Replicas:  2,
+			APIEnv:    pause.env(),
 			Span:      pauseSpan,
 			LoadDelay: -2 * time.Second, // the load starts first, so that rows are leased
 			CopyEvery: copyEvery,
@@ -372,6 +393,19 @@ func Scenarios(short bool) map[string]Scenario {
 			Disrupt:                 storm.disrupt,
 			FinishDisruption:        true,
 			Validity:                storm.validity,
+		},
+		"consumer-db": {
+			Name: "consumer-db",
+			Description: "the consumer alone reaches its database through Toxiproxy (proxy " + devstack.ConsumerPostgresProxy + "), the API's database untouched, and, while a load paced over " + consumerDBSpan.String() + " arrives, gets a latency spike of +" + consumerDB.SpikeLatency.String() +
+				" per answer for " + consumerDB.SpikeFor.String() + ", then " + fmt.Sprint(consumerDB.Kills) + " of its sessions terminated (pg_terminate_backend) in the middle of a batch's write transaction, then " + fmt.Sprint(consumerDB.Cuts) +
+				" cuts of every connection at such a moment, then a " + consumerDB.Outage.String() + " outage; a batch whose transaction failed must be retried, never dead-lettered and never skipped by committing its offsets",
+			Span:                         consumerDBSpan,
+			LoadDelay:                    -3 * time.Second, // the load starts first
+			CopyEvery:                    copyEvery,
+			ConsumerThroughPostgresProxy: true,
+			Prepare:                      consumerDB.prepare,
+			Disrupt:                      consumerDB.disrupt,
+			Validity:                     consumerDB.validity,
 		},
 		"long-transaction": LongTransaction(short, 0),
 		"clock-skew": {
@@ -452,7 +486,7 @@ func LongTransaction(short bool, hold time.Duration) Scenario {
 // it restarts the shared PostgreSQL server.
 func ScenarioNames() []string {
 	return []string{"default", "dual-write", "kafka-down", "relay-crash", "consumer-crash", "replica-pause", "hostile-records", "clock-skew",
-		"poison", "pg-faults", "commit-refused", "idempotency-storm", "long-transaction", "broker-failover", "partition-offline", "rolling-restart", "db-restart"}
+		"poison", "pg-faults", "commit-refused", "idempotency-storm", "consumer-db", "long-transaction", "broker-failover", "partition-offline", "rolling-restart", "db-restart"}
 }
 
 // IsScenario reports whether name is a scenario or "all".

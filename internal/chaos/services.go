@@ -68,6 +68,9 @@ type serviceEnv struct {
 	// ProxiedPostgres is where the Toxiproxy proxy devstack.PostgresProxy listens
 	// (Scenario.APIThroughPostgresProxy).
 	ProxiedPostgres string
+	// ConsumerProxiedPostgres is where the Toxiproxy proxy
+	// devstack.ConsumerPostgresProxy listens (Scenario.ConsumerThroughPostgresProxy).
+	ConsumerProxiedPostgres string
 }
 
 // api is the API's environment. Its relay bootstraps through Toxiproxy, where the
@@ -104,11 +107,17 @@ func (e serviceEnv) processes(binaries map[string]string, cmds *ServiceCommands,
 		// the run does, the verifier included.
 		apiEnv.PaymentsDB = throughProxy(e.PaymentsDB, e.ProxiedPostgres)
 	}
+	consumerEnv := e
+	if sc.ConsumerThroughPostgresProxy {
+		// The consumer alone reaches its database through the proxy; the verifier goes
+		// direct.
+		consumerEnv.ConsumerDB = throughProxy(e.ConsumerDB, e.ConsumerProxiedPostgres)
+	}
 	if cmds == nil && e.RelayMode == verdict.RelayModeCDC {
 		apiEnv.PaymentsDB = withWalSenderTimeout(apiEnv.PaymentsDB, cdcWalSenderTimeout)
 	}
-	api = &stack.Process{Name: "api", LogPath: filepath.Join(logDir, "api.log"), BaseURL: "http://" + e.APIAddr, Env: append(apiEnv.api(), relayEnv...)}
-	consumer = &stack.Process{Name: "consumer", LogPath: filepath.Join(logDir, "consumer.log"), BaseURL: "http://" + e.ConsumerAddr, Env: append(e.consumer(), sc.ConsumerEnv...)}
+	api = &stack.Process{Name: "api", LogPath: filepath.Join(logDir, "api.log"), BaseURL: "http://" + e.APIAddr, Env: append(append(apiEnv.api(), relayEnv...), sc.APITuning...)}
+	consumer = &stack.Process{Name: "consumer", LogPath: filepath.Join(logDir, "consumer.log"), BaseURL: "http://" + e.ConsumerAddr, Env: append(consumerEnv.consumer(), sc.ConsumerEnv...)}
 	if cmds != nil {
 		api.Argv, consumer.Argv = shellArgv(cmds.API), shellArgv(cmds.Consumer)
 		return api, consumer

@@ -27,6 +27,10 @@ const (
 	// PostgresProxy is the proxy in front of PostgreSQL, at Ports.ProxiedPostgres; only
 	// the pg-faults chaos scenario sends a service through it.
 	PostgresProxy = "postgres_api"
+	// ConsumerPostgresProxy is the proxy in front of PostgreSQL at
+	// Ports.ConsumerProxiedPostgres; only the consumer-db chaos scenario sends a service
+	// through it (the consumer).
+	ConsumerPostgresProxy = "postgres_consumer"
 )
 
 // RunScript runs "scripts/stack/<name> <verb>" of the repository at root and returns

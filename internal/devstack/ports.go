@@ -20,6 +20,9 @@ type Ports struct {
 	// PostgresProxy is where Toxiproxy's proxy PostgresProxy listens
 	// (PGSTACK_PROXY_PORT, default 25432).
 	PostgresProxy int
+	// ConsumerPostgresProxy is where Toxiproxy's proxy ConsumerPostgresProxy listens
+	// (PGSTACK_CONSUMER_PROXY_PORT, default 25433).
+	ConsumerPostgresProxy int
 	// KafkaDirect is Kafka's DIRECT listener (KAFKASTACK_DIRECT_PORT, default 19092).
 	KafkaDirect int
 	// KafkaController is Kafka's KRaft controller listener
@@ -61,6 +64,7 @@ func PortVars() []PortVar {
 		{"KAFKASTACK_SASL_SSL_PORT", 19095, func(p *Ports) *int { return &p.KafkaSASLSSL }},
 		{"KAFKASTACK_PROXY_PORT", 29092, func(p *Ports) *int { return &p.KafkaProxy }},
 		{"PGSTACK_PROXY_PORT", 25432, func(p *Ports) *int { return &p.PostgresProxy }},
+		{"PGSTACK_CONSUMER_PROXY_PORT", 25433, func(p *Ports) *int { return &p.ConsumerPostgresProxy }},
 		{"TOXISTACK_API_PORT", 8474, func(p *Ports) *int { return &p.Toxiproxy }},
 		{"KAFKASTACK_CLUSTER_PORT", 21190, func(p *Ports) *int { return &p.ClusterBase }},
 	}
@@ -132,6 +136,10 @@ func (p Ports) FollowingURL(name string) string {
 // ProxiedPostgres is where the Toxiproxy proxy PostgresProxy listens; it forwards to
 // PostgresUpstream.
 func (p Ports) ProxiedPostgres() string { return addr(p.PostgresProxy) }
+
+// ConsumerProxiedPostgres is where the Toxiproxy proxy ConsumerPostgresProxy listens; it
+// forwards to PostgresUpstream.
+func (p Ports) ConsumerProxiedPostgres() string { return addr(p.ConsumerPostgresProxy) }
 
 // DirectBroker is Kafka's DIRECT listener, never behind a proxy: tests, the consumer,
 // the chaos verifier, every admin request.

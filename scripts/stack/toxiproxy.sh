@@ -19,6 +19,10 @@
 #                 the proxy.
 #   postgres_api  127.0.0.1:25432  PGSTACK_PROXY_PORT, forwards to PostgreSQL (PGSTACK_PORT):
 #                 only the pg-faults chaos scenario points a service at it (its API and relay).
+#   postgres_consumer  127.0.0.1:25433  PGSTACK_CONSUMER_PROXY_PORT, forwards to PostgreSQL:
+#                 only the consumer-db chaos scenario points a service at it (the consumer).
+#                 The harness creates it when a server started before it existed lacks it,
+#                 so status does not require it.
 # Toxics are added and removed through the API, e.g.
 #   curl -s -XPOST 127.0.0.1:8474/proxies/kafka_relay/toxics \
 #     -d '{"name":"blackhole","type":"timeout","stream":"upstream","attributes":{"timeout":0}}'
@@ -43,6 +47,7 @@ API_PORT="$TOXISTACK_API_PORT"
 API="http://127.0.0.1:$API_PORT"
 PROXY=kafka_relay
 PG_PROXY=postgres_api
+CONSUMER_PG_PROXY=postgres_consumer
 READY_TIMEOUT=15
 STOP_TIMEOUT=20
 
@@ -93,6 +98,7 @@ print_proxy() {
 	echo "  API          $API"
 	echo "  $PROXY  127.0.0.1:$KAFKASTACK_PROXY_PORT -> 127.0.0.1:$KAFKASTACK_PROXIED_PORT (Kafka PROXIED listener)"
 	echo "  $PG_PROXY 127.0.0.1:$PGSTACK_PROXY_PORT -> 127.0.0.1:$PGSTACK_PORT (PostgreSQL; pg-faults scenario only)"
+	echo "  $CONSUMER_PG_PROXY 127.0.0.1:$PGSTACK_CONSUMER_PROXY_PORT -> 127.0.0.1:$PGSTACK_PORT (PostgreSQL; consumer-db scenario only)"
 }
 
 print_endpoints() {
@@ -107,7 +113,8 @@ write_config() {
 	cat >"$CONFIG" <<-EOF
 		[
 		  {"name": "$PROXY", "listen": "127.0.0.1:$KAFKASTACK_PROXY_PORT", "upstream": "127.0.0.1:$KAFKASTACK_PROXIED_PORT", "enabled": true},
-		  {"name": "$PG_PROXY", "listen": "127.0.0.1:$PGSTACK_PROXY_PORT", "upstream": "127.0.0.1:$PGSTACK_PORT", "enabled": true}
+		  {"name": "$PG_PROXY", "listen": "127.0.0.1:$PGSTACK_PROXY_PORT", "upstream": "127.0.0.1:$PGSTACK_PORT", "enabled": true},
+		  {"name": "$CONSUMER_PG_PROXY", "listen": "127.0.0.1:$PGSTACK_CONSUMER_PROXY_PORT", "upstream": "127.0.0.1:$PGSTACK_PORT", "enabled": true}
 		]
 	EOF
 }
@@ -129,6 +136,7 @@ start() {
 		# A proxy whose port is taken is only logged by the server, which runs without it.
 		require_free "$KAFKASTACK_PROXY_PORT" KAFKASTACK_PROXY_PORT "Toxiproxy proxy $PROXY"
 		require_free "$PGSTACK_PROXY_PORT" PGSTACK_PROXY_PORT "Toxiproxy proxy $PG_PROXY"
+		require_free "$PGSTACK_CONSUMER_PROXY_PORT" PGSTACK_CONSUMER_PROXY_PORT "Toxiproxy proxy $CONSUMER_PG_PROXY"
 		ensure_bin
 		: >"$LOG"
 		write_owner "$RUN"

@@ -143,6 +143,7 @@ var composeLimits = map[string]string{
 	"commit-refused":    "it points the API's DATABASE_URL at the Toxiproxy proxy postgres_api, which the harness can do only to an API it starts",
 	"pg-faults":         "it points the API's DATABASE_URL at the Toxiproxy proxy postgres_api, which the harness can do only to an API it starts",
 	"idempotency-storm": "it SIGKILLs and restarts the API, and points its DATABASE_URL at the Toxiproxy proxy postgres_api, which the harness can do only to an API it starts",
+	"consumer-db":       "it points the consumer's DATABASE_URL at the Toxiproxy proxy postgres_consumer, which the harness can do only to a consumer it starts",
 	"long-transaction":  "the black-box mode (as with -api-url), in which the compose stack is checked, does not run it",
 	"broker-failover":   "it runs on the three-node cluster, whose brokers the harness kills and restarts through scripts/stack",
 	"partition-offline": "it runs on the three-node cluster of scripts/stack and gives the API settings at start",

@@ -25,6 +25,7 @@ var legendFaults = map[string][]string{
 	"pg-faults":         {"PostgreSQL latency spike", "PostgreSQL connections cut", "PostgreSQL unreachable for the API", "PostgreSQL reachable again"},
 	"commit-refused":    {"PostgreSQL session terminated before its COMMIT"},
 	"idempotency-storm": {"SIGKILL api", "api restarted"},
+	"consumer-db":       {"consumer's PostgreSQL latency spike", "consumer's session terminated in a write transaction", "consumer's PostgreSQL connections cut", "consumer's PostgreSQL unreachable", "consumer's PostgreSQL reachable again"},
 	"long-transaction":  {"snapshot held", "snapshot released"},
 	"broker-failover":   {"SIGKILL broker 1", "broker 1 started", "broker 1 back in sync", "SIGKILL broker 3", "broker 3 started", "broker 3 back in sync"},
 	"partition-offline": {"proxy down", "relay cut off from broker 1"},

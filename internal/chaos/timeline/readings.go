@@ -97,6 +97,12 @@ var scenarioReadings = map[string]map[string]string{
 		chartPublishes: "Kafka is not faulted in this run: a kill stops the relay with the API, and the restarted one publishes what was committed.",
 		chartUndecided: "Payments wait only while the API and its relay are down; Kafka and the consumer are not faulted.",
 	},
+	"consumer-db": {
+		chartPayments:  "Only the consumer's database is faulted: the API keeps committing payments, and the relay keeps publishing them.",
+		chartPublishes: "Kafka is not faulted in this run.",
+		chartDecisions: "Decisions stall while the consumer's database is slow, cut or unreachable (dashed lines): a batch whose transaction failed is retried, never dead-lettered or skipped, so each payment still gets exactly one decision.",
+		chartUndecided: "Rises while the consumer cannot commit its batches, and comes back to zero once its database answers again.",
+	},
 	"db-restart": {
 		chartPayments:  "During the restart (between the dashed lines) the API answers 503 and the clients retry with the same Idempotency-Key.",
 		chartPending:   "The samples taken while PostgreSQL restarts are missing (a gap in the line), not zero.",

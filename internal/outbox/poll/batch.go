@@ -45,7 +45,9 @@ func (r *Relay) runOnce(ctx context.Context, w *worker, woken wakeSource) (int, 
 	cancelLease()
 
 	// Record what happened even if ctx was cancelled meanwhile: acknowledged events
-	// must be marked, or they are published again after the lease.
+	// must be marked, or they are published again after the lease. The fault injection
+	// FaultHoldBeforeMark may hold them past it first.
+	r.holdBeforeMark(ctx, published)
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.QueryTimeout)
 	defer cancel()
 	switch {

@@ -103,6 +103,14 @@ type Config struct {
 	// refuses the records with INVALID_TIMESTAMP. It exists to show that the relay
 	// treats that refusal as an outage (failure.go) and dead-letters nothing.
 	FaultTimestampSkew time.Duration
+	// FaultHoldBeforeMark is FAULT INJECTION, for the replica-pause chaos scenario only
+	// and never for production (RELAY_FAULT_HOLD_BEFORE_MARK; default 0, off): one
+	// batch in faultHoldEvery that Kafka acknowledged waits this long after its publish
+	// before it is recorded, idle in its transaction, as a worker descheduled between
+	// its send and its mark would. Set above Lease, it makes a late mark happen on
+	// purpose: the database ends the batch's transaction at the lease, the mark fails,
+	// and another worker publishes the rows again (faulthold.go).
+	FaultHoldBeforeMark time.Duration
 }
 
 func (c Config) withDefaults() Config {

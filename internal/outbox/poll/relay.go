@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -68,6 +69,9 @@ type Relay struct {
 	// busy counts the workers in a streak of claims that find events, so that an idle
 	// worker woken by a commit can leave it to them (wakeup.go).
 	busy busyWorkers
+	// acknowledged counts the batches Kafka acknowledged, for the FaultHoldBeforeMark
+	// fault injection (faulthold.go).
+	acknowledged atomic.Int64
 }
 
 // NewRelay returns a relay over the outbox in pool. It starts nothing; call Run.

@@ -1,0 +1,128 @@
+package chaos
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
+	"github.com/dscourse/payments-outbox/internal/testenv"
+	"github.com/dscourse/payments-outbox/migrations"
+)
+
+// The rows of the faults that only a run can show are judged from what the harness
+// recorded; these tests give them that record directly.
+
+func TestIdleClaimsFailOnlyAClaimIdlePastTheLease(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name              string
+		longest           time.Duration
+		pastLease         map[string]time.Duration
+		wantValid, wantOK bool
+	}{
+		{"a claim ended by the lease", relayLease, nil, true, true},
+		{"no claim held long", time.Second, nil, false, true},
+		{"a claim idle past the lease", 16 * time.Second, map[string]time.Duration{"pid 7 since 12:00:00": 16 * time.Second}, true, false},
+	}
+	for _, tt := range tests {
+		w := &idleClaims{longest: tt.longest, pastLease: tt.pastLease}
+		rows := w.checks()
+		if len(rows) != 2 || rows[0].Kind != verdict.Validity || rows[1].Kind != verdict.SLO {
+			t.Fatalf("%s: rows %+v, want one validity row and one SLO row", tt.name, rows)
+		}
+		if rows[0].OK != tt.wantValid || rows[1].OK != tt.wantOK {
+			t.Errorf("%s: validity ok %t, SLO ok %t (%q); want %t, %t", tt.name, rows[0].OK, rows[1].OK, rows[1].Got, tt.wantValid, tt.wantOK)
+		}
+	}
+}
+
+func TestShortRetentionRowTellsAServiceWithoutCleanupApart(t *testing.T) {
+	t.Parallel()
+	ours := &Run{group: "g", relayMode: verdict.RelayModePoll}
+	students := &Run{group: "g"}
+	target := &Run{}
+	tests := []struct {
+		name            string
+		rn              *Run
+		table           string
+		atStart, least  int
+		wantOK, wantOff bool
+	}{
+		{"ours, cleanup ran", ours, "outbox_published", 12, 0, true, false},
+		{"ours, no cleanup", ours, "outbox_published", 12, 12, false, false},
+		{"a student's, no cleanup", students, "outbox_events", 12, 12, true, true},
+		{"a student's, cleanup ran", students, "outbox_events", 12, 3, true, false},
+		{"a target", target, "", -1, -1, true, true},
+	}
+	for _, tt := range tests {
+		s := &shortRetention{Retention: 5 * time.Second, Interval: time.Second, table: tt.table, atStart: tt.atStart, least: tt.least}
+		row := s.check(tt.rn, time.Minute)
+		if row.Kind != verdict.Validity || row.OK != tt.wantOK || row.Off != tt.wantOff {
+			t.Errorf("%s: %+v, want ok %t, off %t", tt.name, row, tt.wantOK, tt.wantOff)
+		}
+	}
+}
+
+func TestConsumerDBRowsAreOffForAConsumerThatBypassesTheProxy(t *testing.T) {
+	t.Parallel()
+	report := &verdict.Report{Evidence: &verdict.Evidence{LoadEndS: 30}}
+	proxied := &consumerDBFaults{SpikeLatency: time.Second, Kills: 2, Cuts: 2, Outage: 8 * time.Second,
+		spikeRTT: time.Second, killed: []string{"a", "b"}, cutOpen: []int{1, 1}, cutSurvivors: []int{0, 0},
+		outage: faults.Window{StartS: 18, EndS: 26}, decisionsBefore: 60, decisionsLate: 60}
+	for _, row := range proxied.validity(report, nil) {
+		if !row.OK || row.Off {
+			t.Errorf("proxied consumer: row %q = %+v, want ok", row.Name, row)
+		}
+	}
+	proxied.decisionsLate = 70 // decisions committed while the proxy was down
+	if rows := proxied.validity(report, nil); rows[len(rows)-1].OK {
+		t.Errorf("decisions committed during the outage: row %+v, want not ok", rows[len(rows)-1])
+	}
+	bypassing := &consumerDBFaults{Kills: 2, Cuts: 2, killed: []string{"a", "b"}, cutOpen: []int{1, 1}, cutSurvivors: []int{1, 1}, decisionsLate: 70}
+	rows := bypassing.validity(report, nil)
+	if !rows[0].OK || rows[0].Off {
+		t.Errorf("terminations row of a bypassing consumer: %+v, want judged and ok", rows[0])
+	}
+	for _, row := range rows[1:] {
+		if !row.Off || !strings.Contains(row.Got, "does not reach its database through the DATABASE_URL") {
+			t.Errorf("bypassing consumer: row %q = %+v, want off, saying why", row.Name, row)
+		}
+	}
+}
+
+func TestConsumerDeadLettersCountAllButTheHarnesssHostileRecords(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.NewDatabase(t, migrations.Antifraud)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	const topic = "payments.events.test"
+	for _, at := range []verify.RecordPosition{{Partition: 0, Offset: 1}, {Partition: 0, Offset: 2}, {Partition: 1, Offset: 5}} {
+		_, err := conn.Exec(ctx, `INSERT INTO consumer_dead_letters (topic, partition, "offset", reason) VALUES ($1, $2, $3, 'x')`, topic, at.Partition, at.Offset)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rn := &Run{consumerDB: dbURL, topic: topic}
+	// {0,1} is a hostile record the harness wrote; {0,2} a copy of a real event, which
+	// no consumer may dead-letter; {1,5} a record of the service's own.
+	foreign := &verify.ForeignRecords{}
+	foreign.Add(verify.RecordPosition{Partition: 0, Offset: 1}, "not_json")
+	foreign.Add(verify.RecordPosition{Partition: 0, Offset: 2}, duplicateKind)
+	row := consumerDeadLettersCheck(rn, foreign)
+	if row.OK || !strings.HasPrefix(row.Got, "2 (3 dead letters in all); first at ") {
+		t.Errorf("row = %+v, want not ok with 2 of 3 counted", row)
+	}
+	if row := consumerDeadLettersCheck(&Run{}, nil); !row.Off {
+		t.Errorf("without a consumer database: %+v, want off", row)
+	}
+}
