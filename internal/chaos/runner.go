@@ -311,8 +311,14 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 	}
 	rn.logger.Info("sending payments", slog.Int("payments", opts.Payments), slog.Duration("span", sc.Span), slog.Int("bursts", sc.Bursts))
 	urls := rn.apiURLs()
+	// The dual-write handler ignores Idempotency-Key on purpose (its lesson is the lost
+	// event), so the dual-write run sends no key from several clients at once.
+	sameKey := sameKeyEvery
+	if sc.DualWrite {
+		sameKey = 0
+	}
 	res, err := load.Run(ctx, load.Config{BaseURL: urls[0], Replicas: urls[1:], RunID: report.RunID, APIKey: rn.apiKey, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts,
-		LargestEvery: sc.LargestEvery, MaxAttempts: sc.MaxAttempts, Lifecycle: report.LifecycleLoad, SameKeyEvery: sameKeyEvery})
+		LargestEvery: sc.LargestEvery, MaxAttempts: sc.MaxAttempts, Lifecycle: report.LifecycleLoad, SameKeyEvery: sameKey})
 	closeLoadDone()
 	if err != nil {
 		return load.Result{}, verify.Observed{}, fmt.Errorf("run load: %w", err)
