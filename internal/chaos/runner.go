@@ -311,12 +311,18 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 	}
 	rn.logger.Info("sending payments", slog.Int("payments", opts.Payments), slog.Duration("span", sc.Span), slog.Int("bursts", sc.Bursts))
 	urls := rn.apiURLs()
+	// The dual-write handler ignores Idempotency-Key on purpose (its lesson is the lost
+	// event), so the dual-write run sends no key from several clients at once.
+	sameKey := sameKeyEvery
+	if sc.DualWrite {
+		sameKey = 0
+	}
 	send := func(ctx context.Context, _ *Run, cfg load.Config) (load.Result, error) { return load.Run(ctx, cfg) }
 	if sc.Load != nil {
 		send = sc.Load
 	}
 	res, err := send(ctx, rn, load.Config{BaseURL: urls[0], Replicas: urls[1:], RunID: report.RunID, APIKey: rn.apiKey, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts,
-		LargestEvery: sc.LargestEvery, MaxAttempts: sc.MaxAttempts, Lifecycle: report.LifecycleLoad, SameKeyEvery: sameKeyEvery})
+		LargestEvery: sc.LargestEvery, MaxAttempts: sc.MaxAttempts, Lifecycle: report.LifecycleLoad, SameKeyEvery: sameKey})
 	closeLoadDone()
 	if err != nil {
 		return load.Result{}, verify.Observed{}, fmt.Errorf("run load: %w", err)
