@@ -1,5 +1,6 @@
 // Package api is the API benchmark (go run ./cmd/bench api, from the repository's root):
-// payments/s through the real cmd/api binary over HTTP, against the ceiling of the
+// payments/s through the real cmd/api binary over HTTP, each request authenticated with
+// a merchant's API key as a merchant's would be, against the ceiling of the
 // database itself for the same transaction, measured by pgbench on the same server; then
 // the API's rate with each relay in its process (relays.go). Figures go to
 // reports/bench.json. Start at Run.
@@ -30,6 +31,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
 	"github.com/dscourse/payments-outbox/internal/benchreport"
+	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/migrations"
 )
 
@@ -65,14 +67,14 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer env.Close()
 
-	base, stop, err := startAPI(ctx, env)
+	srv, stop, err := startAPI(ctx, env)
 	if err != nil {
 		return err
 	}
 	stopAPI := sync.OnceFunc(stop)
 	defer stopAPI()
-	fmt.Fprintf(stdout, "api on %s, warming up for %s\n", base, apiBenchWarmup)
-	if _, err := attackAPI(base, apiBenchWarmup); err != nil {
+	fmt.Fprintf(stdout, "api on %s, warming up for %s\n", srv.base, apiBenchWarmup)
+	if _, err := attackAPI(srv, apiBenchWarmup); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
 	dbURL, dropDB, err := env.MigratedDatabase(ctx, "bench_db", migrations.Payments)
@@ -101,7 +103,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		noNotify dbCeiling
 	)
 	for round := 1; round <= apiBenchRounds; round++ {
-		a, err := attackAPI(base, apiBenchDuration)
+		a, err := attackAPI(srv, apiBenchDuration)
 		if err != nil {
 			return err
 		}
@@ -166,26 +168,36 @@ type apiResult struct {
 	Created, Errors      int
 }
 
+// apiServer is a running cmd/api as the benchmark calls it.
+type apiServer struct {
+	// base is its URL, http://host:port.
+	base string
+	// key is a merchant's API key for it, which every request carries: the API turns
+	// away a request without one (401), and checking it is part of each request's cost.
+	key string
+}
+
 // startAPI builds cmd/api and runs it against a fresh database, its relay publishing
-// to a throwaway topic as in production. It returns the base URL and a function that
+// to a throwaway topic as in production. It returns the API and a function that
 // stops the API (SIGINT, as an orchestrator would) and removes what it made.
-func startAPI(ctx context.Context, env benchenv.Env) (base string, stop func(), err error) {
+func startAPI(ctx context.Context, env benchenv.Env) (srv apiServer, stop func(), err error) {
 	dbURL, dropDB, err := env.CreateDatabase(ctx, "bench_api")
 	if err != nil {
-		return "", nil, err
+		return apiServer{}, nil, err
 	}
-	base, stopAPI, err := startAPIOn(ctx, env, dbURL)
+	srv, stopAPI, err := startAPIOn(ctx, env, dbURL)
 	if err != nil {
 		dropDB()
-		return "", nil, err
+		return apiServer{}, nil, err
 	}
-	return base, func() { stopAPI(); dropDB() }, nil
+	return srv, func() { stopAPI(); dropDB() }, nil
 }
 
 // startAPIOn is startAPI on an existing database (the API migrates it), with vars
-// ("KEY=value") added to the API's environment. The returned function stops the API
-// and deletes its topic; the database is the caller's.
-func startAPIOn(ctx context.Context, env benchenv.Env, dbURL string, vars ...string) (base string, stop func(), err error) {
+// ("KEY=value") added to the API's environment. It makes a merchant's key first, with
+// the binary's own "api keys create", as the chaos harness does. The returned function
+// stops the API and deletes its topic; the database is the caller's.
+func startAPIOn(ctx context.Context, env benchenv.Env, dbURL string, vars ...string) (srv apiServer, stop func(), err error) {
 	var cleanups []func()
 	stop = func() {
 		for _, f := range slices.Backward(cleanups) {
@@ -200,17 +212,21 @@ func startAPIOn(ctx context.Context, env benchenv.Env, dbURL string, vars ...str
 
 	topic, dropTopic, err := env.CreateTopic(ctx, "bench.api")
 	if err != nil {
-		return "", nil, err
+		return apiServer{}, nil, err
 	}
 	cleanups = append(cleanups, dropTopic)
 	binDir, err := os.MkdirTemp("", "bench-api-")
 	if err != nil {
-		return "", nil, fmt.Errorf("temp dir: %w", err)
+		return apiServer{}, nil, fmt.Errorf("temp dir: %w", err)
 	}
 	cleanups = append(cleanups, func() { os.RemoveAll(binDir) })
 	bin := filepath.Join(binDir, "api")
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/api").CombinedOutput(); err != nil {
-		return "", nil, fmt.Errorf("go build ./cmd/api: %w\n%s", err, out)
+		return apiServer{}, nil, fmt.Errorf("go build ./cmd/api: %w\n%s", err, out)
+	}
+	key, err := load.CreateAPIKey(ctx, bin, dbURL)
+	if err != nil {
+		return apiServer{}, nil, err
 	}
 
 	apiCtx, cancel := context.WithCancel(ctx)
@@ -224,11 +240,11 @@ func startAPIOn(ctx context.Context, env benchenv.Env, dbURL string, vars ...str
 	logs, err := cmd.StdoutPipe()
 	if err != nil {
 		cancel()
-		return "", nil, fmt.Errorf("api stdout: %w", err)
+		return apiServer{}, nil, fmt.Errorf("api stdout: %w", err)
 	}
 	if err := cmd.Start(); err != nil {
 		cancel()
-		return "", nil, fmt.Errorf("start api: %w", err)
+		return apiServer{}, nil, fmt.Errorf("start api: %w", err)
 	}
 	cleanups = append(cleanups, func() {
 		cancel()
@@ -236,22 +252,24 @@ func startAPIOn(ctx context.Context, env benchenv.Env, dbURL string, vars ...str
 	})
 	addr, err := listeningAddr(logs, 30*time.Second)
 	if err != nil {
-		return "", nil, err
+		return apiServer{}, nil, err
 	}
 	go func() { _, _ = io.Copy(io.Discard, logs) }() // keep the pipe drained
-	return "http://" + addr, stop, nil
+	return apiServer{base: "http://" + addr, key: key}, stop, nil
 }
 
-// attackAPI sends valid payments, each with its own Idempotency-Key, for d.
-func attackAPI(base string, d time.Duration) (apiResult, error) {
+// attackAPI sends valid payments to srv for d, each with srv's key and its own
+// Idempotency-Key.
+func attackAPI(srv apiServer, d time.Duration) (apiResult, error) {
 	var n atomic.Int64
 	targeter := func(t *vegeta.Target) error {
 		i := n.Add(1)
 		t.Method = http.MethodPost
-		t.URL = base + "/payments"
+		t.URL = srv.base + "/payments"
 		t.Body = fmt.Appendf(nil, `{"user_id":"user-%d","amount":%d,"currency":"EUR"}`, i%1000, 100+i%100000)
 		t.Header = http.Header{
 			"Content-Type":    {"application/json"},
+			"Authorization":   {"Bearer " + srv.key},
 			"Idempotency-Key": {uuid.NewString()},
 		}
 		return nil
@@ -323,7 +341,8 @@ type dbCeiling struct {
 
 // pgbenchScript is the API's transaction in SQL, with the same columns, values of the
 // same sizes and the same number of round trips (BEGIN, three INSERTs, COMMIT), so that
-// the only difference left is what the API adds: HTTP, JSON, Go.
+// the only difference left is what the API adds: HTTP, JSON, Go, and the lookup of the
+// request's API key before the transaction.
 //
 // Ids are UUIDv7-like (a millisecond timestamp in front), like the API's, so both
 // sides insert at the right edge of the primary-key indexes.

@@ -78,15 +78,15 @@ func apiWithRelays(ctx context.Context, env benchenv.Env, stdout io.Writer) (map
 // attackWithRelay starts cmd/api on dbURL with the relay of mode in its process, warms
 // it up and attacks it, then reads how far its relay was behind.
 func attackWithRelay(ctx context.Context, env benchenv.Env, dbURL, mode string) (apiRelayRound, error) {
-	base, stop, err := startAPIOn(ctx, env, dbURL, "RELAY_MODE="+mode)
+	srv, stop, err := startAPIOn(ctx, env, dbURL, "RELAY_MODE="+mode)
 	if err != nil {
 		return apiRelayRound{}, err
 	}
 	defer stop()
-	if _, err := attackAPI(base, apiBenchWarmup); err != nil {
+	if _, err := attackAPI(srv, apiBenchWarmup); err != nil {
 		return apiRelayRound{}, fmt.Errorf("warm-up: %w", err)
 	}
-	api, err := attackAPI(base, apiBenchDuration)
+	api, err := attackAPI(srv, apiBenchDuration)
 	if err != nil {
 		return apiRelayRound{}, err
 	}

@@ -34,9 +34,12 @@ func TestComposeTargetFromPublishedPorts(t *testing.T) {
 		t.Fatalf("composeTarget: %v", err)
 	}
 	// The file's own values for what the harness does not share with the native stack:
-	// the services' HTTP ports and the databases' credentials.
-	paymentsDB, _ := devstack.DatabaseURL("postgres://postgres:postgres@"+ports.PostgresUpstream()+"/?sslmode=disable", "payments")
-	antifraudDB, _ := devstack.DatabaseURL("postgres://postgres:postgres@"+ports.PostgresUpstream()+"/?sslmode=disable", "antifraud")
+	// the services' HTTP ports and the databases' credentials and connection options.
+	// Its URLs list postgres, then postgres-standby, which a plain `up` does not start:
+	// only the primary's published port is left.
+	server := "postgres://postgres:postgres@" + ports.PostgresUpstream() + "/?sslmode=disable&target_session_attrs=read-write&connect_timeout=2"
+	paymentsDB, _ := devstack.DatabaseURL(server, "payments")
+	antifraudDB, _ := devstack.DatabaseURL(server, "antifraud")
 	want := &chaos.Target{
 		APIURL:     "http://127.0.0.1:" + port(t, p.Services[composeAPI].Environment["HTTP_ADDR"]),
 		PaymentsDB: paymentsDB,

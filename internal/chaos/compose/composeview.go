@@ -42,20 +42,23 @@ func (v View) Env(p *types.Project, service string) (map[string]string, error) {
 
 // Value returns one value of service's environment as the host sees it:
 //   - a URL whose host is a service's host:port gets the host's address for it, and in a
-//     PostgreSQL URL, the database is renamed if Databases says so;
+//     PostgreSQL URL, the database is renamed if Databases says so; a multi-host URL
+//     (postgres://u@a:5432,b:5432/db) gets each of its hosts mapped, in order;
 //   - a comma-separated list of host:port (seed brokers, a listen address) gets each
 //     address of a service replaced; an address on every interface (0.0.0.0:port or
 //     :port) is service's own port;
 //   - any other value is a name, renamed if Names says so.
 //
-// Addresses of anything but the project's services are left as they are.
+// In a list of addresses, those of a service that no chosen profile starts (the file's
+// postgres-standby, unless the project was loaded with its profile) are dropped: see
+// hosts. Addresses of anything but the project's services are left as they are.
 func (v View) Value(p *types.Project, service, value string) (string, error) {
 	if strings.Contains(value, "://") {
 		u, err := url.Parse(value)
 		if err != nil {
 			return "", err
 		}
-		if u.Host, err = v.addr(p, service, u.Host); err != nil {
+		if u.Host, err = v.hosts(p, service, u.Host); err != nil {
 			return "", err
 		}
 		if (u.Scheme == "postgres" || u.Scheme == "postgresql") && v.Databases[strings.TrimPrefix(u.Path, "/")] != "" {
@@ -64,19 +67,45 @@ func (v View) Value(p *types.Project, service, value string) (string, error) {
 		return u.String(), nil
 	}
 	if isAddrList(value) {
-		addrs := strings.Split(value, ",")
-		for i, a := range addrs {
-			var err error
-			if addrs[i], err = v.addr(p, service, a); err != nil {
-				return "", err
-			}
-		}
-		return strings.Join(addrs, ","), nil
+		return v.hosts(p, service, value)
 	}
 	if renamed, ok := v.Names[value]; ok {
 		return renamed, nil
 	}
 	return value, nil
+}
+
+// hosts maps a comma-separated list of addresses of service's environment (a URL's
+// hosts, seed brokers), keeping their order: with target_session_attrs=read-write pgx
+// tries a URL's hosts in that order and keeps the first that accepts writes.
+//
+// An address of a service that is in the file but that no chosen profile starts is
+// dropped, because that is what it is in a real compose run: the compose network has
+// no such name, and a client given the list skips a host whose name does not resolve
+// (pgx resolves every host first and connects only to those that resolved). Mapping it
+// to an address that refuses would change which error a client reports when every
+// other host is down, nothing more; dropping it says plainly that the host is not
+// there. A list left with no address is an error: nothing it names would run.
+func (v View) hosts(p *types.Project, service, list string) (string, error) {
+	var out []string
+	for a := range strings.SplitSeq(list, ",") {
+		host := a
+		if h, _, err := net.SplitHostPort(a); err == nil {
+			host = h
+		}
+		if _, off := p.DisabledServices[host]; off {
+			continue
+		}
+		mapped, err := v.addr(p, service, a)
+		if err != nil {
+			return "", err
+		}
+		out = append(out, mapped)
+	}
+	if len(out) == 0 {
+		return "", fmt.Errorf("%s: every address is of a service that no chosen profile starts", list)
+	}
+	return strings.Join(out, ","), nil
 }
 
 // addr maps one host:port of service's environment.
