@@ -141,13 +141,16 @@ func TestStormValidityCountsOnlyKillsWithRequestsInFlight(t *testing.T) {
 	}
 }
 
-// stormServer answers creations, captures and refunds. Each key's first request takes
-// 150 ms; a request whose key is in flight gets 409 with Retry-After, and a later one
-// the first answer again, unless split, which makes a new payment (event) for each.
+// stormServer answers creations, captures and refunds. Each key's very first request
+// takes 500 ms, longer than any client timeout of the test, so every key times out at
+// least once; a later slow request takes 150 ms. A request whose key is in flight gets
+// 409 with Retry-After, and a later one the first answer again, unless split, which
+// makes a new payment (event) for each.
 func stormServer(t *testing.T, split bool) *httptest.Server {
 	var mu sync.Mutex
 	answers := map[string]string{}
 	inFlight := map[string]bool{}
+	seen := map[string]bool{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get("Idempotency-Key")
 		mu.Lock()
@@ -155,8 +158,12 @@ func stormServer(t *testing.T, split bool) *httptest.Server {
 		busy := inFlight[key]
 		if !done && !busy || split {
 			inFlight[key] = true
+			slow := 150 * time.Millisecond // the slow transaction of the test server
+			if !seen[key] {
+				seen[key], slow = true, 500*time.Millisecond
+			}
 			mu.Unlock()
-			time.Sleep(150 * time.Millisecond) // the slow transaction of the test server
+			time.Sleep(slow)
 			mu.Lock()
 			inFlight[key] = false
 			id = fmt.Sprintf("%s-%d", key, len(answers))
