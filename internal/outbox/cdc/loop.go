@@ -38,6 +38,12 @@ func (r *Relay) stream(ctx context.Context, conn *replicationConn, p producer) e
 		cancel()
 		<-receiverDone
 		pl.finish(pos.marked)
+		if conn.conn.IsClosed() {
+			// The connection broke (a server that crashed or was promoted away): pgconn
+			// is already closing it from a goroutine of its own, and nothing more may
+			// be sent on it. The slot keeps its last confirmed position.
+			return
+		}
 		endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.QueryTimeout)
 		defer cancel()
 		if pos.done > 0 {
