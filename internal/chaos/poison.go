@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/deadletter"
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
@@ -54,7 +55,7 @@ type poison struct {
 	// Wait bounds how long after the load the harness waits for the dead letters.
 	Wait time.Duration
 
-	sink  *alertSink
+	sink  *deadletter.AlertSink
 	token string
 
 	mu sync.Mutex
@@ -106,17 +107,15 @@ type poisonTally struct {
 
 // prepare starts the webhook and mints the admin token, before the API starts.
 func (p *poison) prepare(devstack.Ports) ([]string, error) {
-	sink, err := startAlertSink()
+	sink, err := deadletter.StartAlertSink()
 	if err != nil {
 		return nil, err
 	}
 	p.sink, p.token = sink, rand.Text()+rand.Text() // 52 characters: ADMIN_TOKEN needs 32 bytes
-	return []string{
-		"ALERT_WEBHOOK_URL=" + sink.url,
-		"ALERT_WEBHOOK_SECRET=" + sink.secretText,
-		"ADMIN_TOKEN=" + p.token,
-		"RELAY_MAX_REJECTIONS=" + strconv.Itoa(p.MaxRejections),
-	}, nil
+	return append(sink.Env(),
+		"ADMIN_TOKEN="+p.token,
+		"RELAY_MAX_REJECTIONS="+strconv.Itoa(p.MaxRejections),
+	), nil
 }
 
 // disrupt brings the limit down to the calibration's, and when the run ends restores
