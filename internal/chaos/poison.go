@@ -77,7 +77,7 @@ type poison struct {
 	// overLimit are the other records larger than the limit, measured alone in the
 	// topic after the drain (calibration.overLimit); measureErr says why they could
 	// not be measured.
-	overLimit  []recordSize
+	overLimit  []deadletter.RecordSize
 	measureErr error
 }
 
@@ -156,7 +156,7 @@ func (p *poison) disrupt(ctx context.Context, rn *Run) error {
 	if err != nil {
 		return err
 	}
-	sizes, _, measureErr := recordSizes(after, rn.brokers, rn.topic)
+	sizes, _, measureErr := deadletter.RecordSizes(after, rn.brokers, rn.topic)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.overLimit, p.measureErr = c.overLimit(sizes), measureErr
