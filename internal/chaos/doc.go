@@ -16,7 +16,8 @@
 //   - hostile.go, hostilerun.go and hostilecheck.go are another producer's malformed
 //     records and their check; clockskew.go makes the broker refuse the relay's
 //     timestamps for a while; poison.go lowers the topic's size limit below the largest
-//     valid events and replays their dead letters, with alertsink.go as the pager;
+//     valid events and replays their dead letters (package deadletter holds the pager,
+//     AlertSink, and the read-back of each record's size on the wire, RecordSizes);
 //     pgfaults.go slows, cuts and stops the API's link to PostgreSQL through a Toxiproxy
 //     proxy of its own, and consumerdb.go the consumer's link to its own database through
 //     another (consumerdlq.go judges the consumer's dead letters in every scenario);

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/deadletter"
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
@@ -54,7 +55,7 @@ type poison struct {
 	// Wait bounds how long after the load the harness waits for the dead letters.
 	Wait time.Duration
 
-	sink  *alertSink
+	sink  *deadletter.AlertSink
 	token string
 
 	mu sync.Mutex
@@ -76,7 +77,7 @@ type poison struct {
 	// overLimit are the other records larger than the limit, measured alone in the
 	// topic after the drain (calibration.overLimit); measureErr says why they could
 	// not be measured.
-	overLimit  []recordSize
+	overLimit  []deadletter.RecordSize
 	measureErr error
 }
 
@@ -113,17 +114,15 @@ func (p *poison) prepare(devstack.Ports) ([]string, error) {
 	p.replayed, p.replayErrors, p.replayedWithOriginalID = 0, nil, 0
 	p.overLimit, p.measureErr = nil, nil
 	p.mu.Unlock()
-	sink, err := startAlertSink()
+	sink, err := deadletter.StartAlertSink()
 	if err != nil {
 		return nil, err
 	}
 	p.sink, p.token = sink, rand.Text()+rand.Text() // 52 characters: ADMIN_TOKEN needs 32 bytes
-	return []string{
-		"ALERT_WEBHOOK_URL=" + sink.url,
-		"ALERT_WEBHOOK_SECRET=" + sink.secretText,
-		"ADMIN_TOKEN=" + p.token,
-		"RELAY_MAX_REJECTIONS=" + strconv.Itoa(p.MaxRejections),
-	}, nil
+	return append(sink.Env(),
+		"ADMIN_TOKEN="+p.token,
+		"RELAY_MAX_REJECTIONS="+strconv.Itoa(p.MaxRejections),
+	), nil
 }
 
 // disrupt brings the limit down to the calibration's, and when the run ends restores
@@ -164,7 +163,7 @@ func (p *poison) disrupt(ctx context.Context, rn *Run) error {
 	if err != nil {
 		return err
 	}
-	sizes, _, measureErr := recordSizes(after, rn.brokers, rn.topic)
+	sizes, _, measureErr := deadletter.RecordSizes(after, rn.brokers, rn.topic)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.overLimit, p.measureErr = c.overLimit(sizes), measureErr

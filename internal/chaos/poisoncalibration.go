@@ -2,22 +2,17 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
+	"github.com/dscourse/payments-outbox/internal/chaos/deadletter"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/event"
-	"github.com/dscourse/payments-outbox/internal/kafkasec"
 )
 
 // The poison scenario's limit is measured, not computed: before the fault, a
@@ -44,15 +39,6 @@ const (
 // the limit, against the few bytes by which records of one kind differ (a timestamp's
 // dropped zeros, a random id that compresses a little).
 const minPoisonGap = 32
-
-// A recordSize is one record that had a record batch to itself, and the size of that
-// batch.
-type recordSize struct {
-	EventID string
-	Type    string
-	Large   bool // the user id is a largest payment's (LargestUserIDPrefix)
-	Bytes   int
-}
 
 // A calibration is what the calibration load measured and the limit it gives.
 type calibration struct {
@@ -122,7 +108,7 @@ func (c calibration) summary() string {
 
 // measureCalibration places the limit from the sizes: half way between the largest
 // record that must flow and the smallest poison record.
-func measureCalibration(sizes []recordSize, shared int, poisonType string) calibration {
+func measureCalibration(sizes []deadletter.RecordSize, shared int, poisonType string) calibration {
 	c := calibration{PoisonType: poisonType, Largest: map[string]int{}, Shared: shared}
 	for _, s := range sizes {
 		if s.Large && s.Type == poisonType {
@@ -156,7 +142,7 @@ func (p *poison) calibrate(ctx context.Context, rn *Run, verifier *verify.Verifi
 	if _, err := verifier.WaitDrain(ctx, time.Now()); err != nil {
 		return load.Accepted, fmt.Errorf("calibration load not published: %w", err)
 	}
-	sizes, shared, err := recordSizes(ctx, rn.brokers, rn.topic)
+	sizes, shared, err := deadletter.RecordSizes(ctx, rn.brokers, rn.topic)
 	if err != nil {
 		return load.Accepted, err
 	}
@@ -182,82 +168,6 @@ func loadEventTypes(lifecycle bool) []string {
 	return []string{event.TypePaymentCreated, event.TypePaymentCaptured, event.TypePaymentRefunded, event.TypePaymentCancelled}
 }
 
-// recordSizes reads the topic from the start to its current end and returns every
-// record that had a record batch to itself, with the size of that batch as the broker
-// measures it against max.message.bytes, and how many records shared a batch.
-//
-// franz-go's fetch hook reports each batch's records section, compressed, in offset
-// order per partition, before the batch's records are polled; the v2 batch header
-// adds recordBatchOverhead bytes. Zipping a partition's batches with its records in
-// offset order tells which record was alone in which batch.
-func recordSizes(ctx context.Context, brokers []string, topic string) ([]recordSize, int, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	var total int64
-	err := kafkasec.WithAdmin(brokers, nil, func(adm *kadm.Client) error {
-		ends, err := adm.ListEndOffsets(ctx, topic)
-		if err == nil {
-			err = ends.Error()
-		}
-		ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
-		return err
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("list end offsets of %s: %w", topic, err)
-	}
-	hook := &batchSizeHook{batches: map[int32][]kgo.FetchBatchMetrics{}}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(hook))
-	if err != nil {
-		return nil, 0, fmt.Errorf("new Kafka consumer: %w", err)
-	}
-	defer cl.Close()
-	records := map[int32][]*kgo.Record{}
-	for read := int64(0); read < total; {
-		fetches := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, 0, fmt.Errorf("read topic %s: %d of %d records: %w", topic, read, total, err)
-		}
-		fetches.EachRecord(func(r *kgo.Record) {
-			records[r.Partition] = append(records[r.Partition], r)
-			read++
-		})
-	}
-	var sizes []recordSize
-	shared := 0
-	for partition, recs := range records {
-		batches := hook.of(partition)
-		for _, b := range batches {
-			if len(recs) == 0 {
-				break // fetched, not polled yet
-			}
-			if b.NumRecords < 1 || b.NumRecords > len(recs) {
-				return nil, 0, fmt.Errorf("read topic %s: partition %d: a batch of %d records where %d remain", topic, partition, b.NumRecords, len(recs))
-			}
-			if b.NumRecords > 1 {
-				shared += b.NumRecords
-			} else {
-				sizes = append(sizes, sizeOf(recs[0], b.CompressedBytes+recordBatchOverhead))
-			}
-			recs = recs[b.NumRecords:]
-		}
-		if len(recs) > 0 {
-			return nil, 0, fmt.Errorf("read topic %s: partition %d: %d records without their batch", topic, partition, len(recs))
-		}
-	}
-	return sizes, shared, nil
-}
-
-// sizeOf classifies a record by its type header and its payload's user id.
-func sizeOf(r *kgo.Record, bytes int) recordSize {
-	var payload struct {
-		UserID string `json:"user_id"`
-	}
-	_ = json.Unmarshal(r.Value, &payload) // a record of another shape is simply not large
-	headers := event.HeaderValues(r)
-	return recordSize{EventID: headers[event.HeaderID], Type: headers[event.HeaderType], Large: strings.HasPrefix(payload.UserID, load.LargestUserIDPrefix), Bytes: bytes}
-}
-
 // overLimit returns the records that the calibration did not call poison but that,
 // measured alone on the wire, are larger than its limit, each event once. The same
 // event compresses to the same bytes on every send, but two events of one type do
@@ -265,8 +175,8 @@ func sizeOf(r *kgo.Record, bytes int) recordSize {
 // may go out uncompressed), more than the gap the limit sits in. The broker refuses
 // such a record alone, so dead-lettering it is right; the harness's limit, not the
 // service, was wrong for it.
-func (c calibration) overLimit(sizes []recordSize) []recordSize {
-	var over []recordSize
+func (c calibration) overLimit(sizes []deadletter.RecordSize) []deadletter.RecordSize {
+	var over []deadletter.RecordSize
 	seen := map[string]bool{}
 	for _, s := range sizes {
 		if (s.Large && s.Type == c.PoisonType) || s.Bytes <= c.Limit || seen[s.EventID] {
@@ -276,25 +186,4 @@ func (c calibration) overLimit(sizes []recordSize) []recordSize {
 		over = append(over, s)
 	}
 	return over
-}
-
-// recordBatchOverhead is the v2 record batch header, which max.message.bytes counts.
-const recordBatchOverhead = 61
-
-// batchSizeHook keeps each partition's batch metrics in the order they were read.
-type batchSizeHook struct {
-	mu      sync.Mutex
-	batches map[int32][]kgo.FetchBatchMetrics
-}
-
-func (h *batchSizeHook) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, partition int32, m kgo.FetchBatchMetrics) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.batches[partition] = append(h.batches[partition], m)
-}
-
-func (h *batchSizeHook) of(partition int32) []kgo.FetchBatchMetrics {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.batches[partition])
 }

@@ -5,12 +5,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/deadletter"
 	"github.com/dscourse/payments-outbox/internal/event"
 )
 
 func TestCalibrationPutsTheLimitBetweenEveryOtherRecordAndThePoison(t *testing.T) {
 	t.Parallel()
-	sizes := []recordSize{
+	sizes := []deadletter.RecordSize{
 		{Type: event.TypePaymentCreated, Bytes: 330},
 		{Type: event.TypePaymentCaptured, Bytes: 345},
 		{Type: event.TypePaymentRefunded, Bytes: 410}, // an innocent refund: the largest that must flow
@@ -39,7 +40,7 @@ func TestCalibrationPutsTheLimitBetweenEveryOtherRecordAndThePoison(t *testing.T
 
 func TestCalibrationRefusesWhatCannotPlaceALimit(t *testing.T) {
 	t.Parallel()
-	every := []recordSize{
+	every := []deadletter.RecordSize{
 		{Type: event.TypePaymentCreated, Bytes: 330},
 		{Type: event.TypePaymentCaptured, Bytes: 345},
 		{Type: event.TypePaymentRefunded, Bytes: 410},
@@ -47,12 +48,12 @@ func TestCalibrationRefusesWhatCannotPlaceALimit(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		sizes []recordSize
+		sizes []deadletter.RecordSize
 		want  string
 	}{
-		{"an event type never measured alone", append(every[1:], recordSize{Type: event.TypePaymentRefunded, Large: true, Bytes: 490}), "no PaymentCreated record"},
+		{"an event type never measured alone", append(every[1:], deadletter.RecordSize{Type: event.TypePaymentRefunded, Large: true, Bytes: 490}), "no PaymentCreated record"},
 		{"no poison record", every, "no poison record"},
-		{"poison too close to an innocent refund", append(every, recordSize{Type: event.TypePaymentRefunded, Large: true, Bytes: 430}), "only 20 bytes above"},
+		{"poison too close to an innocent refund", append(every, deadletter.RecordSize{Type: event.TypePaymentRefunded, Large: true, Bytes: 430}), "only 20 bytes above"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,7 +72,7 @@ func TestCalibrationRefusesWhatCannotPlaceALimit(t *testing.T) {
 func TestOverLimitFindsInnocentRecordsLargerThanTheLimit(t *testing.T) {
 	t.Parallel()
 	c := calibration{PoisonType: event.TypePaymentRefunded, Limit: 421}
-	sizes := []recordSize{
+	sizes := []deadletter.RecordSize{
 		{EventID: "poison", Type: event.TypePaymentRefunded, Large: true, Bytes: 442},
 		{EventID: "small refund", Type: event.TypePaymentRefunded, Bytes: 380},
 		{EventID: "at the limit", Type: event.TypePaymentCaptured, Large: true, Bytes: 421},

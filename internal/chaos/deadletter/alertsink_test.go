@@ -1,4 +1,4 @@
-package chaos
+package deadletter
 
 import (
 	"bytes"
@@ -15,9 +15,9 @@ import (
 // gave the API: an unsigned, forged or altered call is a call that is not an alert.
 func TestAlertSinkCountsOnlySignedAlerts(t *testing.T) {
 	t.Parallel()
-	sink, err := startAlertSink()
+	sink, err := StartAlertSink()
 	if err != nil {
-		t.Fatalf("startAlertSink: %v", err)
+		t.Fatalf("StartAlertSink: %v", err)
 	}
 	t.Cleanup(sink.Close)
 	otherSecret, err := webhooksig.ParseSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")

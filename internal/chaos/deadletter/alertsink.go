@@ -1,4 +1,4 @@
-package chaos
+package deadletter
 
 import (
 	"context"
@@ -16,13 +16,13 @@ import (
 	"github.com/dscourse/payments-outbox/internal/webhooksig"
 )
 
-// An alertSink is the local webhook the poison scenario gives our relay as
+// An AlertSink is the local webhook the poison scenario gives our relay as
 // ALERT_WEBHOOK_URL: it stands for the pager, and keeps the dedup_key of every alert it
 // receives. The relay's alerts are PagerDuty-Events-v2-like, with the dead-lettered
 // event's id as dedup_key (internal/outbox/internal/delivery/alert.go). The relay
 // signs them with the sink's secret (ALERT_WEBHOOK_SECRET): an alert the sink cannot
 // verify, as a pager could not, is refused and not counted.
-type alertSink struct {
+type AlertSink struct {
 	server *http.Server
 	url    string
 	// secretText is the secret as ALERT_WEBHOOK_SECRET takes it.
@@ -36,8 +36,8 @@ type alertSink struct {
 	bad      int
 }
 
-// startAlertSink listens on a free loopback port until Close.
-func startAlertSink() (*alertSink, error) {
+// StartAlertSink listens on a free loopback port until Close.
+func StartAlertSink() (*AlertSink, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("listen for alerts: %w", err)
@@ -50,7 +50,7 @@ func startAlertSink() (*alertSink, error) {
 		l.Close()
 		return nil, fmt.Errorf("alert secret: %w", err)
 	}
-	s := &alertSink{url: "http://" + l.Addr().String() + "/alerts", secretText: secretText, secret: secret, received: map[string]int{}}
+	s := &AlertSink{url: "http://" + l.Addr().String() + "/alerts", secretText: secretText, secret: secret, received: map[string]int{}}
 	s.server = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := s.server.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -62,7 +62,7 @@ func startAlertSink() (*alertSink, error) {
 	return s, nil
 }
 
-func (s *alertSink) serve(w http.ResponseWriter, r *http.Request) {
+func (s *AlertSink) serve(w http.ResponseWriter, r *http.Request) {
 	var alert struct {
 		DedupKey string `json:"dedup_key"`
 	}
@@ -85,9 +85,15 @@ func (s *alertSink) serve(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusAccepted)
 }
 
+// Env is the relay's settings that point its alerts at the sink, signed with the
+// sink's secret.
+func (s *AlertSink) Env() []string {
+	return []string{"ALERT_WEBHOOK_URL=" + s.url, "ALERT_WEBHOOK_SECRET=" + s.secretText}
+}
+
 // Received returns how many verified alerts each dedup_key got, and how many calls
 // were not alerts or failed verification.
-func (s *alertSink) Received() (map[string]int, int) {
+func (s *AlertSink) Received() (map[string]int, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	got := make(map[string]int, len(s.received))
@@ -98,7 +104,7 @@ func (s *alertSink) Received() (map[string]int, int) {
 }
 
 // Close stops listening; calling it again does nothing.
-func (s *alertSink) Close() {
+func (s *AlertSink) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = s.server.Shutdown(ctx)
