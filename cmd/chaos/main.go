@@ -134,13 +134,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if *scenario == "all" {
 		names = chaos.ScenarioNames()
 	}
-	scenarios := chaos.Scenarios(*short)
-	if *longTxHold > 0 {
-		scenarios["long-transaction"] = chaos.LongTransaction(*short, *longTxHold)
+	// A scenario keeps what its run saw, so every run takes fresh ones.
+	freshScenarios := func() map[string]chaos.Scenario {
+		scenarios := chaos.Scenarios(*short)
+		if *longTxHold > 0 {
+			scenarios["long-transaction"] = chaos.LongTransaction(*short, *longTxHold)
+		}
+		return scenarios
 	}
 	if stackKind == stack.ComposeKind {
 		opts := chaos.Options{Root: root, Payments: *payments, Logger: logger, Out: stdout, ReportDir: filepath.Join(root, ".stack", "chaos-reports")}
-		return runCompose(ctx, opts, names, scenarios, set)
+		return runCompose(ctx, opts, names, freshScenarios(), set)
 	}
 
 	// One chaos run at a time on the machine: the native stack, whichever checkout
@@ -188,7 +192,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		reports := map[string]*verdict.Report{}
 		byMode[mode] = reports
 		for _, name := range names {
-			sc := scenarios[name]
+			sc := freshScenarios()[name]
 			fmt.Fprintf(stdout, "\n== %s (relay %s): %s\n", name, mode, sc.Description)
 			if sc.Cluster {
 				// Started on first need (tens of seconds: three JVMs start at once) and

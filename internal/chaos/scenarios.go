@@ -107,6 +107,8 @@ var relayEnv = []string{
 }
 
 // Scenarios returns every scenario by name. short shrinks the windows for the CI test.
+// Each call makes new values: a scenario's faults keep what they saw during a run, so a
+// caller takes a fresh one for every run (one per relay mode, one per mutant).
 func Scenarios(short bool) map[string]Scenario {
 	cycle := faults.DutyCycle{Faulty: 9 * time.Second, Clean: 9 * time.Second}
 	if short {

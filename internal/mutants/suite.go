@@ -115,11 +115,10 @@ type Result struct {
 // for ctx ending.
 func Run(ctx context.Context, cfg Config, mutants []Mutant) ([]Result, error) {
 	cfg = cfg.withDefaults()
-	scenarios := chaos.Scenarios(cfg.Short)
 	results := make([]Result, 0, len(mutants))
 	for _, m := range mutants {
 		fmt.Fprintf(cfg.Out, "== %s: %s\n", m.Name, m.Bug)
-		res := tryMutant(ctx, cfg, scenarios, m)
+		res := tryMutant(ctx, cfg, m)
 		if err := ctx.Err(); err != nil {
 			return results, fmt.Errorf("mutation suite: %w", err)
 		}
@@ -130,7 +129,7 @@ func Run(ctx context.Context, cfg Config, mutants []Mutant) ([]Result, error) {
 
 // tryMutant builds m in a scratch copy and runs its scenarios; the copy is removed
 // whatever happens.
-func tryMutant(ctx context.Context, cfg Config, scenarios map[string]chaos.Scenario, m Mutant) Result {
+func tryMutant(ctx context.Context, cfg Config, m Mutant) Result {
 	res := Result{Mutant: m}
 	bins, scratch, err := Prepare(ctx, cfg.Root, m)
 	if scratch != nil {
@@ -153,7 +152,7 @@ func tryMutant(ctx context.Context, cfg Config, scenarios map[string]chaos.Scena
 			res.Runs = append(res.Runs, ScenarioResult{Scenario: name, Outcome: NotRun})
 			continue
 		}
-		run := runScenario(ctx, cfg, scenarios[name], m, bins)
+		run := runScenario(ctx, cfg, chaos.Scenarios(cfg.Short)[name], m, bins) // fresh: a scenario keeps what its run saw
 		fmt.Fprintf(cfg.Out, "   %-15s %s\n", name, describe(run))
 		if run.Outcome == Killed && res.KilledBy == "" {
 			res.KilledBy = name
