@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -62,19 +61,7 @@ type consumerDBFaults struct {
 // it when the stack was started before it existed (scripts/stack/toxiproxy.sh makes it
 // at start-up).
 func consumerPostgresProxy(ports devstack.Ports) (*toxiproxy.Proxy, error) {
-	cl := toxiproxy.NewClient(ports.ToxiproxyAPI())
-	proxy, err := cl.Proxy(devstack.ConsumerPostgresProxy)
-	if err == nil {
-		return proxy, nil
-	}
-	if !strings.Contains(err.Error(), "404") {
-		return nil, fmt.Errorf("find Toxiproxy proxy %s: %w", devstack.ConsumerPostgresProxy, err)
-	}
-	proxy, err = cl.CreateProxy(devstack.ConsumerPostgresProxy, ports.ConsumerProxiedPostgres(), ports.PostgresUpstream())
-	if err != nil {
-		return nil, fmt.Errorf("create Toxiproxy proxy %s: %w", devstack.ConsumerPostgresProxy, err)
-	}
-	return proxy, nil
+	return stackProxy(ports, devstack.ConsumerPostgresProxy, ports.ConsumerProxiedPostgres())
 }
 
 // prepare leaves the proxy clean before the consumer connects through it.

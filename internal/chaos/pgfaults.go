@@ -62,17 +62,23 @@ func (f *pgFaults) prepare(ports devstack.Ports) ([]string, error) {
 // postgresProxy returns the proxy in front of PostgreSQL, creating it as
 // scripts/stack/toxiproxy.sh does.
 func postgresProxy(ports devstack.Ports) (*toxiproxy.Proxy, error) {
+	return stackProxy(ports, devstack.PostgresProxy, ports.ProxiedPostgres())
+}
+
+// stackProxy returns the stack's proxy name, listening on listen in front of
+// PostgreSQL, creating it when the stack was started before it existed.
+func stackProxy(ports devstack.Ports, name, listen string) (*toxiproxy.Proxy, error) {
 	cl := toxiproxy.NewClient(ports.ToxiproxyAPI())
-	proxy, err := cl.Proxy(devstack.PostgresProxy)
+	proxy, err := cl.Proxy(name)
 	if err == nil {
 		return proxy, nil
 	}
 	if !strings.Contains(err.Error(), "404") {
-		return nil, fmt.Errorf("find Toxiproxy proxy %s: %w", devstack.PostgresProxy, err)
+		return nil, fmt.Errorf("find Toxiproxy proxy %s: %w", name, err)
 	}
-	proxy, err = cl.CreateProxy(devstack.PostgresProxy, ports.ProxiedPostgres(), ports.PostgresUpstream())
+	proxy, err = cl.CreateProxy(name, listen, ports.PostgresUpstream())
 	if err != nil {
-		return nil, fmt.Errorf("create Toxiproxy proxy %s: %w", devstack.PostgresProxy, err)
+		return nil, fmt.Errorf("create Toxiproxy proxy %s: %w", name, err)
 	}
 	return proxy, nil
 }
