@@ -107,13 +107,6 @@ type poisonTally struct {
 
 // prepare starts the webhook and mints the admin token, before the API starts.
 func (p *poison) prepare(devstack.Ports) ([]string, error) {
-	// One scenario value serves every run of it (-relay-mode both, the mutation suite):
-	// what the last run measured starts afresh.
-	p.mu.Lock()
-	p.calibration, p.limited, p.window, p.before = calibration{}, false, faults.Window{}, poisonTally{}
-	p.replayed, p.replayErrors, p.replayedWithOriginalID = 0, nil, 0
-	p.overLimit, p.measureErr = nil, nil
-	p.mu.Unlock()
 	sink, err := deadletter.StartAlertSink()
 	if err != nil {
 		return nil, err
