@@ -147,21 +147,24 @@ func (s store) deadLetter(ctx context.Context, id uuid.UUID, reason string) (*ou
 
 // deadLetterOnce is one try of deadLetter; found is false when the event's row is
 // nowhere to be seen, in the outbox or its history.
+//
+// It looks for the row before it moves it. A row that a statement saw stays visible to
+// every later statement, so an UPDATE that then touches nothing means the row is no
+// longer pending. In the other order, a commit that becomes visible between the two
+// statements would make an UPDATE of nothing look like "already moved".
 func (s store) deadLetterOnce(ctx context.Context, id uuid.UUID, reason string) (dead *outbox.DeadLetter, found bool, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `
+			SELECT EXISTS (SELECT 1 FROM outbox_events WHERE id = $1)
+			    OR EXISTS (SELECT 1 FROM outbox_published WHERE id = $1)`, id).Scan(&found); err != nil || !found {
+			return err
+		}
 		tag, err := tx.Exec(ctx, `
 			UPDATE outbox_events SET status = 'failed', last_error = $2
 			WHERE id = $1 AND status = 'pending'`, id, reason)
-		if err != nil {
-			return err
+		if err != nil || tag.RowsAffected() == 0 {
+			return err // already failed or published: nothing to move
 		}
-		if tag.RowsAffected() == 0 {
-			// Already failed or published (nothing to move), or not visible yet.
-			return tx.QueryRow(ctx, `
-				SELECT EXISTS (SELECT 1 FROM outbox_events WHERE id = $1)
-				    OR EXISTS (SELECT 1 FROM outbox_published WHERE id = $1)`, id).Scan(&found)
-		}
-		found = true
 		var d outbox.DeadLetter
 		err = tx.QueryRow(ctx, `
 			INSERT INTO outbox_dlq (event_id, event_type, aggregate_id, payload, attempts, last_error)
