@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/jackc/pgx/v5"
 )
@@ -16,7 +17,7 @@ import (
 // event for good. The outbox table is a MAY of the contract: without outbox_events
 // there is nothing to compare, and the kills stay at random points only.
 type apiWatch struct {
-	rn *Run
+	rn *harness.Run
 	db *pgx.Conn
 	// committedEvents counts the events the payments table says were committed: with
 	// the lifecycle columns, the sum of the payments' versions (one event per
@@ -29,8 +30,8 @@ type apiWatch struct {
 
 // newAPIWatch connects to the payments database. It returns nil, and no error, when
 // the service keeps no outbox_events table.
-func newAPIWatch(ctx context.Context, rn *Run) (*apiWatch, error) {
-	db, err := pgx.Connect(ctx, rn.paymentsDB)
+func newAPIWatch(ctx context.Context, rn *harness.Run) (*apiWatch, error) {
+	db, err := pgx.Connect(ctx, rn.PaymentsDB)
 	if err != nil {
 		return nil, fmt.Errorf("connect to the payments database: %w", err)
 	}

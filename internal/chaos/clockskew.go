@@ -8,9 +8,8 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
-	"github.com/dscourse/payments-outbox/internal/kafkasec"
-	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // timestampLimitConfig is the topic config that bounds how far in the future a record's
@@ -52,16 +51,16 @@ func (c *clockSkew) env() []string {
 
 // disrupt holds the window once, reading the API's oldest pending age every half second
 // meanwhile, and restores the topic's limit even when ctx ends first.
-func (c *clockSkew) disrupt(ctx context.Context, rn *Run) error {
+func (c *clockSkew) disrupt(ctx context.Context, rn *harness.Run) error {
 	limit := c.Skew / 2
-	if err := setTopicConfig(ctx, rn, timestampLimitConfig, strconv.FormatInt(limit.Milliseconds(), 10)); err != nil {
+	if err := rn.SetTopicConfig(ctx, timestampLimitConfig, strconv.FormatInt(limit.Milliseconds(), 10)); err != nil {
 		return err
 	}
 	c.mu.Lock()
-	c.window = faults.Window{Kind: "timestamps_refused", StartS: time.Since(rn.origin).Seconds(), EndS: -1}
+	c.window = faults.Window{Kind: "timestamps_refused", StartS: time.Since(rn.Origin).Seconds(), EndS: -1}
 	c.oldestAge = -1
 	c.mu.Unlock()
-	rn.disrupted("topic refuses the relay's timestamps", fmt.Sprintf("%s=%d ms, below the relay's skew of %s", timestampLimitConfig, limit.Milliseconds(), c.Skew))
+	rn.Disrupted("topic refuses the relay's timestamps", fmt.Sprintf("%s=%d ms, below the relay's skew of %s", timestampLimitConfig, limit.Milliseconds(), c.Skew))
 
 	end := time.Now().Add(c.Window)
 	for time.Now().Before(end) {
@@ -69,10 +68,10 @@ func (c *clockSkew) disrupt(ctx context.Context, rn *Run) error {
 		if next.After(end) {
 			next = end
 		}
-		if waitUntil(ctx, next) != nil {
+		if harness.WaitUntil(ctx, next) != nil {
 			break
 		}
-		age, ok, err := scrapeCounter(ctx, rn.API.MetricsBase()+"/metrics", "outbox_oldest_pending_age_seconds")
+		age, ok, err := harness.ScrapeCounter(ctx, rn.API.MetricsBase()+"/metrics", "outbox_oldest_pending_age_seconds")
 		if err != nil || !ok {
 			continue // an API that exposes no gauge leaves the row off
 		}
@@ -84,13 +83,13 @@ func (c *clockSkew) disrupt(ctx context.Context, rn *Run) error {
 	// The window must close even after ctx ended, or the topic keeps refusing.
 	restoreCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := setTopicConfig(restoreCtx, rn, timestampLimitConfig, ""); err != nil {
+	if err := rn.SetTopicConfig(restoreCtx, timestampLimitConfig, ""); err != nil {
 		return err
 	}
 	c.mu.Lock()
-	c.window.EndS = time.Since(rn.origin).Seconds()
+	c.window.EndS = time.Since(rn.Origin).Seconds()
 	c.mu.Unlock()
-	rn.disrupted("topic accepts the relay's timestamps again", timestampLimitConfig+" back to the broker's default")
+	rn.Disrupted("topic accepts the relay's timestamps again", timestampLimitConfig+" back to the broker's default")
 	return nil
 }
 
@@ -98,13 +97,13 @@ func (c *clockSkew) disrupt(ctx context.Context, rn *Run) error {
 // own SLO row after it (judged by its kind, like every row). The refusals are seen by
 // the harness's own topic watch: payments accepted during the window whose events
 // reached the topic only after it.
-func (c *clockSkew) validity(r *verdict.Report, _ *Run) []verdict.Check {
+func (c *clockSkew) validity(r *verdict.Report, _ *harness.Run) []verdict.Check {
 	c.mu.Lock()
 	w, age := c.window, c.oldestAge
 	c.mu.Unlock()
-	held := heldBack(r.Evidence, w)
+	held := harness.HeldBack(r.Evidence, w)
 	return []verdict.Check{
-		check(verdict.Validity, "events held back while the topic refused the skewed timestamps (topic)", "> 0",
+		verdict.NewCheck(verdict.Validity, "events held back while the topic refused the skewed timestamps (topic)", "> 0",
 			fmt.Sprintf("%d (window %.1f s to %.1f s)", held, w.StartS, w.EndS), held > 0),
 		c.oldestAgeCheck(age, held),
 	}
@@ -121,31 +120,9 @@ func (c *clockSkew) oldestAgeCheck(age, held int) verdict.Check {
 	want := fmt.Sprintf(">= %d", int(c.Window.Seconds()/2))
 	switch {
 	case age < 0:
-		return checkOff(verdict.SLO, name, want, "the API's /metrics has no outbox_oldest_pending_age_seconds (a metric of the reference service)")
+		return verdict.OffCheck(verdict.SLO, name, want, "the API's /metrics has no outbox_oldest_pending_age_seconds (a metric of the reference service)")
 	case held == 0:
-		return checkOff(verdict.SLO, name, want, fmt.Sprintf("no event held back, nothing to alert on (%d s at most)", age))
+		return verdict.OffCheck(verdict.SLO, name, want, fmt.Sprintf("no event held back, nothing to alert on (%d s at most)", age))
 	}
-	return check(verdict.SLO, name, want, fmt.Sprintf("%d s at most", age), age >= int(c.Window.Seconds()/2))
-}
-
-// setTopicConfig sets one config of the run's topic, or removes its override when value
-// is empty.
-func setTopicConfig(ctx context.Context, rn *Run, key, value string) error {
-	alter := kadm.AlterConfig{Op: kadm.SetConfig, Name: key, Value: &value}
-	if value == "" {
-		alter = kadm.AlterConfig{Op: kadm.DeleteConfig, Name: key}
-	}
-	return kafkasec.WithAdmin(rn.brokers, rn.kafkaOpts, func(adm *kadm.Client) error {
-		resps, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{alter}, rn.topic)
-		if err == nil {
-			var resp kadm.AlterConfigsResponse
-			if resp, err = resps.On(rn.topic, nil); err == nil {
-				err = resp.Err
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("alter %s of topic %s: %w", key, rn.topic, err)
-		}
-		return nil
-	})
+	return verdict.NewCheck(verdict.SLO, name, want, fmt.Sprintf("%d s at most", age), age >= int(c.Window.Seconds()/2))
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 )
 
@@ -23,7 +24,7 @@ func TestTopicTimestampLimitRefusesTheSkew(t *testing.T) {
 	topic := testenv.NewTopic(t, 1)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	rn := &Run{brokers: brokers, topic: topic}
+	rn := &harness.Run{Brokers: brokers, Topic: topic}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic), kgo.RecordRetries(1))
 	if err != nil {
 		t.Fatalf("new Kafka client: %v", err)
@@ -31,7 +32,7 @@ func TestTopicTimestampLimitRefusesTheSkew(t *testing.T) {
 	defer cl.Close()
 	skew := (&clockSkew{Skew: 10 * time.Minute}).Skew
 	produceSkewed := func() error {
-		r := paymentRecord(t, "", uuid.New(), uuid.New())
+		r := testenv.PaymentRecord(t, "", uuid.New(), uuid.New())
 		r.Timestamp = time.Now().Add(skew)
 		return cl.ProduceSync(ctx, r).FirstErr()
 	}
@@ -41,20 +42,20 @@ func TestTopicTimestampLimitRefusesTheSkew(t *testing.T) {
 	eventually := func(want func(error) bool) error {
 		for {
 			err := produceSkewed()
-			if want(err) || waitUntil(ctx, time.Now().Add(100*time.Millisecond)) != nil {
+			if want(err) || harness.WaitUntil(ctx, time.Now().Add(100*time.Millisecond)) != nil {
 				return err
 			}
 		}
 	}
 	limit := strconv.FormatInt((skew / 2).Milliseconds(), 10)
-	if err := setTopicConfig(ctx, rn, timestampLimitConfig, limit); err != nil {
+	if err := rn.SetTopicConfig(ctx, timestampLimitConfig, limit); err != nil {
 		t.Fatalf("lower the limit: %v", err)
 	}
 	refused := func(err error) bool { return errors.Is(err, kerr.InvalidTimestamp) }
 	if err := eventually(refused); !refused(err) {
 		t.Errorf("a record %s ahead under a limit of %s ms: got %v, want INVALID_TIMESTAMP", skew, limit, err)
 	}
-	if err := setTopicConfig(ctx, rn, timestampLimitConfig, ""); err != nil {
+	if err := rn.SetTopicConfig(ctx, timestampLimitConfig, ""); err != nil {
 		t.Fatalf("remove the override: %v", err)
 	}
 	if err := eventually(func(err error) bool { return err == nil }); err != nil {

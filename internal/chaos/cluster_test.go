@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 )
 
@@ -149,12 +150,12 @@ func TestRollingRestartRows(t *testing.T) {
 		slices.SortFunc(actions, func(a, b faults.BrokerAction) int { return cmp.Compare(a.AtS, b.AtS) })
 		return &verdict.Report{Cluster: &faults.ClusterEvidence{Brokers: actions, LeaderChanges: []faults.LeaderChange{{AtS: 6, Partition: 0, From: 1, To: 2}}}}
 	}
-	rn := &Run{loadEndS: 100}
+	rn := &harness.Run{LoadEndS: 100}
 	wantRows(t, rollingRestart{}.validity(restarts(40), rn))
 	// Broker 2 stopped at 12 s, before broker 1 was back in sync at 20 s.
 	wantRows(t, rollingRestart{}.validity(restarts(12), rn), oneAtATime)
 	// The load ended at 60 s, before broker 3 was stopped at 80 s.
-	wantRows(t, rollingRestart{}.validity(restarts(40), &Run{loadEndS: 60}), "brokers stopped while payments were arriving")
+	wantRows(t, rollingRestart{}.validity(restarts(40), &harness.Run{LoadEndS: 60}), "brokers stopped while payments were arriving")
 	rejected := restarts(40)
 	rejected.APIRejected = 1
 	wantRows(t, rollingRestart{}.validity(rejected, rn), "payments the API refused during the restarts")

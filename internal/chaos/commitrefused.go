@@ -10,8 +10,9 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
-	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
 // A commitRefused is the commit-refused scenario: a write transaction of the API ends
@@ -53,27 +54,19 @@ const idleAfterOutboxInsert = `
 	  AND backend_xid IS NOT NULL AND state = 'idle in transaction'
 	  AND query ~* '^\s*insert\s+into\s+("?\w+"?\.)?"?\w*outbox(_events|_messages)?"?\s*\('`
 
-func (c *commitRefused) prepare(ports devstack.Ports) ([]string, error) {
-	proxy, err := postgresProxy(ports)
-	if err != nil {
-		return nil, err
-	}
-	return nil, cleanProxy(proxy)
-}
-
 // disrupt delays the API's statements by Latency and terminates sessions between their
 // outbox INSERT and their COMMIT, Kills times, Gap apart, then waits for the run to end.
-func (c *commitRefused) disrupt(ctx context.Context, rn *Run) error {
-	proxy, err := postgresProxy(rn.ports)
+func (c *commitRefused) disrupt(ctx context.Context, rn *harness.Run) error {
+	proxy, err := faults.PostgresProxy(rn.Ports)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if p, err := postgresProxy(rn.ports); err == nil {
-			_ = cleanProxy(p) // the run's end resets every proxy anyway
+		if p, err := faults.PostgresProxy(rn.Ports); err == nil {
+			_ = faults.CleanProxy(p) // the run's end resets every proxy anyway
 		}
 	}()
-	watch, err := pgx.Connect(ctx, rn.paymentsDB) // directly, not through the proxy
+	watch, err := pgx.Connect(ctx, rn.PaymentsDB) // directly, not through the proxy
 	if err != nil {
 		return fmt.Errorf("connect to the payments database: %w", err)
 	}
@@ -90,7 +83,7 @@ func (c *commitRefused) disrupt(ctx context.Context, rn *Run) error {
 }
 
 // kill polls every millisecond and terminates the sessions caught before their COMMIT.
-func (c *commitRefused) kill(ctx context.Context, rn *Run, watch *pgx.Conn) error {
+func (c *commitRefused) kill(ctx context.Context, rn *harness.Run, watch *pgx.Conn) error {
 	for c.count() < c.Kills {
 		rows, err := watch.Query(ctx, idleAfterOutboxInsert)
 		if err != nil {
@@ -119,10 +112,10 @@ func (c *commitRefused) kill(ctx context.Context, rn *Run, watch *pgx.Conn) erro
 			c.killed = append(c.killed, caught...)
 			n := len(c.killed)
 			c.mu.Unlock()
-			rn.disrupted("PostgreSQL session terminated before its COMMIT", fmt.Sprintf("%d of %d: %v", n, c.Kills, caught))
+			rn.Disrupted("PostgreSQL session terminated before its COMMIT", fmt.Sprintf("%d of %d: %v", n, c.Kills, caught))
 			wait = c.Gap
 		}
-		if err := waitUntil(ctx, time.Now().Add(wait)); err != nil {
+		if err := harness.WaitUntil(ctx, time.Now().Add(wait)); err != nil {
 			return err
 		}
 	}
@@ -137,7 +130,7 @@ func (c *commitRefused) count() int {
 
 // validity: sessions were ended just before their COMMIT, as the server saw them; then
 // the scenario's SLO row.
-func (c *commitRefused) validity(r *verdict.Report, _ *Run) []verdict.Check {
+func (c *commitRefused) validity(r *verdict.Report, _ *harness.Run) []verdict.Check {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	got := fmt.Sprint(len(c.killed))
@@ -145,7 +138,7 @@ func (c *commitRefused) validity(r *verdict.Report, _ *Run) []verdict.Check {
 		got += fmt.Sprintf(" (first: %s)", c.killed[0])
 	}
 	return []verdict.Check{
-		check(verdict.Validity, "transactions ended just before their COMMIT (pg_stat_activity: idle in transaction after the outbox INSERT, terminated)", "> 0", got, len(c.killed) > 0),
-		check(verdict.SLO, "201 for a payment not committed", "0", r.LostNotCommitted, r.LostNotCommitted == 0),
+		verdict.NewCheck(verdict.Validity, "transactions ended just before their COMMIT (pg_stat_activity: idle in transaction after the outbox INSERT, terminated)", "> 0", got, len(c.killed) > 0),
+		verdict.NewCheck(verdict.SLO, "201 for a payment not committed", "0", r.LostNotCommitted, r.LostNotCommitted == 0),
 	}
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
-	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
 // A consumerDBFaults is the consumer-db scenario: the consumer, and nothing else of the
@@ -57,41 +57,25 @@ type consumerDBFaults struct {
 	decisionsBefore, decisionsLate int
 }
 
-// consumerPostgresProxy returns the proxy in front of the consumer's database, creating
-// it when the stack was started before it existed (scripts/stack/toxiproxy.sh makes it
-// at start-up).
-func consumerPostgresProxy(ports devstack.Ports) (*toxiproxy.Proxy, error) {
-	return stackProxy(ports, devstack.ConsumerPostgresProxy, ports.ConsumerProxiedPostgres())
-}
-
-// prepare leaves the proxy clean before the consumer connects through it.
-func (f *consumerDBFaults) prepare(ports devstack.Ports) ([]string, error) {
-	proxy, err := consumerPostgresProxy(ports)
-	if err != nil {
-		return nil, err
-	}
-	return nil, cleanProxy(proxy)
-}
-
 // disrupt runs the faults in turn, then leaves the proxy clean and waits for the run to
 // end.
-func (f *consumerDBFaults) disrupt(ctx context.Context, rn *Run) error {
+func (f *consumerDBFaults) disrupt(ctx context.Context, rn *harness.Run) error {
 	// A scenario value serves every run of a process (cmd/mutants runs it once per
 	// mutant): what an earlier run recorded is not this run's evidence.
 	f.mu.Lock()
 	f.spikeRTT, f.killed, f.cutOpen, f.cutSurvivors = 0, nil, nil, nil
 	f.outage, f.decisionsBefore, f.decisionsLate = faults.Window{}, 0, -1
 	f.mu.Unlock()
-	proxy, err := consumerPostgresProxy(rn.ports)
+	proxy, err := faults.ConsumerPostgresProxy(rn.Ports)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if p, err := consumerPostgresProxy(rn.ports); err == nil {
-			_ = cleanProxy(p) // the run's end resets every proxy anyway
+		if p, err := faults.ConsumerPostgresProxy(rn.Ports); err == nil {
+			_ = faults.CleanProxy(p) // the run's end resets every proxy anyway
 		}
 	}()
-	watch, err := pgx.Connect(ctx, rn.consumerDB) // directly, not through the proxy
+	watch, err := pgx.Connect(ctx, rn.ConsumerDB) // directly, not through the proxy
 	if err != nil {
 		return fmt.Errorf("connect to the consumer database: %w", err)
 	}
@@ -119,8 +103,8 @@ const consumerSpikeToxic = "chaos_consumer_pg_latency"
 
 // spike delays the database's answers for SpikeFor and times a SELECT 1 of the
 // harness's own through the proxy meanwhile.
-func (f *consumerDBFaults) spike(ctx context.Context, rn *Run, proxy *toxiproxy.Proxy) error {
-	probe, err := pgx.Connect(ctx, throughProxy(rn.consumerDB, rn.ports.ConsumerProxiedPostgres()))
+func (f *consumerDBFaults) spike(ctx context.Context, rn *harness.Run, proxy *toxiproxy.Proxy) error {
+	probe, err := pgx.Connect(ctx, faults.ThroughProxy(rn.ConsumerDB, rn.Ports.ConsumerProxiedPostgres()))
 	if err != nil {
 		return fmt.Errorf("connect through %s: %w", proxy.Name, err)
 	}
@@ -128,7 +112,7 @@ func (f *consumerDBFaults) spike(ctx context.Context, rn *Run, proxy *toxiproxy.
 	if _, err := proxy.AddToxic(consumerSpikeToxic, "latency", "downstream", 1, toxiproxy.Attributes{"latency": f.SpikeLatency.Milliseconds()}); err != nil {
 		return fmt.Errorf("add latency to %s: %w", proxy.Name, err)
 	}
-	rn.disrupted("consumer's PostgreSQL latency spike", fmt.Sprintf("+%s on every answer for %s", f.SpikeLatency, f.SpikeFor))
+	rn.Disrupted("consumer's PostgreSQL latency spike", fmt.Sprintf("+%s on every answer for %s", f.SpikeLatency, f.SpikeFor))
 	end := time.Now().Add(f.SpikeFor)
 	start := time.Now()
 	if _, err := probe.Exec(ctx, "SELECT 1"); err == nil {
@@ -136,7 +120,7 @@ func (f *consumerDBFaults) spike(ctx context.Context, rn *Run, proxy *toxiproxy.
 		f.spikeRTT = time.Since(start)
 		f.mu.Unlock()
 	}
-	waitErr := waitUntil(ctx, end)
+	waitErr := harness.WaitUntil(ctx, end)
 	if err := proxy.RemoveToxic(consumerSpikeToxic); err != nil {
 		return fmt.Errorf("remove latency from %s: %w", proxy.Name, err)
 	}
@@ -164,7 +148,7 @@ const openWriteTransactionsSQL = `
 
 // terminate ends Kills sessions of the consumer in the middle of a write transaction,
 // a second apart. It polls every millisecond and gives up after 20 s per kill.
-func (f *consumerDBFaults) terminate(ctx context.Context, rn *Run, watch *pgx.Conn) error {
+func (f *consumerDBFaults) terminate(ctx context.Context, rn *harness.Run, watch *pgx.Conn) error {
 	for i := range f.Kills {
 		deadline := time.Now().Add(20 * time.Second)
 		for time.Now().Before(deadline) {
@@ -182,14 +166,14 @@ func (f *consumerDBFaults) terminate(ctx context.Context, rn *Run, watch *pgx.Co
 				f.mu.Lock()
 				f.killed = append(f.killed, what)
 				f.mu.Unlock()
-				rn.disrupted("consumer's session terminated in a write transaction", fmt.Sprintf("%d of %d: %s", i+1, f.Kills, what))
+				rn.Disrupted("consumer's session terminated in a write transaction", fmt.Sprintf("%d of %d: %s", i+1, f.Kills, what))
 				break
 			}
-			if err := waitUntil(ctx, time.Now().Add(time.Millisecond)); err != nil {
+			if err := harness.WaitUntil(ctx, time.Now().Add(time.Millisecond)); err != nil {
 				return err
 			}
 		}
-		if err := waitUntil(ctx, time.Now().Add(time.Second)); err != nil {
+		if err := harness.WaitUntil(ctx, time.Now().Add(time.Second)); err != nil {
 			return err
 		}
 	}
@@ -199,7 +183,7 @@ func (f *consumerDBFaults) terminate(ctx context.Context, rn *Run, watch *pgx.Co
 // cut disables the proxy for a second at a moment the consumer holds a write
 // transaction, Cuts times, and counts the sessions of those transactions that outlived
 // the cut: a cut closes every connection through the proxy.
-func (f *consumerDBFaults) cut(ctx context.Context, rn *Run, proxy *toxiproxy.Proxy, watch *pgx.Conn) error {
+func (f *consumerDBFaults) cut(ctx context.Context, rn *harness.Run, proxy *toxiproxy.Proxy, watch *pgx.Conn) error {
 	for i := range f.Cuts {
 		pids, err := waitForWriteSessions(ctx, watch, 20*time.Second)
 		if err != nil {
@@ -208,8 +192,8 @@ func (f *consumerDBFaults) cut(ctx context.Context, rn *Run, proxy *toxiproxy.Pr
 		if err := proxy.Disable(); err != nil {
 			return fmt.Errorf("disable %s: %w", proxy.Name, err)
 		}
-		rn.disrupted("consumer's PostgreSQL connections cut", fmt.Sprintf("%d of %d: with %d write transactions of the consumer open", i+1, f.Cuts, len(pids)))
-		waitErr := waitUntil(ctx, time.Now().Add(time.Second))
+		rn.Disrupted("consumer's PostgreSQL connections cut", fmt.Sprintf("%d of %d: with %d write transactions of the consumer open", i+1, f.Cuts, len(pids)))
+		waitErr := harness.WaitUntil(ctx, time.Now().Add(time.Second))
 		var survivors int
 		if waitErr == nil {
 			err = watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)`, pids).Scan(&survivors)
@@ -227,7 +211,7 @@ func (f *consumerDBFaults) cut(ctx context.Context, rn *Run, proxy *toxiproxy.Pr
 		f.cutOpen = append(f.cutOpen, len(pids))
 		f.cutSurvivors = append(f.cutSurvivors, survivors)
 		f.mu.Unlock()
-		if err := waitUntil(ctx, time.Now().Add(2*time.Second)); err != nil {
+		if err := harness.WaitUntil(ctx, time.Now().Add(2*time.Second)); err != nil {
 			return err
 		}
 	}
@@ -247,7 +231,7 @@ func waitForWriteSessions(ctx context.Context, conn *pgx.Conn, timeout time.Dura
 		if len(pids) > 0 || time.Now().After(deadline) {
 			return pids, nil
 		}
-		if err := waitUntil(ctx, time.Now().Add(time.Millisecond)); err != nil {
+		if err := harness.WaitUntil(ctx, time.Now().Add(time.Millisecond)); err != nil {
 			return nil, err
 		}
 	}
@@ -256,34 +240,34 @@ func waitForWriteSessions(ctx context.Context, conn *pgx.Conn, timeout time.Dura
 // outageWindow disables the proxy for Outage and counts the committed decisions half a
 // second into it, once a COMMIT that reached the server before the proxy went down has
 // been applied, and a second before its end.
-func (f *consumerDBFaults) outageWindow(ctx context.Context, rn *Run, proxy *toxiproxy.Proxy, watch *pgx.Conn) error {
+func (f *consumerDBFaults) outageWindow(ctx context.Context, rn *harness.Run, proxy *toxiproxy.Proxy, watch *pgx.Conn) error {
 	if err := proxy.Disable(); err != nil {
 		return fmt.Errorf("disable %s: %w", proxy.Name, err)
 	}
 	f.mu.Lock()
-	f.outage = faults.Window{Kind: faults.ProxyDown, StartS: time.Since(rn.origin).Seconds(), EndS: -1}
+	f.outage = faults.Window{Kind: faults.ProxyDown, StartS: time.Since(rn.Origin).Seconds(), EndS: -1}
 	f.decisionsBefore, f.decisionsLate = -1, -1
 	f.mu.Unlock()
-	rn.disrupted("consumer's PostgreSQL unreachable", fmt.Sprintf("proxy %s disabled for %s", proxy.Name, f.Outage))
+	rn.Disrupted("consumer's PostgreSQL unreachable", fmt.Sprintf("proxy %s disabled for %s", proxy.Name, f.Outage))
 	end := time.Now().Add(f.Outage)
 	before, late, countErr := -1, -1, error(nil)
-	waitErr := waitUntil(ctx, time.Now().Add(500*time.Millisecond))
+	waitErr := harness.WaitUntil(ctx, time.Now().Add(500*time.Millisecond))
 	if waitErr == nil {
 		before, countErr = countDecisions(ctx, watch)
-		waitErr = waitUntil(ctx, end.Add(-time.Second))
+		waitErr = harness.WaitUntil(ctx, end.Add(-time.Second))
 	}
 	if waitErr == nil && countErr == nil {
 		late, countErr = countDecisions(ctx, watch)
-		waitErr = waitUntil(ctx, end)
+		waitErr = harness.WaitUntil(ctx, end)
 	}
 	if err := proxy.Enable(); err != nil {
 		return fmt.Errorf("enable %s: %w", proxy.Name, err)
 	}
 	f.mu.Lock()
-	f.outage.EndS = time.Since(rn.origin).Seconds()
+	f.outage.EndS = time.Since(rn.Origin).Seconds()
 	f.decisionsBefore, f.decisionsLate = before, late
 	f.mu.Unlock()
-	rn.disrupted("consumer's PostgreSQL reachable again", "")
+	rn.Disrupted("consumer's PostgreSQL reachable again", "")
 	if countErr != nil {
 		return countErr
 	}
@@ -304,7 +288,7 @@ func countDecisions(ctx context.Context, conn *pgx.Conn) (int, error) {
 // whose sessions outlived every cut does not reach its database through the
 // DATABASE_URL the harness gave it: the proxy's faults never touched it, and the rows
 // about them are off and say so; the terminations, made on the server, still count.
-func (f *consumerDBFaults) validity(r *verdict.Report, _ *Run) []verdict.Check {
+func (f *consumerDBFaults) validity(r *verdict.Report, _ *harness.Run) []verdict.Check {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	const latencyName = "consumer's database latency spike: the harness's SELECT 1 through the proxy"
@@ -322,18 +306,18 @@ func (f *consumerDBFaults) validity(r *verdict.Report, _ *Run) []verdict.Check {
 		killed += " (first: " + f.killed[0] + ")"
 	}
 	checks := []verdict.Check{
-		check(verdict.Validity, "consumer's sessions terminated in a write transaction (pg_stat_activity, pg_terminate_backend)", fmt.Sprint(f.Kills), killed, len(f.killed) == f.Kills),
+		verdict.NewCheck(verdict.Validity, "consumer's sessions terminated in a write transaction (pg_stat_activity, pg_terminate_backend)", fmt.Sprint(f.Kills), killed, len(f.killed) == f.Kills),
 	}
 	if len(f.cutOpen) > 0 && cutsInTx == 0 && survived > 0 {
 		why := fmt.Sprintf("the consumer's sessions outlived every cut (%v of %v): it does not reach its database through the DATABASE_URL the harness gave it, so the proxy's faults never touched it", f.cutSurvivors, f.cutOpen)
-		return append(checks, checkOff(verdict.Validity, latencyName, "slowed", why), checkOff(verdict.Validity, cutsName, fmt.Sprint(f.Cuts), why), checkOff(verdict.Validity, outageName, "0", why))
+		return append(checks, verdict.OffCheck(verdict.Validity, latencyName, "slowed", why), verdict.OffCheck(verdict.Validity, cutsName, fmt.Sprint(f.Cuts), why), verdict.OffCheck(verdict.Validity, outageName, "0", why))
 	}
 	overlap := f.outage.EndS > 0 && r.Evidence != nil && f.outage.StartS < r.Evidence.LoadEndS
 	committed := f.decisionsLate - f.decisionsBefore
 	outageGot := fmt.Sprintf("%d (window %.1f s to %.1f s; %d decisions half a second into it)", committed, f.outage.StartS, f.outage.EndS, f.decisionsBefore)
 	return append(checks,
-		check(verdict.Validity, latencyName, fmt.Sprintf(">= %s", f.SpikeLatency*3/4), f.spikeRTT.Round(time.Millisecond), f.spikeRTT >= f.SpikeLatency*3/4),
-		check(verdict.Validity, cutsName, fmt.Sprint(f.Cuts), fmt.Sprintf("%d (open at each cut: %v; outlived it: %v)", cutsInTx, f.cutOpen, f.cutSurvivors), cutsInTx == f.Cuts),
-		check(verdict.Validity, outageName, "0", outageGot, overlap && f.decisionsBefore >= 0 && f.decisionsLate >= 0 && committed == 0),
+		verdict.NewCheck(verdict.Validity, latencyName, fmt.Sprintf(">= %s", f.SpikeLatency*3/4), f.spikeRTT.Round(time.Millisecond), f.spikeRTT >= f.SpikeLatency*3/4),
+		verdict.NewCheck(verdict.Validity, cutsName, fmt.Sprint(f.Cuts), fmt.Sprintf("%d (open at each cut: %v; outlived it: %v)", cutsInTx, f.cutOpen, f.cutSurvivors), cutsInTx == f.Cuts),
+		verdict.NewCheck(verdict.Validity, outageName, "0", outageGot, overlap && f.decisionsBefore >= 0 && f.decisionsLate >= 0 && committed == 0),
 	)
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/event"
-	"github.com/dscourse/payments-outbox/internal/kafkasec"
 )
 
 // A consumerWatch looks at a consumer from outside, through the names of the contract
@@ -19,7 +19,7 @@ import (
 // tells crashConsumer when to kill, and what each death leaves for the restart to
 // redeliver, without reading anything the consumer reports about itself.
 type consumerWatch struct {
-	rn   *Run
+	rn   *harness.Run
 	db   *pgx.Conn
 	kcl  *kgo.Client
 	adm  *kadm.Client
@@ -32,15 +32,15 @@ type consumerWatch struct {
 }
 
 // newConsumerWatch connects to the consumer's database and to Kafka's DIRECT listener.
-func newConsumerWatch(ctx context.Context, rn *Run) (*consumerWatch, error) {
-	if rn.group == "" {
+func newConsumerWatch(ctx context.Context, rn *harness.Run) (*consumerWatch, error) {
+	if rn.Group == "" {
 		return nil, fmt.Errorf("watch the consumer: no consumer group known (the harness must start the consumer)")
 	}
-	db, err := pgx.Connect(ctx, rn.consumerDB)
+	db, err := pgx.Connect(ctx, rn.ConsumerDB)
 	if err != nil {
 		return nil, fmt.Errorf("connect to the consumer database: %w", err)
 	}
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(rn.brokers...))
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(rn.Brokers...))
 	if err != nil {
 		db.Close(ctx)
 		return nil, fmt.Errorf("new Kafka client: %w", err)
@@ -51,7 +51,7 @@ func newConsumerWatch(ctx context.Context, rn *Run) (*consumerWatch, error) {
 		w.Close()
 		return nil, err
 	}
-	w.starts = snap.start
+	w.starts = snap.Start
 	if err := db.QueryRow(ctx, `SELECT to_regclass('processed_events') IS NOT NULL`).Scan(&w.hasProcessed); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("look up processed_events: %w", err)
@@ -114,7 +114,7 @@ func (w *consumerWatch) untilWorthKilling(ctx context.Context, cfg consumerCrash
 			}
 			progressed, last = n > last, n
 		}
-		for armed := time.Now().Add(between(cfg.Arm)); time.Now().Before(armed); {
+		for armed := time.Now().Add(harness.Between(cfg.Arm)); time.Now().Before(armed); {
 			if dead, err := tick(); dead || err != nil {
 				return death{self: dead}, err
 			}
@@ -228,16 +228,16 @@ func (w *consumerWatch) processedThrough(ctx context.Context) (next map[int32]in
 func (w *consumerWatch) committedOffsets(ctx context.Context) (map[int32]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	committed, err := w.adm.FetchOffsets(ctx, w.rn.group)
+	committed, err := w.adm.FetchOffsets(ctx, w.rn.Group)
 	if err == nil {
 		err = committed.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("fetch offsets of group %s: %w", w.rn.group, err)
+		return nil, fmt.Errorf("fetch offsets of group %s: %w", w.rn.Group, err)
 	}
 	out := map[int32]int64{}
 	committed.Each(func(c kadm.OffsetResponse) {
-		if c.Topic == w.rn.topic {
+		if c.Topic == w.rn.Topic {
 			out[c.Partition] = c.At
 		}
 	})
@@ -258,10 +258,8 @@ func (w *consumerWatch) decisions(ctx context.Context) (int, error) {
 // A consumerSnapshot is the state a dead consumer left: how far its group had
 // committed, how far the topic went, and which payments it had decided.
 type consumerSnapshot struct {
-	// start, from and to are per partition: the first offset, the group's committed
-	// offset (start where it has committed nothing) and the end offset.
-	start, from, to map[int32]int64
-	decided         map[string]bool
+	harness.GroupOffsets
+	decided map[string]bool
 	// processed holds the event ids of the consumer's dedup rows; nil without
 	// processed_events.
 	processed map[string]bool
@@ -270,40 +268,7 @@ type consumerSnapshot struct {
 // lag counts the records of the topic beyond the group's committed offsets.
 func (w *consumerWatch) lag(ctx context.Context) (int64, error) {
 	snap, err := w.offsets(ctx)
-	return snap.lag(), err
-}
-
-// lag counts the records past the committed offsets.
-func (s consumerSnapshot) lag() int64 {
-	var lag int64
-	for p, end := range s.to {
-		lag += end - s.from[p]
-	}
-	return lag
-}
-
-// waitConsumerCommitted waits until the consumer group the harness gave the consumer
-// has committed every record of the topic, so the verdict is read after the consumer
-// has handled the redeliveries too: their decisions already exist, so waiting for
-// decisions alone would judge the totals before a double count could show. A consumer
-// somebody else runs has no group known to the harness, and is not waited for.
-func (rn *Run) waitConsumerCommitted(ctx context.Context, timeout time.Duration) error {
-	if rn.group == "" {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	return kafkasec.WithAdmin(rn.brokers, rn.kafkaOpts, func(adm *kadm.Client) error {
-		for {
-			snap, err := groupOffsets(ctx, adm, rn.topic, rn.group)
-			if err == nil && snap.lag() == 0 {
-				return nil
-			}
-			if werr := waitUntil(ctx, time.Now().Add(200*time.Millisecond)); werr != nil {
-				return fmt.Errorf("wait for consumer group %s to commit the whole topic: %d records left (last error: %v): %w", rn.group, snap.lag(), err, werr)
-			}
-		}
-	})
+	return snap.Lag(), err
 }
 
 // snapshot reads a dead consumer's state; call it before the restart.
@@ -343,51 +308,10 @@ func (w *consumerWatch) snapshot(ctx context.Context) (consumerSnapshot, error) 
 	return snap, nil
 }
 
-// offsets reads the consumer group's offsets; see groupOffsets.
+// offsets reads the consumer group's offsets; see ReadGroupOffsets.
 func (w *consumerWatch) offsets(ctx context.Context) (consumerSnapshot, error) {
-	return groupOffsets(ctx, w.adm, w.rn.topic, w.rn.group)
-}
-
-// groupOffsets reads, per partition of topic, the start offset, group's committed
-// offset (the start offset where the group has committed nothing yet) and the end
-// offset.
-func groupOffsets(ctx context.Context, adm *kadm.Client, topic, group string) (consumerSnapshot, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	snap := consumerSnapshot{start: map[int32]int64{}, from: map[int32]int64{}, to: map[int32]int64{}}
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return snap, fmt.Errorf("list start offsets: %w", err)
-	}
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return snap, fmt.Errorf("list end offsets: %w", err)
-	}
-	committed, err := adm.FetchOffsets(ctx, group)
-	if err == nil {
-		err = committed.Error()
-	}
-	if err != nil {
-		return snap, fmt.Errorf("fetch offsets of group %s: %w", group, err)
-	}
-	ends.Each(func(end kadm.ListedOffset) {
-		start := int64(0)
-		if s, ok := starts.Lookup(topic, end.Partition); ok {
-			start = s.Offset
-		}
-		from := start
-		if c, ok := committed.Lookup(topic, end.Partition); ok && c.At >= start {
-			from = c.At
-		}
-		snap.start[end.Partition], snap.from[end.Partition], snap.to[end.Partition] = start, from, end.Offset
-	})
-	return snap, nil
+	offsets, err := harness.ReadGroupOffsets(ctx, w.adm, w.rn.Topic, w.rn.Group)
+	return consumerSnapshot{GroupOffsets: offsets}, err
 }
 
 // redelivered counts the records a restart hands the consumer again although it had
@@ -398,9 +322,9 @@ func groupOffsets(ctx context.Context, adm *kadm.Client, topic, group string) (c
 func (w *consumerWatch) redelivered(ctx context.Context, snap consumerSnapshot) (int, error) {
 	offsets := map[int32]kgo.Offset{}
 	remaining := map[int32]int64{}
-	for p, end := range snap.to {
-		if end > snap.from[p] {
-			offsets[p] = kgo.NewOffset().At(snap.from[p])
+	for p, end := range snap.To {
+		if end > snap.From[p] {
+			offsets[p] = kgo.NewOffset().At(snap.From[p])
 			remaining[p] = end
 		}
 	}
@@ -408,8 +332,8 @@ func (w *consumerWatch) redelivered(ctx context.Context, snap consumerSnapshot) 
 		return 0, nil
 	}
 	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(w.rn.brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{w.rn.topic: offsets}),
+		kgo.SeedBrokers(w.rn.Brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{w.rn.Topic: offsets}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.FetchMaxWait(250*time.Millisecond),
 	)

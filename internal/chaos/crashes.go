@@ -3,10 +3,10 @@ package chaos
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 )
 
 // Crash schedules. The points are random because, from outside a process, the moment
@@ -30,6 +30,8 @@ type relayCrashes struct {
 	// outbox row (see apiWatch.probe); the kill comes when one is caught, or at the end
 	// of Watch if none is.
 	Watch time.Duration
+	// tally counts the kills, for the validity rows.
+	tally *crashTally
 }
 
 // consumerCrashes says how crashConsumer picks its moments.
@@ -41,14 +43,8 @@ type consumerCrashes struct {
 	// consumerWatch.probe); the kill comes when one is caught, or at the end of Watch
 	// if none is.
 	Watch time.Duration
-}
-
-// between draws a duration uniformly from [r[0], r[1]).
-func between(r [2]time.Duration) time.Duration {
-	if r[1] <= r[0] {
-		return r[0]
-	}
-	return r[0] + rand.N(r[1]-r[0])
+	// tally counts the deaths, for the validity rows.
+	tally *crashTally
 }
 
 // crashRelay kills the API cfg.Kills times, each at a random point of a lost-acks
@@ -58,7 +54,7 @@ func between(r [2]time.Duration) time.Duration {
 // batch's transaction, which the database rolls back as the dead process's connections
 // close. Then a new relay publishes them again, and the consumer must absorb the
 // copies. It works for any API the harness started, ours or a student's.
-func crashRelay(ctx context.Context, rn *Run, cfg relayCrashes) error {
+func crashRelay(ctx context.Context, rn *harness.Run, cfg relayCrashes) error {
 	watch, err := newAPIWatch(ctx, rn)
 	if err != nil {
 		return err
@@ -70,18 +66,18 @@ func crashRelay(ctx context.Context, rn *Run, cfg relayCrashes) error {
 		if err := rn.Faults.Inject(faults.DropAcks); err != nil {
 			return err
 		}
-		if err := waitUntil(ctx, time.Now().Add(between(cfg.AcksLost))); err != nil {
+		if err := harness.WaitUntil(ctx, time.Now().Add(harness.Between(cfg.AcksLost))); err != nil {
 			return rn.Faults.Clear(faults.DropAcks)
 		}
 		caught := false
 		// Probing costs the API half its time, and after the load it can catch
 		// nothing: the kills then come at their random points at once.
-		if watch != nil && rn.loading() {
+		if watch != nil && rn.Loading() {
 			if caught, err = watch.probeFor(ctx, cfg.Watch); err != nil {
 				return errors.Join(err, rn.Faults.Clear(faults.DropAcks))
 			}
 		}
-		inFlight := rn.leasedRows(ctx)
+		inFlight := rn.LeasedRows(ctx)
 		kill := rn.KillAPI
 		if caught {
 			// A frozen API cannot answer the scrape of its failure counter that KillAPI
@@ -91,15 +87,15 @@ func crashRelay(ctx context.Context, rn *Run, cfg relayCrashes) error {
 		if err := kill(); err != nil {
 			return err
 		}
-		rn.recordRelayKill(inFlight, caught)
+		cfg.tally.recordRelayKill(rn, inFlight, caught)
 		if err := rn.Faults.Clear(faults.DropAcks); err != nil {
 			return err
 		}
 		if err := rn.StartAPI(ctx); err != nil {
 			return err
 		}
-		rn.disrupted("api restarted", "")
-		if err := waitUntil(ctx, time.Now().Add(between(cfg.Clean))); err != nil {
+		rn.Disrupted("api restarted", "")
+		if err := harness.WaitUntil(ctx, time.Now().Add(harness.Between(cfg.Clean))); err != nil {
 			return nil
 		}
 	}
@@ -112,7 +108,7 @@ func crashRelay(ctx context.Context, rn *Run, cfg relayCrashes) error {
 // incarnation gets somewhere and the run drains, and only while records wait for it,
 // so it stops once the consumer has caught up. After each death it records what a
 // restart will redeliver: see consumerWatch.deathEvidence.
-func crashConsumer(ctx context.Context, rn *Run, cfg consumerCrashes) error {
+func crashConsumer(ctx context.Context, rn *harness.Run, cfg consumerCrashes) error {
 	watch, err := newConsumerWatch(ctx, rn)
 	if err != nil {
 		return err
@@ -144,7 +140,7 @@ func crashConsumer(ctx context.Context, rn *Run, cfg consumerCrashes) error {
 		if err != nil {
 			return err
 		}
-		rn.recordConsumerDeath(died, redelivered)
+		cfg.tally.recordConsumerDeath(rn, died, redelivered)
 		if err := rn.Consumer.WaitHealthy(ctx); err != nil && ctx.Err() == nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
@@ -22,25 +23,25 @@ type brokerFailover struct {
 	Down time.Duration
 }
 
-func (f brokerFailover) disrupt(ctx context.Context, rn *Run) error {
-	first := mostLeading(rn.cluster)
+func (f brokerFailover) disrupt(ctx context.Context, rn *harness.Run) error {
+	first := mostLeading(rn.Cluster)
 	if first < 0 {
 		return fmt.Errorf("broker-failover: no partition of the topic has a leader")
 	}
-	if err := rn.killBroker(ctx, first); err != nil {
+	if err := killBroker(ctx, rn, first); err != nil {
 		return err
 	}
-	if err := rn.downFor(ctx, first, f.Down); err != nil {
+	if err := downFor(ctx, rn, first, f.Down); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {
 		return nil
 	}
-	second := secondVictim(rn.cluster, first)
-	if err := rn.killBroker(ctx, second); err != nil {
+	second := secondVictim(rn.Cluster, first)
+	if err := killBroker(ctx, rn, second); err != nil {
 		return err
 	}
-	return rn.downFor(ctx, second, f.Down)
+	return downFor(ctx, rn, second, f.Down)
 }
 
 // mostLeading returns the broker leading the most partitions (the lowest id on a tie),
@@ -71,7 +72,7 @@ func secondVictim(w *faults.ClusterWatch, first int32) int32 {
 	return first%devstack.ClusterNodes + 1
 }
 
-func (f brokerFailover) validity(r *verdict.Report, rn *Run) []verdict.Check {
+func (f brokerFailover) validity(r *verdict.Report, rn *harness.Run) []verdict.Check {
 	ev := r.Cluster
 	kills := actions(ev, "SIGKILL")
 	restarted := 0
@@ -99,11 +100,11 @@ func (f brokerFailover) validity(r *verdict.Report, rn *Run) []verdict.Check {
 	written := writtenWhileLeaderDead(r, ev)
 	committedAfter := committedSince(ev, coordinatorKilled)
 	return []verdict.Check{
-		check(verdict.Validity, "brokers SIGKILLed and restarted by the harness", "2 kills, each restarted", fmt.Sprintf("%d kills, %d restarted: %s", len(kills), restarted, strings.Join(killed, "; ")), len(kills) >= 2 && restarted == len(kills)),
-		check(verdict.Validity, "partitions of the killed brokers got a new leader (harness's metadata, DIRECT)", fmt.Sprintf("%d of %d", led, led), fmt.Sprintf("%d of %d; %d leader changes in all", moved, led, len(ev.LeaderChanges)), led > 0 && moved == led),
-		check(verdict.Validity, "events written to a partition while its old leader was dead (the relay found the new leader)", "> 0", written, written > 0),
-		check(verdict.Validity, "the consumer group's coordinator among the brokers killed", "true", coordinatorKilled >= 0, coordinatorKilled >= 0),
-		check(verdict.Validity, "offsets the group committed after its coordinator was killed (the consumer found the new one)", "> 0", committedAfter, committedAfter > 0),
+		verdict.NewCheck(verdict.Validity, "brokers SIGKILLed and restarted by the harness", "2 kills, each restarted", fmt.Sprintf("%d kills, %d restarted: %s", len(kills), restarted, strings.Join(killed, "; ")), len(kills) >= 2 && restarted == len(kills)),
+		verdict.NewCheck(verdict.Validity, "partitions of the killed brokers got a new leader (harness's metadata, DIRECT)", fmt.Sprintf("%d of %d", led, led), fmt.Sprintf("%d of %d; %d leader changes in all", moved, led, len(ev.LeaderChanges)), led > 0 && moved == led),
+		verdict.NewCheck(verdict.Validity, "events written to a partition while its old leader was dead (the relay found the new leader)", "> 0", written, written > 0),
+		verdict.NewCheck(verdict.Validity, "the consumer group's coordinator among the brokers killed", "true", coordinatorKilled >= 0, coordinatorKilled >= 0),
+		verdict.NewCheck(verdict.Validity, "offsets the group committed after its coordinator was killed (the consumer found the new one)", "> 0", committedAfter, committedAfter > 0),
 	}
 }
 

@@ -1,18 +1,13 @@
 package chaos
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
-	"github.com/dscourse/payments-outbox/internal/chaos/verify"
-	"github.com/dscourse/payments-outbox/internal/testenv"
-	"github.com/dscourse/payments-outbox/migrations"
 )
 
 // The rows of the faults that only a run can show are judged from what the harness
@@ -26,7 +21,7 @@ func TestIdleClaimsFailOnlyAClaimIdlePastTheLease(t *testing.T) {
 		pastLease         map[string]time.Duration
 		wantValid, wantOK bool
 	}{
-		{"a claim ended by the lease", relayLease, nil, true, true},
+		{"a claim ended by the lease", harness.RelayLease, nil, true, true},
 		{"no claim held long", time.Second, nil, false, true},
 		{"a claim idle past the lease", 16 * time.Second, map[string]time.Duration{"pid 7 since 12:00:00": 16 * time.Second}, true, false},
 	}
@@ -44,12 +39,12 @@ func TestIdleClaimsFailOnlyAClaimIdlePastTheLease(t *testing.T) {
 
 func TestShortRetentionRowTellsAServiceWithoutCleanupApart(t *testing.T) {
 	t.Parallel()
-	ours := &Run{group: "g", relayMode: verdict.RelayModePoll}
-	students := &Run{group: "g"}
-	target := &Run{}
+	ours := &harness.Run{Group: "g", RelayMode: verdict.RelayModePoll}
+	students := &harness.Run{Group: "g"}
+	target := &harness.Run{}
 	tests := []struct {
 		name            string
-		rn              *Run
+		rn              *harness.Run
 		table           string
 		atStart, least  int
 		wantOK, wantOff bool
@@ -93,36 +88,5 @@ func TestConsumerDBRowsAreOffForAConsumerThatBypassesTheProxy(t *testing.T) {
 		if !row.Off || !strings.Contains(row.Got, "does not reach its database through the DATABASE_URL") {
 			t.Errorf("bypassing consumer: row %q = %+v, want off, saying why", row.Name, row)
 		}
-	}
-}
-
-func TestConsumerDeadLettersCountAllButTheHarnesssHostileRecords(t *testing.T) {
-	t.Parallel()
-	dbURL := testenv.NewDatabase(t, migrations.Antifraud)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	const topic = "payments.events.test"
-	for _, at := range []verify.RecordPosition{{Partition: 0, Offset: 1}, {Partition: 0, Offset: 2}, {Partition: 1, Offset: 5}} {
-		_, err := conn.Exec(ctx, `INSERT INTO consumer_dead_letters (topic, partition, "offset", reason) VALUES ($1, $2, $3, 'x')`, topic, at.Partition, at.Offset)
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	rn := &Run{consumerDB: dbURL, topic: topic}
-	// {0,1} is a hostile record the harness wrote; {0,2} a copy of a real event, which
-	// no consumer may dead-letter; {1,5} a record of the service's own.
-	foreign := &verify.ForeignRecords{}
-	foreign.Add(verify.RecordPosition{Partition: 0, Offset: 1}, "not_json")
-	foreign.Add(verify.RecordPosition{Partition: 0, Offset: 2}, duplicateKind)
-	row := consumerDeadLettersCheck(rn, foreign)
-	if row.OK || !strings.HasPrefix(row.Got, "2 (3 dead letters in all); first at ") {
-		t.Errorf("row = %+v, want not ok with 2 of 3 counted", row)
-	}
-	if row := consumerDeadLettersCheck(&Run{}, nil); !row.Off {
-		t.Errorf("without a consumer database: %+v, want off", row)
 	}
 }

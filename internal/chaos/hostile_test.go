@@ -28,7 +28,7 @@ func TestHostileRecordsBreakTheContract(t *testing.T) {
 			}
 		})
 	}
-	t.Run(duplicateKind, func(t *testing.T) {
+	t.Run(verify.CopyKind, func(t *testing.T) {
 		t.Parallel()
 		c := verify.NewTopicContents()
 		c.Add(duplicateRecord(uuid.New(), uuid.New(), now))
@@ -51,7 +51,7 @@ func TestReadTopicExceptLeavesOutForeignRecords(t *testing.T) {
 		t.Fatalf("new Kafka client: %v", err)
 	}
 	defer cl.Close()
-	real, hostile := paymentRecord(t, "", uuid.New(), uuid.New()), hostileKinds[0].build(time.Now())
+	real, hostile := testenv.PaymentRecord(t, "", uuid.New(), uuid.New()), hostileKinds[0].build(time.Now())
 	if err := cl.ProduceSync(ctx, real, hostile).FirstErr(); err != nil {
 		t.Fatalf("produce: %v", err)
 	}

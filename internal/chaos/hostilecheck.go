@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/jackc/pgx/v5"
@@ -16,13 +17,13 @@ import (
 // some copies (from its own producer's acknowledgements), then its SLO rows, judged by
 // their kind: what the consumer made of each record, by the positions they were
 // written at.
-func (h *hostileRecords) validity(r *verdict.Report, rn *Run) []verdict.Check {
+func (h *hostileRecords) validity(r *verdict.Report, rn *harness.Run) []verdict.Check {
 	// The topic watch behind the notes counts every record with an X-Event-Id, so its
 	// "events" and "written by the service itself" include the harness's own records.
 	r.Notes = append(r.Notes, "the topic watch's counts include the harness's own records: "+h.summary()+
 		"; the copies of decided events show there as the service's copies, and the verifier left all of them out")
 	h.mu.Lock()
-	kindsWritten, copies := 0, h.written[duplicateKind]
+	kindsWritten, copies := 0, h.written[verify.CopyKind]
 	for _, k := range hostileKinds {
 		if h.written[k.kind] > 0 {
 			kindsWritten++
@@ -31,9 +32,9 @@ func (h *hostileRecords) validity(r *verdict.Report, rn *Run) []verdict.Check {
 	h.mu.Unlock()
 	summary := h.summary()
 	checks := []verdict.Check{
-		check(verdict.Validity, "hostile records written by the harness (its producer's acks)",
+		verdict.NewCheck(verdict.Validity, "hostile records written by the harness (its producer's acks)",
 			fmt.Sprintf("each of the %d kinds", len(hostileKinds)), fmt.Sprintf("%d kinds: %s", kindsWritten, summary), kindsWritten == len(hostileKinds)),
-		check(verdict.Validity, "copies of decided events written with another payload (its producer's acks)", "> 0", copies, copies > 0),
+		verdict.NewCheck(verdict.Validity, "copies of decided events written with another payload (its producer's acks)", "> 0", copies, copies > 0),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -45,29 +46,29 @@ func (h *hostileRecords) validity(r *verdict.Report, rn *Run) []verdict.Check {
 // dead-lettered nor decided. The table is our consumer's, so for a consumer without it
 // both rows are off and the usual rows judge it alone (a hostile record decided is a
 // phantom; a copy decided changes the user's totals).
-func (h *hostileRecords) consumerChecks(ctx context.Context, rn *Run) []verdict.Check {
+func (h *hostileRecords) consumerChecks(ctx context.Context, rn *harness.Run) []verdict.Check {
 	const lettersName = "hostile records in consumer_dead_letters (by the positions the harness wrote them at)"
 	const copiesName = "copies of decided events counted as duplicates (not dead-lettered, not decided)"
 	foreign := h.Foreign.Positions()
 	hostile := 0
 	for _, kind := range foreign {
-		if kind != duplicateKind {
+		if kind != verify.CopyKind {
 			hostile++
 		}
 	}
 	lettersWant, copiesWant := fmt.Sprintf("%d of %d", hostile, hostile), "0 dead-lettered, 0 decisions from a copy"
-	letters, err := deadLetters(ctx, rn)
+	letters, err := harness.DeadLetters(ctx, rn)
 	if err != nil {
 		why := "the consumer keeps no consumer_dead_letters(topic, partition, offset) (the reference consumer's table): " + err.Error()
-		return []verdict.Check{checkOff(verdict.SLO, lettersName, lettersWant, why), checkOff(verdict.SLO, copiesName, copiesWant, why)}
+		return []verdict.Check{verdict.OffCheck(verdict.SLO, lettersName, lettersWant, why), verdict.OffCheck(verdict.SLO, copiesName, copiesWant, why)}
 	}
 	var missing []string
 	lettered, copiesLettered := 0, 0
 	for at, kind := range foreign {
 		switch {
-		case kind == duplicateKind && letters[at]:
+		case kind == verify.CopyKind && letters[at]:
 			copiesLettered++
-		case kind == duplicateKind:
+		case kind == verify.CopyKind:
 		case letters[at]:
 			lettered++
 		default:
@@ -90,37 +91,14 @@ func (h *hostileRecords) consumerChecks(ctx context.Context, rn *Run) []verdict.
 		copiesGot = fmt.Sprintf("%d dead-lettered; decisions from a copy not read (%v)", copiesLettered, err)
 	}
 	return []verdict.Check{
-		check(verdict.SLO, lettersName, lettersWant, lettersGot, lettered == hostile),
-		check(verdict.SLO, copiesName, copiesWant, copiesGot, copiesLettered == 0 && decidedFromCopy == 0),
+		verdict.NewCheck(verdict.SLO, lettersName, lettersWant, lettersGot, lettered == hostile),
+		verdict.NewCheck(verdict.SLO, copiesName, copiesWant, copiesGot, copiesLettered == 0 && decidedFromCopy == 0),
 	}
-}
-
-// deadLetters returns the positions of the run's topic that the consumer dead-lettered.
-func deadLetters(ctx context.Context, rn *Run) (map[verify.RecordPosition]bool, error) {
-	conn, err := pgx.Connect(ctx, rn.consumerDB)
-	if err != nil {
-		return nil, fmt.Errorf("connect to the consumer database: %w", err)
-	}
-	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT partition::int, "offset"::bigint FROM consumer_dead_letters WHERE topic = $1`, rn.topic)
-	if err != nil {
-		return nil, fmt.Errorf("read consumer_dead_letters: %w", err)
-	}
-	letters := map[verify.RecordPosition]bool{}
-	var at verify.RecordPosition
-	_, err = pgx.ForEachRow(rows, []any{&at.Partition, &at.Offset}, func() error {
-		letters[at] = true
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read consumer_dead_letters: %w", err)
-	}
-	return letters, nil
 }
 
 // decisionsOfUser counts the decisions made for userID.
-func decisionsOfUser(ctx context.Context, rn *Run, userID string) (int, error) {
-	conn, err := pgx.Connect(ctx, rn.consumerDB)
+func decisionsOfUser(ctx context.Context, rn *harness.Run, userID string) (int, error) {
+	conn, err := pgx.Connect(ctx, rn.ConsumerDB)
 	if err != nil {
 		return 0, fmt.Errorf("connect to the consumer database: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -35,33 +36,30 @@ type hostileRecords struct {
 	writeErr error                               // the first write that failed
 }
 
-// duplicateKind is the kind of the copies of real events in Foreign.
-const duplicateKind = "duplicate_event_id"
-
 // disrupt writes one record every Every for For: the hostile kinds in turn and, every
 // third record, a copy of an event the consumer has already decided, so that the real
 // event is always the first copy processed and the copy never displaces it (the first
 // processed wins, docs/adr/0004).
-func (h *hostileRecords) disrupt(ctx context.Context, rn *Run) error {
+func (h *hostileRecords) disrupt(ctx context.Context, rn *harness.Run) error {
 	h.mu.Lock()
 	h.written, h.copies, h.writeErr = map[string]int{}, map[verify.RecordPosition]uuid.UUID{}, nil
 	h.mu.Unlock()
 	h.Foreign.Reset()
-	producer, err := kgo.NewClient(kgo.SeedBrokers(rn.brokers...), kgo.DefaultProduceTopic(rn.topic))
+	producer, err := kgo.NewClient(kgo.SeedBrokers(rn.Brokers...), kgo.DefaultProduceTopic(rn.Topic))
 	if err != nil {
 		return fmt.Errorf("new Kafka producer for hostile records: %w", err)
 	}
 	defer producer.Close()
-	rn.disrupted("hostile records begin", fmt.Sprintf("one every %s for %s, from the harness's own producer", h.Every, h.For))
+	rn.Disrupted("hostile records begin", fmt.Sprintf("one every %s for %s, from the harness's own producer", h.Every, h.For))
 	end := time.Now().Add(h.For)
 	hostile := 0
 	for i := 0; time.Now().Before(end); i++ {
-		if waitUntil(ctx, time.Now().Add(h.Every)) != nil {
+		if harness.WaitUntil(ctx, time.Now().Add(h.Every)) != nil {
 			break
 		}
 		if i%3 == 2 {
 			if eventID, paymentID, ok := h.decidedEvent(ctx, rn); ok {
-				h.write(ctx, rn, producer, duplicateKind, duplicateRecord(eventID, paymentID, time.Now()))
+				h.write(ctx, rn, producer, verify.CopyKind, duplicateRecord(eventID, paymentID, time.Now()))
 				continue
 			}
 		}
@@ -69,13 +67,13 @@ func (h *hostileRecords) disrupt(ctx context.Context, rn *Run) error {
 		hostile++
 		h.write(ctx, rn, producer, k.kind, k.build(time.Now()))
 	}
-	rn.disrupted("hostile records end", h.summary())
+	rn.Disrupted("hostile records end", h.summary())
 	return nil
 }
 
 // decidedEvent picks a decided event the harness has not copied yet, from the consumer's
 // decisions (a table the contract requires, with its event_id).
-func (h *hostileRecords) decidedEvent(ctx context.Context, rn *Run) (eventID, paymentID uuid.UUID, ok bool) {
+func (h *hostileRecords) decidedEvent(ctx context.Context, rn *harness.Run) (eventID, paymentID uuid.UUID, ok bool) {
 	h.mu.Lock()
 	copied := []string{} // not nil: ANY(NULL) matches nothing
 	for _, id := range h.copies {
@@ -84,7 +82,7 @@ func (h *hostileRecords) decidedEvent(ctx context.Context, rn *Run) (eventID, pa
 	h.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, rn.consumerDB)
+	conn, err := pgx.Connect(ctx, rn.ConsumerDB)
 	if err != nil {
 		return uuid.Nil, uuid.Nil, false
 	}
@@ -95,14 +93,14 @@ func (h *hostileRecords) decidedEvent(ctx context.Context, rn *Run) (eventID, pa
 
 // write produces r and records its position once the broker acknowledged it, so that
 // only records really in the topic are counted and judged.
-func (h *hostileRecords) write(ctx context.Context, rn *Run, producer *kgo.Client, kind string, r *kgo.Record) {
+func (h *hostileRecords) write(ctx context.Context, rn *harness.Run, producer *kgo.Client, kind string, r *kgo.Record) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	res := producer.ProduceSync(ctx, r)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err := res.FirstErr(); err != nil {
-		rn.logger.Warn("write a hostile record", slog.String("kind", kind), slog.Any("err", err))
+		rn.Logger.Warn("write a hostile record", slog.String("kind", kind), slog.Any("err", err))
 		if h.writeErr == nil {
 			h.writeErr = fmt.Errorf("write a %s record: %w", kind, err)
 		}
@@ -111,7 +109,7 @@ func (h *hostileRecords) write(ctx context.Context, rn *Run, producer *kgo.Clien
 	at := verify.RecordPosition{Partition: r.Partition, Offset: r.Offset}
 	h.Foreign.Add(at, kind)
 	h.written[kind]++
-	if kind == duplicateKind {
+	if kind == verify.CopyKind {
 		eventID, _ := uuid.ParseBytes(r.Headers[0].Value)
 		h.copies[at] = eventID
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/jackc/pgx/v5"
@@ -29,7 +30,7 @@ import (
 // topic watch), so throughput is events reaching the topic per second and latency is
 // 201 to topic. It also samples the outbox table's dead tuples and size. The relay
 // must keep up: the events of each phase reach the topic as fast as they arrive, and
-// the p99 latency during the hold stays within the fault-free bound healthyPublishS.
+// the p99 latency during the hold stays within the fault-free bound HealthyPublishS.
 type longTransaction struct {
 	Rate   float64 // payments per second
 	Before time.Duration
@@ -58,13 +59,13 @@ func (l *longTransaction) payments() int { return int(math.Round(l.Rate * l.span
 
 // disrupt starts Before into the load: it holds the snapshot for Hold, then ends the
 // transaction, and samples the outbox table every few seconds until the run ends.
-func (l *longTransaction) disrupt(ctx context.Context, rn *Run) error {
-	stats, err := pgx.Connect(ctx, rn.paymentsDB)
+func (l *longTransaction) disrupt(ctx context.Context, rn *harness.Run) error {
+	stats, err := pgx.Connect(ctx, rn.PaymentsDB)
 	if err != nil {
 		return fmt.Errorf("connect to the payments database: %w", err)
 	}
 	defer stats.Close(context.WithoutCancel(ctx))
-	holder, err := pgx.Connect(ctx, rn.paymentsDB)
+	holder, err := pgx.Connect(ctx, rn.PaymentsDB)
 	if err != nil {
 		return fmt.Errorf("connect to the payments database: %w", err)
 	}
@@ -84,9 +85,9 @@ func (l *longTransaction) disrupt(ctx context.Context, rn *Run) error {
 	}
 	heldAt := time.Now()
 	l.mu.Lock()
-	l.hold = faults.Window{Kind: "snapshot_held", StartS: heldAt.Sub(rn.origin).Seconds(), EndS: -1}
+	l.hold = faults.Window{Kind: "snapshot_held", StartS: heldAt.Sub(rn.Origin).Seconds(), EndS: -1}
 	l.mu.Unlock()
-	rn.disrupted("snapshot held", fmt.Sprintf("REPEATABLE READ, idle in transaction for %s (pid %d; it saw %d outbox rows)", l.Hold, holderPID, rows))
+	rn.Disrupted("snapshot held", fmt.Sprintf("REPEATABLE READ, idle in transaction for %s (pid %d; it saw %d outbox rows)", l.Hold, holderPID, rows))
 
 	end := time.Now().Add(l.Hold)
 	for time.Now().Before(end) {
@@ -94,7 +95,7 @@ func (l *longTransaction) disrupt(ctx context.Context, rn *Run) error {
 		if next.After(end) {
 			next = end
 		}
-		if waitUntil(ctx, next) != nil {
+		if harness.WaitUntil(ctx, next) != nil {
 			break
 		}
 		l.checkHolder(ctx, stats, holderPID)
@@ -105,13 +106,13 @@ func (l *longTransaction) disrupt(ctx context.Context, rn *Run) error {
 		return fmt.Errorf("end the long transaction: %w", err)
 	}
 	l.mu.Lock()
-	l.hold.EndS = time.Since(rn.origin).Seconds()
+	l.hold.EndS = time.Since(rn.Origin).Seconds()
 	l.mu.Unlock()
-	rn.disrupted("snapshot released", "")
+	rn.Disrupted("snapshot released", "")
 
 	for {
 		l.sample(ctx, rn, stats, "after")
-		if waitUntil(ctx, time.Now().Add(5*time.Second)) != nil {
+		if harness.WaitUntil(ctx, time.Now().Add(5*time.Second)) != nil {
 			return nil
 		}
 	}
@@ -175,8 +176,8 @@ func (l *longTransaction) checkHolder(ctx context.Context, stats *pgx.Conn, pid 
 }
 
 // sample reads the outbox table's statistics; a failed read is skipped.
-func (l *longTransaction) sample(ctx context.Context, rn *Run, stats *pgx.Conn, phase string) {
-	s := verdict.TableSample{AtS: time.Since(rn.origin).Seconds(), Phase: phase}
+func (l *longTransaction) sample(ctx context.Context, rn *harness.Run, stats *pgx.Conn, phase string) {
+	s := verdict.TableSample{AtS: time.Since(rn.Origin).Seconds(), Phase: phase}
 	err := stats.QueryRow(ctx, `
 		SELECT n_dead_tup, n_live_tup, pg_total_relation_size(relid)
 		FROM pg_stat_user_tables WHERE relname = 'outbox_events'`).Scan(&s.DeadTuple, &s.LiveTuple, &s.TotalBytes)
@@ -269,7 +270,7 @@ func quantile(sorted []float64, q float64) float64 {
 // validity: the snapshot was held and held vacuum back (without it, the VACUUM removes
 // nearly every dead tuple the relay's updates left, and the row fails); then the SLO rows that the
 // relay kept up in each phase. The figures go into the report as well.
-func (l *longTransaction) validity(r *verdict.Report, _ *Run) []verdict.Check {
+func (l *longTransaction) validity(r *verdict.Report, _ *harness.Run) []verdict.Check {
 	figures := l.figures(r.Evidence)
 	r.LongTransaction = &figures
 	l.mu.Lock()
@@ -278,17 +279,17 @@ func (l *longTransaction) validity(r *verdict.Report, _ *Run) []verdict.Check {
 	l.mu.Unlock()
 	grew := deadTupleGrowth(figures.OutboxTable)
 	checks := []verdict.Check{
-		check(verdict.Validity, "snapshot held: the session idle in transaction with backend_xmin at every look", fmt.Sprintf("%d of %d, for %s", samples, samples, l.Hold),
+		verdict.NewCheck(verdict.Validity, "snapshot held: the session idle in transaction with backend_xmin at every look", fmt.Sprintf("%d of %d, for %s", samples, samples, l.Hold),
 			fmt.Sprintf("%d of %d, for %.0f s", ok, samples, window.EndS-window.StartS), samples > 0 && ok == samples && window.EndS-window.StartS >= l.Hold.Seconds()-1),
-		check(verdict.Validity, "dead tuples a VACUUM at the end of the hold could not remove (n_dead_tup) >= rows published during it", fmt.Sprintf(">= %d", published),
+		verdict.NewCheck(verdict.Validity, "dead tuples a VACUUM at the end of the hold could not remove (n_dead_tup) >= rows published during it", fmt.Sprintf(">= %d", published),
 			fmt.Sprintf("%d (n_dead_tup rose by %d during the hold)", kept, grew), kept >= 0 && published > 0 && kept >= published),
 	}
 	if len(figures.Phases) == 0 {
-		return append(checks, check(verdict.SLO, "relay kept up in every phase", "measured", "no phases: the hold never ended", false))
+		return append(checks, verdict.NewCheck(verdict.SLO, "relay kept up in every phase", "measured", "no phases: the hold never ended", false))
 	}
 	for _, p := range figures.Phases {
-		keptUp := p.Accepted > 0 && p.ThroughputPerS >= 0.9*p.IncomingPerS && p.LatencyP99MS <= healthyPublishS*1000
-		checks = append(checks, check(verdict.SLO, "relay kept up "+p.Phase+" the hold: throughput >= 90% of incoming, p99 201-to-topic <= "+fmt.Sprint(healthyPublishS)+" s",
+		keptUp := p.Accepted > 0 && p.ThroughputPerS >= 0.9*p.IncomingPerS && p.LatencyP99MS <= harness.HealthyPublishS*1000
+		checks = append(checks, verdict.NewCheck(verdict.SLO, "relay kept up "+p.Phase+" the hold: throughput >= 90% of incoming, p99 201-to-topic <= "+fmt.Sprint(harness.HealthyPublishS)+" s",
 			"kept up", fmt.Sprintf("%.1f/s of %.1f/s incoming, p50 %.0f ms, p99 %.0f ms", p.ThroughputPerS, p.IncomingPerS, p.LatencyP50MS, p.LatencyP99MS), keptUp))
 	}
 	return checks

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
@@ -47,19 +48,19 @@ const minHealthyRate = 0.5
 // The partition breaker (internal/outbox/internal/delivery/breaker.go) is the relay's answer to both.
 var partitionOfflineEnv = []string{"RELAY_WORKERS=2", "RELAY_BATCH_SIZE=3"}
 
-func (o *partitionOffline) disrupt(ctx context.Context, rn *Run) error {
-	broker := fewestLeading(rn.cluster)
+func (o *partitionOffline) disrupt(ctx context.Context, rn *harness.Run) error {
+	broker := fewestLeading(rn.Cluster)
 	if broker < 0 {
 		return fmt.Errorf("partition-offline: no broker leads a partition of the topic")
 	}
-	cut, err := faults.New(rn.ports.ToxiproxyAPI(), devstack.ClusterProxy(broker), rn.origin, rn.logger)
+	cut, err := faults.New(rn.Ports.ToxiproxyAPI(), devstack.ClusterProxy(broker), rn.Origin, rn.Logger)
 	if err != nil {
 		return err
 	}
-	cut.CountFailures(rn.failedPublishAttempts)
-	o.cut.broker, o.cut.partitions = broker, rn.cluster.Led(broker)
+	cut.CountFailures(rn.FailedPublishAttempts)
+	o.cut.broker, o.cut.partitions = broker, rn.Cluster.Led(broker)
 	rn.Faults = cut // the report's fault windows are this proxy's
-	rn.disrupted(fmt.Sprintf("relay cut off from broker %d", broker), fmt.Sprintf("proxy %s disabled for %s; it leads partitions %v", devstack.ClusterProxy(broker), o.For, o.cut.partitions))
+	rn.Disrupted(fmt.Sprintf("relay cut off from broker %d", broker), fmt.Sprintf("proxy %s disabled for %s; it leads partitions %v", devstack.ClusterProxy(broker), o.For, o.cut.partitions))
 	return cut.Hold(ctx, faults.ProxyDown, o.For)
 }
 
@@ -75,7 +76,7 @@ func fewestLeading(w *faults.ClusterWatch) int32 {
 	return best
 }
 
-func (o *partitionOffline) validity(r *verdict.Report, _ *Run) []verdict.Check {
+func (o *partitionOffline) validity(r *verdict.Report, _ *harness.Run) []verdict.Check {
 	var w faults.Window
 	if len(r.FaultWindows) > 0 {
 		w = r.FaultWindows[0]
@@ -95,16 +96,16 @@ func (o *partitionOffline) validity(r *verdict.Report, _ *Run) []verdict.Check {
 		ratio = during / before
 	}
 	return []verdict.Check{
-		check(verdict.Validity, cutName, fmt.Sprintf(">= %s", o.For), fmt.Sprintf("%.1fs, from %.1fs", lasted, w.StartS), w.EndS > 0 && lasted >= o.For.Seconds()-0.5),
-		check(verdict.Validity, "events of the cut partitions accepted during the cut and held back by it", "> 0, none in the topic before it ended", fmt.Sprintf("%d held back, %d in the topic before the end", held, leaked), held > 0 && leaked == 0),
-		check(verdict.Validity, "the cut partitions kept their leader (a cut, not a failover)", "0 leader changes", moved, moved == 0),
-		check(verdict.SLO, "other partitions' events reaching the topic during the cut, per second, against before it", fmt.Sprintf(">= %.0f%% of the rate before", 100*minHealthyRate),
+		verdict.NewCheck(verdict.Validity, cutName, fmt.Sprintf(">= %s", o.For), fmt.Sprintf("%.1fs, from %.1fs", lasted, w.StartS), w.EndS > 0 && lasted >= o.For.Seconds()-0.5),
+		verdict.NewCheck(verdict.Validity, "events of the cut partitions accepted during the cut and held back by it", "> 0, none in the topic before it ended", fmt.Sprintf("%d held back, %d in the topic before the end", held, leaked), held > 0 && leaked == 0),
+		verdict.NewCheck(verdict.Validity, "the cut partitions kept their leader (a cut, not a failover)", "0 leader changes", moved, moved == 0),
+		verdict.NewCheck(verdict.SLO, "other partitions' events reaching the topic during the cut, per second, against before it", fmt.Sprintf(">= %.0f%% of the rate before", 100*minHealthyRate),
 			fmt.Sprintf("%.2f/s during against %.2f/s before (%.0f%%)", during, before, 100*ratio), before > 0 && ratio >= minHealthyRate),
 	}
 }
 
 // heldBack counts the payments of the cut partitions accepted while the cut was on (at
-// least healthyPublishS before its end) whose event reached the topic only after it;
+// least HealthyPublishS before its end) whose event reached the topic only after it;
 // leaked counts those that reached it before the end: a cut that did not bite.
 func (o *partitionOffline) heldBack(r *verdict.Report, w faults.Window) (held, leaked int) {
 	ev := r.Evidence
@@ -112,7 +113,7 @@ func (o *partitionOffline) heldBack(r *verdict.Report, w faults.Window) (held, l
 		return 0, 0
 	}
 	for id, accepted := range ev.AcceptedS {
-		if accepted < w.StartS || accepted > w.EndS-healthyPublishS || !slices.Contains(o.cut.partitions, ev.Partition[id]) {
+		if accepted < w.StartS || accepted > w.EndS-harness.HealthyPublishS || !slices.Contains(o.cut.partitions, ev.Partition[id]) {
 			continue
 		}
 		if seen, ok := ev.FirstSeenS[id]; ok && seen <= w.EndS {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -12,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
-	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
 // A pgFaults is the pg-faults scenario: the API and its relay reach PostgreSQL through
@@ -49,69 +48,16 @@ type pgFaults struct {
 	outage faults.Window
 }
 
-// prepare creates the proxy if the stack has none yet (a stack started before the
-// scenario existed), and leaves it clean, before the API connects through it.
-func (f *pgFaults) prepare(ports devstack.Ports) ([]string, error) {
-	proxy, err := postgresProxy(ports)
-	if err != nil {
-		return nil, err
-	}
-	return nil, cleanProxy(proxy)
-}
-
-// postgresProxy returns the proxy in front of PostgreSQL, creating it as
-// scripts/stack/toxiproxy.sh does.
-func postgresProxy(ports devstack.Ports) (*toxiproxy.Proxy, error) {
-	return stackProxy(ports, devstack.PostgresProxy, ports.ProxiedPostgres())
-}
-
-// stackProxy returns the stack's proxy name, listening on listen in front of
-// PostgreSQL, creating it when the stack was started before it existed.
-func stackProxy(ports devstack.Ports, name, listen string) (*toxiproxy.Proxy, error) {
-	cl := toxiproxy.NewClient(ports.ToxiproxyAPI())
-	proxy, err := cl.Proxy(name)
-	if err == nil {
-		return proxy, nil
-	}
-	if !strings.Contains(err.Error(), "404") {
-		return nil, fmt.Errorf("find Toxiproxy proxy %s: %w", name, err)
-	}
-	proxy, err = cl.CreateProxy(name, listen, ports.PostgresUpstream())
-	if err != nil {
-		return nil, fmt.Errorf("create Toxiproxy proxy %s: %w", name, err)
-	}
-	return proxy, nil
-}
-
-// cleanProxy enables the proxy and removes its toxics.
-func cleanProxy(proxy *toxiproxy.Proxy) error {
-	toxics, err := proxy.Toxics()
-	if err != nil {
-		return fmt.Errorf("list toxics of %s: %w", proxy.Name, err)
-	}
-	for _, t := range toxics {
-		if err := proxy.RemoveToxic(t.Name); err != nil {
-			return fmt.Errorf("remove toxic %s of %s: %w", t.Name, proxy.Name, err)
-		}
-	}
-	if !proxy.Enabled {
-		if err := proxy.Enable(); err != nil {
-			return fmt.Errorf("enable %s: %w", proxy.Name, err)
-		}
-	}
-	return nil
-}
-
 // disrupt runs the three faults in turn, then leaves the proxy clean and waits for the
 // run to end.
-func (f *pgFaults) disrupt(ctx context.Context, rn *Run) error {
-	proxy, err := postgresProxy(rn.ports)
+func (f *pgFaults) disrupt(ctx context.Context, rn *harness.Run) error {
+	proxy, err := faults.PostgresProxy(rn.Ports)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if p, err := postgresProxy(rn.ports); err == nil {
-			_ = cleanProxy(p) // the run's end resets every proxy anyway
+		if p, err := faults.PostgresProxy(rn.Ports); err == nil {
+			_ = faults.CleanProxy(p) // the run's end resets every proxy anyway
 		}
 	}()
 	err = f.spikes(ctx, rn, proxy)
@@ -132,9 +78,9 @@ const spikeToxic = "chaos_pg_latency"
 
 // spikes delays the database's answers for SpikeFor, Spikes times, and times a
 // SELECT 1 of the harness's own through the proxy in each.
-func (f *pgFaults) spikes(ctx context.Context, rn *Run, proxy *toxiproxy.Proxy) error {
+func (f *pgFaults) spikes(ctx context.Context, rn *harness.Run, proxy *toxiproxy.Proxy) error {
 	for i := range f.Spikes {
-		probe, err := pgx.Connect(ctx, throughProxy(rn.paymentsDB, rn.ports.ProxiedPostgres()))
+		probe, err := pgx.Connect(ctx, faults.ThroughProxy(rn.PaymentsDB, rn.Ports.ProxiedPostgres()))
 		if err != nil {
 			return fmt.Errorf("connect through %s: %w", proxy.Name, err)
 		}
@@ -143,7 +89,7 @@ func (f *pgFaults) spikes(ctx context.Context, rn *Run, proxy *toxiproxy.Proxy) 
 			probe.Close(ctx)
 			return fmt.Errorf("add latency to %s: %w", proxy.Name, err)
 		}
-		rn.disrupted("PostgreSQL latency spike", fmt.Sprintf("%d of %d: +%s on every answer for %s", i+1, f.Spikes, f.SpikeLatency, f.SpikeFor))
+		rn.Disrupted("PostgreSQL latency spike", fmt.Sprintf("%d of %d: +%s on every answer for %s", i+1, f.Spikes, f.SpikeLatency, f.SpikeFor))
 		end := time.Now().Add(f.SpikeFor)
 		start := time.Now()
 		_, probeErr := probe.Exec(ctx, "SELECT 1")
@@ -154,14 +100,14 @@ func (f *pgFaults) spikes(ctx context.Context, rn *Run, proxy *toxiproxy.Proxy) 
 			f.spikeRTT = append(f.spikeRTT, rtt)
 			f.mu.Unlock()
 		}
-		waitErr := waitUntil(ctx, end)
+		waitErr := harness.WaitUntil(ctx, end)
 		if err := proxy.RemoveToxic(spikeToxic); err != nil {
 			return fmt.Errorf("remove latency from %s: %w", proxy.Name, err)
 		}
 		if waitErr != nil {
 			return waitErr
 		}
-		if err := waitUntil(ctx, time.Now().Add(f.SpikeFor)); err != nil {
+		if err := harness.WaitUntil(ctx, time.Now().Add(f.SpikeFor)); err != nil {
 			return err
 		}
 	}
@@ -171,8 +117,8 @@ func (f *pgFaults) spikes(ctx context.Context, rn *Run, proxy *toxiproxy.Proxy) 
 // cuts waits, Cuts times, for the API to hold a write transaction, and cuts every
 // connection at that moment. A second of latency on every answer meanwhile keeps each
 // transaction open long enough to be seen.
-func (f *pgFaults) cuts(ctx context.Context, rn *Run, proxy *toxiproxy.Proxy) error {
-	watch, err := pgx.Connect(ctx, rn.paymentsDB) // directly, not through the proxy
+func (f *pgFaults) cuts(ctx context.Context, rn *harness.Run, proxy *toxiproxy.Proxy) error {
+	watch, err := pgx.Connect(ctx, rn.PaymentsDB) // directly, not through the proxy
 	if err != nil {
 		return fmt.Errorf("connect to the payments database: %w", err)
 	}
@@ -180,7 +126,7 @@ func (f *pgFaults) cuts(ctx context.Context, rn *Run, proxy *toxiproxy.Proxy) er
 	if _, err := proxy.AddToxic(spikeToxic, "latency", "downstream", 1, toxiproxy.Attributes{"latency": 200}); err != nil {
 		return fmt.Errorf("add latency to %s: %w", proxy.Name, err)
 	}
-	defer proxy.RemoveToxic(spikeToxic) //nolint:errcheck // cleanProxy removes it at the end too
+	defer proxy.RemoveToxic(spikeToxic) //nolint:errcheck // faults.CleanProxy removes it at the end too
 	for i := range f.Cuts {
 		open, err := waitForWriteTransaction(ctx, watch, 15*time.Second)
 		if err != nil {
@@ -192,15 +138,15 @@ func (f *pgFaults) cuts(ctx context.Context, rn *Run, proxy *toxiproxy.Proxy) er
 		f.mu.Lock()
 		f.cutOpen = append(f.cutOpen, open)
 		f.mu.Unlock()
-		rn.disrupted("PostgreSQL connections cut", fmt.Sprintf("%d of %d: with %d write transactions of the API open", i+1, f.Cuts, open))
-		waitErr := waitUntil(ctx, time.Now().Add(time.Second))
+		rn.Disrupted("PostgreSQL connections cut", fmt.Sprintf("%d of %d: with %d write transactions of the API open", i+1, f.Cuts, open))
+		waitErr := harness.WaitUntil(ctx, time.Now().Add(time.Second))
 		if err := proxy.Enable(); err != nil {
 			return fmt.Errorf("enable %s: %w", proxy.Name, err)
 		}
 		if waitErr != nil {
 			return waitErr
 		}
-		if err := waitUntil(ctx, time.Now().Add(2*time.Second)); err != nil {
+		if err := harness.WaitUntil(ctx, time.Now().Add(2*time.Second)); err != nil {
 			return err
 		}
 	}
@@ -223,35 +169,35 @@ func waitForWriteTransaction(ctx context.Context, conn *pgx.Conn, timeout time.D
 		if open > 0 || time.Now().After(deadline) {
 			return open, nil
 		}
-		if err := waitUntil(ctx, time.Now().Add(5*time.Millisecond)); err != nil {
+		if err := harness.WaitUntil(ctx, time.Now().Add(5*time.Millisecond)); err != nil {
 			return 0, err
 		}
 	}
 }
 
 // outageWindow disables the proxy for Outage.
-func (f *pgFaults) outageWindow(ctx context.Context, rn *Run, proxy *toxiproxy.Proxy) error {
+func (f *pgFaults) outageWindow(ctx context.Context, rn *harness.Run, proxy *toxiproxy.Proxy) error {
 	if err := proxy.Disable(); err != nil {
 		return fmt.Errorf("disable %s: %w", proxy.Name, err)
 	}
 	f.mu.Lock()
-	f.outage = faults.Window{Kind: faults.ProxyDown, StartS: time.Since(rn.origin).Seconds(), EndS: -1}
+	f.outage = faults.Window{Kind: faults.ProxyDown, StartS: time.Since(rn.Origin).Seconds(), EndS: -1}
 	f.mu.Unlock()
-	rn.disrupted("PostgreSQL unreachable for the API", fmt.Sprintf("proxy %s disabled for %s", proxy.Name, f.Outage))
-	waitErr := waitUntil(ctx, time.Now().Add(f.Outage))
+	rn.Disrupted("PostgreSQL unreachable for the API", fmt.Sprintf("proxy %s disabled for %s", proxy.Name, f.Outage))
+	waitErr := harness.WaitUntil(ctx, time.Now().Add(f.Outage))
 	if err := proxy.Enable(); err != nil {
 		return fmt.Errorf("enable %s: %w", proxy.Name, err)
 	}
 	f.mu.Lock()
-	f.outage.EndS = time.Since(rn.origin).Seconds()
+	f.outage.EndS = time.Since(rn.Origin).Seconds()
 	f.mu.Unlock()
-	rn.disrupted("PostgreSQL reachable again", "")
+	rn.Disrupted("PostgreSQL reachable again", "")
 	return waitErr
 }
 
 // validity: each fault bit, by the harness's own evidence and the clients'; then the
 // scenario's SLO rows about what the API answered.
-func (f *pgFaults) validity(r *verdict.Report, _ *Run) []verdict.Check {
+func (f *pgFaults) validity(r *verdict.Report, _ *harness.Run) []verdict.Check {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	slowest := time.Duration(0)
@@ -272,13 +218,13 @@ func (f *pgFaults) validity(r *verdict.Report, _ *Run) []verdict.Check {
 	outageEnd := f.outage.EndS
 	overlap := f.outage.EndS > 0 && r.Evidence != nil && f.outage.StartS < r.Evidence.LoadEndS
 	return []verdict.Check{
-		check(verdict.Validity, "latency spikes: the harness's SELECT 1 through the proxy (slowest)", fmt.Sprintf(">= %s", f.SpikeLatency*3/4),
+		verdict.NewCheck(verdict.Validity, "latency spikes: the harness's SELECT 1 through the proxy (slowest)", fmt.Sprintf(">= %s", f.SpikeLatency*3/4),
 			fmt.Sprintf("%s in %d of %d spikes", slowest.Round(time.Millisecond), len(f.spikeRTT), f.Spikes), len(f.spikeRTT) == f.Spikes && slowest >= f.SpikeLatency*3/4),
-		check(verdict.Validity, "connections cut with a write transaction of the API open (pg_stat_activity)", fmt.Sprint(f.Cuts),
+		verdict.NewCheck(verdict.Validity, "connections cut with a write transaction of the API open (pg_stat_activity)", fmt.Sprint(f.Cuts),
 			fmt.Sprintf("%d (open at each cut: %v)", cutsWithTx, f.cutOpen), cutsWithTx == f.Cuts),
-		check(verdict.Validity, "outage of "+f.Outage.String()+" during the load; client attempts refused and retried (503, transport errors)", "> 0",
+		verdict.NewCheck(verdict.Validity, "outage of "+f.Outage.String()+" during the load; client attempts refused and retried (503, transport errors)", "> 0",
 			fmt.Sprintf("%d (window %.1f s to %.1f s)", refused, f.outage.StartS, outageEnd), overlap && refused > 0),
-		check(verdict.SLO, "503 without Retry-After", "0", retries["status 503 without Retry-After"], retries["status 503 without Retry-After"] == 0),
-		check(verdict.SLO, "201 for a payment not committed", "0", r.LostNotCommitted, r.LostNotCommitted == 0),
+		verdict.NewCheck(verdict.SLO, "503 without Retry-After", "0", retries["status 503 without Retry-After"], retries["status 503 without Retry-After"] == 0),
+		verdict.NewCheck(verdict.SLO, "201 for a payment not committed", "0", r.LostNotCommitted, r.LostNotCommitted == 0),
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/chaos/deadletter"
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
@@ -121,7 +122,7 @@ func (p *poison) prepare(devstack.Ports) ([]string, error) {
 // disrupt brings the limit down to the calibration's, and when the run ends restores
 // it (if the replay has not) and reads which event ids the poison events reached the
 // topic with.
-func (p *poison) disrupt(ctx context.Context, rn *Run) error {
+func (p *poison) disrupt(ctx context.Context, rn *harness.Run) error {
 	if p.sink != nil {
 		defer p.sink.Close()
 	}
@@ -132,19 +133,19 @@ func (p *poison) disrupt(ctx context.Context, rn *Run) error {
 		// A limit the calibration could not place would refuse innocent records and
 		// blame the service for the harness's mistake: none is set, and the run is
 		// INVALID on the calibration and limit rows.
-		rn.disrupted("topic limit left as it is", "the calibration could not place one: "+problem)
+		rn.Disrupted("topic limit left as it is", "the calibration could not place one: "+problem)
 		<-ctx.Done()
 		return nil
 	}
-	if err := setTopicConfig(ctx, rn, messageSizeLimitConfig, strconv.Itoa(c.Limit)); err != nil {
+	if err := rn.SetTopicConfig(ctx, messageSizeLimitConfig, strconv.Itoa(c.Limit)); err != nil {
 		return err
 	}
 	p.mu.Lock()
 	p.limited = true
-	p.window = faults.Window{Kind: "large_events_refused", StartS: time.Since(rn.origin).Seconds(), EndS: -1}
+	p.window = faults.Window{Kind: "large_events_refused", StartS: time.Since(rn.Origin).Seconds(), EndS: -1}
 	p.mu.Unlock()
 	_, normal := c.largestNormal()
-	rn.disrupted("topic refuses the largest valid events", fmt.Sprintf("%s=%d bytes: the largest other record measured %d bytes, the smallest poison record %d", messageSizeLimitConfig, c.Limit, normal, c.Poison))
+	rn.Disrupted("topic refuses the largest valid events", fmt.Sprintf("%s=%d bytes: the largest other record measured %d bytes, the smallest poison record %d", messageSizeLimitConfig, c.Limit, normal, c.Poison))
 
 	<-ctx.Done()
 	after, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -152,11 +153,11 @@ func (p *poison) disrupt(ctx context.Context, rn *Run) error {
 	if err := p.restoreLimit(after, rn); err != nil {
 		return err
 	}
-	topic, err := verify.ReadTopic(after, rn.brokers, rn.topic)
+	topic, err := verify.ReadTopic(after, rn.Brokers, rn.Topic)
 	if err != nil {
 		return err
 	}
-	sizes, _, measureErr := deadletter.RecordSizes(after, rn.brokers, rn.topic)
+	sizes, _, measureErr := deadletter.RecordSizes(after, rn.Brokers, rn.Topic)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.overLimit, p.measureErr = c.overLimit(sizes), measureErr
@@ -172,20 +173,20 @@ func (p *poison) disrupt(ctx context.Context, rn *Run) error {
 }
 
 // restoreLimit removes the override, once.
-func (p *poison) restoreLimit(ctx context.Context, rn *Run) error {
+func (p *poison) restoreLimit(ctx context.Context, rn *harness.Run) error {
 	p.mu.Lock()
 	done := !p.limited || p.window.EndS >= 0
 	p.mu.Unlock()
 	if done {
 		return nil
 	}
-	if err := setTopicConfig(ctx, rn, messageSizeLimitConfig, ""); err != nil {
+	if err := rn.SetTopicConfig(ctx, messageSizeLimitConfig, ""); err != nil {
 		return err
 	}
 	p.mu.Lock()
-	p.window.EndS = time.Since(rn.origin).Seconds()
+	p.window.EndS = time.Since(rn.Origin).Seconds()
 	p.mu.Unlock()
-	rn.disrupted("topic takes large events again", messageSizeLimitConfig+" back to the broker's default")
+	rn.Disrupted("topic takes large events again", messageSizeLimitConfig+" back to the broker's default")
 	return nil
 }
 
@@ -193,8 +194,8 @@ func (p *poison) restoreLimit(ctx context.Context, rn *Run) error {
 // takes the tally, waits for the alerts, restores the limit and replays every dead
 // letter through the admin endpoint. The drain the runner then waits for is the
 // replayed events'.
-func (p *poison) afterLoad(ctx context.Context, rn *Run) error {
-	conn, err := pgx.Connect(ctx, rn.paymentsDB)
+func (p *poison) afterLoad(ctx context.Context, rn *harness.Run) error {
+	conn, err := pgx.Connect(ctx, rn.PaymentsDB)
 	if err != nil {
 		return fmt.Errorf("connect to the payments database: %w", err)
 	}
@@ -213,7 +214,7 @@ func (p *poison) afterLoad(ctx context.Context, rn *Run) error {
 		if settled || time.Now().After(deadline) {
 			break
 		}
-		if err := waitUntil(ctx, time.Now().Add(500*time.Millisecond)); err != nil {
+		if err := harness.WaitUntil(ctx, time.Now().Add(500*time.Millisecond)); err != nil {
 			return err
 		}
 	}
@@ -226,7 +227,7 @@ func (p *poison) afterLoad(ctx context.Context, rn *Run) error {
 	// The alerts of a batch go out after its statement commits, side by side.
 	alertsBy := time.Now().Add(10 * time.Second)
 	for !p.alerted(tally) && time.Now().Before(alertsBy) {
-		if err := waitUntil(ctx, time.Now().Add(200*time.Millisecond)); err != nil {
+		if err := harness.WaitUntil(ctx, time.Now().Add(200*time.Millisecond)); err != nil {
 			return err
 		}
 	}
@@ -252,10 +253,10 @@ func (p *poison) afterLoad(ctx context.Context, rn *Run) error {
 		p.replayed++
 		p.mu.Unlock()
 		if err := waitPublished(ctx, conn, eventID, 30*time.Second); err != nil {
-			rn.logger.Warn("replayed event not published", "event_id", eventID, "err", err)
+			rn.Logger.Warn("replayed event not published", "event_id", eventID, "err", err)
 		}
 	}
-	rn.disrupted("dead letters replayed through POST /admin/dlq/{event_id}/replay", fmt.Sprintf("%d of %d", p.replayed, len(deadLetters)))
+	rn.Disrupted("dead letters replayed through POST /admin/dlq/{event_id}/replay", fmt.Sprintf("%d of %d", p.replayed, len(deadLetters)))
 	return nil
 }
 
@@ -279,7 +280,7 @@ func waitPublished(ctx context.Context, conn *pgx.Conn, eventID string, timeout 
 		case time.Now().After(deadline):
 			return fmt.Errorf("still waiting after %s", timeout)
 		}
-		if err := waitUntil(ctx, time.Now().Add(50*time.Millisecond)); err != nil {
+		if err := harness.WaitUntil(ctx, time.Now().Add(50*time.Millisecond)); err != nil {
 			return err
 		}
 	}
@@ -375,7 +376,7 @@ func (p *poison) replay(ctx context.Context, baseURL, eventID string) error {
 // A relay that took MESSAGE_TOO_LARGE for an outage is still held back, and fails the
 // dlq row; a limit that did not bite turns the poison rows off, so the run is INVALID
 // rather than a FAIL of the service.
-func (p *poison) validity(r *verdict.Report, _ *Run) []verdict.Check {
+func (p *poison) validity(r *verdict.Report, _ *harness.Run) []verdict.Check {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t, c := p.before, p.calibration
@@ -406,21 +407,21 @@ func (p *poison) validity(r *verdict.Report, _ *Run) []verdict.Check {
 		measured = "no limit set: " + problem + " (" + measured + ")"
 	}
 	checks := []verdict.Check{
-		check(verdict.Validity, "calibration: each event type measured alone, the smallest poison record above the largest other by", fmt.Sprintf(">= %d bytes", minPoisonGap),
+		verdict.NewCheck(verdict.Validity, "calibration: each event type measured alone, the smallest poison record above the largest other by", fmt.Sprintf(">= %d bytes", minPoisonGap),
 			measured, problem == ""),
-		check(verdict.Validity, "the size limit bit: poison events in the topic only after it was restored (topic)", fmt.Sprint(t.Poison),
+		verdict.NewCheck(verdict.Validity, "the size limit bit: poison events in the topic only after it was restored (topic)", fmt.Sprint(t.Poison),
 			fmt.Sprintf("%d (%d rejections recorded)", held, t.Rejections), t.Poison > 0 && held == t.Poison),
 	}
 	slos := []verdict.Check{
-		check(verdict.SLO, "dlq before the replay = the poison events", fmt.Sprint(t.Poison),
+		verdict.NewCheck(verdict.SLO, "dlq before the replay = the poison events", fmt.Sprint(t.Poison),
 			fmt.Sprintf("%d dead-lettered of %d poison; outbox_dlq rows %d", t.DeadLettered, t.Poison, t.DLQRows), t.Poison > 0 && t.DeadLettered == t.Poison && t.DLQRows == t.Poison),
-		check(verdict.SLO, "rejections before a dead letter (most on one event)", "<= "+strconv.Itoa(p.MaxRejections),
+		verdict.NewCheck(verdict.SLO, "rejections before a dead letter (most on one event)", "<= "+strconv.Itoa(p.MaxRejections),
 			t.MaxRejections, t.DeadLettered > 0 && t.MaxRejections <= p.MaxRejections),
-		check(verdict.SLO, "alert received by the local webhook for each dead letter", fmt.Sprint(t.DeadLettered),
+		verdict.NewCheck(verdict.SLO, "alert received by the local webhook for each dead letter", fmt.Sprint(t.DeadLettered),
 			fmt.Sprintf("%d (%d alerts in all, %d calls not alerts or not signed)", alerted, sumCounts(received), bad), t.DeadLettered > 0 && alerted == t.DeadLettered),
-		check(verdict.SLO, "other events held up (dead-lettered or unpublished when the poison was dead)", "0",
+		verdict.NewCheck(verdict.SLO, "other events held up (dead-lettered or unpublished when the poison was dead)", "0",
 			fmt.Sprintf("%d (dead-lettered %d, unpublished %d)", len(t.othersFailed)+t.OthersPending, len(t.othersFailed), t.OthersPending), len(t.othersFailed)+t.OthersPending == 0),
-		check(verdict.SLO, "replayed events in the topic with their dead-lettered event ids", fmt.Sprint(t.DeadLettered),
+		verdict.NewCheck(verdict.SLO, "replayed events in the topic with their dead-lettered event ids", fmt.Sprint(t.DeadLettered),
 			fmt.Sprintf("%d (%s)", p.replayedWithOriginalID, replayGot), t.DeadLettered > 0 && p.replayedWithOriginalID == t.DeadLettered),
 	}
 	overGot := fmt.Sprint(len(p.overLimit))
@@ -433,20 +434,20 @@ func (p *poison) validity(r *verdict.Report, _ *Run) []verdict.Check {
 	}
 	const overName = "the limit refused only the poison: no other record larger than it, measured alone (topic, after the drain)"
 	if p.limited {
-		checks = append(checks, check(verdict.Validity, overName, "0", overGot, p.measureErr == nil && len(p.overLimit) == 0))
+		checks = append(checks, verdict.NewCheck(verdict.Validity, overName, "0", overGot, p.measureErr == nil && len(p.overLimit) == 0))
 	} else {
-		checks = append(checks, checkOff(verdict.Validity, overName, "0", "no limit was set: nothing measured against it"))
+		checks = append(checks, verdict.OffCheck(verdict.Validity, overName, "0", "no limit was set: nothing measured against it"))
 	}
 	switch {
 	case held == 0:
 		for i, c := range slos {
-			slos[i] = checkOff(c.Kind, c.Name, c.Want, "the limit never held a poison event back: nothing to judge")
+			slos[i] = verdict.OffCheck(c.Kind, c.Name, c.Want, "the limit never held a poison event back: nothing to judge")
 		}
 	case len(p.overLimit) > 0:
 		// The harness refused an event it calls innocent: the rows below would blame
 		// the service for it.
 		for i, c := range slos {
-			slos[i] = checkOff(c.Kind, c.Name, c.Want, "the limit also refused records that are not poison: the harness's mistake, rerun")
+			slos[i] = verdict.OffCheck(c.Kind, c.Name, c.Want, "the limit also refused records that are not poison: the harness's mistake, rerun")
 		}
 	}
 	return append(checks, slos...)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/deadletter"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
@@ -128,9 +129,9 @@ func measureCalibration(sizes []deadletter.RecordSize, shared int, poisonType st
 // calibrate sends the calibration load, before any fault, waits until it is in the
 // topic and measures it. It returns how many payments it committed, which the run
 // counts with the warm-up.
-func (p *poison) calibrate(ctx context.Context, rn *Run, verifier *verify.Verifier, report *verdict.Report) (int, error) {
+func (p *poison) calibrate(ctx context.Context, rn *harness.Run, verifier *verify.Verifier, report *verdict.Report) (int, error) {
 	// Paced, so that most events are published alone and so measured alone.
-	load, err := load.Run(ctx, load.Config{BaseURL: rn.API.BaseURL, RunID: report.RunID + "-calibration", APIKey: rn.apiKey, Payments: calibrationPayments,
+	load, err := load.Run(ctx, load.Config{BaseURL: rn.API.BaseURL, RunID: report.RunID + "-calibration", APIKey: rn.APIKey, Payments: calibrationPayments,
 		Span: calibrationPayments * 500 * time.Millisecond, LargestEvery: calibrationLargestEvery, Lifecycle: report.LifecycleLoad})
 	if err != nil {
 		return load.Accepted, fmt.Errorf("calibration load: %w", err)
@@ -142,7 +143,7 @@ func (p *poison) calibrate(ctx context.Context, rn *Run, verifier *verify.Verifi
 	if _, err := verifier.WaitDrain(ctx, time.Now()); err != nil {
 		return load.Accepted, fmt.Errorf("calibration load not published: %w", err)
 	}
-	sizes, shared, err := deadletter.RecordSizes(ctx, rn.brokers, rn.topic)
+	sizes, shared, err := deadletter.RecordSizes(ctx, rn.Brokers, rn.Topic)
 	if err != nil {
 		return load.Accepted, err
 	}
@@ -155,7 +156,7 @@ func (p *poison) calibrate(ctx context.Context, rn *Run, verifier *verify.Verifi
 	p.mu.Lock()
 	p.calibration = c
 	p.mu.Unlock()
-	rn.logger.Info("poison limit calibrated", "summary", c.summary())
+	rn.Logger.Info("poison limit calibrated", "summary", c.summary())
 	return load.Accepted, nil
 }
 

@@ -9,9 +9,11 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
@@ -49,6 +51,29 @@ type replicaPause struct {
 	// Claims, with the polling relay, is what the harness sees of the relays' claims
 	// (replicapausehold.go).
 	Claims *idleClaims
+	// late are the rows the paused replica's late outcomes changed.
+	late *lateRows
+}
+
+// lateRows are the outbox rows a paused replica's late outcomes changed. Safe for
+// concurrent use.
+type lateRows struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+// add notes rows a paused replica changed after it resumed.
+func (l *lateRows) add(ids []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ids = append(l.ids, ids...)
+}
+
+// all returns the rows noted so far.
+func (l *lateRows) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.ids)
 }
 
 // env is our API's environment for the scenario: the reference relay's knob that holds
@@ -59,19 +84,19 @@ func (rp replicaPause) env() []string {
 }
 
 // pauseReplica runs the disruption until ctx ends.
-func (rp replicaPause) disrupt(ctx context.Context, rn *Run) error {
+func (rp replicaPause) disrupt(ctx context.Context, rn *harness.Run) error {
 	if rn.Replica == nil {
 		return fmt.Errorf("replica-pause needs two API processes (Scenario.Replicas)")
 	}
 	pause := rp.pauseOnce
-	if rn.relayMode == verdict.RelayModeCDC {
+	if rn.RelayMode == verdict.RelayModeCDC {
 		pause = rp.pauseStreamingOnce // one slot instead of leases: replicapausecdc.go
 	} else {
 		watched := make(chan struct{})
 		watchCtx, stopWatch := context.WithCancel(ctx)
 		go func() {
 			defer close(watched)
-			rp.Claims.watch(watchCtx, rn.paymentsDB)
+			rp.Claims.watch(watchCtx, rn.PaymentsDB)
 		}()
 		defer func() { stopWatch(); <-watched }()
 	}
@@ -80,7 +105,7 @@ func (rp replicaPause) disrupt(ctx context.Context, rn *Run) error {
 	}
 	defer rn.Faults.Clear(faults.SlowAcks) //nolint:errcheck // Reset clears every toxic after the run anyway
 	for i := 0; i < rp.Pauses; i++ {
-		if err := waitUntil(ctx, time.Now().Add(between(rp.Gap))); err != nil {
+		if err := harness.WaitUntil(ctx, time.Now().Add(harness.Between(rp.Gap))); err != nil {
 			return nil
 		}
 		if err := pause(ctx, rn); err != nil {
@@ -93,19 +118,19 @@ func (rp replicaPause) disrupt(ctx context.Context, rn *Run) error {
 
 // pauseOnce waits for leased rows, freezes rn.API past the lease, then lets it resume
 // alone and records what its late outcomes changed.
-func (rp replicaPause) pauseOnce(ctx context.Context, rn *Run) error {
+func (rp replicaPause) pauseOnce(ctx context.Context, rn *harness.Run) error {
 	// Some relay holds rows: with the acks slowed down, it is between send and mark.
-	for deadline := time.Now().Add(10 * time.Second); rn.leasedRows(ctx) <= 0 && time.Now().Before(deadline); {
-		if err := waitUntil(ctx, time.Now().Add(5*time.Millisecond)); err != nil {
+	for deadline := time.Now().Add(10 * time.Second); rn.LeasedRows(ctx) <= 0 && time.Now().Before(deadline); {
+		if err := harness.WaitUntil(ctx, time.Now().Add(5*time.Millisecond)); err != nil {
 			return nil
 		}
 	}
-	leased := rn.leasedRows(ctx)
+	leased := rn.LeasedRows(ctx)
 	if err := rn.API.Freeze(); err != nil {
 		return err
 	}
-	rn.disrupted("replica paused (SIGSTOP)", fmt.Sprintf("%s, %d outbox rows leased", rn.API.Name, leased))
-	if err := waitUntil(ctx, time.Now().Add(rp.Pause)); err != nil {
+	rn.Disrupted("replica paused (SIGSTOP)", fmt.Sprintf("%s, %d outbox rows leased", rn.API.Name, leased))
+	if err := harness.WaitUntil(ctx, time.Now().Add(rp.Pause)); err != nil {
 		return rn.API.Thaw()
 	}
 	// The other replica has taken the rows over by now. Freeze it, keep what the paused
@@ -113,20 +138,20 @@ func (rp replicaPause) pauseOnce(ctx context.Context, rn *Run) error {
 	if err := rn.Replica.Freeze(); err != nil {
 		return err
 	}
-	before, err := untouchableRows(ctx, rn.paymentsDB)
+	before, err := untouchableRows(ctx, rn.PaymentsDB)
 	if err != nil {
 		return err
 	}
-	if err := rn.resumeAlone(rn.API); err != nil {
+	if err := resumeAlone(rn, rn.API); err != nil {
 		return err
 	}
-	waitErr := waitUntil(ctx, time.Now().Add(rp.Alone))
+	waitErr := harness.WaitUntil(ctx, time.Now().Add(rp.Alone))
 	if err := rn.API.Freeze(); err != nil {
 		return err
 	}
-	after, err := rowStates(context.WithoutCancel(ctx), rn.paymentsDB, before)
+	after, err := rowStates(context.WithoutCancel(ctx), rn.PaymentsDB, before)
 	if err == nil {
-		rn.recordLateChanges(changedRows(before, after))
+		rp.late.add(changedRows(before, after))
 	}
 	if thawErr := rn.API.Thaw(); thawErr != nil {
 		return thawErr
@@ -134,7 +159,7 @@ func (rp replicaPause) pauseOnce(ctx context.Context, rn *Run) error {
 	if thawErr := rn.Replica.Thaw(); thawErr != nil {
 		return thawErr
 	}
-	rn.disrupted("both replicas running", "")
+	rn.Disrupted("both replicas running", "")
 	if waitErr != nil {
 		return nil
 	}
@@ -296,11 +321,11 @@ func lateOutcomes(logPath string, windows [][2]time.Time) (late, fenced int) {
 const fencedLog = "lease expired before the batch was recorded"
 
 // aloneWindows returns the wall-clock windows in which the paused replica ran alone.
-func (rp replicaPause) aloneWindows(r *verdict.Report, rn *Run) [][2]time.Time {
+func (rp replicaPause) aloneWindows(r *verdict.Report, rn *harness.Run) [][2]time.Time {
 	var windows [][2]time.Time
 	for _, d := range r.Disruptions {
 		if d.What == resumedAlone {
-			at := rn.origin.Add(time.Duration(d.AtSeconds * float64(time.Second)))
+			at := rn.Origin.Add(time.Duration(d.AtSeconds * float64(time.Second)))
 			// The freeze that ends the window comes a little after Alone.
 			windows = append(windows, [2]time.Time{at, at.Add(rp.Alone + time.Second)})
 		}
@@ -318,16 +343,16 @@ const resumedAlone = "replica resumed (SIGCONT), the other frozen"
 // machine, may get the CPU back only later: timed after the signal, the resume can
 // come after p's first line (the CDC relay's "replication stream lost", say). Taken
 // before the signal, the instant precedes anything p does awake.
-func (rn *Run) resumeAlone(p *stack.Process) error {
-	rn.disrupted(resumedAlone, p.Name)
+func resumeAlone(rn *harness.Run, p *stack.Process) error {
+	rn.Disrupted(resumedAlone, p.Name)
 	return p.Thaw()
 }
 
 // validity is the scenario's own rows: the pauses happened with rows leased, the paused
 // replica's late outcomes were fenced (its own log), and changed nothing (the harness's
 // comparison, an SLO row).
-func (rp replicaPause) validity(r *verdict.Report, rn *Run) []verdict.Check {
-	if rn.relayMode == verdict.RelayModeCDC {
+func (rp replicaPause) validity(r *verdict.Report, rn *harness.Run) []verdict.Check {
+	if rn.RelayMode == verdict.RelayModeCDC {
 		return rp.validityCDC(r, rn)
 	}
 	pauses, withLeases := 0, 0
@@ -340,18 +365,18 @@ func (rp replicaPause) validity(r *verdict.Report, rn *Run) []verdict.Check {
 		}
 	}
 	late, fenced := lateOutcomes(rn.API.LogPath, rp.aloneWindows(r, rn))
-	changes := rn.lateChanges()
+	changes := rp.late.all()
 	changed := fmt.Sprintf("%d rows changed", len(changes))
 	if len(changes) > 0 {
 		changed += ", first " + changes[0]
 	}
 	return append([]verdict.Check{
-		check(verdict.Validity, "replica paused past the lease with outbox rows leased (SIGSTOP)", fmt.Sprintf("%d pauses", rp.Pauses),
+		verdict.NewCheck(verdict.Validity, "replica paused past the lease with outbox rows leased (SIGSTOP)", fmt.Sprintf("%d pauses", rp.Pauses),
 			fmt.Sprintf("%d pauses, %d with rows leased", pauses, withLeases), pauses >= rp.Pauses && withLeases > 0),
-		check(verdict.Validity, "late outcomes of the paused replica, for rows it no longer owned (its log, while alone)", "> 0",
+		verdict.NewCheck(verdict.Validity, "late outcomes of the paused replica, for rows it no longer owned (its log, while alone)", "> 0",
 			fmt.Sprintf("%d events (%d marks its relay reported fenced: %s)", late, fenced, fencedLog), late > 0),
-		check(verdict.Validity, "the service's own copies in the topic (the other replica published the paused one's rows again)", "> 0", r.Evidence.ServiceCopies, r.Evidence.ServiceCopies > 0),
-		orderInFlightCheck(r),
-		check(verdict.SLO, "late outcomes of the paused replica changed nothing (published rows, the other replica's leases)", "0", changed, len(changes) == 0),
+		verdict.NewCheck(verdict.Validity, "the service's own copies in the topic (the other replica published the paused one's rows again)", "> 0", r.Evidence.ServiceCopies, r.Evidence.ServiceCopies > 0),
+		harness.OrderInFlightCheck(r),
+		verdict.NewCheck(verdict.SLO, "late outcomes of the paused replica changed nothing (published rows, the other replica's leases)", "0", changed, len(changes) == 0),
 	}, rp.Claims.checks()...)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/migrations"
@@ -231,10 +232,10 @@ func TestResumeAloneRecordsWhileStopped(t *testing.T) {
 	if err := p.Freeze(); err != nil {
 		t.Fatalf("freeze: %v", err)
 	}
-	waitFor(t, "sleep to stop", func() (bool, bool) { return true, procState(pid) == "T" })
+	testenv.WaitFor(t, 5*time.Second, func() (bool, string) { return testenv.ProcState(pid) == "T", "sleep not stopped" })
 	states := &stateWhenLogged{pid: pid}
-	rn := &Run{origin: time.Now(), logger: slog.New(states)}
-	if err := rn.resumeAlone(p); err != nil {
+	rn := &harness.Run{Origin: time.Now(), Logger: slog.New(states)}
+	if err := resumeAlone(rn, p); err != nil {
 		t.Fatalf("resumeAlone: %v", err)
 	}
 	if diff := cmp.Diff([]string{"T"}, states.seen); diff != "" {
@@ -243,11 +244,11 @@ func TestResumeAloneRecordsWhileStopped(t *testing.T) {
 	if d := rn.Disruptions(); len(d) != 1 || d[0].What != resumedAlone || d[0].Detail != "api" {
 		t.Errorf("disruptions = %+v, want one %q of api", d, resumedAlone)
 	}
-	waitFor(t, "sleep to run again", func() (bool, bool) { return true, procState(pid) != "T" })
+	testenv.WaitFor(t, 5*time.Second, func() (bool, string) { return testenv.ProcState(pid) != "T", "sleep still stopped" })
 }
 
 // stateWhenLogged is a slog.Handler that notes, for each record, the state of process
-// pid at that moment: Run.disrupted logs each disruption as it records it.
+// pid at that moment: Run.Disrupted logs each disruption as it records it.
 type stateWhenLogged struct {
 	pid  int
 	seen []string
@@ -258,6 +259,6 @@ func (h *stateWhenLogged) WithAttrs([]slog.Attr) slog.Handler       { return h }
 func (h *stateWhenLogged) WithGroup(string) slog.Handler            { return h }
 
 func (h *stateWhenLogged) Handle(context.Context, slog.Record) error {
-	h.seen = append(h.seen, procState(h.pid))
+	h.seen = append(h.seen, testenv.ProcState(h.pid))
 	return nil
 }

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
-	"github.com/jackc/pgx/v5"
 )
 
 // replica-pause with the CDC relay (RELAY_MODE=cdc). The polling relay's premise, rows
@@ -19,7 +19,7 @@ import (
 // PostgreSQL lets one replication connection at a time stream from it, so one replica
 // streams and the other waits; a frozen streaming relay keeps the slot until the server
 // ends its walsender for want of a reply (wal_sender_timeout, 10 s for the run's
-// sessions: cdcWalSenderTimeout), and then the other replica takes the slot over and
+// sessions: CDCWalSenderTimeout), and then the other replica takes the slot over and
 // streams again from its confirmed position, the frozen one's unconfirmed events
 // included (copies). The frozen relay wakes up with outcomes of a session the server
 // has ended: Kafka's answers, marks, a position to confirm. They must change nothing:
@@ -49,15 +49,15 @@ const streamLostLog = "replication stream lost; reconnecting"
 // pauseStreamingOnce waits for a streaming replica with outbox rows pending, freezes it
 // past the walsender timeout, then lets it resume alone and records what its late
 // outcomes changed.
-func (rp replicaPause) pauseStreamingOnce(ctx context.Context, rn *Run) error {
+func (rp replicaPause) pauseStreamingOnce(ctx context.Context, rn *harness.Run) error {
 	var paused, other *stack.Process
 	pending := 0
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		paused, other = rn.streamingReplica(ctx)
-		if pending = rn.pendingRows(ctx); paused != nil && pending > 0 {
+		paused, other = streamingReplica(ctx, rn)
+		if pending = rn.PendingRows(ctx); paused != nil && pending > 0 {
 			break
 		}
-		if err := waitUntil(ctx, time.Now().Add(50*time.Millisecond)); err != nil {
+		if err := harness.WaitUntil(ctx, time.Now().Add(50*time.Millisecond)); err != nil {
 			return nil
 		}
 	}
@@ -70,32 +70,32 @@ func (rp replicaPause) pauseStreamingOnce(ctx context.Context, rn *Run) error {
 	if err := paused.Freeze(); err != nil {
 		return err
 	}
-	rn.disrupted(pausedStreaming, detail)
-	if err := waitUntil(ctx, time.Now().Add(rp.Pause)); err != nil {
+	rn.Disrupted(pausedStreaming, detail)
+	if err := harness.WaitUntil(ctx, time.Now().Add(rp.Pause)); err != nil {
 		return paused.Thaw()
 	}
-	if streams, _, _ := scrapeCounter(ctx, other.MetricsBase()+"/metrics", streamingMetric); streams == 1 {
-		rn.disrupted(slotTakenOver, other.Name)
+	if streams, _, _ := harness.ScrapeCounter(ctx, other.MetricsBase()+"/metrics", streamingMetric); streams == 1 {
+		rn.Disrupted(slotTakenOver, other.Name)
 	}
 	// As in polling mode: freeze the other, keep what the paused one must not touch,
 	// and let the paused one run alone.
 	if err := other.Freeze(); err != nil {
 		return err
 	}
-	before, err := untouchableRows(ctx, rn.paymentsDB)
+	before, err := untouchableRows(ctx, rn.PaymentsDB)
 	if err != nil {
 		return err
 	}
-	if err := rn.resumeAlone(paused); err != nil {
+	if err := resumeAlone(rn, paused); err != nil {
 		return err
 	}
-	waitErr := waitUntil(ctx, time.Now().Add(rp.Alone))
+	waitErr := harness.WaitUntil(ctx, time.Now().Add(rp.Alone))
 	if err := paused.Freeze(); err != nil {
 		return err
 	}
-	after, err := rowStates(context.WithoutCancel(ctx), rn.paymentsDB, before)
+	after, err := rowStates(context.WithoutCancel(ctx), rn.PaymentsDB, before)
 	if err == nil {
-		rn.recordLateChanges(changedRows(before, after))
+		rp.late.add(changedRows(before, after))
 	}
 	if thawErr := paused.Thaw(); thawErr != nil {
 		return thawErr
@@ -103,7 +103,7 @@ func (rp replicaPause) pauseStreamingOnce(ctx context.Context, rn *Run) error {
 	if thawErr := other.Thaw(); thawErr != nil {
 		return thawErr
 	}
-	rn.disrupted("both replicas running", "")
+	rn.Disrupted("both replicas running", "")
 	if waitErr != nil {
 		return nil
 	}
@@ -112,30 +112,13 @@ func (rp replicaPause) pauseStreamingOnce(ctx context.Context, rn *Run) error {
 
 // streamingReplica returns the API process whose relay streams from the slot and the
 // other one, or nil and nil when neither says so.
-func (rn *Run) streamingReplica(ctx context.Context) (streaming, other *stack.Process) {
+func streamingReplica(ctx context.Context, rn *harness.Run) (streaming, other *stack.Process) {
 	for _, pair := range [][2]*stack.Process{{rn.API, rn.Replica}, {rn.Replica, rn.API}} {
-		if n, ok, err := scrapeCounter(ctx, pair[0].MetricsBase()+"/metrics", streamingMetric); err == nil && ok && n == 1 {
+		if n, ok, err := harness.ScrapeCounter(ctx, pair[0].MetricsBase()+"/metrics", streamingMetric); err == nil && ok && n == 1 {
 			return pair[0], pair[1]
 		}
 	}
 	return nil, nil
-}
-
-// pendingRows counts the pending outbox rows: with the CDC relay, the events on their
-// way through the stream (it holds no lock or lease on them); -1 when unreadable.
-func (rn *Run) pendingRows(ctx context.Context) int {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, rn.paymentsDB)
-	if err != nil {
-		return -1
-	}
-	defer conn.Close(ctx)
-	var n int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM outbox_events WHERE status = 'pending'`).Scan(&n); err != nil {
-		return -1
-	}
-	return n
 }
 
 // sessionsEnded counts, in the log at logPath, the CDC relay's lines saying its
@@ -170,7 +153,7 @@ func sessionsEnded(logPath string, from, until time.Time) int {
 // with rows pending, the other replica took the slot over during it, every paused
 // relay found its session ended once it resumed (the server's fence, its own log), and
 // its late outcomes changed nothing (the same SLO row as in polling mode).
-func (rp replicaPause) validityCDC(r *verdict.Report, rn *Run) []verdict.Check {
+func (rp replicaPause) validityCDC(r *verdict.Report, rn *harness.Run) []verdict.Check {
 	pauses, streamingWithRows, takeovers := 0, 0, 0
 	for _, d := range r.Disruptions {
 		switch d.What {
@@ -188,21 +171,21 @@ func (rp replicaPause) validityCDC(r *verdict.Report, rn *Run) []verdict.Check {
 	if len(unfenced) > 0 {
 		fencedGot += "; no such line from " + strings.Join(unfenced, ", ")
 	}
-	changes := rn.lateChanges()
+	changes := rp.late.all()
 	changed := fmt.Sprintf("%d rows changed", len(changes))
 	if len(changes) > 0 {
 		changed += ", first " + changes[0]
 	}
 	return []verdict.Check{
-		check(verdict.Validity, "streaming replica paused past wal_sender_timeout ("+cdcWalSenderTimeout.String()+") with outbox rows pending (SIGSTOP)", fmt.Sprintf("%d pauses", rp.Pauses),
+		verdict.NewCheck(verdict.Validity, "streaming replica paused past wal_sender_timeout ("+harness.CDCWalSenderTimeout.String()+") with outbox rows pending (SIGSTOP)", fmt.Sprintf("%d pauses", rp.Pauses),
 			fmt.Sprintf("%d pauses, %d of the streaming replica with rows pending", pauses, streamingWithRows), pauses >= rp.Pauses && streamingWithRows > 0),
-		check(verdict.Validity, "the other replica took the slot over during the pause ("+streamingMetric+")", "> 0",
+		verdict.NewCheck(verdict.Validity, "the other replica took the slot over during the pause ("+streamingMetric+")", "> 0",
 			fmt.Sprintf("%d of %d pauses", takeovers, pauses), takeovers > 0),
-		check(verdict.Validity, "every paused relay found its session ended by the server before the next one resumed (its log: "+streamLostLog+")", "all resumed",
+		verdict.NewCheck(verdict.Validity, "every paused relay found its session ended by the server before the next one resumed (its log: "+streamLostLog+")", "all resumed",
 			fencedGot, resumed > 0 && len(unfenced) == 0),
-		check(verdict.Validity, "the service's own copies in the topic (the other replica streamed the paused one's events again)", "> 0", r.Evidence.ServiceCopies, r.Evidence.ServiceCopies > 0),
-		orderInFlightCheck(r),
-		check(verdict.SLO, "late outcomes of the paused replica changed nothing (published rows)", "0", changed, len(changes) == 0),
+		verdict.NewCheck(verdict.Validity, "the service's own copies in the topic (the other replica streamed the paused one's events again)", "> 0", r.Evidence.ServiceCopies, r.Evidence.ServiceCopies > 0),
+		harness.OrderInFlightCheck(r),
+		verdict.NewCheck(verdict.SLO, "late outcomes of the paused replica changed nothing (published rows)", "0", changed, len(changes) == 0),
 	}
 }
 
@@ -212,7 +195,7 @@ func (rp replicaPause) validityCDC(r *verdict.Report, rn *Run) []verdict.Check {
 // resume time. A relay notices the end of its session only when it next talks to the
 // server, which may be after its time alone, but one that has not noticed by the next
 // resume still publishes for a session that is over.
-func unfencedAfterResume(disruptions []verdict.Disruption, rn *Run, end time.Time) (unfenced []string, resumed int) {
+func unfencedAfterResume(disruptions []verdict.Disruption, rn *harness.Run, end time.Time) (unfenced []string, resumed int) {
 	logs := map[string]string{rn.API.Name: rn.API.LogPath, rn.Replica.Name: rn.Replica.LogPath}
 	var starts []verdict.Disruption
 	for _, d := range disruptions {
@@ -221,7 +204,7 @@ func unfencedAfterResume(disruptions []verdict.Disruption, rn *Run, end time.Tim
 		}
 	}
 	at := func(d verdict.Disruption) time.Time {
-		return rn.origin.Add(time.Duration(d.AtSeconds * float64(time.Second)))
+		return rn.Origin.Add(time.Duration(d.AtSeconds * float64(time.Second)))
 	}
 	for i, d := range starts {
 		until := end

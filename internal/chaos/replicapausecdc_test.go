@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/google/go-cmp/cmp"
@@ -86,10 +87,10 @@ func TestUnfencedAfterResumeLeavesOutALineBeforeTheResume(t *testing.T) {
 }
 
 // twoReplicaLogs returns a Run whose api and api-2 have written the given log lines.
-func twoReplicaLogs(t *testing.T, origin time.Time, api, replica []string) *Run {
+func twoReplicaLogs(t *testing.T, origin time.Time, api, replica []string) *harness.Run {
 	t.Helper()
 	dir := t.TempDir()
-	rn := &Run{origin: origin,
+	rn := &harness.Run{Origin: origin,
 		API:     &stack.Process{Name: "api", LogPath: filepath.Join(dir, "api.log")},
 		Replica: &stack.Process{Name: "api-2", LogPath: filepath.Join(dir, "api-2.log")}}
 	for path, lines := range map[string][]string{rn.API.LogPath: api, rn.Replica.LogPath: replica} {

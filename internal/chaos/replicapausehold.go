@@ -6,19 +6,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/jackc/pgx/v5"
 )
-
-// relayLease is the RELAY_LEASE the harness gives every API (relayEnv).
-const relayLease = 10 * time.Second
 
 // holdBeforeMark is how long our relay holds one acknowledged batch in ten before its
 // mark in replica-pause (fault-injection knob RELAY_FAULT_HOLD_BEFORE_MARK, reference
 // service only): past the lease, so that a late mark happens on purpose, whenever the
 // pauses catch the paused replica. The margin over the lease is more than
 // claimIdleMargin, so a relay whose claim outlives the lease is seen doing so.
-const holdBeforeMark = relayLease + 5*time.Second
+const holdBeforeMark = harness.RelayLease + 5*time.Second
 
 // claimIdleMargin is how far past RELAY_LEASE a transaction may stay idle after its claim
 // before the harness counts it as a claim that outlived its lease: the database ends a
@@ -68,7 +66,7 @@ func (w *idleClaims) watch(ctx context.Context, dbURL string) {
 			}
 			return
 		}
-		if waitUntil(ctx, time.Now().Add(claimPollInterval)) != nil {
+		if harness.WaitUntil(ctx, time.Now().Add(claimPollInterval)) != nil {
 			return
 		}
 	}
@@ -87,7 +85,7 @@ func (w *idleClaims) look(ctx context.Context, conn *pgx.Conn) error {
 	_, err = pgx.ForEachRow(rows, []any{&pid, &start, &idle}, func() error {
 		d := time.Duration(idle * float64(time.Second))
 		w.longest = max(w.longest, d)
-		if d > relayLease+claimIdleMargin {
+		if d > harness.RelayLease+claimIdleMargin {
 			w.pastLease[fmt.Sprintf("pid %d since %s", pid, start.Format(time.TimeOnly))] = d
 		}
 		return nil
@@ -124,11 +122,11 @@ func (w *idleClaims) checks() []verdict.Check {
 		past += fmt.Sprintf("; e.g. %s, idle %s", id, d.Round(100*time.Millisecond))
 		break
 	}
-	near := relayLease * 3 / 4
+	near := harness.RelayLease * 3 / 4
 	return []verdict.Check{
-		check(verdict.Validity, "a claiming transaction idle between its send and its mark for most of the lease (pg_stat_activity: idle in transaction after FOR UPDATE SKIP LOCKED)",
+		verdict.NewCheck(verdict.Validity, "a claiming transaction idle between its send and its mark for most of the lease (pg_stat_activity: idle in transaction after FOR UPDATE SKIP LOCKED)",
 			fmt.Sprintf(">= %s", near), longest, w.err == nil && w.longest >= near),
-		check(verdict.SLO, fmt.Sprintf("claiming transactions idle past RELAY_LEASE (%s, + %s) (pg_stat_activity)", relayLease, claimIdleMargin), "0",
+		verdict.NewCheck(verdict.SLO, fmt.Sprintf("claiming transactions idle past RELAY_LEASE (%s, + %s) (pg_stat_activity)", harness.RelayLease, claimIdleMargin), "0",
 			past, len(w.pastLease) == 0),
 	}
 }

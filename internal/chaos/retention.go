@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/jackc/pgx/v5"
@@ -40,7 +41,7 @@ func (s *shortRetention) env() []string {
 }
 
 // holdOutage holds kind for d, counting the published rows meanwhile.
-func (s *shortRetention) holdOutage(ctx context.Context, rn *Run, kind faults.Kind, d time.Duration) error {
+func (s *shortRetention) holdOutage(ctx context.Context, rn *harness.Run, kind faults.Kind, d time.Duration) error {
 	s.mu.Lock()
 	s.atStart, s.least, s.table, s.err = -1, -1, "", nil
 	s.mu.Unlock()
@@ -51,7 +52,7 @@ func (s *shortRetention) holdOutage(ctx context.Context, rn *Run, kind faults.Ki
 	// can be published.
 	go func() {
 		defer close(counted)
-		s.count(countCtx, rn.paymentsDB, time.Now().Add(d-500*time.Millisecond))
+		s.count(countCtx, rn.PaymentsDB, time.Now().Add(d-500*time.Millisecond))
 	}()
 	return rn.Faults.Hold(ctx, kind, d)
 }
@@ -88,7 +89,7 @@ func (s *shortRetention) count(ctx context.Context, dbURL string, until time.Tim
 			s.least = n
 		}
 		s.mu.Unlock()
-		if waitUntil(ctx, time.Now().Add(500*time.Millisecond)) != nil {
+		if harness.WaitUntil(ctx, time.Now().Add(500*time.Millisecond)) != nil {
 			return
 		}
 	}
@@ -119,7 +120,7 @@ func publishedCountSQL(ctx context.Context, conn *pgx.Conn) (query, table string
 // service the harness did not start cannot be given the retention, and a student's that
 // deleted nothing has no cleanup the contract's variables drive: the row is off for
 // them and says so, since neither is a fault of the service.
-func (s *shortRetention) check(rn *Run, outage time.Duration) verdict.Check {
+func (s *shortRetention) check(rn *harness.Run, outage time.Duration) verdict.Check {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	name := fmt.Sprintf("published rows deleted by the service's cleanup while Kafka was down (RELAY_RETENTION=%s, RELAY_CLEANUP_INTERVAL=%s, outage %s; counted at its start and during it)",
@@ -127,14 +128,14 @@ func (s *shortRetention) check(rn *Run, outage time.Duration) verdict.Check {
 	deleted := s.atStart - s.least
 	got := fmt.Sprintf("%d (%s: %d at the start, least %d)", deleted, s.table, s.atStart, s.least)
 	switch {
-	case rn.group == "":
-		return checkOff(verdict.Validity, name, "> 0", "the harness did not start this service, so it could not shorten its retention")
+	case rn.Group == "":
+		return verdict.OffCheck(verdict.Validity, name, "> 0", "the harness did not start this service, so it could not shorten its retention")
 	case s.err != nil:
-		return check(verdict.Validity, name, "> 0", "not counted: "+s.err.Error(), false)
-	case s.table == "" && rn.relayMode == "":
-		return checkOff(verdict.Validity, name, "> 0", "no outbox_published and no outbox_events.published_at: published rows not counted")
-	case deleted <= 0 && rn.relayMode == "":
-		return checkOff(verdict.Validity, name, "> 0", got+": the service deleted no published row, so it has no cleanup that RELAY_RETENTION and RELAY_CLEANUP_INTERVAL drive (optional tuning, docs/contract.md) and none was tested")
+		return verdict.NewCheck(verdict.Validity, name, "> 0", "not counted: "+s.err.Error(), false)
+	case s.table == "" && rn.RelayMode == "":
+		return verdict.OffCheck(verdict.Validity, name, "> 0", "no outbox_published and no outbox_events.published_at: published rows not counted")
+	case deleted <= 0 && rn.RelayMode == "":
+		return verdict.OffCheck(verdict.Validity, name, "> 0", got+": the service deleted no published row, so it has no cleanup that RELAY_RETENTION and RELAY_CLEANUP_INTERVAL drive (optional tuning, docs/contract.md) and none was tested")
 	}
-	return check(verdict.Validity, name, "> 0", got, s.atStart >= 0 && deleted > 0)
+	return verdict.NewCheck(verdict.Validity, name, "> 0", got, s.atStart >= 0 && deleted > 0)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
@@ -20,20 +21,20 @@ type rollingRestart struct{}
 // leave a cluster half-upgraded, and the next scenario expects every broker in sync. A
 // restart begun after the load is not what the run is about; the validity rows count
 // only those begun during it.
-func (rollingRestart) disrupt(ctx context.Context, rn *Run) error {
+func (rollingRestart) disrupt(ctx context.Context, rn *harness.Run) error {
 	ctx = context.WithoutCancel(ctx)
 	for node := int32(1); node <= devstack.ClusterNodes; node++ {
-		if err := rn.stopBroker(ctx, node); err != nil {
+		if err := stopBroker(ctx, rn, node); err != nil {
 			return err
 		}
-		if err := rn.startBroker(ctx, node, inSyncWait); err != nil {
+		if err := startBroker(ctx, rn, node, inSyncWait); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (rollingRestart) validity(r *verdict.Report, rn *Run) []verdict.Check {
+func (rollingRestart) validity(r *verdict.Report, rn *harness.Run) []verdict.Check {
 	ev := r.Cluster
 	stops := actions(ev, "SIGTERM")
 	var steps []string
@@ -48,14 +49,14 @@ func (rollingRestart) validity(r *verdict.Report, rn *Run) []verdict.Check {
 	}
 	during := 0
 	for _, s := range stops {
-		if s.AtS < rn.loadEndS {
+		if s.AtS < rn.LoadEndS {
 			during++
 		}
 	}
 	return []verdict.Check{
-		check(verdict.Validity, "brokers restarted one at a time (SIGTERM, start, back in sync before the next)", fmt.Sprintf("%d of %d", devstack.ClusterNodes, devstack.ClusterNodes), strings.Join(steps, "; "), oneAtATime),
-		check(verdict.Validity, "leader changes seen during the restarts (harness's metadata, DIRECT)", "> 0", len(ev.LeaderChanges), len(ev.LeaderChanges) > 0),
-		check(verdict.Validity, "brokers stopped while payments were arriving", fmt.Sprintf("%d of %d", devstack.ClusterNodes, devstack.ClusterNodes), fmt.Sprintf("%d (load ended at %.1fs)", during, rn.loadEndS), during == devstack.ClusterNodes),
-		check(verdict.SLO, "payments the API refused during the restarts", "0", fmt.Sprintf("%d (client retries: %d)", r.APIRejected, r.APIRetries), r.APIRejected == 0),
+		verdict.NewCheck(verdict.Validity, "brokers restarted one at a time (SIGTERM, start, back in sync before the next)", fmt.Sprintf("%d of %d", devstack.ClusterNodes, devstack.ClusterNodes), strings.Join(steps, "; "), oneAtATime),
+		verdict.NewCheck(verdict.Validity, "leader changes seen during the restarts (harness's metadata, DIRECT)", "> 0", len(ev.LeaderChanges), len(ev.LeaderChanges) > 0),
+		verdict.NewCheck(verdict.Validity, "brokers stopped while payments were arriving", fmt.Sprintf("%d of %d", devstack.ClusterNodes, devstack.ClusterNodes), fmt.Sprintf("%d (load ended at %.1fs)", during, rn.LoadEndS), during == devstack.ClusterNodes),
+		verdict.NewCheck(verdict.SLO, "payments the API refused during the restarts", "0", fmt.Sprintf("%d (client retries: %d)", r.APIRejected, r.APIRetries), r.APIRejected == 0),
 	}
 }

@@ -9,112 +9,21 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
-	"github.com/dscourse/payments-outbox/internal/chaos/load"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
-// A Scenario says what a chaos run breaks, when, and how to tell that it did.
-type Scenario struct {
-	Name        string
-	Description string
-	// DualWrite runs the API in the teaching dual-write mode (DUAL_WRITE=true).
-	DualWrite bool
-	// Cluster runs the scenario on the three-node cluster (cluster.go) instead of the
-	// single broker: its topic has three replicas and min.insync.replicas=2.
-	Cluster bool
-	// Replicas runs this many API processes on one database, each with its relay, and
-	// spreads the load over them; 0 or 1 is one. Only our API (the harness starts them).
-	Replicas int
-	// Span paces the load over this long; 0 sends everything at once.
-	Span time.Duration
-	// Bursts, with a Span, sends the load in this many bursts of parallel requests.
-	Bursts int
-	// Payments, when set, replaces Options.Payments: a scenario whose load must keep a
-	// steady rate for a given time (long-transaction) sends that many.
-	Payments int
-	// LargestEvery makes every LargestEvery-th payment the largest valid one
-	// (LoadConfig.LargestEvery); 0 makes none.
-	LargestEvery int
-	// MaxAttempts, when set, replaces the load's attempts per payment
-	// (LoadConfig.MaxAttempts, 10: about 24 s of backoff), for a fault that outlasts them.
-	MaxAttempts int
-	// LoadDelay is how long after the disruption starts the load is sent, so that the
-	// load meets a fault already in force.
-	LoadDelay time.Duration
-	// CopyEvery makes the harness publish one extra copy of every CopyEvery-th event
-	// straight to the topic (see TopicWatch), so that the consumer's dedup is tested
-	// whatever the relay does; 0 injects none.
-	CopyEvery int
-	// APIEnv is added to our API's environment, ConsumerEnv to every consumer's (the
-	// tuning the contract lists as optional), and ReferenceConsumerEnv to our
-	// consumer's only: knobs a student's consumer does not have.
-	APIEnv               []string
-	ConsumerEnv          []string
-	ReferenceConsumerEnv []string
-	// APITuning is added to every API's environment, ours and a student's: optional
-	// tuning the contract lists, such as a short retention of published rows.
-	APITuning []string
-	// APIThroughPostgresProxy sends our API's (and its relay's) database connections
-	// through the Toxiproxy proxy devstack.PostgresProxy, for Disrupt to break.
-	APIThroughPostgresProxy bool
-	// ConsumerThroughPostgresProxy sends the consumer's database connections, and only
-	// those, through the Toxiproxy proxy devstack.ConsumerPostgresProxy.
-	ConsumerThroughPostgresProxy bool
-	// Prepare, when set, runs before the services start and returns environment to add
-	// to our API's: for what only exists once the run does (a webhook's port, a token).
-	// It gets the ports of the native stack the run uses.
-	Prepare func(ports devstack.Ports) (apiEnv []string, err error)
-	// BeforeLoad, when set, runs after the warm-up and before the disruption starts:
-	// for a measurement the disruption depends on. It returns how many payments it
-	// committed, which the run counts with the warm-up's.
-	BeforeLoad func(ctx context.Context, rn *Run, verifier *verify.Verifier, report *verdict.Report) (payments int, err error)
-	// AfterLoad, when set, runs once the load has been sent and before the runner waits
-	// for the drain: for a step the drain depends on, such as replaying dead letters.
-	AfterLoad func(ctx context.Context, rn *Run) error
-	// Disrupt breaks things. It starts before the load and runs until ctx ends, which
-	// is after the verifier has seen the drain and the decisions; it must leave the
-	// services running when it returns (the runner checks).
-	Disrupt func(ctx context.Context, rn *Run) error
-	// FinishDisruption makes the runner wait, once the load has been sent, until
-	// Disrupt returns by itself before it waits for the drain: for a disruption that
-	// does a set number of things (kills) and must not be cut short by a service that
-	// drains fast. Disrupt must then return after its last step.
-	FinishDisruption bool
-	// Load, when set, replaces the load generator (load.Run) with the scenario's own, for
-	// a load that is itself the fault: the idempotency storm's keys sent by several
-	// clients at once. It gets the load.Config load.Run would have got.
-	Load func(ctx context.Context, rn *Run, cfg load.Config) (load.Result, error)
-	// Validity lists the checks proving the disruption happened, and any SLO rows of
-	// the scenario's own (every row is judged by its kind).
-	Validity func(r *verdict.Report, rn *Run) []verdict.Check
-	// Foreign, when set, are the records Disrupt writes to the topic itself, as another
-	// producer would: the verifier leaves them out (see ReadTopicExcept).
-	Foreign *verify.ForeignRecords
-}
-
-// relayEnv makes the relay's timeouts short enough for the fault windows to outlast
-// them, since a window shorter than the producer's timeouts only delays bytes and
-// produces no failure:
-// a publish attempt gives up after 3 s, a paused relay's lease (a crashed one's, for a
-// relay that leases rows in columns) expires after 10 s, and
-// the relay-wide backoff after an outage never exceeds 2 s.
-var relayEnv = []string{
-	"RELAY_PUBLISH_TIMEOUT=3s",
-	"RELAY_LEASE=" + relayLease.String(),
-	"RELAY_OUTAGE_BACKOFF_MAX=2s",
-}
-
 // Scenarios returns every scenario by name. short shrinks the windows for the CI test.
 // Each call makes new values: a scenario's faults keep what they saw during a run, so a
 // caller takes a fresh one for every run (one per relay mode, one per mutant).
-func Scenarios(short bool) map[string]Scenario {
+func Scenarios(short bool) map[string]harness.Scenario {
 	cycle := faults.DutyCycle{Faulty: 9 * time.Second, Clean: 9 * time.Second}
 	if short {
 		// Still longer than the relay's 3 s publish deadline. A burst lands 1 s into its
 		// window, and a payment counts as held back only if it was accepted 2 s before the
-		// window's end (healthyPublishS): 6 s leave its requests 3 s. 5 s are too few on
+		// window's end (HealthyPublishS): 6 s leave its requests 3 s. 5 s are too few on
 		// a busy machine: with the API's p90 at 2 s (the race detector, other loads), every
 		// payment of the proxy-down burst is accepted too late to count, and the run is
 		// INVALID.
@@ -125,7 +34,7 @@ func Scenarios(short bool) map[string]Scenario {
 	// event. So the payments go in three bursts of parallel requests, one cycle apart:
 	// the load starts one second into the first faulty window, so each burst lands one
 	// second into a faulty window of another kind (acks lost, requests dropped, proxy
-	// down), and the run proves per kind that the fault bit (faultChecks): the events
+	// down), and the run proves per kind that the fault bit (FaultChecks): the events
 	// of a requests-dropped or proxy-down window reach the topic only after it, those
 	// of a lost-acks window during it. A burst also makes the relay's first batch in a
 	// lost-acks window large: that batch is the one the broker writes without
@@ -135,8 +44,8 @@ func Scenarios(short bool) map[string]Scenario {
 	// The crash scenarios kill at random points (see crashes.go). The relay is killed
 	// 3.5 s on average into a lost-acks window: past the relay's 3 s publish deadline,
 	// so it has claimed, sent and retried a batch the broker wrote.
-	relayKills := relayCrashes{Kills: 6, AcksLost: [2]time.Duration{2 * time.Second, 5 * time.Second}, Clean: [2]time.Duration{time.Second, 3 * time.Second}, Watch: 1500 * time.Millisecond}
-	consumerKills := consumerCrashes{Arm: [2]time.Duration{0, time.Second}, Watch: 3 * time.Second}
+	relayKills := relayCrashes{Kills: 6, AcksLost: [2]time.Duration{2 * time.Second, 5 * time.Second}, Clean: [2]time.Duration{time.Second, 3 * time.Second}, Watch: 1500 * time.Millisecond, tally: &crashTally{}}
+	consumerKills := consumerCrashes{Arm: [2]time.Duration{0, time.Second}, Watch: 3 * time.Second, tally: &crashTally{}}
 	if short {
 		relayKills.Kills = 4
 	}
@@ -144,9 +53,9 @@ func Scenarios(short bool) map[string]Scenario {
 	// One event in five gets an extra copy from the harness: about 20 copies in a run
 	// of 100 payments, 5 in the short run of 20.
 	const copyEvery = 5
-	faultsBit := func(r *verdict.Report, _ *Run) []verdict.Check {
-		checks := append(faultChecks(r, faults.DropAcks, faults.DropRequests, faults.ProxyDown), probeCheck(r))
-		return append(checks, injectedCheck(r), orderInFlightCheck(r))
+	faultsBit := func(r *verdict.Report, _ *harness.Run) []verdict.Check {
+		checks := append(harness.FaultChecks(r, faults.DropAcks, faults.DropRequests, faults.ProxyDown), harness.ProbeCheck(r))
+		return append(checks, harness.InjectedCheck(r), harness.OrderInFlightCheck(r))
 	}
 	skew := &clockSkew{Skew: 10 * time.Minute, Window: 30 * time.Second}
 	if short {
@@ -171,7 +80,7 @@ func Scenarios(short bool) map[string]Scenario {
 	}
 	// A pause catches the paused relay between its send and its mark only when it, not
 	// the other replica, held the rows seen held: about one pause in two, so three of them.
-	pause := replicaPause{Pauses: 3, Pause: 14 * time.Second, Alone: 3 * time.Second, Gap: [2]time.Duration{time.Second, 3 * time.Second}, Claims: &idleClaims{}}
+	pause := replicaPause{Pauses: 3, Pause: 14 * time.Second, Alone: 3 * time.Second, Gap: [2]time.Duration{time.Second, 3 * time.Second}, Claims: &idleClaims{}, late: &lateRows{}}
 	pauseSpan := 60 * time.Second
 	hostile := &hostileRecords{Foreign: &verify.ForeignRecords{}, For: 13 * time.Second, Every: 500 * time.Millisecond}
 	// The cluster scenarios (cluster.go). A broker takes 5 to 30 s to start on a small,
@@ -194,7 +103,7 @@ func Scenarios(short bool) map[string]Scenario {
 	// cleanup runs some 60 times while nothing can be published.
 	const outage = 60 * time.Second
 	retention := &shortRetention{Retention: 5 * time.Second, Interval: time.Second}
-	return map[string]Scenario{
+	return map[string]harness.Scenario{
 		"default": {
 			Name:        "default",
 			Description: "the course's scenario: Kafka unavailable to the relay about half of the time (acks lost, requests dropped, proxy down in turn) while 100 payments arrive in three bursts of parallel requests, one per kind of fault, and the relay drains",
@@ -202,7 +111,7 @@ func Scenarios(short bool) map[string]Scenario {
 			Bursts:      bursts,
 			LoadDelay:   time.Second,
 			CopyEvery:   copyEvery,
-			Disrupt:     func(ctx context.Context, rn *Run) error { return rn.Faults.Cycle(ctx, cycle) },
+			Disrupt:     func(ctx context.Context, rn *harness.Run) error { return rn.Faults.Cycle(ctx, cycle) },
 			Validity:    faultsBit,
 		},
 		"dual-write": {
@@ -213,9 +122,9 @@ func Scenarios(short bool) map[string]Scenario {
 			Bursts:      bursts,
 			LoadDelay:   time.Second,
 			CopyEvery:   copyEvery,
-			Disrupt:     func(ctx context.Context, rn *Run) error { return rn.Faults.Cycle(ctx, cycle) },
-			Validity: func(r *verdict.Report, _ *Run) []verdict.Check {
-				return []verdict.Check{heldBackCheck(r), probeCheck(r), injectedCheck(r)}
+			Disrupt:     func(ctx context.Context, rn *harness.Run) error { return rn.Faults.Cycle(ctx, cycle) },
+			Validity: func(r *verdict.Report, _ *harness.Run) []verdict.Check {
+				return []verdict.Check{harness.HeldBackCheck(r), harness.ProbeCheck(r), harness.InjectedCheck(r)}
 			},
 		},
 		"kafka-down": {
@@ -226,17 +135,17 @@ func Scenarios(short bool) map[string]Scenario {
 			LoadDelay: -5 * time.Second, // the load starts first; the outage 5 s into it
 			CopyEvery: copyEvery,
 			APITuning: retention.env(),
-			Disrupt: func(ctx context.Context, rn *Run) error {
+			Disrupt: func(ctx context.Context, rn *harness.Run) error {
 				return retention.holdOutage(ctx, rn, faults.ProxyDown, outage)
 			},
-			Validity: func(r *verdict.Report, rn *Run) []verdict.Check {
-				overlap := len(r.FaultWindows) > 0 && r.FaultWindows[0].StartS < rn.loadEndS
-				checks := append(faultChecks(r, faults.ProxyDown), probeCheck(r))
+			Validity: func(r *verdict.Report, rn *harness.Run) []verdict.Check {
+				overlap := len(r.FaultWindows) > 0 && r.FaultWindows[0].StartS < rn.LoadEndS
+				checks := append(harness.FaultChecks(r, faults.ProxyDown), harness.ProbeCheck(r))
 				return append(checks,
-					check(verdict.Validity, "outage began during the load", "true", overlap, overlap),
+					verdict.NewCheck(verdict.Validity, "outage began during the load", "true", overlap, overlap),
 					retention.check(rn, outage),
-					injectedCheck(r),
-					orderInFlightCheck(r),
+					harness.InjectedCheck(r),
+					harness.OrderInFlightCheck(r),
 				)
 			},
 		},
@@ -245,11 +154,11 @@ func Scenarios(short bool) map[string]Scenario {
 			Description: "the API (and its relay) SIGKILLed at random points of lost-acks windows, " + fmt.Sprint(relayKills.Kills) + " times (each time preferably while the harness has it frozen with a payment committed before its outbox row), and restarted on the same database each time; the rows its dead relay had sent are published again, and the consumer must absorb the copies",
 			Span:        20 * time.Second,
 			LoadDelay:   time.Second,
-			Disrupt:     func(ctx context.Context, rn *Run) error { return crashRelay(ctx, rn, relayKills) },
+			Disrupt:     func(ctx context.Context, rn *harness.Run) error { return crashRelay(ctx, rn, relayKills) },
 			// A relay that drains in seconds would end the run before the sixth kill.
 			FinishDisruption: true,
-			Validity: func(r *verdict.Report, rn *Run) []verdict.Check {
-				c := rn.Crashes()
+			Validity: func(r *verdict.Report, rn *harness.Run) []verdict.Check {
+				c := relayKills.tally.read()
 				held := "with rows leased"
 				if r.RelayMode == verdict.RelayModeCDC {
 					held = "with outbox rows pending (the CDC relay leases none; they are its unconfirmed events)"
@@ -259,9 +168,9 @@ func Scenarios(short bool) map[string]Scenario {
 					inFlight = "leases not observable"
 				}
 				return []verdict.Check{
-					check(verdict.Validity, "API SIGKILLed and restarted by the harness", fmt.Sprintf(">= %d kills", relayKills.Kills), fmt.Sprintf("%d kills (%s)", c.APIKills, inFlight), c.APIKills >= relayKills.Kills),
-					check(verdict.Validity, "copies of one event id in the topic (kills during lost acks)", "> 0", r.DuplicatesDelivered, r.DuplicatesDelivered > 0),
-					orderInFlightCheck(r),
+					verdict.NewCheck(verdict.Validity, "API SIGKILLed and restarted by the harness", fmt.Sprintf(">= %d kills", relayKills.Kills), fmt.Sprintf("%d kills (%s)", c.APIKills, inFlight), c.APIKills >= relayKills.Kills),
+					verdict.NewCheck(verdict.Validity, "copies of one event id in the topic (kills during lost acks)", "> 0", r.DuplicatesDelivered, r.DuplicatesDelivered > 0),
+					harness.OrderInFlightCheck(r),
 				}
 			},
 		},
@@ -283,14 +192,14 @@ func Scenarios(short bool) map[string]Scenario {
 			// 4 times, and their 6 s each leave the harness room for 1 kill of its own
 			// (INVALID).
 			ReferenceConsumerEnv: []string{"ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB=0.02"},
-			Disrupt:              func(ctx context.Context, rn *Run) error { return crashConsumer(ctx, rn, consumerKills) },
-			Validity: func(r *verdict.Report, rn *Run) []verdict.Check {
-				c := rn.Crashes()
+			Disrupt:              func(ctx context.Context, rn *harness.Run) error { return crashConsumer(ctx, rn, consumerKills) },
+			Validity: func(r *verdict.Report, rn *harness.Run) []verdict.Check {
+				c := consumerKills.tally.read()
 				return []verdict.Check{
-					check(verdict.Validity, "consumer SIGKILLed and restarted by the harness", ">= 2 kills",
+					verdict.NewCheck(verdict.Validity, "consumer SIGKILLed and restarted by the harness", ">= 2 kills",
 						fmt.Sprintf("%d kills (%d caught between two of its commits); self-crash knob (reference service only): %d", c.ConsumerKills, c.ConsumerKillsCaught, c.ConsumerSelfCrashes),
 						c.ConsumerKills >= 2),
-					check(verdict.Validity, "decided records redelivered after a death (topic offsets re-read)", "> 0",
+					verdict.NewCheck(verdict.Validity, "decided records redelivered after a death (topic offsets re-read)", "> 0",
 						fmt.Sprintf("%d records after %d of %d deaths; consumer's own count (processed_events): %d", c.Redelivered, c.DeathsRedelivering, c.ConsumerKills+c.ConsumerSelfCrashes, r.ConsumerDuplicates),
 						c.Redelivered > 0),
 				}
@@ -301,17 +210,17 @@ func Scenarios(short bool) map[string]Scenario {
 			Description: "PostgreSQL restarted (fast shutdown) during a load paced over 20 s; the API answers 503 and the clients retry with the same Idempotency-Key",
 			Span:        20 * time.Second,
 			LoadDelay:   -6 * time.Second,
-			Disrupt: func(ctx context.Context, rn *Run) error {
-				rn.disrupted("PostgreSQL restart begins", "")
+			Disrupt: func(ctx context.Context, rn *harness.Run) error {
+				rn.Disrupted("PostgreSQL restart begins", "")
 				if err := rn.Stack.RestartPostgres(ctx); err != nil {
 					return err
 				}
-				rn.disrupted("PostgreSQL restart done", "")
+				rn.Disrupted("PostgreSQL restart done", "")
 				return nil
 			},
 			CopyEvery: copyEvery,
-			Validity: func(r *verdict.Report, _ *Run) []verdict.Check {
-				return []verdict.Check{postgresRestartCheck(r), injectedCheck(r)}
+			Validity: func(r *verdict.Report, _ *harness.Run) []verdict.Check {
+				return []verdict.Check{harness.PostgresRestartCheck(r), harness.InjectedCheck(r)}
 			},
 		},
 		"replica-pause": {
@@ -320,7 +229,7 @@ func Scenarios(short bool) map[string]Scenario {
 				", one replica is SIGSTOPped " + fmt.Sprint(pause.Pauses) + " times while rows are leased, for " + pause.Pause.String() + " (past RELAY_LEASE), while the other takes its rows over; then it resumes alone for " + pause.Alone.String() +
 				" with the other frozen: its late outcomes must change nothing (fencing), copies are allowed, and each payment's order must hold; " +
 				"our relay also holds one acknowledged batch in ten for " + holdBeforeMark.String() + " before its mark (fault-injection knob RELAY_FAULT_HOLD_BEFORE_MARK, reference service only), so that late marks happen whatever the pauses catch, and no claiming transaction may stay idle past the lease; " +
-				"with the CDC relay, which leases nothing, the replica paused is the one streaming from the replication slot, past wal_sender_timeout (" + cdcWalSenderTimeout.String() + "), and the other must take the slot over",
+				"with the CDC relay, which leases nothing, the replica paused is the one streaming from the replication slot, past wal_sender_timeout (" + harness.CDCWalSenderTimeout.String() + "), and the other must take the slot over",
 			Replicas:  2,
 			APIEnv:    pause.env(),
 			Span:      pauseSpan,
@@ -366,7 +275,6 @@ func Scenarios(short bool) map[string]Scenario {
 			// the slow answers around it: the default 10 attempts (about 24 s of backoff)
 			// ran out for one payment of a full run, with every answer a correct 503.
 			MaxAttempts: 20,
-			Prepare:     pg.prepare,
 			Disrupt:     pg.disrupt,
 			Validity:    pg.validity,
 		},
@@ -377,7 +285,6 @@ func Scenarios(short bool) map[string]Scenario {
 			Span:                    refusedSpan,
 			LoadDelay:               -2 * time.Second, // the load starts first
 			APIThroughPostgresProxy: true,
-			Prepare:                 refused.prepare,
 			Disrupt:                 refused.disrupt,
 			Validity:                refused.validity,
 		},
@@ -390,7 +297,6 @@ func Scenarios(short bool) map[string]Scenario {
 			Span:                    stormSpan,
 			LoadDelay:               -time.Second, // the load starts first; the first kill comes during it
 			APIThroughPostgresProxy: true,
-			Prepare:                 storm.prepare,
 			Load:                    storm.load,
 			Disrupt:                 storm.disrupt,
 			FinishDisruption:        true,
@@ -405,7 +311,6 @@ func Scenarios(short bool) map[string]Scenario {
 			LoadDelay:                    -3 * time.Second, // the load starts first
 			CopyEvery:                    copyEvery,
 			ConsumerThroughPostgresProxy: true,
-			Prepare:                      consumerDB.prepare,
 			Disrupt:                      consumerDB.disrupt,
 			Validity:                     consumerDB.validity,
 		},
@@ -464,12 +369,12 @@ const DefaultLongTransactionHold = 2 * time.Minute
 // LongTransaction is the long-transaction scenario with the snapshot held for hold (0:
 // DefaultLongTransactionHold, or 20 s when short). Its load is its own, a steady rate
 // over the three phases, and replaces Options.Payments.
-func LongTransaction(short bool, hold time.Duration) Scenario {
+func LongTransaction(short bool, hold time.Duration) harness.Scenario {
 	lt := &longTransaction{Rate: 10, Before: 30 * time.Second, Hold: cmp.Or(hold, DefaultLongTransactionHold), After: 30 * time.Second}
 	if short {
 		lt = &longTransaction{Rate: 5, Before: 10 * time.Second, Hold: cmp.Or(hold, 20*time.Second), After: 10 * time.Second}
 	}
-	return Scenario{
+	return harness.Scenario{
 		Name: "long-transaction",
 		Description: fmt.Sprintf("payments at a steady %.0f/s for %s; %s into the load a session opens a REPEATABLE READ transaction, reads the outbox and stays idle in transaction for %s, so that no dead row version can be removed; "+
 			"the relay's throughput and 201-to-topic latency before, during and after, and the outbox table's dead tuples and size, are measured; the relay must keep up with the incoming rate in every phase",

@@ -9,9 +9,10 @@ import (
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
-	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
 // An idempotencyStorm is the idempotency-storm scenario: every Idempotency-Key is sent
@@ -47,20 +48,11 @@ const stormLatencyToxic = "chaos_pg_storm_latency"
 
 // load forgets an earlier run's kills and sends the storm (load.Storm.Run, which
 // forgets its earlier keys and answers).
-func (s *idempotencyStorm) load(ctx context.Context, _ *Run, cfg load.Config) (load.Result, error) {
+func (s *idempotencyStorm) load(ctx context.Context, _ *harness.Run, cfg load.Config) (load.Result, error) {
 	s.mu.Lock()
 	s.kills = nil
 	s.mu.Unlock()
 	return s.Storm.Run(ctx, cfg)
-}
-
-// prepare leaves the PostgreSQL proxy clean before the API connects through it.
-func (s *idempotencyStorm) prepare(ports devstack.Ports) ([]string, error) {
-	proxy, err := postgresProxy(ports)
-	if err != nil {
-		return nil, err
-	}
-	return nil, cleanProxy(proxy)
 }
 
 // disrupt slows the API's statements by Latency, then kills the API Kills times while
@@ -68,8 +60,8 @@ func (s *idempotencyStorm) prepare(ports devstack.Ports) ([]string, error) {
 // restarts it each time. It returns after the last restart (FinishDisruption), or
 // when the load has ended with kills still due: the validity row then says how many
 // landed.
-func (s *idempotencyStorm) disrupt(ctx context.Context, rn *Run) error {
-	proxy, err := postgresProxy(rn.ports)
+func (s *idempotencyStorm) disrupt(ctx context.Context, rn *harness.Run) error {
+	proxy, err := faults.PostgresProxy(rn.Ports)
 	if err != nil {
 		return err
 	}
@@ -77,9 +69,9 @@ func (s *idempotencyStorm) disrupt(ctx context.Context, rn *Run) error {
 		return fmt.Errorf("add latency to %s: %w", proxy.Name, err)
 	}
 	// The run's end resets every proxy; the drain is faster without the latency.
-	defer func() { _ = cleanProxy(proxy) }()
+	defer func() { _ = faults.CleanProxy(proxy) }()
 	for range s.Kills {
-		if err := waitUntil(ctx, time.Now().Add(between(s.Gap))); err != nil {
+		if err := harness.WaitUntil(ctx, time.Now().Add(harness.Between(s.Gap))); err != nil {
 			return nil
 		}
 		inFlight, err := s.untilInFlight(ctx, rn)
@@ -93,24 +85,24 @@ func (s *idempotencyStorm) disrupt(ctx context.Context, rn *Run) error {
 		s.kills = append(s.kills, inFlight)
 		n := len(s.kills)
 		s.mu.Unlock()
-		rn.disrupted("SIGKILL api", fmt.Sprintf("kill %d of %d, %d keyed attempts in flight", n, s.Kills, inFlight))
+		rn.Disrupted("SIGKILL api", fmt.Sprintf("kill %d of %d, %d keyed attempts in flight", n, s.Kills, inFlight))
 		if err := rn.StartAPI(ctx); err != nil {
 			if errors.Is(err, context.Canceled) {
 				return nil
 			}
 			return err
 		}
-		rn.disrupted("api restarted", "")
+		rn.Disrupted("api restarted", "")
 	}
 	return nil
 }
 
 // untilInFlight waits, while the load is sent, for an attempt in flight and returns how
 // many are; 0 when the load ended first.
-func (s *idempotencyStorm) untilInFlight(ctx context.Context, rn *Run) (int64, error) {
+func (s *idempotencyStorm) untilInFlight(ctx context.Context, rn *harness.Run) (int64, error) {
 	ticks := time.NewTicker(time.Millisecond)
 	defer ticks.Stop()
-	for rn.loading() {
+	for rn.Loading() {
 		if n := s.InFlight(); n > 0 {
 			return n, nil
 		}
@@ -126,14 +118,14 @@ func (s *idempotencyStorm) untilInFlight(ctx context.Context, rn *Run) (int64, e
 // validity: the kills landed with keyed requests in flight, and the clients' timeouts
 // bit (attempts given up on and retried with the same key); then the storm's SLO rows,
 // read from outside the service.
-func (s *idempotencyStorm) validity(r *verdict.Report, rn *Run) []verdict.Check {
+func (s *idempotencyStorm) validity(r *verdict.Report, rn *harness.Run) []verdict.Check {
 	s.mu.Lock()
 	kills := append([]int64(nil), s.kills...)
 	s.mu.Unlock()
 	keys, answers := s.Seen()
 	r.Storm = &verdict.StormReport{Answers: answers, Kills: kills}
 	checks := s.validityRows(kills, answers, len(keys))
-	outside, err := readStormOutcome(context.Background(), rn.paymentsDB, rn.brokers, rn.topic, r.Schema.PaymentLifecycle)
+	outside, err := readStormOutcome(context.Background(), rn.PaymentsDB, rn.Brokers, rn.Topic, r.Schema.PaymentLifecycle)
 	if err != nil {
 		r.Notes = append(r.Notes, "idempotency storm: "+err.Error())
 	}
@@ -176,9 +168,9 @@ func (s *idempotencyStorm) validityRows(kills []int64, answers load.StormAnswers
 		}
 	}
 	return []verdict.Check{
-		check(verdict.Validity, "API SIGKILLed and restarted with keyed requests in flight (seen from the clients)", fmt.Sprintf(">= %d kills", s.Kills),
+		verdict.NewCheck(verdict.Validity, "API SIGKILLed and restarted with keyed requests in flight (seen from the clients)", fmt.Sprintf(">= %d kills", s.Kills),
 			fmt.Sprintf("%d kills (attempts in flight at each: %v)", landed, kills), landed >= s.Kills),
-		check(verdict.Validity, "attempts timed out by the client (before the API's 5 s budget) and retried with the same key", "> 0",
+		verdict.NewCheck(verdict.Validity, "attempts timed out by the client (before the API's 5 s budget) and retried with the same key", "> 0",
 			fmt.Sprintf("%d timed out, %d connection errors, of %d attempts at %d keys sent by %d clients at once", answers.Timeouts, answers.ConnErrors, answers.Attempts, keys, s.Copies),
 			answers.Timeouts > 0),
 	}

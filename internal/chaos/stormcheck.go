@@ -202,8 +202,8 @@ func stormChecks(s *verdict.StormReport, readErr error) []verdict.Check {
 		answers += "; first: " + strings.Join(a.FirstWrong, ", ")
 	}
 	return []verdict.Check{
-		check(verdict.SLO, StormOneRow, "0", one, readErr == nil && o.Keys > 0 && o.NotOne+o.NotOneEvent == 0),
-		check(verdict.SLO, StormSplitRow, "0", split, o.Split == 0),
-		check(verdict.SLO, StormAnswersRow, "0", answers, a.Wrong == 0),
+		verdict.NewCheck(verdict.SLO, StormOneRow, "0", one, readErr == nil && o.Keys > 0 && o.NotOne+o.NotOneEvent == 0),
+		verdict.NewCheck(verdict.SLO, StormSplitRow, "0", split, o.Split == 0),
+		verdict.NewCheck(verdict.SLO, StormAnswersRow, "0", answers, a.Wrong == 0),
 	}
 }

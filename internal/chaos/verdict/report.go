@@ -193,6 +193,17 @@ type Check struct {
 	Off bool `json:"off,omitempty"`
 }
 
+// NewCheck builds a Check, with got formatted as fmt.Sprint does: it keeps the rows of
+// a scenario one call each.
+func NewCheck(kind CheckKind, name, want string, got any, ok bool) Check {
+	return Check{Kind: kind, Name: name, Want: want, Got: fmt.Sprint(got), OK: ok}
+}
+
+// OffCheck builds a Check that could not be made, and says why in Got.
+func OffCheck(kind CheckKind, name, want, why string) Check {
+	return Check{Kind: kind, Name: name, Want: want, Got: "off: " + why, OK: true, Off: true}
+}
+
 // The verdicts.
 const (
 	// Pass: every fault bit and every SLO and contract check held.
@@ -338,7 +349,7 @@ func PrintComparison(w io.Writer, outbox, dualWrite *Report) {
 	fmt.Fprintln(w, strings.Repeat("-", 60))
 }
 
-// The values of Report.RelayMode and of chaos.Options.RelayMode: the relay our API
+// The values of Report.RelayMode and of harness.Options.RelayMode: the relay our API
 // runs (RELAY_MODE, cmd/api).
 const (
 	RelayModePoll = "poll"

@@ -1,4 +1,4 @@
-package chaos
+package harness
 
 import (
 	"cmp"
@@ -150,7 +150,7 @@ func RunScenario(ctx context.Context, opts Options, native *stack.Native, sc Sce
 	if err != nil {
 		return nil, err
 	}
-	verifier, err := verify.New(ctx, verify.Config{PaymentsDB: rn.paymentsDB, ConsumerDB: rn.consumerDB, Brokers: rn.brokers, KafkaOpts: rn.kafkaOpts, Topic: report.Topic, Foreign: sc.Foreign})
+	verifier, err := verify.New(ctx, verify.Config{PaymentsDB: rn.PaymentsDB, ConsumerDB: rn.ConsumerDB, Brokers: rn.Brokers, KafkaOpts: rn.KafkaOpts, Topic: report.Topic, Foreign: sc.Foreign})
 	if err != nil {
 		return nil, err
 	}
@@ -212,6 +212,9 @@ func setUp(ctx context.Context, opts Options, native *stack.Native, sc Scenario,
 	if err := toxics.Reset(); err != nil {
 		return nil, err
 	}
+	if err := ensurePostgresProxies(opts.Ports, sc); err != nil {
+		return nil, err
+	}
 	var rn *Run
 	if opts.Target != nil {
 		rn, err = targetRun(opts, sc, report)
@@ -221,13 +224,31 @@ func setUp(ctx context.Context, opts Options, native *stack.Native, sc Scenario,
 	if err != nil {
 		return rn, err
 	}
-	rn.Stack, rn.Faults, rn.logger, rn.origin, rn.dualWrite = native, toxics, logger, origin, sc.DualWrite
-	toxics.CountFailures(rn.failedPublishAttempts)
+	rn.Stack, rn.Faults, rn.Logger, rn.Origin, rn.dualWrite = native, toxics, logger, origin, sc.DualWrite
+	toxics.CountFailures(rn.FailedPublishAttempts)
 	if sc.Cluster {
 		// ctx is the set-up's budget; the watch outlives it, until stopServices stops it.
-		rn.cluster, err = faults.StartClusterWatch(context.WithoutCancel(ctx), rn.brokers, rn.topic, rn.group, origin, logger)
+		rn.Cluster, err = faults.StartClusterWatch(context.WithoutCancel(ctx), rn.Brokers, rn.Topic, rn.Group, origin, logger)
 	}
 	return rn, err
+}
+
+// ensurePostgresProxies creates the Toxiproxy proxies in front of PostgreSQL that the
+// scenario sends our services through (Scenario.APIThroughPostgresProxy,
+// ConsumerThroughPostgresProxy) when the stack was started before they existed; Reset
+// has left every existing one clean.
+func ensurePostgresProxies(ports devstack.Ports, sc Scenario) error {
+	if sc.APIThroughPostgresProxy {
+		if _, err := faults.PostgresProxy(ports); err != nil {
+			return err
+		}
+	}
+	if sc.ConsumerThroughPostgresProxy {
+		if _, err := faults.ConsumerPostgresProxy(ports); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // warmUpPayments is how many payments the warm-up sends, one after another. A Kafka
@@ -253,7 +274,7 @@ const warmUpPayments = 8
 func warmUp(ctx context.Context, rn *Run, verifier *verify.Verifier, report *verdict.Report) error {
 	for i := range warmUpPayments {
 		runID := fmt.Sprintf("%s-warmup-%d", report.RunID, i)
-		warm, err := load.Run(ctx, load.Config{BaseURL: rn.API.BaseURL, RunID: runID, Payments: 1, APIKey: rn.apiKey})
+		warm, err := load.Run(ctx, load.Config{BaseURL: rn.API.BaseURL, RunID: runID, Payments: 1, APIKey: rn.APIKey})
 		if err != nil || warm.Accepted != 1 {
 			return fmt.Errorf("warm-up payment not accepted (%v): %w", warm.RejectReasons, err)
 		}
@@ -271,7 +292,7 @@ func warmUp(ctx context.Context, rn *Run, verifier *verify.Verifier, report *ver
 // captureWorks captures the payment id and reports whether the service answered 200;
 // when it did not, a note says what it answered.
 func captureWorks(ctx context.Context, rn *Run, id, runID string, report *verdict.Report) bool {
-	client := load.NewAPIClient(10*time.Second, rn.apiKey)
+	client := load.NewAPIClient(10*time.Second, rn.APIKey)
 	defer client.CloseIdleConnections()
 	url := strings.TrimRight(rn.API.BaseURL, "/") + "/payments/" + id + "/capture"
 	status, _, reason, _ := load.PostTransition(ctx, client, url, runID+"-capture", "")
@@ -286,7 +307,7 @@ func captureWorks(ctx context.Context, rn *Run, id, runID string, report *verdic
 // the faults. A drain that never came is a note in the report, not an error: the checks
 // will say what it left behind.
 func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run, verifier *verify.Verifier, report *verdict.Report) (load.Result, verify.Observed, error) {
-	watch, err := faults.StartTopicWatch(ctx, faults.WatchConfig{Brokers: rn.brokers, KafkaOpts: rn.kafkaOpts, Topic: report.Topic, CopyEvery: sc.CopyEvery, Origin: rn.origin, Logger: rn.logger})
+	watch, err := faults.StartTopicWatch(ctx, faults.WatchConfig{Brokers: rn.Brokers, KafkaOpts: rn.KafkaOpts, Topic: report.Topic, CopyEvery: sc.CopyEvery, Origin: rn.Origin, Logger: rn.Logger})
 	if err != nil {
 		return load.Result{}, verify.Observed{}, err
 	}
@@ -299,17 +320,17 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 	// disruption, so its last samples show the run settled.
 	defer func() { report.Timeline = sampler.Stop() }()
 	// Closed when the load has been sent; set before the disruption starts, so that
-	// its goroutine can read it (Run.loading).
+	// its goroutine can read it (Run.Loading).
 	loadDone := make(chan struct{})
 	rn.loadDone = loadDone
 	closeLoadDone := sync.OnceFunc(func() { close(loadDone) })
 	defer closeLoadDone()
 	stopDisruption, disruptionDone := startDisruption(ctx, sc, rn)
 	defer stopDisruption()
-	if err := waitUntil(ctx, time.Now().Add(sc.LoadDelay)); err != nil {
+	if err := WaitUntil(ctx, time.Now().Add(sc.LoadDelay)); err != nil {
 		return load.Result{}, verify.Observed{}, err
 	}
-	rn.logger.Info("sending payments", slog.Int("payments", opts.Payments), slog.Duration("span", sc.Span), slog.Int("bursts", sc.Bursts))
+	rn.Logger.Info("sending payments", slog.Int("payments", opts.Payments), slog.Duration("span", sc.Span), slog.Int("bursts", sc.Bursts))
 	urls := rn.apiURLs()
 	// The dual-write handler ignores Idempotency-Key on purpose (its lesson is the lost
 	// event), so the dual-write run sends no key from several clients at once.
@@ -321,14 +342,14 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 	if sc.Load != nil {
 		send = sc.Load
 	}
-	res, err := send(ctx, rn, load.Config{BaseURL: urls[0], Replicas: urls[1:], RunID: report.RunID, APIKey: rn.apiKey, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts,
+	res, err := send(ctx, rn, load.Config{BaseURL: urls[0], Replicas: urls[1:], RunID: report.RunID, APIKey: rn.APIKey, Payments: opts.Payments, Span: sc.Span, Bursts: sc.Bursts,
 		LargestEvery: sc.LargestEvery, MaxAttempts: sc.MaxAttempts, Lifecycle: report.LifecycleLoad, SameKeyEvery: sameKey})
 	closeLoadDone()
 	if err != nil {
 		return load.Result{}, verify.Observed{}, fmt.Errorf("run load: %w", err)
 	}
-	rn.loadEndS = res.Ended.Sub(rn.origin).Seconds()
-	rn.logger.Info("load done", slog.Int("accepted", res.Accepted), slog.Int("rejected", res.Rejected), slog.Int("retries", res.Retries))
+	rn.LoadEndS = res.Ended.Sub(rn.Origin).Seconds()
+	rn.Logger.Info("load done", slog.Int("accepted", res.Accepted), slog.Int("rejected", res.Rejected), slog.Int("retries", res.Retries))
 	if sc.AfterLoad != nil {
 		// A failed step is a note: the scenario's own rows say what it left undone.
 		if err := sc.AfterLoad(ctx, rn); err != nil {
@@ -337,7 +358,7 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 	}
 
 	if sc.FinishDisruption {
-		rn.logger.Info("waiting for the disruption's last step")
+		rn.Logger.Info("waiting for the disruption's last step")
 		select {
 		case <-disruptionDone:
 		case <-ctx.Done():
@@ -348,7 +369,7 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 	if err != nil {
 		report.Notes = append(report.Notes, err.Error())
 	}
-	rn.logger.Info("drain done", slog.Float64("drain_seconds", report.DrainSeconds))
+	rn.Logger.Info("drain done", slog.Float64("drain_seconds", report.DrainSeconds))
 	// Stop injecting copies first, then let the consumer read to the end of the topic,
 	// copies included, before anything is observed.
 	collectEvidence(ctx, rn, report, watch, res)
@@ -358,12 +379,12 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 	observed, observeErr := verifier.Observe(ctx)
 	// The publish failures are read before the disruption ends, while the last API
 	// process still holds its counters.
-	report.FailedPublishAttempts, _ = rn.failedPublishAttempts()
+	report.FailedPublishAttempts, _ = rn.FailedPublishAttempts()
 	if err := stopDisruption(); err != nil {
 		return load.Result{}, verify.Observed{}, fmt.Errorf("disruption: %w", err)
 	}
-	if rn.cluster != nil {
-		report.Cluster = rn.cluster.Evidence()
+	if rn.Cluster != nil {
+		report.Cluster = rn.Cluster.Evidence()
 	}
 	if err := rn.Faults.Reset(); err != nil {
 		return load.Result{}, verify.Observed{}, err
@@ -384,7 +405,7 @@ func startDisruption(ctx context.Context, sc Scenario, rn *Run) (stop func() err
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if waitUntil(ctx, time.Now().Add(-sc.LoadDelay)) != nil {
+		if WaitUntil(ctx, time.Now().Add(-sc.LoadDelay)) != nil {
 			return
 		}
 		err = sc.Disrupt(ctx, rn)
@@ -416,14 +437,14 @@ func judge(report *verdict.Report, sc Scenario, rn *Run, res load.Result, observ
 	report.LatencyMS = res.Percentiles()
 	report.FaultWindows = rn.Faults.Windows()
 	report.Disruptions = rn.Disruptions()
-	report.Checks = sc.checks(report, rn)
+	report.Checks = sc.Checks(report, rn)
 	report.DurationSeconds = time.Since(origin).Seconds()
 	report.Judge()
 }
 
-// checks are the verdict's rows, in table order: the scenario's validity rows (and its
+// Checks are the verdict's rows, in table order: the scenario's validity rows (and its
 // own SLO rows), then the SLOs, then the contract.
-func (sc Scenario) checks(report *verdict.Report, rn *Run) []verdict.Check {
+func (sc Scenario) Checks(report *verdict.Report, rn *Run) []verdict.Check {
 	checks := append(sc.Validity(report, rn), sloChecks(report, sc.DualWrite)...)
 	checks = append(checks, consumerDeadLettersCheck(rn, sc.Foreign))
 	return append(checks, contractChecks(report)...)
@@ -458,7 +479,7 @@ func cleanUp(ctx context.Context, opts Options, rn *Run, report *verdict.Report,
 			logger.Warn("drop database of a passed run", slog.Any("err", err))
 		}
 	}
-	err := kafkasec.WithAdmin(rn.brokers, rn.kafkaOpts, func(adm *kadm.Client) error { return devstack.DeleteTopic(ctx, adm, report.Topic) })
+	err := kafkasec.WithAdmin(rn.Brokers, rn.KafkaOpts, func(adm *kadm.Client) error { return devstack.DeleteTopic(ctx, adm, report.Topic) })
 	if err != nil {
 		logger.Warn("delete topic of a passed run", slog.Any("err", err))
 	}

@@ -1,4 +1,4 @@
-package chaos
+package harness
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -41,25 +40,25 @@ type Run struct {
 	// nil unless the scenario asks for two (Scenario.Replicas).
 	Replica *stack.Process
 
-	// ports are the native stack's (Options.Ports).
-	ports      devstack.Ports
-	logger     *slog.Logger
-	origin     time.Time
-	loadEndS   float64
-	paymentsDB string
-	consumerDB string
-	brokers    []string
+	// Ports are the native stack's (Options.Ports).
+	Ports      devstack.Ports
+	Logger     *slog.Logger
+	Origin     time.Time
+	LoadEndS   float64
+	PaymentsDB string
+	ConsumerDB string
+	Brokers    []string
 	logDir     string
-	topic      string
-	// group is the consumer group the harness gave the consumer (KAFKA_GROUP); empty
+	Topic      string
+	// Group is the consumer Group the harness gave the consumer (KAFKA_GROUP); empty
 	// for a consumer somebody else runs.
-	group string
-	// kafkaOpts reach brokers besides the address (Target.KafkaOpts); empty for ours.
-	kafkaOpts []kgo.Opt
-	// loadDone is closed once the load has been sent (see loading).
+	Group string
+	// KafkaOpts reach brokers besides the address (Target.KafkaOpts); empty for ours.
+	KafkaOpts []kgo.Opt
+	// loadDone is closed once the load has been sent (see Loading).
 	loadDone <-chan struct{}
-	// cluster follows the three-node cluster; nil unless the scenario runs on it.
-	cluster *faults.ClusterWatch
+	// Cluster follows the three-node Cluster; nil unless the scenario runs on it.
+	Cluster *faults.ClusterWatch
 
 	mu          sync.Mutex
 	disruptions []verdict.Disruption
@@ -67,28 +66,10 @@ type Run struct {
 	// killed: their counters die with them.
 	bankedFailures int
 	dualWrite      bool
-	crashes        Crashes
-	// lateChanged lists the outbox rows a paused replica's late outcomes changed
-	// (replica-pause).
-	lateChanged []string
-	// relayMode is our API's RELAY_MODE (Report.RelayMode); empty for a student's.
-	relayMode string
-	// apiKey goes with every request to the API (newAPIClient); empty: none.
-	apiKey string
-}
-
-// recordLateChanges notes rows a paused replica changed after it resumed.
-func (rn *Run) recordLateChanges(ids []string) {
-	rn.mu.Lock()
-	defer rn.mu.Unlock()
-	rn.lateChanged = append(rn.lateChanged, ids...)
-}
-
-// lateChanges returns the rows recorded by recordLateChanges.
-func (rn *Run) lateChanges() []string {
-	rn.mu.Lock()
-	defer rn.mu.Unlock()
-	return slices.Clone(rn.lateChanged)
+	// RelayMode is our API's RELAY_MODE (Report.RelayMode); empty for a student's.
+	RelayMode string
+	// APIKey goes with every request to the API (newAPIClient); empty: none.
+	APIKey string
 }
 
 // startServices creates the run's fresh databases and topic and starts the consumer
@@ -156,8 +137,8 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *verdi
 			return nil, err
 		}
 	}
-	rn := &Run{ports: opts.Ports, paymentsDB: paymentsURL, consumerDB: consumerURL, brokers: brokers, logDir: logDir, topic: report.Topic, group: env.Group,
-		relayMode: report.RelayMode, apiKey: apiKey}
+	rn := &Run{Ports: opts.Ports, PaymentsDB: paymentsURL, ConsumerDB: consumerURL, Brokers: brokers, logDir: logDir, Topic: report.Topic, Group: env.Group,
+		RelayMode: report.RelayMode, APIKey: apiKey}
 	rn.API, rn.Consumer = env.processes(opts.Binaries, opts.Commands, sc, logDir)
 	if env.ReplicaAddr != "" {
 		rn.Replica = env.replica(rn.API, logDir)
@@ -189,7 +170,7 @@ func targetRun(opts Options, sc Scenario, report *verdict.Report) (*Run, error) 
 	report.Stack = cmp.Or(t.Stack, "external")
 	report.Topic, report.PaymentsDatabase, report.ConsumerDatabase = t.Topic, redact(t.PaymentsDB), redact(t.ConsumerDB)
 	return &Run{
-		paymentsDB: t.PaymentsDB, consumerDB: t.ConsumerDB, brokers: t.Brokers, kafkaOpts: t.KafkaOpts, logDir: "(not ours)", apiKey: opts.APIKey,
+		PaymentsDB: t.PaymentsDB, ConsumerDB: t.ConsumerDB, Brokers: t.Brokers, KafkaOpts: t.KafkaOpts, logDir: "(not ours)", APIKey: opts.APIKey,
 		API:      &stack.Process{Name: "api", BaseURL: strings.TrimRight(t.APIURL, "/")},
 		Consumer: &stack.Process{Name: "consumer"},
 	}, nil
@@ -247,8 +228,8 @@ func (rn *Run) KillAPI() error {
 	return rn.API.Kill()
 }
 
-// failedPublishAttempts is the run's total of failed publish attempts so far.
-func (rn *Run) failedPublishAttempts() (int, bool) {
+// FailedPublishAttempts is the run's total of failed publish attempts so far.
+func (rn *Run) FailedPublishAttempts() (int, bool) {
 	n, ok := rn.scrapeFailures()
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
@@ -266,24 +247,24 @@ func (rn *Run) scrapeFailures() (int, bool) {
 		}
 		return bytes.Count(b, []byte(dualWriteFailureLog)), true
 	}
-	n, ok, err := scrapeCounter(context.Background(), rn.API.MetricsBase()+"/metrics", "outbox_publish_failures_total")
+	n, ok, err := ScrapeCounter(context.Background(), rn.API.MetricsBase()+"/metrics", "outbox_publish_failures_total")
 	return n, ok && err == nil
 }
 
 // dualWriteFailureLog is the message internal/dualwrite logs when a publish fails.
 const dualWriteFailureLog = "dual write: publish failed"
 
-// leasedRows counts outbox rows claimed by a relay and not yet published: the rows a
+// LeasedRows counts outbox rows claimed by a relay and not yet published: the rows a
 // kill leaves behind for the lease to expire; -1 when that cannot be read, as in a
 // student's schema without our lease columns. The CDC relay leases nothing: what a
 // kill leaves behind is its unconfirmed events, every pending row (pendingRows).
-func (rn *Run) leasedRows(ctx context.Context) int {
-	if rn.relayMode == verdict.RelayModeCDC {
-		return rn.pendingRows(ctx)
+func (rn *Run) LeasedRows(ctx context.Context) int {
+	if rn.RelayMode == verdict.RelayModeCDC {
+		return rn.PendingRows(ctx)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, rn.paymentsDB)
+	conn, err := pgx.Connect(ctx, rn.PaymentsDB)
 	if err != nil {
 		return -1
 	}
@@ -295,12 +276,51 @@ func (rn *Run) leasedRows(ctx context.Context) int {
 	return n
 }
 
-// disrupted records a disruption at the current time.
-func (rn *Run) disrupted(what, detail string) {
+// SetTopicConfig sets one config of the run's topic, or removes its override when value
+// is empty.
+func (rn *Run) SetTopicConfig(ctx context.Context, key, value string) error {
+	alter := kadm.AlterConfig{Op: kadm.SetConfig, Name: key, Value: &value}
+	if value == "" {
+		alter = kadm.AlterConfig{Op: kadm.DeleteConfig, Name: key}
+	}
+	return kafkasec.WithAdmin(rn.Brokers, rn.KafkaOpts, func(adm *kadm.Client) error {
+		resps, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{alter}, rn.Topic)
+		if err == nil {
+			var resp kadm.AlterConfigsResponse
+			if resp, err = resps.On(rn.Topic, nil); err == nil {
+				err = resp.Err
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("alter %s of topic %s: %w", key, rn.Topic, err)
+		}
+		return nil
+	})
+}
+
+// PendingRows counts the pending outbox rows: with the CDC relay, the events on their
+// way through the stream (it holds no lock or lease on them); -1 when unreadable.
+func (rn *Run) PendingRows(ctx context.Context) int {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, rn.PaymentsDB)
+	if err != nil {
+		return -1
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM outbox_events WHERE status = 'pending'`).Scan(&n); err != nil {
+		return -1
+	}
+	return n
+}
+
+// Disrupted records a disruption at the current time.
+func (rn *Run) Disrupted(what, detail string) {
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
-	rn.disruptions = append(rn.disruptions, verdict.Disruption{What: what, AtSeconds: time.Since(rn.origin).Seconds(), Detail: detail})
-	rn.logger.Info("disruption", slog.String("what", what), slog.String("detail", detail))
+	rn.disruptions = append(rn.disruptions, verdict.Disruption{What: what, AtSeconds: time.Since(rn.Origin).Seconds(), Detail: detail})
+	rn.Logger.Info("disruption", slog.String("what", what), slog.String("detail", detail))
 }
 
 // Disruptions returns what was done so far.
@@ -310,88 +330,15 @@ func (rn *Run) Disruptions() []verdict.Disruption {
 	return append([]verdict.Disruption(nil), rn.disruptions...)
 }
 
-// Crashes counts what the crash scenarios did to the services and what each death
-// left behind, as the harness saw it from outside.
-type Crashes struct {
-	// APIKills counts SIGKILLs of the API; APIKillsInFlight those with outbox rows
-	// leased (or locked by a batch) and unpublished at the kill, -1 when they cannot
-	// be read (a service that keeps the contract need not have outbox_events); APIKillsCaught those of
-	// an API frozen with a payment committed before its outbox row (apiWatch).
-	APIKills, APIKillsInFlight, APIKillsCaught int
-	// ConsumerKills counts SIGKILLs of the consumer by the harness; ConsumerKillsCaught
-	// those of a consumer frozen between a database commit and its offset commit.
-	ConsumerKills, ConsumerKillsCaught int
-	// ConsumerSelfCrashes counts the consumer's own exits: our consumer's self-crash
-	// knob (ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB), the reference service only.
-	ConsumerSelfCrashes int
-	// Redelivered counts records a restarted consumer was handed again although their
-	// payment was already decided, summed over every death; DeathsRedelivering counts
-	// the deaths that left at least one.
-	Redelivered, DeathsRedelivering int
-}
-
-// loading reports whether the load is still being sent: an instant worth aiming a kill
+// Loading reports whether the load is still being sent: an instant worth aiming a kill
 // at exists only while requests arrive.
-func (rn *Run) loading() bool {
+func (rn *Run) Loading() bool {
 	select {
 	case <-rn.loadDone:
 		return false
 	default:
 		return true
 	}
-}
-
-// recordRelayKill counts one kill of the API with inFlight rows leased (-1: unknown);
-// caught says the harness froze it with a payment committed before its outbox row.
-func (rn *Run) recordRelayKill(inFlight int, caught bool) {
-	rn.mu.Lock()
-	rn.crashes.APIKills++
-	if caught {
-		rn.crashes.APIKillsCaught++
-	}
-	switch {
-	case inFlight < 0:
-		rn.crashes.APIKillsInFlight = -1
-	case inFlight > 0 && rn.crashes.APIKillsInFlight >= 0:
-		rn.crashes.APIKillsInFlight++
-	}
-	rn.mu.Unlock()
-	detail := fmt.Sprintf("%d rows leased and unpublished; caught with a payment committed before its outbox row: %t", inFlight, caught)
-	if inFlight < 0 {
-		detail = "leased rows not observable (no outbox_events)"
-	}
-	rn.disrupted("SIGKILL api", detail)
-}
-
-// recordConsumerDeath counts one death of the consumer and what it left to redeliver.
-func (rn *Run) recordConsumerDeath(d death, redelivered int) {
-	rn.mu.Lock()
-	switch {
-	case d.self:
-		rn.crashes.ConsumerSelfCrashes++
-	case d.caught:
-		rn.crashes.ConsumerKills++
-		rn.crashes.ConsumerKillsCaught++
-	default:
-		rn.crashes.ConsumerKills++
-	}
-	rn.crashes.Redelivered += redelivered
-	if redelivered > 0 {
-		rn.crashes.DeathsRedelivering++
-	}
-	rn.mu.Unlock()
-	what := "SIGKILL consumer"
-	if d.self {
-		what = "consumer crashed (self-crash knob, reference service only)"
-	}
-	rn.disrupted(what, fmt.Sprintf("restarted; %d decided records past the committed offsets, redelivered; caught between two of its commits: %t", redelivered, d.caught))
-}
-
-// Crashes returns the counts so far.
-func (rn *Run) Crashes() Crashes {
-	rn.mu.Lock()
-	defer rn.mu.Unlock()
-	return rn.crashes
 }
 
 // processes lists the run's processes in start order: the consumer, the API and its
@@ -416,8 +363,8 @@ func (rn *Run) apiURLs() []string {
 // stopServices stops the API first (it stops taking payments, then its relay), then
 // the consumer. Safe to call twice.
 func (rn *Run) stopServices(logger *slog.Logger) {
-	if rn.cluster != nil {
-		rn.cluster.Stop()
+	if rn.Cluster != nil {
+		rn.Cluster.Stop()
 	}
 	for _, p := range []*stack.Process{rn.API, rn.Replica, rn.Consumer} {
 		if p == nil {

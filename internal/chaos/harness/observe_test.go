@@ -1,4 +1,4 @@
-package chaos
+package harness
 
 import (
 	"context"
@@ -62,7 +62,7 @@ func setupObserve(t *testing.T) observeBundle {
 		t.Fatalf("new Kafka client: %v", err)
 	}
 	defer cl.Close()
-	if err := cl.ProduceSync(ctx, paymentRecord(t, topic, b.paymentID, b.eventID)).FirstErr(); err != nil {
+	if err := cl.ProduceSync(ctx, testenv.PaymentRecord(t, topic, b.paymentID, b.eventID)).FirstErr(); err != nil {
 		t.Fatalf("produce: %v", err)
 	}
 	return b

@@ -1,4 +1,4 @@
-package chaos
+package harness
 
 import (
 	"context"
@@ -49,7 +49,7 @@ func TestSamplerReadsEverySource(t *testing.T) {
 	}
 	defer cl.Close()
 	for range 3 {
-		if err := cl.ProduceSync(ctx, paymentRecord(t, topic, uuid.New(), uuid.New())).FirstErr(); err != nil {
+		if err := cl.ProduceSync(ctx, testenv.PaymentRecord(t, topic, uuid.New(), uuid.New())).FirstErr(); err != nil {
 			t.Fatalf("produce: %v", err)
 		}
 	}
@@ -62,7 +62,7 @@ func TestSamplerReadsEverySource(t *testing.T) {
 	}))
 	defer api.Close()
 
-	rn := &Run{paymentsDB: paymentsURL, consumerDB: consumerURL, brokers: brokers, topic: topic, origin: time.Now(), API: &stack.Process{BaseURL: api.URL}}
+	rn := &Run{PaymentsDB: paymentsURL, ConsumerDB: consumerURL, Brokers: brokers, Topic: topic, Origin: time.Now(), API: &stack.Process{BaseURL: api.URL}}
 	s, err := newSampler(ctx, rn)
 	if err != nil {
 		t.Fatalf("newSampler: %v", err)
@@ -109,7 +109,7 @@ func execSQL(t *testing.T, dbURL, sql string) {
 func TestSamplerStops(t *testing.T) {
 	t.Parallel()
 	paymentsURL := testenv.NewDatabase(t, migrations.Payments)
-	rn := &Run{paymentsDB: paymentsURL, brokers: testenv.KafkaBrokers(t), topic: testenv.NewTopic(t, 1), origin: time.Now(), API: &stack.Process{}}
+	rn := &Run{PaymentsDB: paymentsURL, Brokers: testenv.KafkaBrokers(t), Topic: testenv.NewTopic(t, 1), Origin: time.Now(), API: &stack.Process{}}
 	s, err := startSampler(t.Context(), rn)
 	if err != nil {
 		t.Fatalf("startSampler: %v", err)
@@ -124,7 +124,7 @@ func TestSamplerStops(t *testing.T) {
 // Stop (the dual write's last failures) is in the timeline.
 func TestSamplerSamplesTheEnd(t *testing.T) {
 	t.Parallel()
-	rn := &Run{paymentsDB: testenv.NewDatabase(t, migrations.Payments), brokers: testenv.KafkaBrokers(t), topic: testenv.NewTopic(t, 1), origin: time.Now(), API: &stack.Process{}}
+	rn := &Run{PaymentsDB: testenv.NewDatabase(t, migrations.Payments), Brokers: testenv.KafkaBrokers(t), Topic: testenv.NewTopic(t, 1), Origin: time.Now(), API: &stack.Process{}}
 	s, err := newSampler(t.Context(), rn)
 	if err != nil {
 		t.Fatalf("newSampler: %v", err)

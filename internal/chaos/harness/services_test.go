@@ -1,4 +1,4 @@
-package chaos
+package harness
 
 import (
 	"os"
@@ -129,23 +129,8 @@ func TestProcessKillTakesTheWholeGroup(t *testing.T) {
 
 // alive reports whether pid is a process that has not died (a zombie has died).
 func alive(pid int) bool {
-	state := procState(pid)
+	state := testenv.ProcState(pid)
 	return state != "" && state != "Z"
-}
-
-// procState is the state letter of pid in /proc (S sleeping, T stopped, Z zombie...),
-// "" when there is no such process.
-func procState(pid int) string {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return ""
-	}
-	// The state follows the command name in parentheses: "123 (sleep) S ...".
-	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(fields) == 0 {
-		return ""
-	}
-	return fields[0]
 }
 
 // waitFor polls f every 10 ms until it reports ok, for at most 5 s, and returns its value.

@@ -1,4 +1,4 @@
-package chaos
+package harness
 
 import (
 	"context"
@@ -35,7 +35,7 @@ func TestSamplerNeverCountsMoreDecisionsThanPayments(t *testing.T) {
 	}
 	defer decisions.Close()
 
-	rn := &Run{paymentsDB: paymentsURL, consumerDB: consumerURL, brokers: testenv.KafkaBrokers(t), topic: testenv.NewTopic(t, 1), origin: time.Now(), API: &stack.Process{}}
+	rn := &Run{PaymentsDB: paymentsURL, ConsumerDB: consumerURL, Brokers: testenv.KafkaBrokers(t), Topic: testenv.NewTopic(t, 1), Origin: time.Now(), API: &stack.Process{}}
 	s, err := newSampler(ctx, rn)
 	if err != nil {
 		t.Fatalf("newSampler: %v", err)

@@ -1,4 +1,4 @@
-package chaos
+package harness
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 )
@@ -105,16 +106,16 @@ func (e serviceEnv) processes(binaries map[string]string, cmds *ServiceCommands,
 	if sc.APIThroughPostgresProxy {
 		// The API and its relay reach the database through the proxy; nothing else of
 		// the run does, the verifier included.
-		apiEnv.PaymentsDB = throughProxy(e.PaymentsDB, e.ProxiedPostgres)
+		apiEnv.PaymentsDB = faults.ThroughProxy(e.PaymentsDB, e.ProxiedPostgres)
 	}
 	consumerEnv := e
 	if sc.ConsumerThroughPostgresProxy {
 		// The consumer alone reaches its database through the proxy; the verifier goes
 		// direct.
-		consumerEnv.ConsumerDB = throughProxy(e.ConsumerDB, e.ConsumerProxiedPostgres)
+		consumerEnv.ConsumerDB = faults.ThroughProxy(e.ConsumerDB, e.ConsumerProxiedPostgres)
 	}
 	if cmds == nil && e.RelayMode == verdict.RelayModeCDC {
-		apiEnv.PaymentsDB = withWalSenderTimeout(apiEnv.PaymentsDB, cdcWalSenderTimeout)
+		apiEnv.PaymentsDB = withWalSenderTimeout(apiEnv.PaymentsDB, CDCWalSenderTimeout)
 	}
 	api = &stack.Process{Name: "api", LogPath: filepath.Join(logDir, "api.log"), BaseURL: "http://" + e.APIAddr, Env: append(append(apiEnv.api(), relayEnv...), sc.APITuning...)}
 	consumer = &stack.Process{Name: "consumer", LogPath: filepath.Join(logDir, "consumer.log"), BaseURL: "http://" + e.ConsumerAddr, Env: append(consumerEnv.consumer(), sc.ConsumerEnv...)}
@@ -130,13 +131,13 @@ func (e serviceEnv) processes(binaries map[string]string, cmds *ServiceCommands,
 	return api, consumer
 }
 
-// cdcWalSenderTimeout is the CDC relay's counterpart of RELAY_LEASE (relayEnv): a
+// CDCWalSenderTimeout is the CDC relay's counterpart of RELAY_LEASE (relayEnv): a
 // frozen relay keeps its replication slot, and the other replicas wait, until the
 // server ends its walsender for want of a reply, after wal_sender_timeout (60 s by
 // default, longer than any pause of a run). The relay answers the server's keepalives
 // and reports its position at least every few seconds, so 10 s ends only a relay that
 // is not running.
-const cdcWalSenderTimeout = 10 * time.Second
+const CDCWalSenderTimeout = 10 * time.Second
 
 // withWalSenderTimeout is dbURL with the server setting wal_sender_timeout set to d for
 // its sessions (options=-c ..., a startup parameter): the setting is per connection, so
@@ -150,16 +151,6 @@ func withWalSenderTimeout(dbURL string, d time.Duration) string {
 	q.Set("options", fmt.Sprintf("-c wal_sender_timeout=%dms", d.Milliseconds()))
 	// %20, not Encode's +, for a space: libpq reads + as itself.
 	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
-	return u.String()
-}
-
-// throughProxy is dbURL with its host and port replaced by proxy's.
-func throughProxy(dbURL, proxy string) string {
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		return dbURL
-	}
-	u.Host = proxy
 	return u.String()
 }
 

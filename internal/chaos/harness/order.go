@@ -1,4 +1,4 @@
-package chaos
+package harness
 
 import (
 	"fmt"
@@ -159,18 +159,18 @@ func eventsInFlight(committed []load.CommittedEvent, firstSeenS map[string]float
 	return total, inFaults
 }
 
-// orderInFlightCheck is the order validity row: payments had several events in flight at
+// OrderInFlightCheck is the order validity row: payments had several events in flight at
 // once, during a fault window when the scenario has windows, so that the order checks had
 // something to catch.
-func orderInFlightCheck(r *verdict.Report) verdict.Check {
+func OrderInFlightCheck(r *verdict.Report) verdict.Check {
 	ev := r.Evidence
 	const name = "order: payments with several events in flight (committed before the previous one reached the topic)"
 	if !r.LifecycleLoad {
-		return checkOff(verdict.Validity, name, "> 0", "the load sent no transitions (the service has no lifecycle endpoints)")
+		return verdict.OffCheck(verdict.Validity, name, "> 0", "the load sent no transitions (the service has no lifecycle endpoints)")
 	}
 	if len(r.FaultWindows) == 0 {
-		return check(verdict.Validity, name, "> 0", ev.EventsInFlight, ev.EventsInFlight > 0)
+		return verdict.NewCheck(verdict.Validity, name, "> 0", ev.EventsInFlight, ev.EventsInFlight > 0)
 	}
 	got := fmt.Sprintf("%d during fault windows (%d in all)", ev.EventsInFlightInFaults, ev.EventsInFlight)
-	return check(verdict.Validity, name+" during faults", "> 0", got, ev.EventsInFlightInFaults > 0)
+	return verdict.NewCheck(verdict.Validity, name+" during faults", "> 0", got, ev.EventsInFlightInFaults > 0)
 }

@@ -1,4 +1,4 @@
-package chaos
+package testenv
 
 import (
 	"encoding/json"
@@ -11,8 +11,9 @@ import (
 	"github.com/dscourse/payments-outbox/internal/event"
 )
 
-// paymentRecord is the record the relay writes for a payment, with event id eventID.
-func paymentRecord(t *testing.T, topic string, paymentID, eventID uuid.UUID) *kgo.Record {
+// PaymentRecord is the record the relay writes for a PaymentCreated of payment
+// paymentID, with event id eventID, for topic.
+func PaymentRecord(t *testing.T, topic string, paymentID, eventID uuid.UUID) *kgo.Record {
 	t.Helper()
 	createdAt := time.Date(2026, 11, 30, 9, 15, 42, 0, time.UTC)
 	payload, err := json.Marshal(event.PaymentCreated{PaymentID: paymentID, UserID: "u-42", Amount: 1999, Currency: "EUR", CreatedAt: createdAt})

@@ -1,4 +1,4 @@
-package chaos
+package harness
 
 import (
 	"cmp"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
+	"github.com/jackc/pgx/v5"
 )
 
 // consumerDeadLettersName is the SLO row every scenario has about the consumer's dead
@@ -23,14 +24,14 @@ const consumerDeadLettersName = "records the consumer dead-lettered, except the 
 // without the table, which is the reference consumer's, not the contract's.
 func consumerDeadLettersCheck(rn *Run, foreign *verify.ForeignRecords) verdict.Check {
 	const want = "0"
-	if rn == nil || rn.consumerDB == "" {
-		return checkOff(verdict.SLO, consumerDeadLettersName, want, "no consumer database given")
+	if rn == nil || rn.ConsumerDB == "" {
+		return verdict.OffCheck(verdict.SLO, consumerDeadLettersName, want, "no consumer database given")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	letters, err := deadLetters(ctx, rn)
+	letters, err := DeadLetters(ctx, rn)
 	if err != nil {
-		return checkOff(verdict.SLO, consumerDeadLettersName, want, "the consumer keeps no consumer_dead_letters(topic, partition, offset) (the reference consumer's table): "+err.Error())
+		return verdict.OffCheck(verdict.SLO, consumerDeadLettersName, want, "the consumer keeps no consumer_dead_letters(topic, partition, offset) (the reference consumer's table): "+err.Error())
 	}
 	var hostile map[verify.RecordPosition]string
 	if foreign != nil {
@@ -38,7 +39,7 @@ func consumerDeadLettersCheck(rn *Run, foreign *verify.ForeignRecords) verdict.C
 	}
 	var own []verify.RecordPosition
 	for at := range letters {
-		if kind, ok := hostile[at]; !ok || kind == duplicateKind {
+		if kind, ok := hostile[at]; !ok || kind == verify.CopyKind {
 			own = append(own, at)
 		}
 	}
@@ -49,5 +50,28 @@ func consumerDeadLettersCheck(rn *Run, foreign *verify.ForeignRecords) verdict.C
 		})
 		got += "; first at " + own[0].String()
 	}
-	return check(verdict.SLO, consumerDeadLettersName, want, got, len(own) == 0)
+	return verdict.NewCheck(verdict.SLO, consumerDeadLettersName, want, got, len(own) == 0)
+}
+
+// DeadLetters returns the positions of the run's topic that the consumer dead-lettered.
+func DeadLetters(ctx context.Context, rn *Run) (map[verify.RecordPosition]bool, error) {
+	conn, err := pgx.Connect(ctx, rn.ConsumerDB)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the consumer database: %w", err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT partition::int, "offset"::bigint FROM consumer_dead_letters WHERE topic = $1`, rn.Topic)
+	if err != nil {
+		return nil, fmt.Errorf("read consumer_dead_letters: %w", err)
+	}
+	letters := map[verify.RecordPosition]bool{}
+	var at verify.RecordPosition
+	_, err = pgx.ForEachRow(rows, []any{&at.Partition, &at.Offset}, func() error {
+		letters[at] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read consumer_dead_letters: %w", err)
+	}
+	return letters, nil
 }

@@ -1,4 +1,4 @@
-package chaos
+package harness
 
 import (
 	"context"
@@ -31,7 +31,7 @@ func TestHarnessReadsAKafkaThatWantsTLSAndSASL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer producer.Close()
-	if err := producer.ProduceSync(ctx, paymentRecord(t, topic, paymentID, eventID)).FirstErr(); err != nil {
+	if err := producer.ProduceSync(ctx, testenv.PaymentRecord(t, topic, paymentID, eventID)).FirstErr(); err != nil {
 		t.Fatalf("produce through DIRECT: %v", err)
 	}
 

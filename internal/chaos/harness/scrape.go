@@ -1,4 +1,4 @@
-package chaos
+package harness
 
 import (
 	"bufio"
@@ -10,9 +10,9 @@ import (
 	"time"
 )
 
-// scrapeCounter sums every sample of the named metrics in a Prometheus text exposition
+// ScrapeCounter sums every sample of the named metrics in a Prometheus text exposition
 // at url (all label sets). ok is false when none of the metrics is exposed.
-func scrapeCounter(ctx context.Context, url string, names ...string) (sum int, ok bool, err error) {
+func ScrapeCounter(ctx context.Context, url string, names ...string) (sum int, ok bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

@@ -1,4 +1,4 @@
-package chaos
+package harness
 
 import (
 	"fmt"
@@ -12,20 +12,20 @@ import (
 // exists to show.
 func sloChecks(r *verdict.Report, dualWrite bool) []verdict.Check {
 	lostGot := fmt.Sprintf("%d (no event %d, no decision %d, 201 but not committed %d)", r.Lost, r.LostNoEvent, r.LostNoDecision, r.LostNotCommitted)
-	lost := check(verdict.SLO, "lost (no event or no decision)", "0", lostGot, r.Lost == 0)
+	lost := verdict.NewCheck(verdict.SLO, "lost (no event or no decision)", "0", lostGot, r.Lost == 0)
 	if dualWrite {
-		lost = check(verdict.SLO, "lost: the anti-pattern loses events", "> 0", lostGot, r.Lost > 0)
+		lost = verdict.NewCheck(verdict.SLO, "lost: the anti-pattern loses events", "> 0", lostGot, r.Lost > 0)
 	}
-	duplicateEffects := check(verdict.SLO, "duplicate effects (payments with >1 decision + users whose totals differ)", "0", r.DuplicateEffects, r.DuplicateEffects == 0)
+	duplicateEffects := verdict.NewCheck(verdict.SLO, "duplicate effects (payments with >1 decision + users whose totals differ)", "0", r.DuplicateEffects, r.DuplicateEffects == 0)
 	if !r.Schema.UserTotals {
 		duplicateEffects.Got += " (totals not compared: no user_totals)"
 	}
 	checks := []verdict.Check{
 		lost,
-		check(verdict.SLO, "phantom (event or decision, no payment)", "0", r.Phantom, r.Phantom == 0),
+		verdict.NewCheck(verdict.SLO, "phantom (event or decision, no payment)", "0", r.Phantom, r.Phantom == 0),
 		duplicateEffects,
-		check(verdict.SLO, "one event id per transition (payments with >1 X-Event-Id for one sequence)", "0", r.PaymentsWithSeveralEventIDs, r.PaymentsWithSeveralEventIDs == 0),
-		check(verdict.SLO, "order_violations (payments whose events, first occurrences in offset order, are out of sequence)", "0",
+		verdict.NewCheck(verdict.SLO, "one event id per transition (payments with >1 X-Event-Id for one sequence)", "0", r.PaymentsWithSeveralEventIDs, r.PaymentsWithSeveralEventIDs == 0),
+		verdict.NewCheck(verdict.SLO, "order_violations (payments whose events, first occurrences in offset order, are out of sequence)", "0",
 			fmt.Sprintf("%d (of %d payments with several events)", r.OrderViolations, r.MultiEventPayments), r.OrderViolations == 0),
 		transitionsCheck(r, dualWrite),
 		consumerOrderCheck(r),
@@ -33,8 +33,8 @@ func sloChecks(r *verdict.Report, dualWrite bool) []verdict.Check {
 		decisionEventCheck(r),
 		serverErrorsCheck(r),
 		sameKeyCheck(r),
-		check(verdict.SLO, "api accepted every payment", fmt.Sprint(r.PaymentsSent), r.APIAccepted, r.APIAccepted == r.PaymentsSent),
-		check(verdict.SLO, "committed == accepted + warm-up (idempotency)", fmt.Sprint(r.APIAccepted+r.WarmupPayments), r.PaymentsCommitted, r.PaymentsCommitted == r.APIAccepted+r.WarmupPayments),
+		verdict.NewCheck(verdict.SLO, "api accepted every payment", fmt.Sprint(r.PaymentsSent), r.APIAccepted, r.APIAccepted == r.PaymentsSent),
+		verdict.NewCheck(verdict.SLO, "committed == accepted + warm-up (idempotency)", fmt.Sprint(r.APIAccepted+r.WarmupPayments), r.PaymentsCommitted, r.PaymentsCommitted == r.APIAccepted+r.WarmupPayments),
 	}
 	if !dualWrite {
 		checks = append(checks, dlqCheck(r), drainCheck(r))
@@ -56,13 +56,13 @@ func transitionsCheck(r *verdict.Report, dualWrite bool) verdict.Check {
 		name, want = "transitions: the anti-pattern loses their events, never invents one", "lost > 0, phantom 0"
 	}
 	if !r.Schema.PaymentLifecycle {
-		return checkOff(verdict.SLO, name, want, "no payments.status, version and refunded_amount")
+		return verdict.OffCheck(verdict.SLO, name, want, "no payments.status, version and refunded_amount")
 	}
 	got := fmt.Sprintf("%d (lost %d, phantom %d)", r.TransitionsLost+r.TransitionsPhantom, r.TransitionsLost, r.TransitionsPhantom)
 	if dualWrite {
-		return check(verdict.SLO, name, want, got, r.TransitionsLost > 0 && r.TransitionsPhantom == 0)
+		return verdict.NewCheck(verdict.SLO, name, want, got, r.TransitionsLost > 0 && r.TransitionsPhantom == 0)
 	}
-	return check(verdict.SLO, name, want, got, r.TransitionsLost+r.TransitionsPhantom == 0)
+	return verdict.NewCheck(verdict.SLO, name, want, got, r.TransitionsLost+r.TransitionsPhantom == 0)
 }
 
 // consumerOrderCheck checks the consumer's applied order the way order_violations checks
@@ -71,16 +71,16 @@ func consumerOrderCheck(r *verdict.Report) verdict.Check {
 	const name, want = "consumer applied order (payments out of sequence + decided payments missing transitions)", "0"
 	switch {
 	case !r.Schema.ConsumerDatabase:
-		return checkOff(verdict.SLO, name, want, "no consumer database given")
+		return verdict.OffCheck(verdict.SLO, name, want, "no consumer database given")
 	case !r.Schema.ConsumerOrder:
-		return checkOff(verdict.SLO, name, want, "no processed_events.sequence and processed_order")
+		return verdict.OffCheck(verdict.SLO, name, want, "no processed_events.sequence and processed_order")
 	}
 	bad := r.ConsumerOrderViolations + r.ConsumerTransitionsMissing
 	got := fmt.Sprintf("%d (out of sequence %d, missing %d)", bad, r.ConsumerOrderViolations, r.ConsumerTransitionsMissing)
 	if r.ConsumerOwnViolations >= 0 {
 		got += fmt.Sprintf("; its own order_violations: %d", r.ConsumerOwnViolations)
 	}
-	return check(verdict.SLO, name, want, got, bad == 0 && r.ConsumerOwnViolations <= 0)
+	return verdict.NewCheck(verdict.SLO, name, want, got, bad == 0 && r.ConsumerOwnViolations <= 0)
 }
 
 // racesCheck is the API's side of concurrent transitions: of two racing on one payment,
@@ -89,9 +89,9 @@ func racesCheck(r *verdict.Report) verdict.Check {
 	const name = "concurrent transitions: exactly one winner and one 409 per race"
 	t := r.Transitions
 	if t.Races == 0 {
-		return checkOff(verdict.SLO, name, "every race", "the load sent no races")
+		return verdict.OffCheck(verdict.SLO, name, "every race", "the load sent no races")
 	}
-	return check(verdict.SLO, name, fmt.Sprint(t.Races), fmt.Sprintf("%d (transitions: %d committed, %d conflicts, %d failed)", t.RacesOneWinner, t.Committed, t.Conflicts, t.Failed),
+	return verdict.NewCheck(verdict.SLO, name, fmt.Sprint(t.Races), fmt.Sprintf("%d (transitions: %d committed, %d conflicts, %d failed)", t.RacesOneWinner, t.Committed, t.Conflicts, t.Failed),
 		t.RacesOneWinner == t.Races)
 }
 
@@ -102,11 +102,11 @@ func decisionEventCheck(r *verdict.Report) verdict.Check {
 	const name, want = "decision_event_mismatch (decision's event_id not the topic's)", "0"
 	switch {
 	case !r.Schema.ConsumerDatabase:
-		return checkOff(verdict.SLO, name, want, "no consumer database given")
+		return verdict.OffCheck(verdict.SLO, name, want, "no consumer database given")
 	case !r.Schema.DecisionEventIDs:
-		return checkOff(verdict.SLO, name, want, "no decisions.event_id column")
+		return verdict.OffCheck(verdict.SLO, name, want, "no decisions.event_id column")
 	}
-	return check(verdict.SLO, name, want, r.DecisionEventMismatch, r.DecisionEventMismatch == 0)
+	return verdict.NewCheck(verdict.SLO, name, want, r.DecisionEventMismatch, r.DecisionEventMismatch == 0)
 }
 
 // dlqCheck says where the dead letters were counted, since a service may keep either
@@ -115,13 +115,13 @@ func dlqCheck(r *verdict.Report) verdict.Check {
 	const name, want = "dlq", "0"
 	switch s := r.Schema; {
 	case !s.OutboxDLQ && !s.OutboxEvents:
-		return checkOff(verdict.SLO, name, want, "dead-letter check off: no outbox_dlq and no outbox_events table")
+		return verdict.OffCheck(verdict.SLO, name, want, "dead-letter check off: no outbox_dlq and no outbox_events table")
 	case !s.OutboxDLQ:
-		return check(verdict.SLO, name, want, fmt.Sprintf("%d (outbox_events status failed only: no outbox_dlq)", r.DLQ), r.DLQ == 0)
+		return verdict.NewCheck(verdict.SLO, name, want, fmt.Sprintf("%d (outbox_events status failed only: no outbox_dlq)", r.DLQ), r.DLQ == 0)
 	case !s.OutboxEvents:
-		return check(verdict.SLO, name, want, fmt.Sprintf("%d (outbox_dlq only: no outbox_events)", r.DLQ), r.DLQ == 0)
+		return verdict.NewCheck(verdict.SLO, name, want, fmt.Sprintf("%d (outbox_dlq only: no outbox_events)", r.DLQ), r.DLQ == 0)
 	}
-	return check(verdict.SLO, name, want, r.DLQ, r.DLQ == 0)
+	return verdict.NewCheck(verdict.SLO, name, want, r.DLQ, r.DLQ == 0)
 }
 
 // drainCheck says how the drain was measured: from the outbox, or, without one, from the
@@ -131,26 +131,26 @@ func drainCheck(r *verdict.Report) verdict.Check {
 	if !r.Schema.OutboxEvents {
 		got += " (measured from the topic: no outbox_events)"
 	}
-	return check(verdict.SLO, "drain_seconds", "<= 300", got, r.DrainSeconds >= 0 && r.DrainSeconds <= 300)
+	return verdict.NewCheck(verdict.SLO, "drain_seconds", "<= 300", got, r.DrainSeconds >= 0 && r.DrainSeconds <= 300)
 }
 
 // contractChecks are the rules of docs/contract.md that other programs rely on: what
 // every record carries, the topic's partitions, and the consumer tables that the SLO
 // checks read. The first record that breaks a rule is in the notes.
 func contractChecks(r *verdict.Report) []verdict.Check {
-	consumerTables := check(verdict.Contract, "consumer tables: decisions(payment_id, event_id), user_totals", "present", "present", true)
+	consumerTables := verdict.NewCheck(verdict.Contract, "consumer tables: decisions(payment_id, event_id), user_totals", "present", "present", true)
 	switch missing := r.Schema.MissingConsumerTables(); {
 	case !r.Schema.ConsumerDatabase:
-		consumerTables = checkOff(verdict.Contract, consumerTables.Name, consumerTables.Want, "no consumer database given: decisions, their event ids and totals not checked")
+		consumerTables = verdict.OffCheck(verdict.Contract, consumerTables.Name, consumerTables.Want, "no consumer database given: decisions, their event ids and totals not checked")
 	case len(missing) > 0:
-		consumerTables = check(verdict.Contract, consumerTables.Name, consumerTables.Want, "missing "+strings.Join(missing, ", "), false)
+		consumerTables = verdict.NewCheck(verdict.Contract, consumerTables.Name, consumerTables.Want, "missing "+strings.Join(missing, ", "), false)
 	}
 	return []verdict.Check{
-		check(verdict.Contract, "record key is the payment id", "0", r.BadKeys, r.BadKeys == 0),
-		check(verdict.Contract, "record headers (X-Event-Id, X-Event-Type, X-Event-Occurred-At)", "0", r.BadHeaders, r.BadHeaders == 0),
-		check(verdict.Contract, "record payload is the v1 of its type with every field", "0", r.BadPayloads, r.BadPayloads == 0),
-		check(verdict.Contract, "payload matches the committed payment (user, amount, currency)", "0", r.PayloadMismatches, r.PayloadMismatches == 0),
-		check(verdict.Contract, "topic partitions", fmt.Sprint(r.ExpectedPartitions), r.TopicPartitions, r.TopicPartitions == r.ExpectedPartitions),
+		verdict.NewCheck(verdict.Contract, "record key is the payment id", "0", r.BadKeys, r.BadKeys == 0),
+		verdict.NewCheck(verdict.Contract, "record headers (X-Event-Id, X-Event-Type, X-Event-Occurred-At)", "0", r.BadHeaders, r.BadHeaders == 0),
+		verdict.NewCheck(verdict.Contract, "record payload is the v1 of its type with every field", "0", r.BadPayloads, r.BadPayloads == 0),
+		verdict.NewCheck(verdict.Contract, "payload matches the committed payment (user, amount, currency)", "0", r.PayloadMismatches, r.PayloadMismatches == 0),
+		verdict.NewCheck(verdict.Contract, "topic partitions", fmt.Sprint(r.ExpectedPartitions), r.TopicPartitions, r.TopicPartitions == r.ExpectedPartitions),
 		consumerTables,
 	}
 }

@@ -1,4 +1,4 @@
-package chaos
+package harness
 
 import (
 	"context"
@@ -55,16 +55,16 @@ func startSampler(ctx context.Context, rn *Run) (*sampler, error) {
 func newSampler(ctx context.Context, rn *Run) (*sampler, error) {
 	s := &sampler{rn: rn, done: make(chan struct{})}
 	var err error
-	if s.payments, err = pgxpool.New(ctx, rn.paymentsDB); err != nil {
+	if s.payments, err = pgxpool.New(ctx, rn.PaymentsDB); err != nil {
 		return nil, fmt.Errorf("sampler: connect to the payments database: %w", err)
 	}
-	if rn.consumerDB != "" {
-		if s.consumer, err = pgxpool.New(ctx, rn.consumerDB); err != nil {
+	if rn.ConsumerDB != "" {
+		if s.consumer, err = pgxpool.New(ctx, rn.ConsumerDB); err != nil {
 			s.payments.Close()
 			return nil, fmt.Errorf("sampler: connect to the consumer database: %w", err)
 		}
 	}
-	if s.kafka, err = kafkasec.NewClient(rn.brokers, rn.kafkaOpts); err != nil {
+	if s.kafka, err = kafkasec.NewClient(rn.Brokers, rn.KafkaOpts); err != nil {
 		s.closeSources()
 		return nil, fmt.Errorf("sampler: new Kafka client: %w", err)
 	}
@@ -120,7 +120,7 @@ func (s *sampler) loop(ctx context.Context) {
 // keeps its total, see Sample) and does not stop the sampling: the faults the run
 // injects are the very reason some reads fail.
 func (s *sampler) sampleOnce(ctx context.Context) verdict.Sample {
-	at := time.Since(s.rn.origin).Seconds()
+	at := time.Since(s.rn.Origin).Seconds()
 	// The decisions are counted before the payments: the two live in two databases,
 	// which no one query reads, and a decision follows its payment's commit, so read in
 	// this order the payments not decided yet (the difference) are never negative.
@@ -166,7 +166,7 @@ func (s *sampler) count(ctx context.Context, db *pgxpool.Pool, query string) int
 func (s *sampler) topicRecords(ctx context.Context) int {
 	ctx, cancel := context.WithTimeout(ctx, sourceTimeout)
 	defer cancel()
-	ends, err := s.admin.ListEndOffsets(ctx, s.rn.topic)
+	ends, err := s.admin.ListEndOffsets(ctx, s.rn.Topic)
 	if err == nil {
 		err = ends.Error()
 	}
@@ -186,7 +186,7 @@ func (s *sampler) scrape(ctx context.Context, baseURL, name string) int {
 	}
 	ctx, cancel := context.WithTimeout(ctx, sourceTimeout)
 	defer cancel()
-	n, ok, err := scrapeCounter(ctx, baseURL+"/metrics", name)
+	n, ok, err := ScrapeCounter(ctx, baseURL+"/metrics", name)
 	return unknownUnless(n, ok && err == nil)
 }
 
@@ -201,7 +201,7 @@ func unknownUnless(n int, ok bool) int {
 // restart into a total for the run: a reading lower than the last one is a new process
 // counting from zero, so the last reading is banked. What the dead process counted
 // between the last reading and its death is lost, so the total is a lower bound, like
-// Run.failedPublishAttempts.
+// Run.FailedPublishAttempts.
 type totalCounter struct {
 	banked, last int
 	seen         bool

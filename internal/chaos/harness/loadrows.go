@@ -1,4 +1,4 @@
-package chaos
+package harness
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ func serverErrorsCheck(r *verdict.Report) verdict.Check {
 	if len(r.ServerErrors.First) > 0 {
 		got += " (first: " + strings.Join(r.ServerErrors.First, ", ") + ")"
 	}
-	return check(verdict.SLO, answers5xxRow, "0", got, r.ServerErrors.Count == 0)
+	return verdict.NewCheck(verdict.SLO, answers5xxRow, "0", got, r.ServerErrors.Count == 0)
 }
 
 // sameKeyEvery is the share of a scenario's payments that several clients send at once
@@ -38,11 +38,11 @@ const sameKeyRow = "concurrent same-key requests: every 201 (200) of one key nam
 func sameKeyCheck(r *verdict.Report) verdict.Check {
 	s := r.SameKey
 	if s.Keys == 0 {
-		return checkOff(verdict.SLO, sameKeyRow, "0 split keys", "the load sent no key from several clients at once")
+		return verdict.OffCheck(verdict.SLO, sameKeyRow, "0 split keys", "the load sent no key from several clients at once")
 	}
 	got := fmt.Sprintf("%d split of %d keys sent by %d clients at once", s.Split, s.Keys, load.SameKeyCopies)
 	if s.FirstSplit != "" {
 		got += "; first: " + s.FirstSplit
 	}
-	return check(verdict.SLO, sameKeyRow, "0 split keys", got, s.Split == 0)
+	return verdict.NewCheck(verdict.SLO, sameKeyRow, "0 split keys", got, s.Split == 0)
 }

@@ -1,4 +1,4 @@
-package chaos
+package harness
 
 import (
 	"context"
@@ -14,12 +14,12 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// healthyPublishS is how long after its 201 a payment's event may take to reach the
+// HealthyPublishS is how long after its 201 a payment's event may take to reach the
 // topic without any fault. An event accepted closer than this to the end of a window
 // is not counted as held back by it: it may simply have been on its way. The reference
 // relay publishes within milliseconds of the commit (it is woken by it); the contract
 // lets a relay poll every second.
-const healthyPublishS = 2.0
+const HealthyPublishS = 2.0
 
 // collectEvidence stops the watch and gathers the evidence of the run into the report,
 // with notes that put the service's own view of its failures beside it. Call it after
@@ -32,16 +32,16 @@ func collectEvidence(ctx context.Context, rn *Run, report *verdict.Report, watch
 	seen := watch.Stop()
 	ev := &verdict.Evidence{
 		EventsSeen: seen.Events, InjectedCopies: seen.InjectedCopies, ServiceCopies: seen.ServiceCopies,
-		LoadStartS: res.Started.Sub(rn.origin).Seconds(), LoadEndS: res.Ended.Sub(rn.origin).Seconds(),
+		LoadStartS: res.Started.Sub(rn.Origin).Seconds(), LoadEndS: res.Ended.Sub(rn.Origin).Seconds(),
 		ClientRetries: res.RetryReasons,
 		AcceptedS:     map[string]float64{}, FirstSeenS: seen.FirstSeenS, TransitionSeenS: seen.TransitionSeenS, Partition: seen.Partition,
 	}
 	for i, id := range res.PaymentIDs {
-		ev.AcceptedS[id] = res.AcceptedAt[i].Sub(rn.origin).Seconds()
+		ev.AcceptedS[id] = res.AcceptedAt[i].Sub(rn.Origin).Seconds()
 	}
-	ev.EventsInFlight, ev.EventsInFlightInFaults = eventsInFlight(res.Events, seen.EventSeenS, rn.origin, rn.Faults.Windows())
-	if started, err := postgresStartedAt(ctx, rn.paymentsDB); err == nil {
-		s := started.Sub(rn.origin).Seconds()
+	ev.EventsInFlight, ev.EventsInFlightInFaults = eventsInFlight(res.Events, seen.EventSeenS, rn.Origin, rn.Faults.Windows())
+	if started, err := postgresStartedAt(ctx, rn.PaymentsDB); err == nil {
+		s := started.Sub(rn.Origin).Seconds()
 		ev.PostgresStartS = &s
 	} else {
 		report.Notes = append(report.Notes, err.Error())
@@ -53,7 +53,7 @@ func collectEvidence(ctx context.Context, rn *Run, report *verdict.Report, watch
 	if seen.InjectErr != nil {
 		report.Notes = append(report.Notes, "injecting copies failed: "+seen.InjectErr.Error())
 	}
-	if failures, ok := rn.failedPublishAttempts(); ok {
+	if failures, ok := rn.FailedPublishAttempts(); ok {
 		report.Notes = append(report.Notes, fmt.Sprintf("the service's own view, not used for validity: %d failed publish attempts (its own count)", failures))
 	} else {
 		report.Notes = append(report.Notes, "the service's own view, not used for validity: it exposes no outbox_publish_failures_total")
@@ -80,17 +80,17 @@ func postgresStartedAt(ctx context.Context, dbURL string) (time.Time, error) {
 	return started, nil
 }
 
-// heldBack counts the payments of the load that window w kept out of the topic: accepted
-// at least healthyPublishS before w ended, and with no copy in the topic by its end
+// HeldBack counts the payments of the load that window w kept out of the topic: accepted
+// at least HealthyPublishS before w ended, and with no copy in the topic by its end
 // (published later, or never). A relay that was not behind the proxy publishes them
 // during the window, whatever its timeouts; one behind it cannot, whatever its timeouts.
-func heldBack(e *verdict.Evidence, w faults.Window) int {
+func HeldBack(e *verdict.Evidence, w faults.Window) int {
 	if w.EndS < 0 {
 		return 0 // still open: nothing to judge yet
 	}
 	n := 0
 	for id, accepted := range e.AcceptedS {
-		if accepted > w.EndS-healthyPublishS {
+		if accepted > w.EndS-HealthyPublishS {
 			continue
 		}
 		if first, ok := e.FirstSeenS[id]; !ok || first > w.EndS {
@@ -116,7 +116,7 @@ func writtenDuring(e *verdict.Evidence, w faults.Window) int {
 	return n
 }
 
-// faultChecks are the validity rows that each kind of fault did something to the
+// FaultChecks are the validity rows that each kind of fault did something to the
 // service's events, as the topic shows it:
 //   - drop_requests and proxy_down hold events back: accepted during or before the
 //     window, in the topic only after it;
@@ -125,12 +125,12 @@ func writtenDuring(e *verdict.Evidence, w faults.Window) int {
 //     producer does and the broker drops the copy: both are correct).
 //
 // Each row gives the count per window, so a kind whose first window missed is visible.
-func faultChecks(r *verdict.Report, kinds ...faults.Kind) []verdict.Check {
+func FaultChecks(r *verdict.Report, kinds ...faults.Kind) []verdict.Check {
 	ev := r.Evidence
 	var checks []verdict.Check
 	for _, kind := range kinds {
 		name := fmt.Sprintf("events held back by %s windows (topic)", kind)
-		measure := heldBack
+		measure := HeldBack
 		if kind == faults.DropAcks {
 			name = "events written during drop_acks windows, answers dropped (topic)"
 			measure = writtenDuring
@@ -153,15 +153,15 @@ func faultChecks(r *verdict.Report, kinds ...faults.Kind) []verdict.Check {
 			// service's events went through anyway.
 			got += "; the proxy held the harness's probe, so the service's relay is not behind it"
 		}
-		checks = append(checks, check(verdict.Validity, name, "> 0", got, total > 0))
+		checks = append(checks, verdict.NewCheck(verdict.Validity, name, "> 0", got, total > 0))
 	}
 	return checks
 }
 
-// probeCheck is the validity row that Toxiproxy applied every fault: in each probed
+// ProbeCheck is the validity row that Toxiproxy applied every fault: in each probed
 // window, a client of the harness's own found the proxy refusing or silent. Without it
 // a run would blame the service for a fault that never happened.
-func probeCheck(r *verdict.Report) verdict.Check {
+func ProbeCheck(r *verdict.Report) verdict.Check {
 	probed, held := 0, 0
 	var seen []string
 	for _, w := range r.FaultWindows {
@@ -174,37 +174,37 @@ func probeCheck(r *verdict.Report) verdict.Check {
 		}
 		seen = append(seen, w.Probe)
 	}
-	return check(verdict.Validity, "the proxy applied each fault (the harness's own probe)", "refused or no answer in every window",
+	return verdict.NewCheck(verdict.Validity, "the proxy applied each fault (the harness's own probe)", "refused or no answer in every window",
 		strings.Join(seen, ", "), probed > 0 && held == probed)
 }
 
-// heldBackCheck is the validity row of the dual-write run: the faults kept some
+// HeldBackCheck is the validity row of the dual-write run: the faults kept some
 // accepted payments' events out of the topic, for a while or for good.
-func heldBackCheck(r *verdict.Report) verdict.Check {
+func HeldBackCheck(r *verdict.Report) verdict.Check {
 	total := 0
 	for _, w := range r.FaultWindows {
-		total += heldBack(r.Evidence, w)
+		total += HeldBack(r.Evidence, w)
 	}
-	return check(verdict.Validity, "events held back or lost by the fault windows (topic)", "> 0", total, total > 0)
+	return verdict.NewCheck(verdict.Validity, "events held back or lost by the fault windows (topic)", "> 0", total, total > 0)
 }
 
-// injectedCheck is the validity row that the consumer's dedup was exercised: the
+// InjectedCheck is the validity row that the consumer's dedup was exercised: the
 // harness's own copies, whatever the relay wrote.
-func injectedCheck(r *verdict.Report) verdict.Check {
-	return check(verdict.Validity, "copies injected by the harness (consumer dedup exercised)", "> 0",
+func InjectedCheck(r *verdict.Report) verdict.Check {
+	return verdict.NewCheck(verdict.Validity, "copies injected by the harness (consumer dedup exercised)", "> 0",
 		fmt.Sprintf("%d (the service's own copies: %d)", r.Evidence.InjectedCopies, r.Evidence.ServiceCopies), r.Evidence.InjectedCopies > 0)
 }
 
-// postgresRestartCheck is the validity row that PostgreSQL really restarted while the
+// PostgresRestartCheck is the validity row that PostgreSQL really restarted while the
 // load ran, by PostgreSQL's own clock.
-func postgresRestartCheck(r *verdict.Report) verdict.Check {
+func PostgresRestartCheck(r *verdict.Report) verdict.Check {
 	ev := r.Evidence
 	if ev.PostgresStartS == nil {
-		return check(verdict.Validity, "PostgreSQL restarted during the load (pg_postmaster_start_time)", "inside the load", "unknown", false)
+		return verdict.NewCheck(verdict.Validity, "PostgreSQL restarted during the load (pg_postmaster_start_time)", "inside the load", "unknown", false)
 	}
 	started := *ev.PostgresStartS
 	during := started > ev.LoadStartS && started < ev.LoadEndS
-	return check(verdict.Validity, "PostgreSQL restarted during the load (pg_postmaster_start_time)",
+	return verdict.NewCheck(verdict.Validity, "PostgreSQL restarted during the load (pg_postmaster_start_time)",
 		fmt.Sprintf("between %.1f s and %.1f s", ev.LoadStartS, ev.LoadEndS), fmt.Sprintf("%.1f s", started), during)
 }
 

@@ -1,4 +1,4 @@
-package chaos
+package harness
 
 import (
 	"testing"
@@ -71,7 +71,7 @@ func TestFaultChecks(t *testing.T) {
 			r := &verdict.Report{FaultWindows: testWindows, Evidence: &verdict.Evidence{AcceptedS: tt.AcceptedS, FirstSeenS: tt.FirstSeenS}}
 			var got []string
 			var gotOK []bool
-			for _, c := range faultChecks(r, faults.DropAcks, faults.DropRequests, faults.ProxyDown) {
+			for _, c := range FaultChecks(r, faults.DropAcks, faults.DropRequests, faults.ProxyDown) {
 				if c.Kind != verdict.Validity {
 					t.Errorf("row %q: kind %s, want validity", c.Name, c.Kind)
 				}
@@ -96,7 +96,7 @@ func TestFaultChecksPerWindow(t *testing.T) {
 		AcceptedS:  map[string]float64{"p1": 11, "p2": 11},
 		FirstSeenS: map[string]float64{"p1": 15.5, "p2": 16},
 	}}
-	c := faultChecks(r, faults.ProxyDown)[0]
+	c := FaultChecks(r, faults.ProxyDown)[0]
 	if c.Got != "2 (per window: 0, 2)" || !c.OK {
 		t.Errorf("got %q ok %t, want %q ok true", c.Got, c.OK, "2 (per window: 0, 2)")
 	}
@@ -111,7 +111,7 @@ func TestFaultChecksNameABypass(t *testing.T) {
 		AcceptedS:  map[string]float64{"p1": 1},
 		FirstSeenS: map[string]float64{"p1": 1.1},
 	}}
-	c := faultChecks(r, faults.DropRequests)[0]
+	c := FaultChecks(r, faults.DropRequests)[0]
 	if want := "0 (per window: 0); the proxy held the harness's probe, so the service's relay is not behind it"; c.Got != want || c.OK {
 		t.Errorf("got %q ok %t, want %q ok false", c.Got, c.OK, want)
 	}
@@ -136,7 +136,7 @@ func TestProbeCheck(t *testing.T) {
 			for _, p := range tt.probes {
 				r.FaultWindows = append(r.FaultWindows, faults.Window{Kind: faults.DropAcks, EndS: 1, Probe: p})
 			}
-			if got := probeCheck(r); got.OK != tt.want || got.Kind != verdict.Validity {
+			if got := ProbeCheck(r); got.OK != tt.want || got.Kind != verdict.Validity {
 				t.Errorf("got %+v, want a validity row with ok %t", got, tt.want)
 			}
 		})
@@ -160,7 +160,7 @@ func TestPostgresRestartCheck(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			r := &verdict.Report{Evidence: &verdict.Evidence{LoadStartS: 6, LoadEndS: 27, PostgresStartS: tt.started}}
-			if got := postgresRestartCheck(r); got.OK != tt.want || got.Kind != verdict.Validity {
+			if got := PostgresRestartCheck(r); got.OK != tt.want || got.Kind != verdict.Validity {
 				t.Errorf("got %+v, want a validity row with ok %t", got, tt.want)
 			}
 		})
@@ -174,7 +174,7 @@ func TestInjectedCheck(t *testing.T) {
 		want     bool
 	}{{0, false}, {4, true}} {
 		r := &verdict.Report{Evidence: &verdict.Evidence{InjectedCopies: tt.injected, ServiceCopies: 7}}
-		if got := injectedCheck(r); got.OK != tt.want {
+		if got := InjectedCheck(r); got.OK != tt.want {
 			t.Errorf("%d injected: ok %t, want %t (%+v)", tt.injected, got.OK, tt.want, got)
 		}
 	}
