@@ -103,3 +103,8 @@ var relayEnv = []string{
 
 // RelayLease is the RELAY_LEASE the harness gives every API (relayEnv).
 const RelayLease = 10 * time.Second
+
+// DefaultCopyEvery is the Scenario.CopyEvery of most scenarios: one event in five gets
+// an extra copy from the harness, about 20 copies in a run of 100 payments, 5 in the
+// short run of 20.
+const DefaultCopyEvery = 5
