@@ -5,11 +5,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
+	"github.com/dscourse/payments-outbox/internal/chaos/scenario/cluster"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/crash"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
@@ -74,21 +74,6 @@ func Scenarios(short bool) map[string]harness.Scenario {
 	pause := replicaPause{Pauses: 3, Pause: 14 * time.Second, Alone: 3 * time.Second, Gap: [2]time.Duration{time.Second, 3 * time.Second}, Claims: &idleClaims{}, late: &lateRows{}}
 	pauseSpan := 60 * time.Second
 	hostile := &hostileRecords{Foreign: &verify.ForeignRecords{}, For: 13 * time.Second, Every: 500 * time.Millisecond}
-	// The cluster scenarios (cluster.go). A broker takes 5 to 30 s to start on a small,
-	// busy machine, so their loads are paced over long enough for every kill and
-	// restart to happen while payments arrive.
-	failover := brokerFailover{Down: 20 * time.Second}
-	// A rolling restart of three brokers takes about 90 s on a quiet machine, and up to
-	// 75 s per broker on a busy one: every broker must be stopped while payments still
-	// arrive.
-	failoverSpan, rollingSpan := 90*time.Second, 180*time.Second
-	if short {
-		failover.Down = 10 * time.Second
-		failoverSpan, rollingSpan = 70*time.Second, 150*time.Second
-	}
-	// 20 s: longer than the relay's lease (10 s) and its outage backoff cap (2 s)
-	// together, so the cut outlasts every timer that could hide it.
-	offline := &partitionOffline{For: 20 * time.Second}
 	storm, stormSpan := newIdempotencyStorm(short)
 	// A retention a twelfth of kafka-down's outage, and a cleanup every second: the
 	// cleanup runs some 60 times while nothing can be published.
@@ -262,38 +247,9 @@ func Scenarios(short bool) map[string]harness.Scenario {
 			Disrupt:   skew.disrupt,
 			Validity:  skew.validity,
 		},
-		"broker-failover": {
-			Name: "broker-failover",
-			Description: "on the three-node cluster, during a load paced over " + failoverSpan.String() + ": the broker leading the most partitions SIGKILLed, restarted " + failover.Down.String() +
-				" later; then a second broker killed (the consumer group's coordinator unless it already died) and restarted; the relay and the consumer must follow the new leaders and the new coordinator, with exactly-once effects",
-			Cluster:   true,
-			Span:      failoverSpan,
-			LoadDelay: -3 * time.Second, // the load starts first; the first kill 3 s into it
-			CopyEvery: copyEvery,
-			Disrupt:   failover.disrupt,
-			Validity:  failover.validity,
-		},
-		"partition-offline": {
-			Name: "partition-offline",
-			Description: "on the three-node cluster, the relay cut off for " + offline.For.String() + " from the broker leading one partition (its proxy disabled) while the cluster stays healthy, 8 s into a load paced over 36 s; " +
-				"the other partitions' events must keep reaching the topic at close to their rate before the cut, and everything must drain after it (relay head of " + strings.Join(partitionOfflineEnv, ", ") + ")",
-			Cluster:   true,
-			Span:      36 * time.Second,
-			LoadDelay: -8 * time.Second,
-			APIEnv:    partitionOfflineEnv,
-			Disrupt:   offline.disrupt,
-			Validity:  offline.validity,
-		},
-		"rolling-restart": {
-			Name:        "rolling-restart",
-			Description: "on the three-node cluster, the three brokers restarted one at a time (SIGTERM, start, back in sync before the next), as for an upgrade, during a load paced over " + rollingSpan.String() + "; nothing lost, and the API never refuses a payment",
-			Cluster:     true,
-			Span:        rollingSpan,
-			LoadDelay:   -3 * time.Second,
-			CopyEvery:   copyEvery,
-			Disrupt:     rollingRestart{}.disrupt,
-			Validity:    rollingRestart{}.validity,
-		},
+		"broker-failover":   cluster.BrokerFailover(short),
+		"partition-offline": cluster.PartitionOffline(short),
+		"rolling-restart":   cluster.RollingRestart(short),
 	}
 }
 
