@@ -11,6 +11,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/cluster"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/crash"
+	"github.com/dscourse/payments-outbox/internal/chaos/scenario/replicapause"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
@@ -69,10 +70,6 @@ func Scenarios(short bool) map[string]harness.Scenario {
 		pg.Spikes, pg.Cuts, pg.Outage, pgSpan = 1, 2, 10*time.Second, 30*time.Second
 		consumerDB.Kills, consumerDB.Cuts, consumerDB.Outage, consumerDBSpan = 3, 2, 8*time.Second, 30*time.Second
 	}
-	// A pause catches the paused relay between its send and its mark only when it, not
-	// the other replica, held the rows seen held: about one pause in two, so three of them.
-	pause := replicaPause{Pauses: 3, Pause: 14 * time.Second, Alone: 3 * time.Second, Gap: [2]time.Duration{time.Second, 3 * time.Second}, Claims: &idleClaims{}, late: &lateRows{}}
-	pauseSpan := 60 * time.Second
 	hostile := &hostileRecords{Foreign: &verify.ForeignRecords{}, For: 13 * time.Second, Every: 500 * time.Millisecond}
 	storm, stormSpan := newIdempotencyStorm(short)
 	// A retention a twelfth of kafka-down's outage, and a cleanup every second: the
@@ -145,21 +142,7 @@ func Scenarios(short bool) map[string]harness.Scenario {
 				return []verdict.Check{harness.PostgresRestartCheck(r), harness.InjectedCheck(r)}
 			},
 		},
-		"replica-pause": {
-			Name: "replica-pause",
-			Description: "two API processes (two relays) share one outbox, the load spread over both; with the broker's acks slowed by " + faults.SlowAcksLatency.String() +
-				", one replica is SIGSTOPped " + fmt.Sprint(pause.Pauses) + " times while rows are leased, for " + pause.Pause.String() + " (past RELAY_LEASE), while the other takes its rows over; then it resumes alone for " + pause.Alone.String() +
-				" with the other frozen: its late outcomes must change nothing (fencing), copies are allowed, and each payment's order must hold; " +
-				"our relay also holds one acknowledged batch in ten for " + holdBeforeMark.String() + " before its mark (fault-injection knob RELAY_FAULT_HOLD_BEFORE_MARK, reference service only), so that late marks happen whatever the pauses catch, and no claiming transaction may stay idle past the lease; " +
-				"with the CDC relay, which leases nothing, the replica paused is the one streaming from the replication slot, past wal_sender_timeout (" + harness.CDCWalSenderTimeout.String() + "), and the other must take the slot over",
-			Replicas:  2,
-			APIEnv:    pause.env(),
-			Span:      pauseSpan,
-			LoadDelay: -2 * time.Second, // the load starts first, so that rows are leased
-			CopyEvery: copyEvery,
-			Disrupt:   pause.disrupt,
-			Validity:  pause.validity,
-		},
+		"replica-pause": replicapause.Scenario(short),
 		"hostile-records": {
 			Name: "hostile-records",
 			Description: "while a load paced over 15 s arrives, the harness writes to the topic itself, as another producer, one record every " + hostile.Every.String() +
