@@ -11,9 +11,9 @@ import (
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/cluster"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/crash"
+	"github.com/dscourse/payments-outbox/internal/chaos/scenario/hostile"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/replicapause"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
-	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -70,7 +70,6 @@ func Scenarios(short bool) map[string]harness.Scenario {
 		pg.Spikes, pg.Cuts, pg.Outage, pgSpan = 1, 2, 10*time.Second, 30*time.Second
 		consumerDB.Kills, consumerDB.Cuts, consumerDB.Outage, consumerDBSpan = 3, 2, 8*time.Second, 30*time.Second
 	}
-	hostile := &hostileRecords{Foreign: &verify.ForeignRecords{}, For: 13 * time.Second, Every: 500 * time.Millisecond}
 	storm, stormSpan := newIdempotencyStorm(short)
 	// A retention a twelfth of kafka-down's outage, and a cleanup every second: the
 	// cleanup runs some 60 times while nothing can be published.
@@ -142,18 +141,8 @@ func Scenarios(short bool) map[string]harness.Scenario {
 				return []verdict.Check{harness.PostgresRestartCheck(r), harness.InjectedCheck(r)}
 			},
 		},
-		"replica-pause": replicapause.Scenario(short),
-		"hostile-records": {
-			Name: "hostile-records",
-			Description: "while a load paced over 15 s arrives, the harness writes to the topic itself, as another producer, one record every " + hostile.Every.String() +
-				": records that break the contract in turn (wrong JSON types, not JSON, NUL in user_id or currency, invalid UTF-8, a 256 KiB header, no headers, a key that is not the payment id) and, every third, a copy of an already decided event with another payload; " +
-				"the consumer must dead-letter each hostile record, count each copy as a duplicate (the first processed wins), decide every real payment once, and never stop",
-			Span:      15 * time.Second,
-			LoadDelay: -time.Second, // the load starts first, so that decided events exist to copy
-			Disrupt:   hostile.disrupt,
-			Validity:  hostile.validity,
-			Foreign:   hostile.Foreign,
-		},
+		"replica-pause":   replicapause.Scenario(short),
+		"hostile-records": hostile.Scenario(short),
 		"poison": {
 			Name: "poison",
 			Description: "while a load paced over 20 s arrives, the topic's " + messageSizeLimitConfig + ", measured by a calibration load before the fault, is below the size of the largest valid event, the full refund of a largest payment (one in " + fmt.Sprint(poisoned.Every) +
