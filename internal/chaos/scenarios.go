@@ -12,6 +12,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/cluster"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/crash"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/hostile"
+	"github.com/dscourse/payments-outbox/internal/chaos/scenario/poison"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/replicapause"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
@@ -53,8 +54,6 @@ func Scenarios(short bool) map[string]harness.Scenario {
 	if short {
 		skew.Window = 12 * time.Second
 	}
-	// One payment in twenty is poison: 5 in a run of 100, 1 in the short run of 20.
-	poisoned := &poison{Every: 20, MaxRejections: 5, Wait: 2 * time.Minute}
 	// Spikes long enough that the API's 5 s transaction budget runs out in some
 	// (about five round trips of a second each), an outage of 20 s as the course asks.
 	pg := &pgFaults{Spikes: 3, SpikeLatency: time.Second, SpikeFor: 3 * time.Second, Cuts: 3, Outage: 20 * time.Second}
@@ -143,20 +142,7 @@ func Scenarios(short bool) map[string]harness.Scenario {
 		},
 		"replica-pause":   replicapause.Scenario(short),
 		"hostile-records": hostile.Scenario(short),
-		"poison": {
-			Name: "poison",
-			Description: "while a load paced over 20 s arrives, the topic's " + messageSizeLimitConfig + ", measured by a calibration load before the fault, is below the size of the largest valid event, the full refund of a largest payment (one in " + fmt.Sprint(poisoned.Every) +
-				" has a 64-character user id and a 19-digit amount, the only fields that can make a payment larger), and above every other record of every event type; those refunds must reach the DLQ after at most " + fmt.Sprint(poisoned.MaxRejections) +
-				" rejections, each with an alert at the harness's webhook, while every other event flows; then the limit is restored and the harness replays each dead letter through the admin endpoint, which must deliver it with its original event id",
-			Span:         20 * time.Second,
-			LargestEvery: poisoned.Every,
-			LoadDelay:    time.Second, // the limit is down before the first payment
-			Prepare:      poisoned.prepare,
-			BeforeLoad:   poisoned.calibrate,
-			Disrupt:      poisoned.disrupt,
-			AfterLoad:    poisoned.afterLoad,
-			Validity:     poisoned.validity,
-		},
+		"poison":          poison.Scenario(short),
 		"pg-faults": {
 			Name: "pg-faults",
 			Description: "the API and its relay reach PostgreSQL through Toxiproxy (proxy " + devstack.PostgresProxy + ") and, while a load paced over " + pgSpan.String() + " arrives, get " + fmt.Sprint(pg.Spikes) + " latency spikes of +" + pg.SpikeLatency.String() +
