@@ -9,6 +9,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
+	"github.com/dscourse/payments-outbox/internal/chaos/scenario/clockskew"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/cluster"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/crash"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/hostile"
@@ -49,10 +50,6 @@ func Scenarios(short bool) map[string]harness.Scenario {
 	faultsBit := func(r *verdict.Report, _ *harness.Run) []verdict.Check {
 		checks := append(harness.FaultChecks(r, faults.DropAcks, faults.DropRequests, faults.ProxyDown), harness.ProbeCheck(r))
 		return append(checks, harness.InjectedCheck(r), harness.OrderInFlightCheck(r))
-	}
-	skew := &clockSkew{Skew: 10 * time.Minute, Window: 30 * time.Second}
-	if short {
-		skew.Window = 12 * time.Second
 	}
 	// Spikes long enough that the API's 5 s transaction budget runs out in some
 	// (about five round trips of a second each), an outage of 20 s as the course asks.
@@ -194,17 +191,8 @@ func Scenarios(short bool) map[string]harness.Scenario {
 			Disrupt:                      consumerDB.disrupt,
 			Validity:                     consumerDB.validity,
 		},
-		"long-transaction": LongTransaction(short, 0),
-		"clock-skew": {
-			Name: "clock-skew",
-			Description: "our relay stamps its records " + skew.Skew.String() + " ahead (fault-injection knob RELAY_FAULT_TIMESTAMP_SKEW, reference service only) and, for " + skew.Window.String() +
-				" in the middle of a load paced over 20 s, the topic's " + timestampLimitConfig + " is below the skew, so the broker refuses every record with INVALID_TIMESTAMP; the relay must wait it out like an outage, dead-letter nothing and deliver everything once the limit is back",
-			Span:      20 * time.Second,
-			LoadDelay: -5 * time.Second, // the load starts first; the refusals 5 s into it
-			APIEnv:    skew.env(),
-			Disrupt:   skew.disrupt,
-			Validity:  skew.validity,
-		},
+		"long-transaction":  LongTransaction(short, 0),
+		"clock-skew":        clockskew.Scenario(short),
 		"broker-failover":   cluster.BrokerFailover(short),
 		"partition-offline": cluster.PartitionOffline(short),
 		"rolling-restart":   cluster.RollingRestart(short),
