@@ -53,6 +53,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/chaos"
 	"github.com/dscourse/payments-outbox/internal/chaos/compose"
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
+	"github.com/dscourse/payments-outbox/internal/chaos/scenario/longtx"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
@@ -83,7 +84,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	scenario := flags.String("scenario", "default", "scenario to run: "+strings.Join(chaos.ScenarioNames(), "|")+"|all")
 	payments := flags.Int("payments", 100, "payments to send")
 	short := flags.Bool("short", false, "shorter fault windows (what the CI test uses)")
-	longTxHold := flags.Duration("long-tx-hold", 0, fmt.Sprintf("long-transaction: how long the snapshot is held (default %s, 20s with -short); its load is its own, -payments does not change it", chaos.DefaultLongTransactionHold))
+	longTxHold := flags.Duration("long-tx-hold", 0, fmt.Sprintf("long-transaction: how long the snapshot is held (default %s, 20s with -short); its load is its own, -payments does not change it", longtx.DefaultHold))
 	apiURL := flags.String("api-url", "", "check an already running implementation at this URL instead of building and starting ours")
 	paymentsDB := flags.String("payments-db", "", "with -api-url: URL of its payments database")
 	consumerDB := flags.String("consumer-db", "", "with -api-url: URL of its consumer's database (optional)")
@@ -139,7 +140,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	freshScenarios := func() map[string]harness.Scenario {
 		scenarios := chaos.Scenarios(*short)
 		if *longTxHold > 0 {
-			scenarios["long-transaction"] = chaos.LongTransaction(*short, *longTxHold)
+			scenarios["long-transaction"] = longtx.Scenario(*short, *longTxHold)
 		}
 		return scenarios
 	}

@@ -1,4 +1,4 @@
-package chaos
+package longtx
 
 import (
 	"testing"

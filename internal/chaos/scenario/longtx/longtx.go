@@ -1,4 +1,4 @@
-package chaos
+package longtx
 
 import (
 	"context"
@@ -30,7 +30,8 @@ import (
 // topic watch), so throughput is events reaching the topic per second and latency is
 // 201 to topic. It also samples the outbox table's dead tuples and size. The relay
 // must keep up: the events of each phase reach the topic as fast as they arrive, and
-// the p99 latency during the hold stays within the fault-free bound HealthyPublishS.
+// the p99 latency during the hold stays within the fault-free bound
+// harness.HealthyPublishS.
 type longTransaction struct {
 	Rate   float64 // payments per second
 	Before time.Duration
