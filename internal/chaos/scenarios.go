@@ -15,6 +15,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/longtx"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/poison"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/replicapause"
+	"github.com/dscourse/payments-outbox/internal/chaos/scenario/storm"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
@@ -66,7 +67,6 @@ func Scenarios(short bool) map[string]harness.Scenario {
 		pg.Spikes, pg.Cuts, pg.Outage, pgSpan = 1, 2, 10*time.Second, 30*time.Second
 		consumerDB.Kills, consumerDB.Cuts, consumerDB.Outage, consumerDBSpan = 3, 2, 8*time.Second, 30*time.Second
 	}
-	storm, stormSpan := newIdempotencyStorm(short)
 	// A retention a twelfth of kafka-down's outage, and a cleanup every second: the
 	// cleanup runs some 60 times while nothing can be published.
 	const outage = 60 * time.Second
@@ -165,20 +165,7 @@ func Scenarios(short bool) map[string]harness.Scenario {
 			Disrupt:                 refused.disrupt,
 			Validity:                refused.validity,
 		},
-		"idempotency-storm": {
-			Name: "idempotency-storm",
-			Description: fmt.Sprintf("every Idempotency-Key sent by %d clients at once (creations, captures, refunds) during a load paced over %s, each attempt timed out by its client after %s to %s (less than the API's 5 s budget) and retried with the same key, "+
-				"while the API reaches PostgreSQL with +%s on every statement (proxy %s) and is SIGKILLed %d times with keyed requests in flight, and restarted; "+
-				"each key must make one payment (transition) and one event, every 201 (200) of a key must name the same payment (event), and the answers must be 201 (200), 409 with Retry-After, 422 or 503 with Retry-After",
-				storm.Copies, stormSpan, storm.ClientTimeout[0], storm.ClientTimeout[1], storm.Latency, devstack.PostgresProxy, storm.Kills),
-			Span:                    stormSpan,
-			LoadDelay:               -time.Second, // the load starts first; the first kill comes during it
-			APIThroughPostgresProxy: true,
-			Load:                    storm.load,
-			Disrupt:                 storm.disrupt,
-			FinishDisruption:        true,
-			Validity:                storm.validity,
-		},
+		"idempotency-storm": storm.Scenario(short),
 		"consumer-db": {
 			Name: "consumer-db",
 			Description: "the consumer alone reaches its database through Toxiproxy (proxy " + devstack.ConsumerPostgresProxy + "), the API's database untouched, and, while a load paced over " + consumerDBSpan.String() + " arrives, gets a latency spike of +" + consumerDB.SpikeLatency.String() +
