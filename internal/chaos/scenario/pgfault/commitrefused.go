@@ -1,4 +1,4 @@
-package chaos
+package pgfault
 
 import (
 	"context"
@@ -23,7 +23,8 @@ import (
 // COMMIT, each transaction waits Latency, idle in transaction. The harness polls
 // pg_stat_activity directly for such a session (a transaction id, idle in transaction,
 // its last statement an INSERT into the outbox: a table named like outbox, outbox_events
-// or outbox_messages, not the relay's outbox_published or outbox_dlq) and terminates it (pg_terminate_backend) at that moment, Kills times. It
+// or outbox_messages, not the relay's outbox_published or outbox_dlq) and terminates it
+// (pg_terminate_backend) at that moment, Kills times. It
 // works black-box on any service that writes its outbox row last and reaches
 // PostgreSQL through the proxy.
 //
