@@ -111,8 +111,8 @@ func TestStormAnswersRowFailsOnAForbiddenAnswer(t *testing.T) {
 	for _, wrong := range []int{0, 1} {
 		a := load.StormAnswers{Attempts: 3, Success: 2, Wrong: wrong}
 		rows := stormChecks(&verdict.StormReport{Answers: a, Outcome: verdict.StormOutcome{Keys: 1}}, nil)
-		if rows[2].Name != StormAnswersRow || rows[2].OK != (wrong == 0) {
-			t.Errorf("%d wrong answers: answers row = %+v, want %q passed only without them", wrong, rows[2], StormAnswersRow)
+		if rows[2].Name != stormAnswersRow || rows[2].OK != (wrong == 0) {
+			t.Errorf("%d wrong answers: answers row = %+v, want %q passed only without them", wrong, rows[2], stormAnswersRow)
 		}
 	}
 }

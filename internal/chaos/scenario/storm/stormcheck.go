@@ -22,9 +22,9 @@ import (
 
 // Names of the storm's SLO rows.
 const (
-	StormOneRow     = "idempotency storm: keys without exactly one payment (transition) in the database and one event in the topic"
-	StormSplitRow   = "idempotency storm: keys whose 201s (200s) named more than one payment (event)"
-	StormAnswersRow = "idempotency storm: answers other than 201 (200), 409 with Retry-After, 422, 503 with Retry-After (first attempts and retries)"
+	stormOneRow     = "idempotency storm: keys without exactly one payment (transition) in the database and one event in the topic"
+	stormSplitRow   = "idempotency storm: keys whose 201s (200s) named more than one payment (event)"
+	stormAnswersRow = "idempotency storm: answers other than 201 (200), 409 with Retry-After, 422, 503 with Retry-After (first attempts and retries)"
 )
 
 // stormOutside is what the payments table and the topic hold of the storm.
@@ -202,8 +202,8 @@ func stormChecks(s *verdict.StormReport, readErr error) []verdict.Check {
 		answers += "; first: " + strings.Join(a.FirstWrong, ", ")
 	}
 	return []verdict.Check{
-		verdict.NewCheck(verdict.SLO, StormOneRow, "0", one, readErr == nil && o.Keys > 0 && o.NotOne+o.NotOneEvent == 0),
-		verdict.NewCheck(verdict.SLO, StormSplitRow, "0", split, o.Split == 0),
-		verdict.NewCheck(verdict.SLO, StormAnswersRow, "0", answers, a.Wrong == 0),
+		verdict.NewCheck(verdict.SLO, stormOneRow, "0", one, readErr == nil && o.Keys > 0 && o.NotOne+o.NotOneEvent == 0),
+		verdict.NewCheck(verdict.SLO, stormSplitRow, "0", split, o.Split == 0),
+		verdict.NewCheck(verdict.SLO, stormAnswersRow, "0", answers, a.Wrong == 0),
 	}
 }
