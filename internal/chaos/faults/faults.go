@@ -24,7 +24,7 @@ import (
 // produces no failure. So faults are applied fully (toxicity 1) for windows longer than
 // the reference relay's publish deadline, with clean windows between. Whether a run is
 // valid does not depend on the service's failures, though, nor on its timeouts: see
-// evidence.go in package chaos.
+// evidence.go in package harness.
 type Kind string
 
 const (
@@ -108,7 +108,7 @@ func (f *Proxy) Reset() error {
 }
 
 // SlowAcksLatency is the delay of SlowAcks: well below the relay's 3 s publish timeout
-// (relayEnv), so that the acknowledgements still come, only late.
+// (harness.relayEnv), so that the acknowledgements still come, only late.
 const SlowAcksLatency = 1500 * time.Millisecond
 
 // toxicName names the toxic of a kind, so Clear can find it again.

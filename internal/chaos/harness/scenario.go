@@ -16,8 +16,9 @@ type Scenario struct {
 	Description string
 	// DualWrite runs the API in the teaching dual-write mode (DUAL_WRITE=true).
 	DualWrite bool
-	// Cluster runs the scenario on the three-node cluster (cluster.go) instead of the
-	// single broker: its topic has three replicas and min.insync.replicas=2.
+	// Cluster runs the scenario on the three-node cluster (package scenario/cluster)
+	// instead of the single broker: its topic has three replicas and
+	// min.insync.replicas=2.
 	Cluster bool
 	// Replicas runs this many API processes on one database, each with its relay, and
 	// spreads the load over them; 0 or 1 is one. Only our API (the harness starts them).
@@ -30,10 +31,10 @@ type Scenario struct {
 	// steady rate for a given time (long-transaction) sends that many.
 	Payments int
 	// LargestEvery makes every LargestEvery-th payment the largest valid one
-	// (LoadConfig.LargestEvery); 0 makes none.
+	// (load.Config.LargestEvery); 0 makes none.
 	LargestEvery int
 	// MaxAttempts, when set, replaces the load's attempts per payment
-	// (LoadConfig.MaxAttempts, 10: about 24 s of backoff), for a fault that outlasts them.
+	// (load.Config.MaxAttempts, 10: about 24 s of backoff), for a fault that outlasts them.
 	MaxAttempts int
 	// LoadDelay is how long after the disruption starts the load is sent, so that the
 	// load meets a fault already in force.

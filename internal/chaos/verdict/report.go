@@ -85,7 +85,7 @@ type Report struct {
 	// one distinct X-Event-Id in the topic: events a consumer cannot recognise as copies.
 	PaymentsWithSeveralEventIDs int `json:"payments_with_several_event_ids"`
 	// OrderViolations counts payments whose events, by first occurrence in partition
-	// offset order, do not follow their sequence (order.go). The SLO is 0.
+	// offset order, do not follow their sequence (harness/order.go). The SLO is 0.
 	OrderViolations int `json:"order_violations"`
 	// MultiEventPayments counts payments with more than one event in the topic.
 	MultiEventPayments int `json:"multi_event_payments"`

@@ -24,9 +24,8 @@ import (
 // pg_stat_activity directly for such a session (a transaction id, idle in transaction,
 // its last statement an INSERT into the outbox: a table named like outbox, outbox_events
 // or outbox_messages, not the relay's outbox_published or outbox_dlq) and terminates it
-// (pg_terminate_backend) at that moment, Kills times. It
-// works black-box on any service that writes its outbox row last and reaches
-// PostgreSQL through the proxy.
+// (pg_terminate_backend) at that moment, Kills times. It works black-box on any service
+// that writes its outbox row last and reaches PostgreSQL through the proxy.
 //
 // The API must answer 503 (the outcome of a failed COMMIT is unknown to it; the
 // Idempotency-Key makes the retry safe), never a 201: a 201 for a payment that is not

@@ -36,7 +36,7 @@ const messageSizeLimitConfig = "max.message.bytes"
 // 19 digits, which snappy writes once). The honest way to make it poison is to bring the
 // topic's limit down between the two sizes rather than to invent a field the API does
 // not have.
-// Every Every-th payment of the load is such a payment (LoadConfig.LargestEvery), and
+// Every Every-th payment of the load is such a payment (load.Config.LargestEvery), and
 // its creation and capture, under the limit, must flow like the others.
 //
 // The limit is measured by a calibration load before the fault (poisoncalibration.go):

@@ -29,7 +29,7 @@ import (
 // lifecycle's refunds, 80-odd bytes larger than a creation.
 
 // calibrationPayments is the calibration load: every lifecycle plan twice
-// (lifecycleload.go) and two largest payments (calibrationLargestEvery).
+// (load/lifecycleload.go) and two largest payments (calibrationLargestEvery).
 const (
 	calibrationPayments     = 12
 	calibrationLargestEvery = 6

@@ -40,7 +40,7 @@ import (
 type replicaPause struct {
 	// Pauses is how many times rn.API is paused.
 	Pauses int
-	// Pause is how long each lasts: longer than the lease (RELAY_LEASE, relayEnv), so the
+	// Pause is how long each lasts: longer than the lease (harness.RelayLease), so the
 	// other replica takes the rows over.
 	Pause time.Duration
 	// Alone is how long the paused replica runs alone after it resumes, the other frozen:
