@@ -11,6 +11,7 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -228,7 +229,7 @@ func (f *Proxy) Cycle(ctx context.Context, cfg DutyCycle) error {
 		if err := f.Hold(ctx, kind, cfg.Faulty); err != nil {
 			return err
 		}
-		if err := waitUntil(ctx, time.Now().Add(cfg.Clean)); err != nil {
+		if err := backoff.Until(ctx, time.Now().Add(cfg.Clean)); err != nil {
 			return nil
 		}
 	}
@@ -246,7 +247,7 @@ func (f *Proxy) Hold(ctx context.Context, kind Kind, d time.Duration) error {
 	f.windows[len(f.windows)-1].Probe = seen
 	f.mu.Unlock()
 	// The end of ctx only cuts the fault short: it is cleared either way.
-	_ = waitUntil(ctx, end)
+	_ = backoff.Until(ctx, end)
 	return f.Clear(kind)
 }
 

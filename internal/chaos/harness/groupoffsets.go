@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/kafkasec"
 )
 
@@ -83,7 +84,7 @@ func (rn *Run) waitConsumerCommitted(ctx context.Context, timeout time.Duration)
 			if err == nil && offsets.Lag() == 0 {
 				return nil
 			}
-			if werr := WaitUntil(ctx, time.Now().Add(200*time.Millisecond)); werr != nil {
+			if werr := backoff.Until(ctx, time.Now().Add(200*time.Millisecond)); werr != nil {
 				return fmt.Errorf("wait for consumer group %s to commit the whole topic: %d records left (last error: %v): %w", rn.Group, offsets.Lag(), err, werr)
 			}
 		}

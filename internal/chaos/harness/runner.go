@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
@@ -327,7 +328,7 @@ func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run
 	defer closeLoadDone()
 	stopDisruption, disruptionDone := startDisruption(ctx, sc, rn)
 	defer stopDisruption()
-	if err := WaitUntil(ctx, time.Now().Add(sc.LoadDelay)); err != nil {
+	if err := backoff.Until(ctx, time.Now().Add(sc.LoadDelay)); err != nil {
 		return load.Result{}, verify.Observed{}, err
 	}
 	rn.Logger.Info("sending payments", slog.Int("payments", opts.Payments), slog.Duration("span", sc.Span), slog.Int("bursts", sc.Bursts))
@@ -405,7 +406,7 @@ func startDisruption(ctx context.Context, sc Scenario, rn *Run) (stop func() err
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if WaitUntil(ctx, time.Now().Add(-sc.LoadDelay)) != nil {
+		if backoff.Until(ctx, time.Now().Add(-sc.LoadDelay)) != nil {
 			return
 		}
 		err = sc.Disrupt(ctx, rn)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
@@ -68,7 +69,7 @@ func (c *clockSkew) disrupt(ctx context.Context, rn *harness.Run) error {
 		if next.After(end) {
 			next = end
 		}
-		if harness.WaitUntil(ctx, next) != nil {
+		if backoff.Until(ctx, next) != nil {
 			break
 		}
 		age, ok, err := harness.ScrapeCounter(ctx, rn.API.MetricsBase()+"/metrics", "outbox_oldest_pending_age_seconds")

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 )
@@ -42,7 +43,7 @@ func TestTopicTimestampLimitRefusesTheSkew(t *testing.T) {
 	eventually := func(want func(error) bool) error {
 		for {
 			err := produceSkewed()
-			if want(err) || harness.WaitUntil(ctx, time.Now().Add(100*time.Millisecond)) != nil {
+			if want(err) || backoff.Until(ctx, time.Now().Add(100*time.Millisecond)) != nil {
 				return err
 			}
 		}

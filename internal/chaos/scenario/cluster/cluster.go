@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/devstack"
@@ -57,7 +58,7 @@ func startBroker(ctx context.Context, rn *harness.Run, node int32, maxWait time.
 			rn.Disrupted(fmt.Sprintf("broker %d not back in sync", node), fmt.Sprintf("after %s", maxWait))
 			return nil
 		}
-		if err := harness.WaitUntil(ctx, time.Now().Add(faults.ClusterPollInterval)); err != nil {
+		if err := backoff.Until(ctx, time.Now().Add(faults.ClusterPollInterval)); err != nil {
 			return err
 		}
 	}
@@ -69,7 +70,7 @@ func startBroker(ctx context.Context, rn *harness.Run, node int32, maxWait time.
 // downFor keeps a killed or stopped broker down for d, or until ctx ends, then starts
 // it again: a broker is never left down, whatever happens to the run.
 func downFor(ctx context.Context, rn *harness.Run, node int32, d time.Duration) error {
-	_ = harness.WaitUntil(ctx, time.Now().Add(d))
+	_ = backoff.Until(ctx, time.Now().Add(d))
 	return startBroker(ctx, rn, node, inSyncWait)
 }
 

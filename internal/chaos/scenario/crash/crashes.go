@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 )
@@ -66,7 +67,7 @@ func crashRelay(ctx context.Context, rn *harness.Run, cfg relayCrashes) error {
 		if err := rn.Faults.Inject(faults.DropAcks); err != nil {
 			return err
 		}
-		if err := harness.WaitUntil(ctx, time.Now().Add(harness.Between(cfg.AcksLost))); err != nil {
+		if err := backoff.Until(ctx, time.Now().Add(harness.Between(cfg.AcksLost))); err != nil {
 			return rn.Faults.Clear(faults.DropAcks)
 		}
 		caught := false
@@ -95,7 +96,7 @@ func crashRelay(ctx context.Context, rn *harness.Run, cfg relayCrashes) error {
 			return err
 		}
 		rn.Disrupted("api restarted", "")
-		if err := harness.WaitUntil(ctx, time.Now().Add(harness.Between(cfg.Clean))); err != nil {
+		if err := backoff.Until(ctx, time.Now().Add(harness.Between(cfg.Clean))); err != nil {
 			return nil
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/google/uuid"
@@ -54,7 +55,7 @@ func (h *hostileRecords) disrupt(ctx context.Context, rn *harness.Run) error {
 	end := time.Now().Add(h.For)
 	hostile := 0
 	for i := 0; time.Now().Before(end); i++ {
-		if harness.WaitUntil(ctx, time.Now().Add(h.Every)) != nil {
+		if backoff.Until(ctx, time.Now().Add(h.Every)) != nil {
 			break
 		}
 		if i%3 == 2 {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
@@ -96,7 +97,7 @@ func (l *longTransaction) disrupt(ctx context.Context, rn *harness.Run) error {
 		if next.After(end) {
 			next = end
 		}
-		if harness.WaitUntil(ctx, next) != nil {
+		if backoff.Until(ctx, next) != nil {
 			break
 		}
 		l.checkHolder(ctx, stats, holderPID)
@@ -113,7 +114,7 @@ func (l *longTransaction) disrupt(ctx context.Context, rn *harness.Run) error {
 
 	for {
 		l.sample(ctx, rn, stats, "after")
-		if harness.WaitUntil(ctx, time.Now().Add(5*time.Second)) != nil {
+		if backoff.Until(ctx, time.Now().Add(5*time.Second)) != nil {
 			return nil
 		}
 	}

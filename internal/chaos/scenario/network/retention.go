@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
@@ -89,7 +90,7 @@ func (s *shortRetention) count(ctx context.Context, dbURL string, until time.Tim
 			s.least = n
 		}
 		s.mu.Unlock()
-		if harness.WaitUntil(ctx, time.Now().Add(500*time.Millisecond)) != nil {
+		if backoff.Until(ctx, time.Now().Add(500*time.Millisecond)) != nil {
 			return
 		}
 	}

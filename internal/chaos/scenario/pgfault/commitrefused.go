@@ -10,6 +10,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
@@ -115,7 +116,7 @@ func (c *commitRefused) kill(ctx context.Context, rn *harness.Run, watch *pgx.Co
 			rn.Disrupted("PostgreSQL session terminated before its COMMIT", fmt.Sprintf("%d of %d: %v", n, c.Kills, caught))
 			wait = c.Gap
 		}
-		if err := harness.WaitUntil(ctx, time.Now().Add(wait)); err != nil {
+		if err := backoff.Until(ctx, time.Now().Add(wait)); err != nil {
 			return err
 		}
 	}

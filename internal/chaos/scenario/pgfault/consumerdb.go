@@ -10,6 +10,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
@@ -120,7 +121,7 @@ func (f *consumerDBFaults) spike(ctx context.Context, rn *harness.Run, proxy *to
 		f.spikeRTT = time.Since(start)
 		f.mu.Unlock()
 	}
-	waitErr := harness.WaitUntil(ctx, end)
+	waitErr := backoff.Until(ctx, end)
 	if err := proxy.RemoveToxic(consumerSpikeToxic); err != nil {
 		return fmt.Errorf("remove latency from %s: %w", proxy.Name, err)
 	}
@@ -169,11 +170,11 @@ func (f *consumerDBFaults) terminate(ctx context.Context, rn *harness.Run, watch
 				rn.Disrupted("consumer's session terminated in a write transaction", fmt.Sprintf("%d of %d: %s", i+1, f.Kills, what))
 				break
 			}
-			if err := harness.WaitUntil(ctx, time.Now().Add(time.Millisecond)); err != nil {
+			if err := backoff.Until(ctx, time.Now().Add(time.Millisecond)); err != nil {
 				return err
 			}
 		}
-		if err := harness.WaitUntil(ctx, time.Now().Add(time.Second)); err != nil {
+		if err := backoff.Until(ctx, time.Now().Add(time.Second)); err != nil {
 			return err
 		}
 	}
@@ -193,7 +194,7 @@ func (f *consumerDBFaults) cut(ctx context.Context, rn *harness.Run, proxy *toxi
 			return fmt.Errorf("disable %s: %w", proxy.Name, err)
 		}
 		rn.Disrupted("consumer's PostgreSQL connections cut", fmt.Sprintf("%d of %d: with %d write transactions of the consumer open", i+1, f.Cuts, len(pids)))
-		waitErr := harness.WaitUntil(ctx, time.Now().Add(time.Second))
+		waitErr := backoff.Until(ctx, time.Now().Add(time.Second))
 		var survivors int
 		if waitErr == nil {
 			err = watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)`, pids).Scan(&survivors)
@@ -211,7 +212,7 @@ func (f *consumerDBFaults) cut(ctx context.Context, rn *harness.Run, proxy *toxi
 		f.cutOpen = append(f.cutOpen, len(pids))
 		f.cutSurvivors = append(f.cutSurvivors, survivors)
 		f.mu.Unlock()
-		if err := harness.WaitUntil(ctx, time.Now().Add(2*time.Second)); err != nil {
+		if err := backoff.Until(ctx, time.Now().Add(2*time.Second)); err != nil {
 			return err
 		}
 	}
@@ -231,7 +232,7 @@ func waitForWriteSessions(ctx context.Context, conn *pgx.Conn, timeout time.Dura
 		if len(pids) > 0 || time.Now().After(deadline) {
 			return pids, nil
 		}
-		if err := harness.WaitUntil(ctx, time.Now().Add(time.Millisecond)); err != nil {
+		if err := backoff.Until(ctx, time.Now().Add(time.Millisecond)); err != nil {
 			return nil, err
 		}
 	}
@@ -251,14 +252,14 @@ func (f *consumerDBFaults) outageWindow(ctx context.Context, rn *harness.Run, pr
 	rn.Disrupted("consumer's PostgreSQL unreachable", fmt.Sprintf("proxy %s disabled for %s", proxy.Name, f.Outage))
 	end := time.Now().Add(f.Outage)
 	before, late, countErr := -1, -1, error(nil)
-	waitErr := harness.WaitUntil(ctx, time.Now().Add(500*time.Millisecond))
+	waitErr := backoff.Until(ctx, time.Now().Add(500*time.Millisecond))
 	if waitErr == nil {
 		before, countErr = countDecisions(ctx, watch)
-		waitErr = harness.WaitUntil(ctx, end.Add(-time.Second))
+		waitErr = backoff.Until(ctx, end.Add(-time.Second))
 	}
 	if waitErr == nil && countErr == nil {
 		late, countErr = countDecisions(ctx, watch)
-		waitErr = harness.WaitUntil(ctx, end)
+		waitErr = backoff.Until(ctx, end)
 	}
 	if err := proxy.Enable(); err != nil {
 		return fmt.Errorf("enable %s: %w", proxy.Name, err)

@@ -10,6 +10,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
@@ -100,14 +101,14 @@ func (f *pgFaults) spikes(ctx context.Context, rn *harness.Run, proxy *toxiproxy
 			f.spikeRTT = append(f.spikeRTT, rtt)
 			f.mu.Unlock()
 		}
-		waitErr := harness.WaitUntil(ctx, end)
+		waitErr := backoff.Until(ctx, end)
 		if err := proxy.RemoveToxic(spikeToxic); err != nil {
 			return fmt.Errorf("remove latency from %s: %w", proxy.Name, err)
 		}
 		if waitErr != nil {
 			return waitErr
 		}
-		if err := harness.WaitUntil(ctx, time.Now().Add(f.SpikeFor)); err != nil {
+		if err := backoff.Until(ctx, time.Now().Add(f.SpikeFor)); err != nil {
 			return err
 		}
 	}
@@ -139,14 +140,14 @@ func (f *pgFaults) cuts(ctx context.Context, rn *harness.Run, proxy *toxiproxy.P
 		f.cutOpen = append(f.cutOpen, open)
 		f.mu.Unlock()
 		rn.Disrupted("PostgreSQL connections cut", fmt.Sprintf("%d of %d: with %d write transactions of the API open", i+1, f.Cuts, open))
-		waitErr := harness.WaitUntil(ctx, time.Now().Add(time.Second))
+		waitErr := backoff.Until(ctx, time.Now().Add(time.Second))
 		if err := proxy.Enable(); err != nil {
 			return fmt.Errorf("enable %s: %w", proxy.Name, err)
 		}
 		if waitErr != nil {
 			return waitErr
 		}
-		if err := harness.WaitUntil(ctx, time.Now().Add(2*time.Second)); err != nil {
+		if err := backoff.Until(ctx, time.Now().Add(2*time.Second)); err != nil {
 			return err
 		}
 	}
@@ -169,7 +170,7 @@ func waitForWriteTransaction(ctx context.Context, conn *pgx.Conn, timeout time.D
 		if open > 0 || time.Now().After(deadline) {
 			return open, nil
 		}
-		if err := harness.WaitUntil(ctx, time.Now().Add(5*time.Millisecond)); err != nil {
+		if err := backoff.Until(ctx, time.Now().Add(5*time.Millisecond)); err != nil {
 			return 0, err
 		}
 	}
@@ -184,7 +185,7 @@ func (f *pgFaults) outageWindow(ctx context.Context, rn *harness.Run, proxy *tox
 	f.outage = faults.Window{Kind: faults.ProxyDown, StartS: time.Since(rn.Origin).Seconds(), EndS: -1}
 	f.mu.Unlock()
 	rn.Disrupted("PostgreSQL unreachable for the API", fmt.Sprintf("proxy %s disabled for %s", proxy.Name, f.Outage))
-	waitErr := harness.WaitUntil(ctx, time.Now().Add(f.Outage))
+	waitErr := backoff.Until(ctx, time.Now().Add(f.Outage))
 	if err := proxy.Enable(); err != nil {
 		return fmt.Errorf("enable %s: %w", proxy.Name, err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/chaos/deadletter"
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
@@ -214,7 +215,7 @@ func (p *poison) afterLoad(ctx context.Context, rn *harness.Run) error {
 		if settled || time.Now().After(deadline) {
 			break
 		}
-		if err := harness.WaitUntil(ctx, time.Now().Add(500*time.Millisecond)); err != nil {
+		if err := backoff.Until(ctx, time.Now().Add(500*time.Millisecond)); err != nil {
 			return err
 		}
 	}
@@ -227,7 +228,7 @@ func (p *poison) afterLoad(ctx context.Context, rn *harness.Run) error {
 	// The alerts of a batch go out after its statement commits, side by side.
 	alertsBy := time.Now().Add(10 * time.Second)
 	for !p.alerted(tally) && time.Now().Before(alertsBy) {
-		if err := harness.WaitUntil(ctx, time.Now().Add(200*time.Millisecond)); err != nil {
+		if err := backoff.Until(ctx, time.Now().Add(200*time.Millisecond)); err != nil {
 			return err
 		}
 	}
@@ -280,7 +281,7 @@ func waitPublished(ctx context.Context, conn *pgx.Conn, eventID string, timeout 
 		case time.Now().After(deadline):
 			return fmt.Errorf("still waiting after %s", timeout)
 		}
-		if err := harness.WaitUntil(ctx, time.Now().Add(50*time.Millisecond)); err != nil {
+		if err := backoff.Until(ctx, time.Now().Add(50*time.Millisecond)); err != nil {
 			return err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
@@ -105,7 +106,7 @@ func (rp replicaPause) disrupt(ctx context.Context, rn *harness.Run) error {
 	}
 	defer rn.Faults.Clear(faults.SlowAcks) //nolint:errcheck // Reset clears every toxic after the run anyway
 	for i := 0; i < rp.Pauses; i++ {
-		if err := harness.WaitUntil(ctx, time.Now().Add(harness.Between(rp.Gap))); err != nil {
+		if err := backoff.Until(ctx, time.Now().Add(harness.Between(rp.Gap))); err != nil {
 			return nil
 		}
 		if err := pause(ctx, rn); err != nil {
@@ -121,7 +122,7 @@ func (rp replicaPause) disrupt(ctx context.Context, rn *harness.Run) error {
 func (rp replicaPause) pauseOnce(ctx context.Context, rn *harness.Run) error {
 	// Some relay holds rows: with the acks slowed down, it is between send and mark.
 	for deadline := time.Now().Add(10 * time.Second); rn.LeasedRows(ctx) <= 0 && time.Now().Before(deadline); {
-		if err := harness.WaitUntil(ctx, time.Now().Add(5*time.Millisecond)); err != nil {
+		if err := backoff.Until(ctx, time.Now().Add(5*time.Millisecond)); err != nil {
 			return nil
 		}
 	}
@@ -130,7 +131,7 @@ func (rp replicaPause) pauseOnce(ctx context.Context, rn *harness.Run) error {
 		return err
 	}
 	rn.Disrupted("replica paused (SIGSTOP)", fmt.Sprintf("%s, %d outbox rows leased", rn.API.Name, leased))
-	if err := harness.WaitUntil(ctx, time.Now().Add(rp.Pause)); err != nil {
+	if err := backoff.Until(ctx, time.Now().Add(rp.Pause)); err != nil {
 		return rn.API.Thaw()
 	}
 	// The other replica has taken the rows over by now. Freeze it, keep what the paused
@@ -145,7 +146,7 @@ func (rp replicaPause) pauseOnce(ctx context.Context, rn *harness.Run) error {
 	if err := resumeAlone(rn, rn.API); err != nil {
 		return err
 	}
-	waitErr := harness.WaitUntil(ctx, time.Now().Add(rp.Alone))
+	waitErr := backoff.Until(ctx, time.Now().Add(rp.Alone))
 	if err := rn.API.Freeze(); err != nil {
 		return err
 	}

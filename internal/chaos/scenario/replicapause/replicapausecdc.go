@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
@@ -57,7 +58,7 @@ func (rp replicaPause) pauseStreamingOnce(ctx context.Context, rn *harness.Run) 
 		if pending = rn.PendingRows(ctx); paused != nil && pending > 0 {
 			break
 		}
-		if err := harness.WaitUntil(ctx, time.Now().Add(50*time.Millisecond)); err != nil {
+		if err := backoff.Until(ctx, time.Now().Add(50*time.Millisecond)); err != nil {
 			return nil
 		}
 	}
@@ -71,7 +72,7 @@ func (rp replicaPause) pauseStreamingOnce(ctx context.Context, rn *harness.Run) 
 		return err
 	}
 	rn.Disrupted(pausedStreaming, detail)
-	if err := harness.WaitUntil(ctx, time.Now().Add(rp.Pause)); err != nil {
+	if err := backoff.Until(ctx, time.Now().Add(rp.Pause)); err != nil {
 		return paused.Thaw()
 	}
 	if streams, _, _ := harness.ScrapeCounter(ctx, other.MetricsBase()+"/metrics", streamingMetric); streams == 1 {
@@ -89,7 +90,7 @@ func (rp replicaPause) pauseStreamingOnce(ctx context.Context, rn *harness.Run) 
 	if err := resumeAlone(rn, paused); err != nil {
 		return err
 	}
-	waitErr := harness.WaitUntil(ctx, time.Now().Add(rp.Alone))
+	waitErr := backoff.Until(ctx, time.Now().Add(rp.Alone))
 	if err := paused.Freeze(); err != nil {
 		return err
 	}

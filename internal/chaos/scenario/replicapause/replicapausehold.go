@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/jackc/pgx/v5"
@@ -66,7 +67,7 @@ func (w *idleClaims) watch(ctx context.Context, dbURL string) {
 			}
 			return
 		}
-		if harness.WaitUntil(ctx, time.Now().Add(claimPollInterval)) != nil {
+		if backoff.Until(ctx, time.Now().Add(claimPollInterval)) != nil {
 			return
 		}
 	}

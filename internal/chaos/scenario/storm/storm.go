@@ -9,6 +9,7 @@ import (
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
@@ -71,7 +72,7 @@ func (s *idempotencyStorm) disrupt(ctx context.Context, rn *harness.Run) error {
 	// The run's end resets every proxy; the drain is faster without the latency.
 	defer func() { _ = faults.CleanProxy(proxy) }()
 	for range s.Kills {
-		if err := harness.WaitUntil(ctx, time.Now().Add(harness.Between(s.Gap))); err != nil {
+		if err := backoff.Until(ctx, time.Now().Add(harness.Between(s.Gap))); err != nil {
 			return nil
 		}
 		inFlight, err := s.untilInFlight(ctx, rn)
