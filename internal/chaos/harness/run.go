@@ -257,23 +257,12 @@ const dualWriteFailureLog = "dual write: publish failed"
 // LeasedRows counts outbox rows claimed by a relay and not yet published: the rows a
 // kill leaves behind for the lease to expire; -1 when that cannot be read, as in a
 // student's schema without our lease columns. The CDC relay leases nothing: what a
-// kill leaves behind is its unconfirmed events, every pending row (pendingRows).
+// kill leaves behind is its unconfirmed events, every pending row (PendingRows).
 func (rn *Run) LeasedRows(ctx context.Context) int {
 	if rn.RelayMode == verdict.RelayModeCDC {
 		return rn.PendingRows(ctx)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, rn.PaymentsDB)
-	if err != nil {
-		return -1
-	}
-	defer conn.Close(ctx)
-	n, err := verify.HeldOutboxRows(ctx, conn)
-	if err != nil {
-		return -1
-	}
-	return n
+	return rn.countOutbox(ctx, verify.HeldOutboxRows)
 }
 
 // SetTopicConfig sets one config of the run's topic, or removes its override when value
@@ -301,6 +290,15 @@ func (rn *Run) SetTopicConfig(ctx context.Context, key, value string) error {
 // PendingRows counts the pending outbox rows: with the CDC relay, the events on their
 // way through the stream (it holds no lock or lease on them); -1 when unreadable.
 func (rn *Run) PendingRows(ctx context.Context) int {
+	return rn.countOutbox(ctx, func(ctx context.Context, conn *pgx.Conn) (n int, err error) {
+		err = conn.QueryRow(ctx, `SELECT count(*) FROM outbox_events WHERE status = 'pending'`).Scan(&n)
+		return n, err
+	})
+}
+
+// countOutbox runs count on a connection of its own to the payments database, within
+// 3 s; -1 when that fails.
+func (rn *Run) countOutbox(ctx context.Context, count func(context.Context, *pgx.Conn) (int, error)) int {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, rn.PaymentsDB)
@@ -308,8 +306,8 @@ func (rn *Run) PendingRows(ctx context.Context) int {
 		return -1
 	}
 	defer conn.Close(ctx)
-	var n int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM outbox_events WHERE status = 'pending'`).Scan(&n); err != nil {
+	n, err := count(ctx, conn)
+	if err != nil {
 		return -1
 	}
 	return n

@@ -58,18 +58,14 @@ const idleAfterOutboxInsert = `
 // disrupt delays the API's statements by Latency and terminates sessions between their
 // outbox INSERT and their COMMIT, Kills times, Gap apart, then waits for the run to end.
 func (c *commitRefused) disrupt(ctx context.Context, rn *harness.Run) error {
-	proxy, err := faults.PostgresProxy(rn.Ports)
+	proxy, restore, err := proxyToBreak(rn.Ports, faults.PostgresProxy)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if p, err := faults.PostgresProxy(rn.Ports); err == nil {
-			_ = faults.CleanProxy(p) // the run's end resets every proxy anyway
-		}
-	}()
-	watch, err := pgx.Connect(ctx, rn.PaymentsDB) // directly, not through the proxy
+	defer restore()
+	watch, err := watchDatabase(ctx, rn.PaymentsDB, "payments")
 	if err != nil {
-		return fmt.Errorf("connect to the payments database: %w", err)
+		return err
 	}
 	defer watch.Close(context.WithoutCancel(ctx))
 	if _, err := proxy.AddToxic(commitLatencyToxic, "latency", "upstream", 1, toxiproxy.Attributes{"latency": c.Latency.Milliseconds()}); err != nil {

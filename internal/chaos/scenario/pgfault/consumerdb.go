@@ -67,18 +67,14 @@ func (f *consumerDBFaults) disrupt(ctx context.Context, rn *harness.Run) error {
 	f.spikeRTT, f.killed, f.cutOpen, f.cutSurvivors = 0, nil, nil, nil
 	f.outage, f.decisionsBefore, f.decisionsLate = faults.Window{}, 0, -1
 	f.mu.Unlock()
-	proxy, err := faults.ConsumerPostgresProxy(rn.Ports)
+	proxy, restore, err := proxyToBreak(rn.Ports, faults.ConsumerPostgresProxy)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if p, err := faults.ConsumerPostgresProxy(rn.Ports); err == nil {
-			_ = faults.CleanProxy(p) // the run's end resets every proxy anyway
-		}
-	}()
-	watch, err := pgx.Connect(ctx, rn.ConsumerDB) // directly, not through the proxy
+	defer restore()
+	watch, err := watchDatabase(ctx, rn.ConsumerDB, "consumer")
 	if err != nil {
-		return fmt.Errorf("connect to the consumer database: %w", err)
+		return err
 	}
 	defer watch.Close(context.WithoutCancel(ctx))
 	err = f.spike(ctx, rn, proxy)

@@ -52,15 +52,11 @@ type pgFaults struct {
 // disrupt runs the three faults in turn, then leaves the proxy clean and waits for the
 // run to end.
 func (f *pgFaults) disrupt(ctx context.Context, rn *harness.Run) error {
-	proxy, err := faults.PostgresProxy(rn.Ports)
+	proxy, restore, err := proxyToBreak(rn.Ports, faults.PostgresProxy)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if p, err := faults.PostgresProxy(rn.Ports); err == nil {
-			_ = faults.CleanProxy(p) // the run's end resets every proxy anyway
-		}
-	}()
+	defer restore()
 	err = f.spikes(ctx, rn, proxy)
 	if err == nil {
 		err = f.cuts(ctx, rn, proxy)
@@ -119,9 +115,9 @@ func (f *pgFaults) spikes(ctx context.Context, rn *harness.Run, proxy *toxiproxy
 // connection at that moment. A second of latency on every answer meanwhile keeps each
 // transaction open long enough to be seen.
 func (f *pgFaults) cuts(ctx context.Context, rn *harness.Run, proxy *toxiproxy.Proxy) error {
-	watch, err := pgx.Connect(ctx, rn.PaymentsDB) // directly, not through the proxy
+	watch, err := watchDatabase(ctx, rn.PaymentsDB, "payments")
 	if err != nil {
-		return fmt.Errorf("connect to the payments database: %w", err)
+		return err
 	}
 	defer watch.Close(context.WithoutCancel(ctx))
 	if _, err := proxy.AddToxic(spikeToxic, "latency", "downstream", 1, toxiproxy.Attributes{"latency": 200}); err != nil {
