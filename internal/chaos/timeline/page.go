@@ -40,7 +40,7 @@ func pagePath(dir string, r *verdict.Report) string {
 	return filepath.Join(dir, r.FileStem()+".html")
 }
 
-// WritePage writes the page of one run to PagePath(dir, r) and returns the path.
+// WritePage writes the page of one run to pagePath(dir, r) and returns the path.
 func WritePage(dir string, r *verdict.Report) (string, error) {
 	html, err := renderPage(r)
 	if err != nil {
