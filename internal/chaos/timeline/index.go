@@ -22,7 +22,7 @@ const (
 // indexPath is where the index goes in dir.
 func indexPath(dir string) string { return filepath.Join(dir, "index.html") }
 
-// WriteIndex writes the index of a run of several scenarios to IndexPath(dir) and
+// WriteIndex writes the index of a run of several scenarios to indexPath(dir) and
 // returns the path. The lesson, the outbox against the dual write, is shown when both
 // the default and the dual-write scenario are among reports.
 func WriteIndex(dir string, reports []*verdict.Report) (string, error) {
