@@ -78,7 +78,7 @@ func TestNoPortOutsideItsOnePlace(t *testing.T) {
 	var files []string
 	for _, pattern := range []string{
 		"../Makefile", "../scripts/stack/*.sh", "../scripts/stack/kafka/*.tmpl", "../scripts/stack/kafka/*.properties",
-		"../internal/devstack/*.go", "../internal/testenv/*.go", "../internal/chaos/*.go", "../internal/mutants/*.go",
+		"../internal/devstack/*.go", "../internal/testenv/*.go", "../internal/chaos/*.go", "../internal/chaos/*/*.go", "../internal/chaos/scenario/*/*.go", "../internal/mutants/*.go",
 		"../cmd/chaos/*.go", "../cmd/mutants/*.go", "../cmd/bench/*.go", "../internal/bench/*/*.go",
 	} {
 		matches, err := filepath.Glob(pattern)

@@ -11,7 +11,7 @@ import (
 )
 
 // apiReplicas are the compose services that run the API, as `make chaos` runs two
-// processes of it on one database (internal/chaos/services.go, replica).
+// processes of it on one database (internal/chaos/harness/services.go, replica).
 var apiReplicas = []string{"api", "api-2"}
 
 // TestComposeReplicaIsTheAPI: the second replica is the first one started again, as the

@@ -52,6 +52,8 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
 	"github.com/dscourse/payments-outbox/internal/chaos/compose"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
+	"github.com/dscourse/payments-outbox/internal/chaos/scenario/longtx"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
@@ -82,7 +84,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	scenario := flags.String("scenario", "default", "scenario to run: "+strings.Join(chaos.ScenarioNames(), "|")+"|all")
 	payments := flags.Int("payments", 100, "payments to send")
 	short := flags.Bool("short", false, "shorter fault windows (what the CI test uses)")
-	longTxHold := flags.Duration("long-tx-hold", 0, fmt.Sprintf("long-transaction: how long the snapshot is held (default %s, 20s with -short); its load is its own, -payments does not change it", chaos.DefaultLongTransactionHold))
+	longTxHold := flags.Duration("long-tx-hold", 0, fmt.Sprintf("long-transaction: how long the snapshot is held (default %s, 20s with -short); its load is its own, -payments does not change it", longtx.DefaultHold))
 	apiURL := flags.String("api-url", "", "check an already running implementation at this URL instead of building and starting ours")
 	paymentsDB := flags.String("payments-db", "", "with -api-url: URL of its payments database")
 	consumerDB := flags.String("consumer-db", "", "with -api-url: URL of its consumer's database (optional)")
@@ -135,15 +137,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		names = chaos.ScenarioNames()
 	}
 	// A scenario keeps what its run saw, so every run takes fresh ones.
-	freshScenarios := func() map[string]chaos.Scenario {
+	freshScenarios := func() map[string]harness.Scenario {
 		scenarios := chaos.Scenarios(*short)
 		if *longTxHold > 0 {
-			scenarios["long-transaction"] = chaos.LongTransaction(*short, *longTxHold)
+			scenarios["long-transaction"] = longtx.Scenario(*short, *longTxHold)
 		}
 		return scenarios
 	}
 	if stackKind == stack.ComposeKind {
-		opts := chaos.Options{Root: root, Payments: *payments, Logger: logger, Out: stdout, ReportDir: filepath.Join(root, ".stack", "chaos-reports")}
+		opts := harness.Options{Root: root, Payments: *payments, Logger: logger, Out: stdout, ReportDir: filepath.Join(root, ".stack", "chaos-reports")}
 		return runCompose(ctx, opts, names, freshScenarios(), set)
 	}
 
@@ -169,12 +171,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}()
 
-	opts := chaos.Options{Root: root, Ports: ports, Payments: *payments, Logger: logger, Out: stdout, Commands: commands, RelayMode: *relayMode, APIKey: *apiKey}
+	opts := harness.Options{Root: root, Ports: ports, Payments: *payments, Logger: logger, Out: stdout, Commands: commands, RelayMode: *relayMode, APIKey: *apiKey}
 	switch {
 	case commands != nil:
 		fmt.Fprintf(stdout, "starting the student's services: api %q, consumer %q\n", commands.API, commands.Consumer)
 	case *apiURL != "":
-		opts.Target = &chaos.Target{APIURL: *apiURL, PaymentsDB: *paymentsDB, ConsumerDB: *consumerDB, Brokers: strings.Split(*brokers, ","), KafkaOpts: kafkaOpts, Topic: *topic}
+		opts.Target = &harness.Target{APIURL: *apiURL, PaymentsDB: *paymentsDB, ConsumerDB: *consumerDB, Brokers: strings.Split(*brokers, ","), KafkaOpts: kafkaOpts, Topic: *topic}
 	default:
 		fmt.Fprintln(stdout, "building ./cmd/api and ./cmd/consumer into bin/")
 		if opts.Binaries, err = stack.Build(ctx, root, filepath.Join(root, "bin"), "./cmd/api", "./cmd/consumer"); err != nil {
@@ -205,7 +207,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 				}
 				fmt.Fprintf(stdout, "three-node Kafka cluster ready after %s\n", time.Since(started).Round(100*time.Millisecond))
 			}
-			report, err := chaos.RunScenario(ctx, opts, native, sc)
+			report, err := harness.RunScenario(ctx, opts, native, sc)
 			if err != nil {
 				// A harness failure ends this scenario, not the others.
 				fmt.Fprintf(stdout, "scenario %s could not run: %v\n", name, err)
@@ -223,7 +225,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}
 	if len(modes) > 1 {
-		chaos.PrintRelayModes(stdout, names, byMode)
+		harness.PrintRelayModes(stdout, names, byMode)
 	}
 	if *scenario == "all" {
 		// The index shows the polling relay's runs (the default) when both modes ran.
@@ -240,7 +242,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 // serviceCommands reads -api-cmd and -consumer-cmd: nil when neither is given, an
 // error when only one is, or when a flag that describes a service somebody else
 // started is set too (set lists the flags given).
-func serviceCommands(apiCmd, consumerCmd string, set []string) (*chaos.ServiceCommands, error) {
+func serviceCommands(apiCmd, consumerCmd string, set []string) (*harness.ServiceCommands, error) {
 	if apiCmd == "" && consumerCmd == "" {
 		return nil, nil
 	}
@@ -249,7 +251,7 @@ func serviceCommands(apiCmd, consumerCmd string, set []string) (*chaos.ServiceCo
 			return nil, fmt.Errorf("-%s cannot go with -api-cmd: the harness starts the service on databases, a topic and an address of its own, and passes them in its environment", name)
 		}
 	}
-	cmds := &chaos.ServiceCommands{API: apiCmd, Consumer: consumerCmd}
+	cmds := &harness.ServiceCommands{API: apiCmd, Consumer: consumerCmd}
 	if err := cmds.Validate(); err != nil {
 		return nil, err
 	}
@@ -264,7 +266,7 @@ var composeFlags = []string{"api-url", "payments-db", "consumer-db", "brokers", 
 // Docker, one fresh stack per scenario, checked from the host through its published
 // ports in the black-box mode of -api-url (compose.Run), with the verdict table,
 // the reports and their pages as on the native stack. set lists the flags given.
-func runCompose(ctx context.Context, opts chaos.Options, names []string, scenarios map[string]chaos.Scenario, set []string) error {
+func runCompose(ctx context.Context, opts harness.Options, names []string, scenarios map[string]harness.Scenario, set []string) error {
 	for _, name := range set {
 		if slices.Contains(composeFlags, name) {
 			return fmt.Errorf("-%s cannot go with STACK=compose: the compose stack runs our services with the settings of %s", name, stack.ComposeFile)

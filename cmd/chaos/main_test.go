@@ -4,9 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/dscourse/payments-outbox/internal/chaos"
 )
 
 func TestServiceCommandsFromFlags(t *testing.T) {
@@ -15,14 +14,14 @@ func TestServiceCommandsFromFlags(t *testing.T) {
 		name                string
 		apiCmd, consumerCmd string
 		set                 []string
-		want                *chaos.ServiceCommands
+		want                *harness.ServiceCommands
 		wantErr             string
 	}{
 		{name: "neither: our binaries or -api-url", set: []string{"api-url"}},
 		{
 			name: "both", apiCmd: "./api migrate && exec ./api", consumerCmd: "./consumer",
 			set:  []string{"api-cmd", "consumer-cmd", "scenario"},
-			want: &chaos.ServiceCommands{API: "./api migrate && exec ./api", Consumer: "./consumer"},
+			want: &harness.ServiceCommands{API: "./api migrate && exec ./api", Consumer: "./consumer"},
 		},
 		{name: "api only", apiCmd: "./api", set: []string{"api-cmd"}, wantErr: "-consumer-cmd is empty"},
 		{name: "with -api-url", apiCmd: "./api", consumerCmd: "./c", set: []string{"api-cmd", "consumer-cmd", "api-url"}, wantErr: "-api-url cannot go with -api-cmd"},

@@ -42,3 +42,17 @@ func Wait(ctx context.Context, d time.Duration) bool {
 	}
 	return ctx.Err() == nil
 }
+
+// Until waits until t, or until ctx ends, and returns ctx's error if it ended first:
+// the wait of a schedule (a fault window, a paced load, a poll of the chaos harness),
+// where Wait is the wait of a retry.
+func Until(ctx context.Context, t time.Time) error {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
@@ -49,7 +50,7 @@ func TestShortDefaultScenario(t *testing.T) {
 	}
 	sc := chaos.Scenarios(true)["default"]
 	run := func() *verdict.Report {
-		report, err := chaos.RunScenario(ctx, chaos.Options{
+		report, err := harness.RunScenario(ctx, harness.Options{
 			Root: root, Payments: 20, Binaries: bins, Ports: ports,
 			ReportDir: t.TempDir(), Logger: logger, Out: t.Output(),
 		}, native, sc)

@@ -43,7 +43,7 @@ func TestSampleRowsMatchTheHarness(t *testing.T) {
 		return out
 	}
 	recorded := rows(sample.Checks)
-	current := rows(sc.checks(&sample, nil))
+	current := rows(sc.Checks(&sample, nil))
 	if diff := cmp.Diff(current, recorded); diff != "" {
 		t.Errorf("the sample's verdict rows differ from the harness's: run make chaos-sample (-harness +sample):\n%s", diff)
 	}

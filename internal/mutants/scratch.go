@@ -99,7 +99,7 @@ func (s *Scratch) Apply(ctx context.Context, path string) error {
 }
 
 // Build compiles the two services of the copy into its bin/ and returns their paths
-// keyed by package, as chaos.Options.Binaries wants them. One go build links both in
+// keyed by package, as harness.Options.Binaries wants them. One go build links both in
 // parallel.
 func (s *Scratch) Build(ctx context.Context) (map[string]string, error) {
 	binDir := filepath.Join(s.Dir, "bin")

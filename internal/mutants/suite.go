@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
@@ -181,7 +182,7 @@ func Prepare(ctx context.Context, root string, m Mutant) (map[string]string, *Sc
 
 // runScenario runs one scenario against the mutant's binaries with this checkout's
 // harness, under the machine-wide chaos lock, and judges the outcome by the verdict.
-func runScenario(ctx context.Context, cfg Config, sc chaos.Scenario, m Mutant, bins map[string]string) ScenarioResult {
+func runScenario(ctx context.Context, cfg Config, sc harness.Scenario, m Mutant, bins map[string]string) ScenarioResult {
 	res := ScenarioResult{Scenario: sc.Name}
 	unlock, err := stack.LockRuns(ctx, stack.RunLockPath(), cfg.LockWait)
 	if err != nil {
@@ -190,7 +191,7 @@ func runScenario(ctx context.Context, cfg Config, sc chaos.Scenario, m Mutant, b
 	}
 	defer unlock()
 	start := time.Now()
-	report, err := chaos.RunScenario(ctx, chaos.Options{
+	report, err := harness.RunScenario(ctx, harness.Options{
 		Root: cfg.Root, Payments: cfg.Payments, Binaries: bins, Ports: cfg.Ports,
 		// Reports go under the ignored .stack/, not over the tracked reports/.
 		ReportDir: filepath.Join(cfg.Root, ".stack", "mutants", m.Name),

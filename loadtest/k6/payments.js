@@ -1,8 +1,8 @@
 // payments.js: the chaos scenario's load, for k6 in the compose stack. It does what the Go
-// load generator of the native stack does (internal/chaos/loadgen.go): ITERATIONS payments
+// load generator of the native stack does (internal/chaos/load/loadgen.go): ITERATIONS payments
 // (100) sent in parallel by VUS virtual users (20), each with its own Idempotency-Key, each
 // retried with the same key until the API accepts it; then each payment goes on through
-// one of the five lifecycle plans of internal/chaos/lifecycleload.go (n % 5: capture and
+// one of the five lifecycle plans of internal/chaos/load/lifecycleload.go (n % 5: capture and
 // two refunds; capture; cancel; capture and cancel at once; capture then two refunds of
 // 60% at once), so that the relay holds several events of one payment while the faults
 // run. In a race exactly one request must get 200 and the other 409.
@@ -235,7 +235,7 @@ export default function () {
 }
 
 /**
- * Sends payment n on through its lifecycle plan, as internal/chaos/lifecycleload.go does.
+ * Sends payment n on through its lifecycle plan, as internal/chaos/load/lifecycleload.go does.
  * @param {number} n
  * @param {string} key the payment's Idempotency-Key, the prefix of its transitions'
  * @param {string} id the payment id

@@ -13,7 +13,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 
-	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
@@ -51,7 +51,7 @@ type Stack struct {
 // one line each, which scenarios the black-box mode cannot run and why; those are not
 // errors. The error joins the failures of the harness (a stack that would not start, a
 // scenario that could not run); a failed SLO is a report with Pass false.
-func Run(ctx context.Context, opts chaos.Options, cs Stack, names []string, scenarios map[string]chaos.Scenario) (map[string]*verdict.Report, error) {
+func Run(ctx context.Context, opts harness.Options, cs Stack, names []string, scenarios map[string]harness.Scenario) (map[string]*verdict.Report, error) {
 	toxiproxyAPI := cmp.Or(opts.Ports, devstack.DefaultPorts()).ToxiproxyAPI()
 	target, consumerURL, err := composeTarget(cs.Project, cs.View, toxiproxyAPI)
 	if err != nil {
@@ -61,7 +61,7 @@ func Run(ctx context.Context, opts chaos.Options, cs Stack, names []string, scen
 	// The defaults of a target: its reports go to .stack/chaos-reports, beside the
 	// committed reports of the native runs, not over them.
 	opts = opts.WithDefaults()
-	var runnable []chaos.Scenario
+	var runnable []harness.Scenario
 	for _, name := range names {
 		sc := scenarios[name]
 		if why := composeLimit(opts, sc); why != "" {
@@ -92,7 +92,7 @@ func Run(ctx context.Context, opts chaos.Options, cs Stack, names []string, scen
 // run runs one scenario on a stack started for it alone: the verifier counts every
 // payment of the databases and every event of the topic, so a second run on the same
 // stack would see the first one's.
-func (s Stack) run(ctx context.Context, opts chaos.Options, sc chaos.Scenario, consumerURL string) (report *verdict.Report, err error) {
+func (s Stack) run(ctx context.Context, opts harness.Options, sc harness.Scenario, consumerURL string) (report *verdict.Report, err error) {
 	if err := s.Services.Up(ctx); err != nil {
 		return nil, err
 	}
@@ -111,15 +111,15 @@ func (s Stack) run(ctx context.Context, opts chaos.Options, sc chaos.Scenario, c
 	if opts.APIKey, err = s.Services.APIKey(ctx); err != nil {
 		return nil, err
 	}
-	return chaos.RunScenario(ctx, opts, nil, sc)
+	return harness.RunScenario(ctx, opts, nil, sc)
 }
 
 // composeLimit says why the black-box mode cannot run sc against the compose stack,
 // or "" when it can. Which scenarios run is the black-box mode's decision
-// (chaos.TargetRunnable), the same as for -api-url; the reasons here say it in the terms of the
+// (harness.TargetRunnable), the same as for -api-url; the reasons here say it in the terms of the
 // compose stack.
-func composeLimit(opts chaos.Options, sc chaos.Scenario) string {
-	err := chaos.TargetRunnable(opts, sc)
+func composeLimit(opts harness.Options, sc harness.Scenario) string {
+	err := harness.TargetRunnable(opts, sc)
 	if err == nil {
 		return ""
 	}

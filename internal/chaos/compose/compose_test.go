@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
@@ -68,7 +69,7 @@ func TestComposeFileToAVerdict(t *testing.T) {
 			t.Fatalf("map the compose file onto the native stack: %v", err)
 		}
 		var out strings.Builder
-		reports, err := Run(ctx, chaos.Options{Root: root, Ports: ports, Payments: 20, ReportDir: t.TempDir(), Logger: logger, Out: &out},
+		reports, err := Run(ctx, harness.Options{Root: root, Ports: ports, Payments: 20, ReportDir: t.TempDir(), Logger: logger, Out: &out},
 			Stack{Project: project, View: services.view, Services: services},
 			[]string{"default"}, chaos.Scenarios(true))
 		t.Log(out.String())

@@ -12,7 +12,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
 
-	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
@@ -102,7 +102,7 @@ func readComposeToxiproxy(p *types.Project) (composeToxiproxyConfig, error) {
 // consumer (docs/contract.md names them) through view. It also checks what the
 // black-box mode relies on: the Toxiproxy API where the harness drives it, and the api's
 // relay seeded through the proxy the faults break.
-func composeTarget(p *types.Project, view View, toxiproxyAPI string) (target *chaos.Target, consumerURL string, err error) {
+func composeTarget(p *types.Project, view View, toxiproxyAPI string) (target *harness.Target, consumerURL string, err error) {
 	read := func(service, variable string) (string, error) {
 		s, err := p.GetService(service)
 		if err != nil {
@@ -130,7 +130,7 @@ func composeTarget(p *types.Project, view View, toxiproxyAPI string) (target *ch
 	if err := checkComposeFaults(p, view, toxiproxyAPI); err != nil {
 		return nil, "", err
 	}
-	return &chaos.Target{
+	return &harness.Target{
 		APIURL:     "http://" + values[composeAPI+" HTTP_ADDR"],
 		PaymentsDB: values[composeAPI+" DATABASE_URL"],
 		ConsumerDB: values[composeConsumer+" DATABASE_URL"],

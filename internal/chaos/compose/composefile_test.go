@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 	"github.com/dscourse/payments-outbox/internal/event"
@@ -40,7 +41,7 @@ func TestComposeTargetFromPublishedPorts(t *testing.T) {
 	server := "postgres://postgres:postgres@" + ports.PostgresUpstream() + "/?sslmode=disable&target_session_attrs=read-write&connect_timeout=2"
 	paymentsDB, _ := devstack.DatabaseURL(server, "payments")
 	antifraudDB, _ := devstack.DatabaseURL(server, "antifraud")
-	want := &chaos.Target{
+	want := &harness.Target{
 		APIURL:     "http://127.0.0.1:" + port(t, p.Services[composeAPI].Environment["HTTP_ADDR"]),
 		PaymentsDB: paymentsDB,
 		ConsumerDB: antifraudDB,
@@ -78,11 +79,11 @@ func port(t *testing.T, value *string) string {
 // not: a scenario added without a reason here would show the -api-url advice instead.
 func TestComposeRunsWhatTheBlackBoxModeRuns(t *testing.T) {
 	t.Parallel()
-	opts := chaos.Options{Target: &chaos.Target{}}
+	opts := harness.Options{Target: &harness.Target{}}
 	var runs []string
 	for _, name := range chaos.ScenarioNames() {
 		sc := chaos.Scenarios(false)[name]
-		targetErr := chaos.TargetRunnable(opts, sc)
+		targetErr := harness.TargetRunnable(opts, sc)
 		why := composeLimit(opts, sc)
 		switch {
 		case why == "":

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/kafkasec"
 )
@@ -259,7 +260,7 @@ func (w *TopicWatch) CatchUp(ctx context.Context, timeout time.Duration) error {
 		if behind == 0 {
 			return nil
 		}
-		if err := waitUntil(ctx, time.Now().Add(50*time.Millisecond)); err != nil {
+		if err := backoff.Until(ctx, time.Now().Add(50*time.Millisecond)); err != nil {
 			return fmt.Errorf("topic watch: %d partitions of %s not read to their end after %s", behind, w.topic, timeout)
 		}
 	}
@@ -285,16 +286,4 @@ func headerValue(r *kgo.Record, key string) string {
 		}
 	}
 	return ""
-}
-
-// waitUntil waits for t or ctx, whichever comes first.
-func waitUntil(ctx context.Context, t time.Time) error {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -24,7 +25,7 @@ import (
 // produces no failure. So faults are applied fully (toxicity 1) for windows longer than
 // the reference relay's publish deadline, with clean windows between. Whether a run is
 // valid does not depend on the service's failures, though, nor on its timeouts: see
-// evidence.go in package chaos.
+// evidence.go in package harness.
 type Kind string
 
 const (
@@ -108,7 +109,7 @@ func (f *Proxy) Reset() error {
 }
 
 // SlowAcksLatency is the delay of SlowAcks: well below the relay's 3 s publish timeout
-// (relayEnv), so that the acknowledgements still come, only late.
+// (harness.relayEnv), so that the acknowledgements still come, only late.
 const SlowAcksLatency = 1500 * time.Millisecond
 
 // toxicName names the toxic of a kind, so Clear can find it again.
@@ -228,7 +229,7 @@ func (f *Proxy) Cycle(ctx context.Context, cfg DutyCycle) error {
 		if err := f.Hold(ctx, kind, cfg.Faulty); err != nil {
 			return err
 		}
-		if err := waitUntil(ctx, time.Now().Add(cfg.Clean)); err != nil {
+		if err := backoff.Until(ctx, time.Now().Add(cfg.Clean)); err != nil {
 			return nil
 		}
 	}
@@ -246,7 +247,7 @@ func (f *Proxy) Hold(ctx context.Context, kind Kind, d time.Duration) error {
 	f.windows[len(f.windows)-1].Probe = seen
 	f.mu.Unlock()
 	// The end of ctx only cuts the fault short: it is cleared either way.
-	_ = waitUntil(ctx, end)
+	_ = backoff.Until(ctx, end)
 	return f.Clear(kind)
 }
 

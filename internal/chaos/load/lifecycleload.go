@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dscourse/payments-outbox/internal/backoff"
 )
 
 // The lifecycle part of the load (Config.Lifecycle): right after its 201, each
@@ -209,17 +211,17 @@ type transitionAnswer struct {
 func (lr *lifecycleRun) try(r transitionRequest, sender int) transitionAnswer {
 	path := "/payments/" + lr.paymentID + "/" + r.action
 	key := lr.key + "-" + r.step
-	backoff := lr.cfg.FirstBackoff
+	delay := lr.cfg.FirstBackoff
 	var a transitionAnswer
 	for attempt := range lr.cfg.MaxAttempts {
 		// With replicas, each step, retry and copy go to the next one: a payment
 		// created on one replica is captured on another, as behind a load balancer.
 		url := strings.TrimRight(lr.cfg.url(lr.n+stepNumbers[r.step]+attempt+sender), "/") + path
 		if attempt > 0 {
-			if waitUntil(lr.ctx, time.Now().Add(backoff)) != nil {
+			if backoff.Until(lr.ctx, time.Now().Add(delay)) != nil {
 				break
 			}
-			backoff = min(2*backoff, lr.cfg.MaxBackoff)
+			delay = min(2*delay, lr.cfg.MaxBackoff)
 		}
 		var body []byte
 		var inFlight bool

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/event"
 )
 
@@ -186,7 +187,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 				burst := n * cfg.Bursts / cfg.Payments
 				due = res.Started.Add(cfg.Span * time.Duration(burst) / time.Duration(cfg.Bursts))
 			}
-			if err := waitUntil(ctx, due); err != nil {
+			if err := backoff.Until(ctx, due); err != nil {
 				break
 			}
 		}
@@ -247,14 +248,14 @@ func sendPayment(ctx context.Context, client *http.Client, cfg Config, n, sender
 	})
 	key := fmt.Sprintf("%s-%d", cfg.RunID, n)
 	start := time.Now()
-	backoff := cfg.FirstBackoff
+	delay := cfg.FirstBackoff
 	var failed []string // why each attempt so far failed
 	for attempt := range cfg.MaxAttempts {
 		if attempt > 0 {
-			if err := waitUntil(ctx, time.Now().Add(backoff)); err != nil {
+			if err := backoff.Until(ctx, time.Now().Add(delay)); err != nil {
 				return outcome{retries: attempt - 1, retryReasons: failed[:attempt-1], rejected: "cancelled"}
 			}
-			backoff = min(2*backoff, cfg.MaxBackoff)
+			delay = min(2*delay, cfg.MaxBackoff)
 		}
 		id, eventID, retry, reason := postPayment(ctx, client, cfg.url(n+attempt+sender), key, body)
 		if reason == "" {
@@ -360,18 +361,6 @@ func paymentID(body []byte) string {
 		}
 	}
 	return ""
-}
-
-// waitUntil blocks until t or until ctx ends.
-func waitUntil(ctx context.Context, t time.Time) error {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
-	}
 }
 
 // Percentiles of the load generator's request latency, retries included, in ms.

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dscourse/payments-outbox/internal/backoff"
 )
 
 // The load of the idempotency-storm scenario. Every key is sent by several clients at
@@ -187,7 +189,7 @@ func (s *Storm) Run(ctx context.Context, cfg Config) (Result, error) {
 	var wg sync.WaitGroup
 	for n := range cfg.Payments {
 		if n > 0 && cfg.Span > 0 {
-			if err := waitUntil(ctx, res.Started.Add(cfg.Span*time.Duration(n)/time.Duration(cfg.Payments))); err != nil {
+			if err := backoff.Until(ctx, res.Started.Add(cfg.Span*time.Duration(n)/time.Duration(cfg.Payments))); err != nil {
 				break
 			}
 		}
@@ -323,7 +325,7 @@ func (s *Storm) storm(ctx context.Context, client *http.Client, cfg Config, path
 // returned), or a 4xx other than a 409 in flight (its reason returned). retried says
 // why each attempt that was followed by another failed.
 func (s *Storm) send(ctx context.Context, client *http.Client, cfg Config, path, key string, body []byte) (success []byte, retried []string, reason string) {
-	backoff := s.FirstBackoff
+	delay := s.FirstBackoff
 	for attempt := range s.MaxAttempts {
 		if attempt > 0 {
 			retried = append(retried, reason)
@@ -346,13 +348,13 @@ func (s *Storm) send(ctx context.Context, client *http.Client, cfg Config, path,
 		case at.status == http.StatusConflict:
 			reason += " in flight"
 		}
-		wait := backoff
+		wait := delay
 		if at.retryAfter > 0 {
 			wait = at.retryAfter
 		} else {
-			backoff = min(2*backoff, s.MaxBackoff)
+			delay = min(2*delay, s.MaxBackoff)
 		}
-		if waitUntil(ctx, time.Now().Add(wait)) != nil {
+		if backoff.Until(ctx, time.Now().Add(wait)) != nil {
 			return nil, retried, "cancelled"
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/devstack"
 )
 
@@ -147,21 +148,9 @@ func LockRuns(ctx context.Context, path string, wait time.Duration) (unlock func
 			f.Close()
 			return nil, fmt.Errorf("another chaos run holds %s: %w", path, err)
 		}
-		if err := waitUntil(ctx, time.Now().Add(500*time.Millisecond)); err != nil {
+		if err := backoff.Until(ctx, time.Now().Add(500*time.Millisecond)); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("wait for %s: %w", path, err)
 		}
-	}
-}
-
-// waitUntil waits for t or ctx, whichever comes first.
-func waitUntil(ctx context.Context, t time.Time) error {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
 	}
 }

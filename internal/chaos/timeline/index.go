@@ -19,18 +19,18 @@ const (
 	cardHeight   = 5 * vg.Centimeter
 )
 
-// IndexPath is where the index goes in dir.
-func IndexPath(dir string) string { return filepath.Join(dir, "index.html") }
+// indexPath is where the index goes in dir.
+func indexPath(dir string) string { return filepath.Join(dir, "index.html") }
 
-// WriteIndex writes the index of a run of several scenarios to IndexPath(dir) and
+// WriteIndex writes the index of a run of several scenarios to indexPath(dir) and
 // returns the path. The lesson, the outbox against the dual write, is shown when both
 // the default and the dual-write scenario are among reports.
 func WriteIndex(dir string, reports []*verdict.Report) (string, error) {
-	html, err := Index(reports)
+	html, err := renderIndex(reports)
 	if err != nil {
 		return "", err
 	}
-	path := IndexPath(dir)
+	path := indexPath(dir)
 	return path, writeFile(path, html)
 }
 
@@ -53,8 +53,8 @@ type cardData struct {
 	SVG    template.HTML
 }
 
-// Index renders the index of reports, in their order.
-func Index(reports []*verdict.Report) ([]byte, error) {
+// renderIndex renders the index of reports, in their order.
+func renderIndex(reports []*verdict.Report) ([]byte, error) {
 	var data indexData
 	shifted := make([]*verdict.Report, len(reports))
 	for i, r := range reports {

@@ -34,24 +34,24 @@ const (
 	chartHeight = 6 * vg.Centimeter
 )
 
-// PagePath is where the page of a run goes in dir: beside its JSON report, with the
+// pagePath is where the page of a run goes in dir: beside its JSON report, with the
 // same name (chaos-<scenario>.html, or chaos-<scenario>-cdc.html for the CDC relay).
-func PagePath(dir string, r *verdict.Report) string {
+func pagePath(dir string, r *verdict.Report) string {
 	return filepath.Join(dir, r.FileStem()+".html")
 }
 
-// WritePage writes the page of one run to PagePath(dir, r) and returns the path.
+// WritePage writes the page of one run to pagePath(dir, r) and returns the path.
 func WritePage(dir string, r *verdict.Report) (string, error) {
-	html, err := Page(r)
+	html, err := renderPage(r)
 	if err != nil {
 		return "", err
 	}
-	path := PagePath(dir, r)
+	path := pagePath(dir, r)
 	return path, writeFile(path, html)
 }
 
-// Page renders the page of one run.
-func Page(r *verdict.Report) ([]byte, error) {
+// renderPage renders the page of one run.
+func renderPage(r *verdict.Report) ([]byte, error) {
 	r = fromDisruption(r)
 	cs := charts(r)
 	plots := make([]*plot.Plot, len(cs))

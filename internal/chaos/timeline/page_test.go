@@ -64,7 +64,7 @@ func TestPageOfARecordedRun(t *testing.T) {
 		t.Run(tt.scenario, func(t *testing.T) {
 			t.Parallel()
 			r := recorded(t, tt.scenario)
-			b, err := Page(r)
+			b, err := renderPage(r)
 			if err != nil {
 				t.Fatalf("Page: %v", err)
 			}
@@ -136,7 +136,7 @@ func assertSelfContained(t *testing.T, page string) {
 func TestIndexPutsTheOutboxBesideTheDualWrite(t *testing.T) {
 	t.Parallel()
 	outbox, dual := recorded(t, "default"), recorded(t, "dual-write")
-	b, err := Index([]*verdict.Report{outbox, dual})
+	b, err := renderIndex([]*verdict.Report{outbox, dual})
 	if err != nil {
 		t.Fatalf("Index: %v", err)
 	}
@@ -171,7 +171,7 @@ func TestIndexPutsTheOutboxBesideTheDualWrite(t *testing.T) {
 	assertSelfContained(t, page)
 
 	// Without the dual write there is no lesson to draw, and no error.
-	b, err = Index([]*verdict.Report{outbox})
+	b, err = renderIndex([]*verdict.Report{outbox})
 	if err != nil {
 		t.Fatalf("Index of one report: %v", err)
 	}

@@ -25,7 +25,7 @@ func TestPagesOfEveryScenario(t *testing.T) {
 				t.Errorf("no readings for scenario %s in scenarioReadings: its charts would be captioned for faults it may not apply", scenario)
 			}
 			r := recorded(t, scenario)
-			b, err := Page(r)
+			b, err := renderPage(r)
 			if err != nil {
 				t.Fatalf("Page: %v", err)
 			}

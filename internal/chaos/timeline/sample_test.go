@@ -13,7 +13,7 @@ import (
 // and says how to redraw it.
 func TestSamplePageIsCurrent(t *testing.T) {
 	t.Parallel()
-	want, err := Page(recorded(t, "default"))
+	want, err := renderPage(recorded(t, "default"))
 	if err != nil {
 		t.Fatalf("Page: %v", err)
 	}

@@ -17,11 +17,11 @@ func TestDualWriteBadgeNamesTheLesson(t *testing.T) {
 	if dual.Outcome != verdict.Pass || dual.Lost == 0 {
 		t.Fatalf("the recorded dual-write run is %s with %d lost: want a PASS that lost events", dual.Outcome, dual.Lost)
 	}
-	page, err := Page(dual)
+	page, err := renderPage(dual)
 	if err != nil {
 		t.Fatalf("Page: %v", err)
 	}
-	index, err := Index([]*verdict.Report{outbox, dual})
+	index, err := renderIndex([]*verdict.Report{outbox, dual})
 	if err != nil {
 		t.Fatalf("Index: %v", err)
 	}

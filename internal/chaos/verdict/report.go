@@ -85,7 +85,7 @@ type Report struct {
 	// one distinct X-Event-Id in the topic: events a consumer cannot recognise as copies.
 	PaymentsWithSeveralEventIDs int `json:"payments_with_several_event_ids"`
 	// OrderViolations counts payments whose events, by first occurrence in partition
-	// offset order, do not follow their sequence (order.go). The SLO is 0.
+	// offset order, do not follow their sequence (harness/order.go). The SLO is 0.
 	OrderViolations int `json:"order_violations"`
 	// MultiEventPayments counts payments with more than one event in the topic.
 	MultiEventPayments int `json:"multi_event_payments"`
@@ -191,6 +191,17 @@ type Check struct {
 	// Off marks a check that could not be made, because the service lacks a table the
 	// contract makes optional; Got says which. It counts as held, and is shown as off.
 	Off bool `json:"off,omitempty"`
+}
+
+// NewCheck builds a Check, with got formatted as fmt.Sprint does: it keeps the rows of
+// a scenario one call each.
+func NewCheck(kind CheckKind, name, want string, got any, ok bool) Check {
+	return Check{Kind: kind, Name: name, Want: want, Got: fmt.Sprint(got), OK: ok}
+}
+
+// OffCheck builds a Check that could not be made, and says why in Got.
+func OffCheck(kind CheckKind, name, want, why string) Check {
+	return Check{Kind: kind, Name: name, Want: want, Got: "off: " + why, OK: true, Off: true}
 }
 
 // The verdicts.
@@ -338,7 +349,7 @@ func PrintComparison(w io.Writer, outbox, dualWrite *Report) {
 	fmt.Fprintln(w, strings.Repeat("-", 60))
 }
 
-// The values of Report.RelayMode and of chaos.Options.RelayMode: the relay our API
+// The values of Report.RelayMode and of harness.Options.RelayMode: the relay our API
 // runs (RELAY_MODE, cmd/api).
 const (
 	RelayModePoll = "poll"

@@ -26,6 +26,12 @@ type ForeignRecords struct {
 	at map[RecordPosition]string
 }
 
+// CopyKind is the kind of a foreign record that copies a real event under its own
+// event id: a valid record, which the consumer must count as a duplicate and never
+// dead-letter.
+const CopyKind = "duplicate_event_id"
+
+// Add records the foreign record at p and its kind.
 func (f *ForeignRecords) Add(p RecordPosition, kind string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

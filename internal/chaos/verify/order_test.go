@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/event"
+	"github.com/dscourse/payments-outbox/internal/testenv"
 )
 
 // transitionRecord is the record the relay writes for a later event of a payment.
@@ -42,10 +43,10 @@ func TestTopicContentsOrderByFirstOccurrence(t *testing.T) {
 	t.Parallel()
 	p, created, captured, refunded := uuid.New(), uuid.New(), uuid.New(), uuid.New()
 	c := NewTopicContents()
-	createdRecord := paymentRecord(t, "payments.events", p, created)
+	createdRecord := testenv.PaymentRecord(t, "payments.events", p, created)
 	c.Add(createdRecord)
 	c.Add(transitionRecord(t, event.TypePaymentCaptured, p, captured, 2, 1))
-	c.Add(paymentRecord(t, "payments.events", p, created)) // a late copy
+	c.Add(testenv.PaymentRecord(t, "payments.events", p, created)) // a late copy
 	c.Add(transitionRecord(t, event.TypePaymentRefunded, p, refunded, 3, 3))
 	var got []string
 	for _, e := range c.PaymentOrder[p.String()] {

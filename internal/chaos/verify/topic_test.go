@@ -11,21 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 )
-
-// paymentRecord is the record the relay writes for a payment, with event id eventID.
-func paymentRecord(t *testing.T, topic string, paymentID, eventID uuid.UUID) *kgo.Record {
-	t.Helper()
-	createdAt := time.Date(2026, 11, 30, 9, 15, 42, 0, time.UTC)
-	payload, err := json.Marshal(event.PaymentCreated{PaymentID: paymentID, UserID: "u-42", Amount: 1999, Currency: "EUR", CreatedAt: createdAt})
-	if err != nil {
-		t.Fatalf("encode payload: %v", err)
-	}
-	env := event.Envelope{ID: eventID, Type: event.TypePaymentCreated, Key: paymentID.String(), OccurredAt: createdAt, Payload: payload}
-	return env.Record(topic, createdAt)
-}
 
 // Each rule of the record contract catches the record that breaks it, and only that
 // record; the first offender is kept as the example.
@@ -83,12 +70,12 @@ func TestTopicContentsChecksTheRecordContract(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := paymentRecord(t, "payments.events", uuid.New(), uuid.New())
+			r := testenv.PaymentRecord(t, "payments.events", uuid.New(), uuid.New())
 			r.Partition, r.Offset = 2, 7
 			tt.modify(r)
 			c := NewTopicContents()
 			c.Add(r)
-			c.Add(paymentRecord(t, "payments.events", uuid.New(), uuid.New())) // a good one after it
+			c.Add(testenv.PaymentRecord(t, "payments.events", uuid.New(), uuid.New())) // a good one after it
 			got := []int{c.BadKey.Count, c.BadHeaders.Count, c.BadPayload.Count}
 			if diff := cmp.Diff([]int{tt.wantKey, tt.wantHeaders, tt.wantPayload}, got); diff != "" {
 				t.Errorf("bad key, headers, payload (-want +got):\n%s", diff)
@@ -121,7 +108,7 @@ func TestTopicContentsIdentities(t *testing.T) {
 	paymentID, first, second := uuid.New(), uuid.New(), uuid.New()
 	c := NewTopicContents()
 	for _, id := range []uuid.UUID{first, first, second} {
-		c.Add(paymentRecord(t, "payments.events", paymentID, id))
+		c.Add(testenv.PaymentRecord(t, "payments.events", paymentID, id))
 	}
 	p := paymentID.String()
 	if diff := cmp.Diff([]string{first.String(), second.String()}, c.PaymentEventIDs[p]); diff != "" {
@@ -164,8 +151,8 @@ func TestReadTopicIsReadCommitted(t *testing.T) {
 		}
 	}
 	committedPayment, abortedPayment := uuid.New(), uuid.New()
-	inTransaction(kgo.TryAbort, paymentRecord(t, "", abortedPayment, uuid.New()))
-	inTransaction(kgo.TryCommit, paymentRecord(t, "", committedPayment, uuid.New()))
+	inTransaction(kgo.TryAbort, testenv.PaymentRecord(t, "", abortedPayment, uuid.New()))
+	inTransaction(kgo.TryCommit, testenv.PaymentRecord(t, "", committedPayment, uuid.New()))
 
 	// EndTransaction returns once the coordinator has decided; the commit marker
 	// reaches the partition a moment later, and until then the committed record is

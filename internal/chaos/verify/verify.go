@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -120,7 +121,7 @@ func (v *Verifier) WaitDrain(ctx context.Context, loadEnded time.Time) (float64,
 		// Errors are retried: the database may be restarting (db-restart scenario).
 		// A tenth of a second: drain_seconds is that precise, and the warm-up's payments,
 		// one after another, each wait for this.
-		if werr := waitUntil(ctx, time.Now().Add(100*time.Millisecond)); werr != nil {
+		if werr := backoff.Until(ctx, time.Now().Add(100*time.Millisecond)); werr != nil {
 			return -1, fmt.Errorf("wait for the outbox to drain: %d events left (last error: %v): %w", left, err, werr)
 		}
 	}
@@ -227,7 +228,7 @@ func (v *Verifier) waitDecisions(ctx context.Context, inTopic map[string]int, wi
 			}
 			err = fmt.Errorf("%d payments in the topic have no decision yet", missing)
 		}
-		if werr := waitUntil(ctx, time.Now().Add(time.Second)); werr != nil {
+		if werr := backoff.Until(ctx, time.Now().Add(time.Second)); werr != nil {
 			return last, fmt.Errorf("wait for decisions: %w", err)
 		}
 	}
@@ -329,16 +330,4 @@ func (v *Verifier) consumerDuplicates(ctx context.Context) int {
 		return -1
 	}
 	return n
-}
-
-// waitUntil waits for t or ctx, whichever comes first.
-func waitUntil(ctx context.Context, t time.Time) error {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
-	}
 }

@@ -6,10 +6,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/dscourse/payments-outbox/internal/event"
-	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
+	"github.com/dscourse/payments-outbox/internal/outbox/internal/fakebroker"
 )
 
 // fakeProducer stands in for the Kafka client where a test needs a partition that does
@@ -17,17 +16,13 @@ import (
 // (the partition-offline chaos scenario). kfake cannot stand in: it answers a produce
 // request whole, so it cannot leave one partition of a request unanswered while it
 // acknowledges the others. Every record goes to the partition delivery.PartitionsOf
-// says (partitionOf), as with the relay's real client. It keeps a log of what was sent
+// says (PartitionOf), as with the relay's real client. It keeps a log of what was sent
 // and acknowledged, in one sequence, so that a test can check an aggregate's order.
 type fakeProducer struct {
-	partitions int
+	fakebroker.Partitions
 
-	mu sync.Mutex
-	// silent, when set, is the partition whose records get no answer, as when its
-	// leader is cut off from the relay: they fail only when the call's context ends,
-	// and the call returns only then, while the other records are written.
-	silent *int32
-	seq    int
+	mu  sync.Mutex
+	seq int
 	// firstSent and firstAcked are, per event id, the sequence number of the first call
 	// that carried it and of its first acknowledgement.
 	firstSent, firstAcked map[string]int
@@ -36,39 +31,15 @@ type fakeProducer struct {
 }
 
 func newFakeProducer(partitions int) *fakeProducer {
-	return &fakeProducer{partitions: partitions, firstSent: map[string]int{}, firstAcked: map[string]int{}, acks: map[string]int{}}
-}
-
-// RequestCachedMetadata answers with the topic of each request and its partitions.
-func (p *fakeProducer) RequestCachedMetadata(_ context.Context, req *kmsg.MetadataRequest, _ time.Duration) (*kmsg.MetadataResponse, error) {
-	resp := kmsg.NewPtrMetadataResponse()
-	for _, rt := range req.Topics {
-		t := kmsg.NewMetadataResponseTopic()
-		t.Topic = rt.Topic
-		for i := range p.partitions {
-			part := kmsg.NewMetadataResponseTopicPartition()
-			part.Partition = int32(i)
-			t.Partitions = append(t.Partitions, part)
-		}
-		resp.Topics = append(resp.Topics, t)
-	}
-	return resp, nil
-}
-
-// partitionOf is the partition the relay's client puts a record with this key in,
-// among the fake's partitions: delivery.PartitionsOf, which both relays use, with the
-// partition count the fake's metadata answers.
-func (p *fakeProducer) partitionOf(key []byte) int32 {
-	r := &kgo.Record{Topic: "any", Key: key}
-	return delivery.PartitionsOf(context.Background(), p, r.Topic, []*kgo.Record{r})[r]
+	return &fakeProducer{Partitions: fakebroker.Partitions{N: partitions}, firstSent: map[string]int{}, firstAcked: map[string]int{}, acks: map[string]int{}}
 }
 
 func (p *fakeProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults {
+	silent := p.Silent()
 	p.mu.Lock()
-	silent := p.silent
 	hasSilent := false
 	for _, r := range rs {
-		r.Partition = p.partitionOf(r.Key)
+		r.Partition = p.PartitionOf(r.Key)
 		hasSilent = hasSilent || (silent != nil && r.Partition == *silent)
 		id := eventID(r)
 		if _, ok := p.firstSent[id]; !ok {
@@ -99,13 +70,6 @@ func (p *fakeProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.P
 		}
 	}
 	return results
-}
-
-// setSilent makes partition part stop answering, or, with nil, answer again.
-func (p *fakeProducer) setSilent(part *int32) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.silent = part
 }
 
 // quietFor is how long ago the last record was acknowledged.

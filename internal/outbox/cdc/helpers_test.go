@@ -4,14 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -19,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/internal/outboxtest"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -70,7 +68,7 @@ func setupOn(t *testing.T, dbURL string) *testBundle {
 			ReconnectInterval: 100 * time.Millisecond,
 			StatsInterval:     100 * time.Millisecond,
 		},
-		logger: testLogger(t),
+		logger: outboxtest.Logger(t),
 	}
 	// Registered after the database's cleanup, so it runs before it (and after every
 	// relay of the test has stopped, as those register later): the slot is server-wide
@@ -102,13 +100,6 @@ func dropSlot(t *testing.T, pool *pgxpool.Pool, slot string) {
 	}
 }
 
-func testLogger(t *testing.T) *slog.Logger {
-	if !testing.Verbose() {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
-}
-
 // testRelay is a running relay and its metrics.
 type testRelay struct {
 	relay *Relay
@@ -138,33 +129,14 @@ func (b *testBundle) startOn(t *testing.T, p *fakeProducer) *testRelay {
 	if err != nil {
 		t.Fatalf("NewRelay: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		if p == nil {
-			done <- r.Run(ctx)
-			return
-		}
-		r.run(ctx, p)
-		done <- nil
-	}()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("Run did not return 30s after its context ended")
+	run := r.Run
+	if p != nil {
+		run = func(ctx context.Context) error {
+			r.run(ctx, p)
+			return nil
 		}
 	}
-	t.Cleanup(stop)
+	stop := outboxtest.Run(t, run)
 	return &testRelay{relay: r, fake: p, metrics: m, reg: reg, stop: stop}
 }
 
@@ -175,18 +147,14 @@ func (r *testRelay) streaming() bool { return testutil.ToFloat64(r.metrics.strea
 func (b *testBundle) insert(t *testing.T, prefix string, n int) []uuid.UUID {
 	t.Helper()
 	ids := make([]uuid.UUID, n)
+	msgs := make([]outbox.Message, n)
 	for i := range n {
 		ids[i] = uuid.New()
 		payload, _ := json.Marshal(map[string]any{"aggregate": prefix, "n": i})
-		msg := outbox.Message{ID: ids[i], Type: "TestEvent", AggregateID: fmt.Sprintf("%s-%d", prefix, i),
+		msgs[i] = outbox.Message{ID: ids[i], Type: "TestEvent", AggregateID: fmt.Sprintf("%s-%d", prefix, i),
 			Payload: payload, OccurredAt: time.Now()}
-		err := pgx.BeginFunc(context.Background(), b.pool, func(tx pgx.Tx) error {
-			return outbox.Insert(context.Background(), tx, msg)
-		})
-		if err != nil {
-			t.Fatalf("insert: %v", err)
-		}
 	}
+	outboxtest.Insert(t, b.pool, msgs...)
 	return ids
 }
 
@@ -212,11 +180,7 @@ func eventIDs(records []*kgo.Record) map[string]int {
 
 func (b *testBundle) count(t *testing.T, query string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := b.pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n
+	return outboxtest.Count(t, b.pool, query, args...)
 }
 
 // waitPublished waits until want rows are published. The timeouts the tests pass are
@@ -243,27 +207,10 @@ func testutilGauge(m *Metrics) float64 { return testutil.ToFloat64(m.walRetained
 // the relay's registry, 0 when absent.
 func (r *testRelay) metric(t *testing.T, name, reason string) float64 {
 	t.Helper()
-	families, err := r.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	if reason == "" {
+		return outboxtest.Metric(t, r.reg, name)
 	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			matches := reason == ""
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "reason" && l.GetValue() == reason {
-					matches = true
-				}
-			}
-			if matches {
-				return m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
+	return outboxtest.Metric(t, r.reg, name, "reason", reason)
 }
 
 // newTestMetrics is a relay's metrics on a registry of their own, for tests that call

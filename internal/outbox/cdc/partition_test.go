@@ -26,7 +26,7 @@ func TestSilentPartitionIsParkedWhileTheOthersFlow(t *testing.T) {
 	relay := b.startOn(t, fake)
 	w := b.parkOnSilentPartition(t, relay, fake)
 
-	fake.setSilent(nil)
+	fake.SetSilent(nil)
 	b.waitPublished(t, 3+len(w.silentIDs)+len(w.healthyIDs), 60*time.Second)
 	for agg, ids := range w.byAggregate {
 		first, second := ids[0].String(), ids[1].String()
@@ -87,7 +87,7 @@ func (b *testBundle) parkOnSilentPartition(t *testing.T, relay *testRelay, fake 
 	var silentAggs, healthyAggs []string
 	for i := range 12 {
 		agg := fmt.Sprintf("agg-%d", i)
-		if fake.partitionOf([]byte(agg)) == silent {
+		if fake.PartitionOf([]byte(agg)) == silent {
 			silentAggs = append(silentAggs, agg)
 		} else {
 			healthyAggs = append(healthyAggs, agg)
@@ -96,7 +96,7 @@ func (b *testBundle) parkOnSilentPartition(t *testing.T, relay *testRelay, fake 
 	if len(silentAggs) == 0 || len(healthyAggs) == 0 {
 		t.Fatalf("aggregates %v on the silent partition, %v elsewhere: want some of each", silentAggs, healthyAggs)
 	}
-	fake.setSilent(&silent)
+	fake.SetSilent(&silent)
 
 	// Two events per aggregate, each in its own transaction, the silent partition's
 	// first in each round: every healthy event commits after a parked one, so a slot
@@ -114,7 +114,7 @@ func (b *testBundle) parkOnSilentPartition(t *testing.T, relay *testRelay, fake 
 				firstParkedEnd = b.currentLSN(t)
 			}
 			w.byAggregate[agg] = append(w.byAggregate[agg], id)
-			if fake.partitionOf([]byte(agg)) == silent {
+			if fake.PartitionOf([]byte(agg)) == silent {
 				w.silentIDs = append(w.silentIDs, id)
 			} else {
 				w.healthyIDs = append(w.healthyIDs, id)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/outbox/internal/fakebroker"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 )
 
@@ -27,8 +28,8 @@ func TestBreakerLetsOnlyOneBatchAtATimeWaitOnAPartitionThatStoppedAnswering(t *t
 	const partitions, silent = 6, int32(2)
 	// A fake, not kfake: kfake answers a produce request whole, so it cannot leave one
 	// partition of a request unanswered while it acknowledges the others.
-	broker := &fakeProducer{partitions: partitions}
-	broker.setSilent(new(silent))
+	broker := &fakeProducer{Partitions: fakebroker.Partitions{N: partitions}}
+	broker.SetSilent(new(silent))
 	startWorkers(t, r, broker, broker)
 
 	// Events arrive while the partition is silent, as under load: two events per
@@ -37,7 +38,7 @@ func TestBreakerLetsOnlyOneBatchAtATimeWaitOnAPartitionThatStoppedAnswering(t *t
 	const n = 120
 	for i := range n {
 		key := fmt.Sprintf("agg-%d", i)
-		if broker.partitionOf([]byte(key)) != silent {
+		if broker.PartitionOf([]byte(key)) != silent {
 			healthy++
 		}
 		b.insert(t, newMessage(t, key, 0), newMessage(t, key, 1))
@@ -65,7 +66,7 @@ func TestBreakerLetsOnlyOneBatchAtATimeWaitOnAPartitionThatStoppedAnswering(t *t
 		t.Errorf("rows whose last_error says they were held back: 0, want > 0")
 	}
 
-	broker.setSilent(nil)
+	broker.SetSilent(nil)
 	b.waitAllPublished(t, 2*n, 20*time.Second)
 	if got := b.publishedOutOfOrder(t, broker); got != 0 {
 		t.Errorf("events published before an earlier event of their aggregate: %d, want 0", got)

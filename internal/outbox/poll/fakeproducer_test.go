@@ -6,10 +6,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/dscourse/payments-outbox/internal/event"
-	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
+	"github.com/dscourse/payments-outbox/internal/outbox/internal/fakebroker"
 )
 
 // fakeProducer stands in for the Kafka client where kfake cannot serve (each test says
@@ -18,6 +17,8 @@ import (
 // fails every record of a ProduceSync call when reject returns an error for any of
 // them.
 type fakeProducer struct {
+	fakebroker.Partitions
+
 	// delay is how long each call takes, unless its context ends first.
 	delay time.Duration
 	// reject returns the broker's verdict on one record: nil accepts it.
@@ -26,13 +27,6 @@ type fakeProducer struct {
 	// those, as a broker fails the records of one unavailable partition while the
 	// other partitions of the same call are written.
 	partitionDown func(*kgo.Record) error
-	// partitions is how many partitions the topic has (default 1). Each record goes to
-	// the one delivery.PartitionsOf says (partitionOf), as with the relay's real clients.
-	partitions int
-	// silent, when set, is the partition whose records get no answer, as when its
-	// leader is cut off from the relay: they fail only when the call's context ends,
-	// and the call returns only then, while the other records are written.
-	silent *int32
 
 	mu          sync.Mutex
 	acked       map[string]int // event id → how often the record was acknowledged
@@ -52,32 +46,14 @@ type silentCall struct {
 	mixed      bool
 }
 
-func (p *fakeProducer) partitionCount() int { return max(p.partitions, 1) }
-
-// RequestCachedMetadata answers with the topic of each record and its partition count.
-func (p *fakeProducer) RequestCachedMetadata(_ context.Context, req *kmsg.MetadataRequest, _ time.Duration) (*kmsg.MetadataResponse, error) {
-	resp := kmsg.NewPtrMetadataResponse()
-	for _, rt := range req.Topics {
-		t := kmsg.NewMetadataResponseTopic()
-		t.Topic = rt.Topic
-		for i := range p.partitionCount() {
-			part := kmsg.NewMetadataResponseTopicPartition()
-			part.Partition = int32(i)
-			t.Partitions = append(t.Partitions, part)
-		}
-		resp.Topics = append(resp.Topics, t)
-	}
-	return resp, nil
-}
-
 func (p *fakeProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults {
 	p.mu.Lock()
 	p.calls++
 	p.inFlight++
 	p.maxInFlight = max(p.maxInFlight, p.inFlight)
 	p.maxRecords = max(p.maxRecords, len(rs))
-	silentPartition := p.silent
 	p.mu.Unlock()
+	silentPartition := p.Silent()
 	defer func() {
 		p.mu.Lock()
 		p.inFlight--
@@ -86,7 +62,7 @@ func (p *fakeProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.P
 
 	silent, mixed := false, false
 	for _, r := range rs {
-		r.Partition = p.partitionOf(r.Key)
+		r.Partition = p.PartitionOf(r.Key)
 		isSilent := silentPartition != nil && r.Partition == *silentPartition
 		silent, mixed = silent || isSilent, mixed || !isSilent
 	}
@@ -142,13 +118,6 @@ func (p *fakeProducer) setPartitionDown(fn func(*kgo.Record) error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.partitionDown = fn
-}
-
-// setSilent makes partition part stop answering, or, with nil, answer again.
-func (p *fakeProducer) setSilent(part *int32) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.silent = part
 }
 
 // overlappingSilentCalls counts the calls to the silent partition that started while
@@ -220,12 +189,4 @@ func rejectIDs(err error, ids ...string) func(*kgo.Record) error {
 		}
 		return nil
 	}
-}
-
-// partitionOf is the partition the relay's client puts a record with this key in,
-// among the fake's partitions: delivery.PartitionsOf, which both relays use, with the
-// partition count the fake's metadata answers.
-func (p *fakeProducer) partitionOf(key []byte) int32 {
-	r := &kgo.Record{Topic: "any", Key: key}
-	return delivery.PartitionsOf(context.Background(), p, r.Topic, []*kgo.Record{r})[r]
 }

@@ -1,25 +1,20 @@
 package poll
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/internal/outboxtest"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
@@ -71,7 +66,7 @@ func setup(t *testing.T) *testBundle {
 		},
 		metrics: newTestMetrics(t, reg),
 		reg:     reg,
-		logger:  testLogger(t),
+		logger:  outboxtest.Logger(t),
 	}
 }
 
@@ -86,14 +81,6 @@ func newTestMetrics(t *testing.T, reg *prometheus.Registry) *Metrics {
 	return m
 }
 
-// testLogger writes to the test log only with -v, to keep failures readable.
-func testLogger(t *testing.T) *slog.Logger {
-	if !testing.Verbose() {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
-}
-
 func (b *testBundle) newRelay(t *testing.T) *Relay {
 	t.Helper()
 	r, err := NewRelay(b.pool, b.cfg, b.logger, b.metrics)
@@ -106,20 +93,7 @@ func (b *testBundle) newRelay(t *testing.T) *Relay {
 // startRelay runs r until the test ends, and checks that Run returns.
 func startRelay(t *testing.T, r *Relay) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("Run did not return 30s after its context ended")
-		}
-	})
+	outboxtest.Run(t, r.Run)
 }
 
 // testEvent is the payload of the events the tests publish.
@@ -141,14 +115,7 @@ func newMessage(t *testing.T, aggregate string, n int) outbox.Message {
 // insert commits each message in a transaction of its own, as the API does.
 func (b *testBundle) insert(t *testing.T, msgs ...outbox.Message) {
 	t.Helper()
-	for _, msg := range msgs {
-		err := pgx.BeginFunc(context.Background(), b.pool, func(tx pgx.Tx) error {
-			return outbox.Insert(context.Background(), tx, msg)
-		})
-		if err != nil {
-			t.Fatalf("insert: %v", err)
-		}
-	}
+	outboxtest.Insert(t, b.pool, msgs...)
 }
 
 // consume reads the test topic from the start until it holds want records or the
@@ -253,11 +220,7 @@ func (b *testBundle) lockedRows(t *testing.T) int {
 
 func (b *testBundle) count(t *testing.T, query string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := b.pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n
+	return outboxtest.Count(t, b.pool, query, args...)
 }
 
 // failures is outbox_publish_failures_total for reason, transport or rejected.
@@ -270,30 +233,7 @@ func (b *testBundle) failures(t *testing.T, reason string) float64 {
 // series with the label pairs labels (name, value, ...), or 0 when there is none.
 func (b *testBundle) metric(t *testing.T, name string, labels ...string) float64 {
 	t.Helper()
-	families, err := b.reg.Gather()
-	if err != nil {
-		t.Fatalf("gather metrics: %v", err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
-					return l.GetName() == labels[i] && l.GetValue() == labels[i+1]
-				}) {
-					continue series
-				}
-			}
-			if m.GetCounter() != nil {
-				return m.GetCounter().GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	return 0
+	return outboxtest.Metric(t, b.reg, name, labels...)
 }
 
 // webhookAlert is the body the alert webhook receives, as the receiver reads it.
@@ -341,29 +281,6 @@ func startWorkers(t *testing.T, r *Relay, own, alone producer) {
 			t.Errorf("workers did not stop 30s after their context ended")
 		}
 	})
-}
-
-// logBuffer collects a logger's output for tests that check what was logged.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-// logger returns a logger that writes JSON lines into l.
-func (l *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(l, nil))
 }
 
 // publishedOutOfOrder counts the pairs of published events of one aggregate that the

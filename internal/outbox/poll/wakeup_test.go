@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/dscourse/payments-outbox/internal/outbox/internal/outboxtest"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 )
 
@@ -44,8 +45,8 @@ func TestListenReconnectsPromptlyAfterEveryLoss(t *testing.T) {
 func TestListenNoticesADeadLink(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	logs := &logBuffer{}
-	b.logger = logs.logger()
+	logs := &outboxtest.LogBuffer{}
+	b.logger = logs.Logger()
 	proxy, err := testenv.StartToxiproxy(t).CreateProxy("postgres", "127.0.0.1:0", b.pool.Config().ConnConfig.Host+":"+
 		fmt.Sprint(b.pool.Config().ConnConfig.Port))
 	if err != nil {

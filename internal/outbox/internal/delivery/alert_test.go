@@ -1,9 +1,7 @@
 package delivery
 
 import (
-	"bytes"
 	"context"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,15 +12,16 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/internal/outboxtest"
 )
 
 // Webhook URLs carry their secret in the path or the query: logs show the host only.
 func TestAlertWebhookErrorsNameTheHostOnly(t *testing.T) {
 	t.Parallel()
-	logs := &logBuffer{}
+	logs := &outboxtest.LogBuffer{}
 	// Nothing listens on port 1: the call fails, and its error is logged.
 	a := NewAlerter(AlertConfig{WebhookURL: "http://127.0.0.1:1/hooks/s3cret-path?token=s3cret-query",
-		Timeout: time.Second}, logs.logger())
+		Timeout: time.Second}, logs.Logger())
 
 	a.DeadLettered(context.Background(), []outbox.DeadLetter{{EventID: uuid.New(), LastError: "MESSAGE_TOO_LARGE"}})
 
@@ -51,8 +50,8 @@ func TestAlertWebhookRefusesRedirectsToAnotherHost(t *testing.T) {
 		http.Redirect(w, r, other.URL+"/collect", http.StatusTemporaryRedirect)
 	}))
 	t.Cleanup(webhook.Close)
-	logs := &logBuffer{}
-	a := NewAlerter(AlertConfig{WebhookURL: webhook.URL, Timeout: time.Second}, logs.logger())
+	logs := &outboxtest.LogBuffer{}
+	a := NewAlerter(AlertConfig{WebhookURL: webhook.URL, Timeout: time.Second}, logs.Logger())
 
 	a.DeadLettered(context.Background(), []outbox.DeadLetter{{EventID: uuid.New(), LastError: "MESSAGE_TOO_LARGE"}})
 
@@ -64,27 +63,4 @@ func TestAlertWebhookRefusesRedirectsToAnotherHost(t *testing.T) {
 	if !strings.Contains(logs.String(), "alert webhook") {
 		t.Errorf("the refused redirect was not logged:\n%s", logs.String())
 	}
-}
-
-// logBuffer collects a logger's output for tests that check what was logged.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-// logger returns a logger that writes JSON lines into l.
-func (l *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(l, nil))
 }

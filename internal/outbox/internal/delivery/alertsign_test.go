@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/dscourse/payments-outbox/internal/outbox"
+	"github.com/dscourse/payments-outbox/internal/outbox/internal/outboxtest"
 	"github.com/dscourse/payments-outbox/internal/webhooksig"
 )
 
@@ -63,7 +64,7 @@ func TestAlertWebhookCallsAreSigned(t *testing.T) {
 	t.Parallel()
 	url, calls := startReceiver(t)
 	secret := testSecret(t)
-	a := NewAlerter(AlertConfig{WebhookURL: url, Timeout: 5 * time.Second, Secret: secret}, (&logBuffer{}).logger())
+	a := NewAlerter(AlertConfig{WebhookURL: url, Timeout: 5 * time.Second, Secret: secret}, (&outboxtest.LogBuffer{}).Logger())
 	dead := outbox.DeadLetter{EventID: uuid.New(), EventType: "payment.created", LastError: "MESSAGE_TOO_LARGE"}
 
 	a.DeadLettered(context.Background(), []outbox.DeadLetter{dead})
@@ -114,7 +115,7 @@ func TestAlertWebhookIDIsStableAcrossCalls(t *testing.T) {
 	t.Parallel()
 	url, calls := startReceiver(t)
 	secret := testSecret(t)
-	a := NewAlerter(AlertConfig{WebhookURL: url, Timeout: 5 * time.Second, Secret: secret}, (&logBuffer{}).logger())
+	a := NewAlerter(AlertConfig{WebhookURL: url, Timeout: 5 * time.Second, Secret: secret}, (&outboxtest.LogBuffer{}).Logger())
 	dead := outbox.DeadLetter{EventID: uuid.New(), LastError: "MESSAGE_TOO_LARGE"}
 	other := outbox.DeadLetter{EventID: uuid.New(), LastError: "MESSAGE_TOO_LARGE"}
 
@@ -141,7 +142,7 @@ func TestAlertWebhookIDIsStableAcrossCalls(t *testing.T) {
 func TestAlertWebhookWithoutASecretIsUnsigned(t *testing.T) {
 	t.Parallel()
 	url, calls := startReceiver(t)
-	a := NewAlerter(AlertConfig{WebhookURL: url, Timeout: 5 * time.Second}, (&logBuffer{}).logger())
+	a := NewAlerter(AlertConfig{WebhookURL: url, Timeout: 5 * time.Second}, (&outboxtest.LogBuffer{}).Logger())
 
 	a.Call(context.Background(), outbox.DeadLetter{EventID: uuid.New()})
 

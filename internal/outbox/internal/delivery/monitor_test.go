@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/dscourse/payments-outbox/internal/outbox/internal/outboxtest"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/migrations"
 )
@@ -30,9 +31,9 @@ func TestPendingMonitorAlertsOnTheOldestPendingAge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &logBuffer{}
+	logs := &outboxtest.LogBuffer{}
 	var also atomic.Int32
-	m := PendingMonitor{Pool: pool, Metrics: metrics, Logger: logs.logger(),
+	m := PendingMonitor{Pool: pool, Metrics: metrics, Logger: logs.Logger(),
 		Interval: 10 * time.Millisecond, QueryTimeout: 5 * time.Second, AlertAge: time.Minute,
 		Also: func(context.Context) error { also.Add(1); return nil }}
 	runCtx, cancel := context.WithCancel(ctx)
