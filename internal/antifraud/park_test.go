@@ -84,3 +84,43 @@ func TestEventParkedUntilItsPredecessorArrives(t *testing.T) {
 		t.Errorf("user totals after a redelivery (-want +got):\n%s", diff)
 	}
 }
+
+// A parked event can come again in the batch that brings its predecessor (a relay
+// publishing it again, in order this time): the batch applies that delivery after the
+// predecessor, and the parked one is then the same event, done, not an event out of
+// order. It leaves the table without an order violation, and is applied once.
+func TestParkedEventRedeliveredWithItsPredecessor(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	c := b.newConsumer(t, b.config())
+	ctx := context.Background()
+	p := newPayment("u-1", 2000, time.Now())
+	created := eventRecord(t, uuid.New(), p)
+	captured := transitionRecord(t, event.TypePaymentCaptured, p, 2, 0)
+	refund := transitionRecord(t, event.TypePaymentRefunded, p, 3, 500)
+
+	for _, batch := range [][]*kgo.Record{{created}, {refund}, {captured, refund}} {
+		var send []*kgo.Record
+		for _, r := range batch {
+			send = append(send, copyRecord(r))
+		}
+		res, err := c.processBatch(ctx, b.positioned(send...))
+		if err != nil {
+			t.Fatalf("processBatch: %v", err)
+		}
+		c.observe(res)
+	}
+	if n := b.count(t, "SELECT count(*) FROM order_violations"); n != 0 {
+		t.Errorf("order violations = %d, want 0: the parked refund is the refund the batch applied", n)
+	}
+	if n := b.count(t, "SELECT count(*) FROM parked_events"); n != 0 {
+		t.Errorf("parked events left = %d, want 0", n)
+	}
+	if n := b.count(t, "SELECT last_sequence FROM payment_progress WHERE payment_id = $1", p.PaymentID); n != 3 {
+		t.Errorf("progress = %d, want 3", n)
+	}
+	want := map[totalKey]Total{{"u-1", "EUR"}: {Payments: 1, Amount: 2000 - 500}}
+	if diff := cmp.Diff(want, b.totals(t), cmp.AllowUnexported(totalKey{})); diff != "" {
+		t.Errorf("user totals (-want +got):\n%s", diff)
+	}
+}
