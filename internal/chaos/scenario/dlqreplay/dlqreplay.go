@@ -49,6 +49,9 @@ type dlqReplay struct {
 	Settle time.Duration
 
 	admin deadletter.Admin
+	// foreign are the early copies' positions (earlycopy.go), for the verifier and the
+	// topic watch to leave out.
+	foreign *verify.ForeignRecords
 
 	mu sync.Mutex
 	// windows are the refusal windows so far; EndS is -1 while one is open.
@@ -59,8 +62,10 @@ type dlqReplay struct {
 	// streamHolder is the pid of the walsender that the first replica's relay streams
 	// through, noted while the second replica was stopped (CDC only; 0 otherwise).
 	streamHolder int
-	// replays records what the replayer saw and did (replayer.go).
+	// replays records what the replayer saw and did (replayer.go), copies the early
+	// copies it published (earlycopy.go).
 	replays replayLog
+	copies  []earlyCopy
 	// loadEvents are the events the API answered as committed during the load.
 	loadEvents []load.CommittedEvent
 	// topic is the topic as the verifier reads it after the drain; topicErr says why it
@@ -158,22 +163,27 @@ func slotHolder(ctx context.Context, conn *pgx.Conn) (int, error) {
 }
 
 // disrupt runs the refusal windows on their schedule and, beside them, the replayer
-// until ctx ends; then it reads the topic for the rows.
+// until ctx ends; then it reads the topic, the relay's records alone, for the rows.
 func (d *dlqReplay) disrupt(ctx context.Context, rn *harness.Run) error {
 	conn, err := pgx.Connect(ctx, rn.PaymentsDB)
 	if err != nil {
 		return fmt.Errorf("connect to the payments database: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	copies, err := newCopier(rn, d.foreign)
+	if err != nil {
+		return err
+	}
+	defer copies.close()
 	var wg sync.WaitGroup
 	var replayErr error
-	wg.Go(func() { replayErr = d.replayUntilDone(ctx, rn, conn) })
+	wg.Go(func() { replayErr = d.replayUntilDone(ctx, rn, conn, copies) })
 	windowErr := d.refuseInWindows(ctx, rn)
 	wg.Wait()
 
 	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	topic, err := verify.ReadTopic(readCtx, rn.Brokers, rn.Topic)
+	topic, err := verify.ReadTopicExcept(readCtx, rn.Brokers, rn.Topic, d.foreign, rn.KafkaOpts...)
 	d.mu.Lock()
 	d.topic, d.topicErr = topic, err
 	d.mu.Unlock()

@@ -16,7 +16,8 @@ import (
 // The replayer is the operator: it watches the outbox for dead letters (rows in status
 // failed, read as any operator's query would) and, outside the refusal windows,
 // replays each one through the second replica's admin endpoint, oldest first, until
-// the run ends. With the CDC relay it notes, before each round, which walsender streams
+// the run ends. Each round of replays starts with the early copies of the events
+// waiting behind them (earlycopy.go). With the CDC relay it notes, before each round, which walsender streams
 // from the slot, so that the rows can tell that the replays went through the replica
 // that does not stream.
 
@@ -58,7 +59,7 @@ type replay struct {
 
 // replayUntilDone watches and replays until ctx ends. A failed read or replay is
 // logged and tried again at the next round: the rows say what was left undone.
-func (d *dlqReplay) replayUntilDone(ctx context.Context, rn *harness.Run, conn *pgx.Conn) error {
+func (d *dlqReplay) replayUntilDone(ctx context.Context, rn *harness.Run, conn *pgx.Conn, copies *copier) error {
 	var lastRound time.Time
 	for {
 		if backoff.Until(ctx, time.Now().Add(watchEvery)) != nil {
@@ -77,6 +78,13 @@ func (d *dlqReplay) replayUntilDone(ctx context.Context, rn *harness.Run, conn *
 			continue
 		}
 		lastRound = time.Now()
+		copied, err := copies.copyWaiting(ctx, conn)
+		if err != nil {
+			rn.Logger.Warn("publish early copies", slog.Any("err", err))
+		}
+		d.mu.Lock()
+		d.copies = append(d.copies, copied...)
+		d.mu.Unlock()
 		holder := 0
 		if rn.RelayMode == verdict.RelayModeCDC {
 			if holder, err = slotHolder(ctx, conn); err != nil {

@@ -27,6 +27,7 @@ type evidence struct {
 	holder  int
 	windows []faults.Window
 	log     replayLog
+	copies  []earlyCopy
 	events  []load.CommittedEvent
 	// seenS is when each payment's transition first reached the topic, by payment id
 	// and sequence, in seconds from origin (the harness's topic watch).
@@ -40,7 +41,7 @@ func (d *dlqReplay) validity(r *verdict.Report, rn *harness.Run) []verdict.Check
 	d.mu.Lock()
 	e := evidence{
 		origin: rn.Origin, cdc: rn.RelayMode == verdict.RelayModeCDC, holder: d.streamHolder,
-		windows: slices.Clone(d.windows), events: d.loadEvents, topic: d.topic, topicErr: d.topicErr,
+		windows: slices.Clone(d.windows), events: d.loadEvents, topic: d.topic, topicErr: d.topicErr, copies: slices.Clone(d.copies),
 		log: replayLog{deadLetters: maps.Clone(d.replays.deadLetters), replays: slices.Clone(d.replays.replays)},
 	}
 	d.mu.Unlock()
@@ -58,6 +59,7 @@ func (e evidence) rows(first, second string) []verdict.Check {
 		e.streamHolderCheck(first, second),
 		e.committedMeanwhileCheck(),
 		e.committedAfterReplayCheck(second),
+		e.earlyCopiesCheck(),
 		e.deliveredCheck(),
 	}
 }
@@ -190,6 +192,34 @@ func (e evidence) committedAfterReplayCheck(second string) verdict.Check {
 	}
 	n, payments := e.laterEvents(true)
 	return verdict.NewCheck(verdict.Validity, name, "> 0", fmt.Sprintf("%d events of %d payments", n, payments), n > 0)
+}
+
+// earlyCopiesCheck: the harness's early copies reached the consumer's partition ahead
+// of an earlier event of their payment, as the relay's records show it (the topic read
+// without the copies): the consumer had an event to park.
+func (e evidence) earlyCopiesCheck() verdict.Check {
+	ahead, elsewhere := 0, 0
+	for _, c := range e.copies {
+		for _, ev := range e.topic.PaymentOrder[c.PaymentID] {
+			if ev.Sequence >= c.Sequence {
+				continue
+			}
+			if ev.Partition != c.At.Partition {
+				elsewhere++
+				break
+			}
+			if ev.Offset > c.At.Offset {
+				ahead++
+				break
+			}
+		}
+	}
+	got := fmt.Sprintf("%d of %d copies", ahead, len(e.copies))
+	if elsewhere > 0 {
+		got += fmt.Sprintf("; %d on another partition than their payment's events", elsewhere)
+	}
+	return verdict.NewCheck(verdict.Validity, "early copies the harness published ahead of an earlier event of their payment (topic offsets; the consumer must park them)", "> 0",
+		got, ahead > 0 && elsewhere == 0)
 }
 
 // deliveredCheck is the scenario's SLO row: every dead letter the harness saw reached

@@ -15,7 +15,9 @@ import (
 // was dead-lettered; the harness saw it at 11 s, replayed it at 16 s (answered at
 // 16.1 s), and the topic had it at 20 s. Payment p's capture was committed inside the
 // window after the dead letter was seen, its refund after the replay was answered, and
-// its second refund after the creation reached the topic. Payment q is untouched.
+// its second refund after the creation reached the topic. The harness published an
+// early copy of the capture at offset 0, ahead of the relay's records of p, which start
+// at offset 1. Payment q is untouched.
 func runEvidence() evidence {
 	origin := time.Unix(1_000_000, 0)
 	at := func(s float64) time.Time { return origin.Add(time.Duration(s * float64(time.Second))) }
@@ -26,6 +28,7 @@ func runEvidence() evidence {
 			deadLetters: map[string]deadLetter{"p1": {PaymentID: "p", Sequence: 1, SeenAt: at(11)}},
 			replays:     []replay{{EventID: "p1", Sent: at(16), Answered: at(16.1), Holder: 42, DuringLoad: true}},
 		},
+		copies: []earlyCopy{{PaymentID: "p", Sequence: 2, At: verify.RecordPosition{Partition: 0, Offset: 0}}},
 		events: []load.CommittedEvent{
 			{PaymentID: "p", EventID: "p1", Sequence: 1, Sent: at(10.5), At: at(10.6)},
 			{PaymentID: "p", EventID: "p2", Sequence: 2, Sent: at(12), At: at(12.1)},
@@ -39,7 +42,7 @@ func runEvidence() evidence {
 		},
 		topic: verify.TopicContents{
 			EventCopies:  map[string]int{"p1": 1, "p2": 1, "p3": 1, "p4": 1, "q1": 1},
-			PaymentOrder: map[string][]verify.TopicEvent{"p": {{Sequence: 1}, {Sequence: 2}, {Sequence: 3}, {Sequence: 4}}},
+			PaymentOrder: map[string][]verify.TopicEvent{"p": {{Sequence: 1, Offset: 1}, {Sequence: 2, Offset: 2}, {Sequence: 3, Offset: 3}, {Sequence: 4, Offset: 4}}},
 		},
 	}
 }
@@ -100,6 +103,12 @@ func TestRowsThatMustFail(t *testing.T) {
 		{"a dead letter overtaken", func(e *evidence) {
 			e.topic.PaymentOrder["p"] = []verify.TopicEvent{{Sequence: 1}, {Sequence: 3}, {Sequence: 2}, {Sequence: 4}}
 		}, "every dead letter"},
+		{"an early copy behind its predecessor", func(e *evidence) {
+			e.copies[0].At.Offset = 5
+		}, "early copies"},
+		{"an early copy on another partition", func(e *evidence) {
+			e.copies[0].At.Partition = 2
+		}, "early copies"},
 		{"no replay during the load", func(e *evidence) {
 			e.log.replays[0].DuringLoad = false
 		}, "dead letters replayed through"},

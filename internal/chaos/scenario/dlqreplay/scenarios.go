@@ -6,6 +6,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/chaos/deadletter"
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 )
 
 // Scenario is the dlq-replay scenario: the topic refuses every record for a few
@@ -16,7 +17,7 @@ func Scenario(short bool) harness.Scenario {
 	d := &dlqReplay{
 		Windows: 4, Window: 4 * time.Second, FirstWindow: 4 * time.Second, Every: 10 * time.Second,
 		StepGap: 2 * time.Second, ReplayEvery: time.Second, Settle: 2 * time.Minute,
-		admin: deadletter.NewAdmin(), windowsDone: make(chan struct{}),
+		admin: deadletter.NewAdmin(), foreign: &verify.ForeignRecords{}, windowsDone: make(chan struct{}),
 	}
 	span := 40 * time.Second
 	if short {
@@ -37,5 +38,6 @@ func Scenario(short bool) harness.Scenario {
 		Disrupt:    d.disrupt,
 		AfterLoad:  d.settle,
 		Validity:   d.validity,
+		Foreign:    d.foreign,
 	}
 }
