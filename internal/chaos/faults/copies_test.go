@@ -24,19 +24,8 @@ func TestTopicWatchInjectsExactCopies(t *testing.T) {
 	brokers := testenv.KafkaBrokers(t)
 	topic := testenv.NewTopic(t, 3)
 	origin := time.Now()
-	watch, err := StartTopicWatch(t.Context(), WatchConfig{
-		Brokers: brokers, Topic: topic, CopyEvery: 2, Origin: origin, Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatalf("start watch: %v", err)
-	}
-	t.Cleanup(func() { watch.Stop() })
-
-	producer, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(producer.Close)
+	watch := startWatch(t, WatchConfig{Brokers: brokers, Topic: topic, CopyEvery: 2, Origin: origin})
+	producer := newProducer(t, brokers, topic)
 	var records []*kgo.Record
 	for n := range 6 {
 		records = append(records, &kgo.Record{
@@ -99,6 +88,29 @@ func TestTopicWatchInjectsExactCopies(t *testing.T) {
 	if copies != 4 {
 		t.Errorf("copies beyond the first per event id: got %d, want 4 (3 injected, 1 the service's)", copies)
 	}
+}
+
+// startWatch starts a watch that the end of the test stops.
+func startWatch(t *testing.T, cfg WatchConfig) *TopicWatch {
+	t.Helper()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	watch, err := StartTopicWatch(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("start watch: %v", err)
+	}
+	t.Cleanup(func() { watch.Stop() })
+	return watch
+}
+
+// newProducer is a client that produces to topic, closed at the end of the test.
+func newProducer(t *testing.T, brokers []string, topic string) *kgo.Client {
+	t.Helper()
+	producer, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(producer.Close)
+	return producer
 }
 
 // readRecords reads the topic from its start until it has n records, and fails the
@@ -186,16 +198,8 @@ func TestTopicWatchLeavesOutForeignRecords(t *testing.T) {
 	topic := testenv.NewTopic(t, 1)
 	foreign := &verify.ForeignRecords{}
 	origin := time.Now()
-	watch, err := StartTopicWatch(t.Context(), WatchConfig{Brokers: brokers, Topic: topic, Origin: origin, Foreign: foreign, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatalf("start watch: %v", err)
-	}
-	t.Cleanup(func() { watch.Stop() })
-	producer, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(producer.Close)
+	watch := startWatch(t, WatchConfig{Brokers: brokers, Topic: topic, Origin: origin, Foreign: foreign})
+	producer := newProducer(t, brokers, topic)
 	refund := &kgo.Record{Key: []byte("p"), Value: []byte(`{"payment_id":"p","sequence":2}`),
 		Headers: []kgo.RecordHeader{{Key: event.HeaderID, Value: []byte("e2")}}}
 
