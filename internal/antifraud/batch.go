@@ -156,7 +156,7 @@ func (c *Consumer) applyInOrder(ctx context.Context, tx pgx.Tx, firstTime []paym
 			violations = append(violations, v)
 		}
 	}
-	unparked, more, counts, err := c.unpark(ctx, tx, parked, advanced)
+	unparked, more, counts, err := c.unpark(ctx, tx, parked, applied, advanced)
 	if err != nil {
 		return nil, err
 	}

@@ -22,17 +22,20 @@ import (
 // parked (table parked_events, with its record) and gets no dedup row; a redelivery
 // finds it parked and parks it again, once. When its predecessor is applied, in this
 // batch or a later one, the parked event is applied right after it, in the same
-// transaction, as if it had arrived then.
+// transaction, as if it had arrived then; or, when it came again in that batch behind
+// its predecessor and was applied there, it only leaves the table.
 
 // unpark applies the parked events that follow the payments' progress in advanced (the
-// events of the batch just applied), repeatedly, so that a chain of parked events is
-// applied in sequence. parked are the batch's own events waiting for a predecessor, whose
-// dedup rows it deletes first; the table's are read for the same payments. It inserts the
-// dedup rows of the events it applies after those of the batch (processed_order is the
-// order of application), deletes their table rows, parks the events still waiting, and
-// returns the events applied and those that became another order violation (a second
-// event of one sequence, say), which are recorded like any, and how many events wait.
-func (c *Consumer) unpark(ctx context.Context, tx pgx.Tx, parked []paymentEvent, advanced map[uuid.UUID]progress) (applied []paymentEvent, violations []violation, counts parkedCounts, err error) {
+// events of the batch just applied, batchApplied), repeatedly, so that a chain of parked
+// events is applied in sequence. parked are the batch's own events waiting for a
+// predecessor, whose dedup rows it deletes first; the table's are read for the same
+// payments, and those the batch has applied already (delivered again) leave it. It
+// inserts the dedup rows of the events it applies after those of the batch
+// (processed_order is the order of application), deletes their table rows, parks the
+// events still waiting, and returns the events applied and those that became another
+// order violation (a second event of one sequence, say), which are recorded like any,
+// and how many events wait.
+func (c *Consumer) unpark(ctx context.Context, tx pgx.Tx, parked, batchApplied []paymentEvent, advanced map[uuid.UUID]progress) (applied []paymentEvent, violations []violation, counts parkedCounts, err error) {
 	if len(parked) > 0 {
 		if _, err := tx.Exec(ctx, `DELETE FROM processed_events WHERE event_id = ANY($1)`, eventIDs(parked)); err != nil {
 			return nil, nil, parkedCounts{}, fmt.Errorf("take back the dedup rows of parked events: %w", err)
@@ -42,6 +45,17 @@ func (c *Consumer) unpark(ctx context.Context, tx pgx.Tx, parked []paymentEvent,
 	if err != nil {
 		return nil, nil, parkedCounts{}, err
 	}
+	// A parked event that the batch brought again and applied is done, with the batch
+	// delivery's dedup row: applied from the table too, or refused there as a second
+	// event of its sequence, it would count twice.
+	var leave []uuid.UUID
+	stored = slices.DeleteFunc(stored, func(ev paymentEvent) bool {
+		again := slices.ContainsFunc(batchApplied, func(a paymentEvent) bool { return a.id == ev.id })
+		if again {
+			leave = append(leave, ev.id)
+		}
+		return again
+	})
 	inTable := map[uuid.UUID]bool{}
 	for _, ev := range stored {
 		inTable[ev.id] = true
@@ -77,7 +91,6 @@ func (c *Consumer) unpark(ctx context.Context, tx pgx.Tx, parked []paymentEvent,
 	for _, v := range violations {
 		done = append(done, v.ev)
 	}
-	var leave []uuid.UUID
 	var rows []processedRow
 	for _, ev := range done {
 		if inTable[ev.id] {

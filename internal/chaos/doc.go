@@ -26,9 +26,9 @@
 // The scenarios live under scenario/, one package per family, each with a scenarios.go
 // that makes its harness.Scenario values: network (default, dual-write, kafka-down),
 // crash (relay-crash, consumer-crash), replicapause, hostile (hostile-records),
-// clockskew, poison, pgfault (pg-faults, commit-refused, consumer-db, db-restart),
-// storm (idempotency-storm), longtx (long-transaction) and cluster (broker-failover,
-// partition-offline, rolling-restart).
+// clockskew, poison, dlqreplay (dlq-replay), pgfault (pg-faults, commit-refused,
+// consumer-db, db-restart), storm (idempotency-storm), longtx (long-transaction) and
+// cluster (broker-failover, partition-offline, rolling-restart).
 //
 // To add a scenario: write a function that returns a harness.Scenario (its Disrupt, and
 // the Validity rows proving the disruption bit), in a new package under scenario/ or

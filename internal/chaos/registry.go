@@ -7,6 +7,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/clockskew"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/cluster"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/crash"
+	"github.com/dscourse/payments-outbox/internal/chaos/scenario/dlqreplay"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/hostile"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/longtx"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/network"
@@ -31,6 +32,7 @@ func registry(short bool) []harness.Scenario {
 		hostile.Scenario(short),
 		clockskew.Scenario(short),
 		poison.Scenario(short),
+		dlqreplay.Scenario(short),
 		pgfault.PGFaults(short),
 		pgfault.CommitRefused(short),
 		storm.Scenario(short),

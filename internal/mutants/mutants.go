@@ -14,11 +14,14 @@
 //	Scenarios: the scenarios that should catch it, in the order to run them.
 //	Verdict row: the row of the verdict table that should fail.
 //	If it survives: why it might, and what scenario or check would catch it.
+//	Relay mode: poll or cdc, the RELAY_MODE its scenarios run our API with; optional,
+//	poll when absent (a mutant of the CDC relay says cdc).
 package mutants
 
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,6 +29,7 @@ import (
 	"strings"
 
 	"github.com/dscourse/payments-outbox/internal/chaos"
+	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 )
 
 // A Mutant is one patch of mutants/ and what its header says about it.
@@ -41,6 +45,9 @@ type Mutant struct {
 	IfItSurvives string `json:"if_it_survives"`
 	// Scenarios should catch the mutant, in the order they are run.
 	Scenarios []string `json:"scenarios"`
+	// RelayMode is the RELAY_MODE its scenarios run with (the optional "Relay mode"
+	// field): verdict.RelayModePoll unless the header says otherwise.
+	RelayMode string `json:"relay_mode"`
 }
 
 // headerKeys are the fields every patch header must have.
@@ -113,6 +120,10 @@ func parse(name string, patch []byte) (Mutant, error) {
 	m := Mutant{
 		Name: name, Bug: fields["Bug"], Lesson: fields["Lesson"],
 		VerdictRow: fields["Verdict row"], IfItSurvives: fields["If it survives"],
+		RelayMode: cmp.Or(fields["Relay mode"], verdict.RelayModePoll),
+	}
+	if !verdict.ValidRelayMode(m.RelayMode) {
+		return Mutant{}, fmt.Errorf("relay mode %q: want %s or %s", m.RelayMode, verdict.RelayModePoll, verdict.RelayModeCDC)
 	}
 	for _, s := range strings.Split(fields["Scenarios"], ",") {
 		s = strings.TrimSpace(s)

@@ -29,9 +29,18 @@ func TestParseHeader(t *testing.T) {
 			patch: complete + diff,
 			want: Mutant{
 				Name: "01-x", Bug: "the bug, continued", Lesson: "the lesson", VerdictRow: "lost",
-				IfItSurvives: "why", Scenarios: []string{"kafka-down", "default"},
+				IfItSurvives: "why", Scenarios: []string{"kafka-down", "default"}, RelayMode: "poll",
 			},
 		},
+		{
+			name:  "a mutant of the CDC relay",
+			patch: complete[:len(complete)-1] + "Relay mode: cdc\n\n" + diff,
+			want: Mutant{
+				Name: "01-x", Bug: "the bug, continued", Lesson: "the lesson", VerdictRow: "lost",
+				IfItSurvives: "why", Scenarios: []string{"kafka-down", "default"}, RelayMode: "cdc",
+			},
+		},
+		{name: "unknown relay mode", patch: complete[:len(complete)-1] + "Relay mode: stream\n\n" + diff, wantErr: `relay mode "stream"`},
 		{name: "missing field", patch: strings.Replace(complete, "Lesson: the lesson\n", "", 1) + diff, wantErr: `no "Lesson" field`},
 		{name: "no diff", patch: complete, wantErr: "no \"diff --git\" section"},
 		{name: "unknown scenario", patch: strings.Replace(complete, "kafka-down", "kafka-slow", 1) + diff, wantErr: `scenario "kafka-slow"`},

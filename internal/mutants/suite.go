@@ -192,7 +192,7 @@ func runScenario(ctx context.Context, cfg Config, sc harness.Scenario, m Mutant,
 	defer unlock()
 	start := time.Now()
 	report, err := harness.RunScenario(ctx, harness.Options{
-		Root: cfg.Root, Payments: cfg.Payments, Binaries: bins, Ports: cfg.Ports,
+		Root: cfg.Root, Payments: cfg.Payments, Binaries: bins, Ports: cfg.Ports, RelayMode: m.RelayMode,
 		// Reports go under the ignored .stack/, not over the tracked reports/.
 		ReportDir: filepath.Join(cfg.Root, ".stack", "mutants", m.Name),
 		Logger:    cfg.Logger.With(slog.String("mutant", m.Name)),

@@ -140,6 +140,7 @@ var composeLimits = map[string]string{
 	"hostile-records":   "the black-box mode (as with -api-url), in which the compose stack is checked, does not run it",
 	"clock-skew":        "it sets our relay's fault-injection knob RELAY_FAULT_TIMESTAMP_SKEW, which the harness gives only to an API it starts",
 	"poison":            "it gives the API the harness's alert webhook, admin token and dead-letter limit at start (ALERT_WEBHOOK_URL, ADMIN_TOKEN, RELAY_MAX_REJECTIONS), which the harness can do only to an API it starts",
+	"dlq-replay":        "it gives two API processes the harness's admin token and dead-letter limit at start (ADMIN_TOKEN, RELAY_MAX_REJECTIONS=1), and with RELAY_MODE=cdc stops and starts them, which the harness can do only to processes it started",
 	"commit-refused":    "it points the API's DATABASE_URL at the Toxiproxy proxy postgres_api, which the harness can do only to an API it starts",
 	"pg-faults":         "it points the API's DATABASE_URL at the Toxiproxy proxy postgres_api, which the harness can do only to an API it starts",
 	"idempotency-storm": "it SIGKILLs and restarts the API, and points its DATABASE_URL at the Toxiproxy proxy postgres_api, which the harness can do only to an API it starts",

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/backoff"
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/kafkasec"
 )
@@ -29,7 +30,9 @@ import (
 //
 // The copies look exactly like a redelivery (there is no marker a consumer could use to
 // skip them); the harness counts them itself, so the report tells them apart from the
-// copies the relay's retries wrote.
+// copies the relay's retries wrote. The records a scenario writes to the topic as
+// another producer (WatchConfig.Foreign) are left out of what the watch saw: they are
+// not the service's.
 type TopicWatch struct {
 	consumer *kgo.Client
 	producer *kgo.Client
@@ -46,16 +49,27 @@ type TopicWatch struct {
 	topic     string
 	positions sync.Map // int32 -> int64
 
+	// foreign are the records the scenario writes itself (WatchConfig.Foreign).
+	foreign *verify.ForeignRecords
+
 	// Owned by the goroutine until done is closed.
-	firstSeenS map[string]float64 // payment id -> seconds from origin to its first event's first record
-	eventSeenS map[string]float64 // event id -> seconds from origin to its first record
-	// transitionSeenS: payment id -> sequence -> seconds from origin to the first record
-	// of that transition, whatever its event id.
-	transitionSeenS map[string]map[int]float64
-	partition       map[string]int32 // payment id -> the partition of its events (one key, one partition)
-	records         map[string]int   // event id -> records seen, the injected copies included
-	injected        map[string]int   // event id -> copies the harness injected
-	injectErr       error            // the first failed injection, if any
+	// sightings are the event records read, in order; what the watch saw is made of
+	// them once it stops (seen), when every foreign record is known: a scenario learns a
+	// record's position only once the broker has acknowledged it, by which time the
+	// watch may have read it.
+	sightings []sighting
+	records   map[string]int // event id -> records seen, the injected copies and foreign records included
+	injected  map[string]int // event id -> copies the harness injected
+	injectErr error          // the first failed injection, if any
+}
+
+// A sighting is one event record the watch read.
+type sighting struct {
+	eventID   string
+	paymentID string // empty when the payload names none
+	sequence  int
+	at        verify.RecordPosition
+	seenS     float64 // seconds from origin
 }
 
 // WatchConfig configures a TopicWatch.
@@ -72,7 +86,10 @@ type WatchConfig struct {
 	CopyEvery int
 	// Origin is the run's start: times are recorded as seconds from it.
 	Origin time.Time
-	Logger *slog.Logger
+	// Foreign, when set, are the records the scenario writes to the topic itself
+	// (harness.Scenario.Foreign), which the watch leaves out of what it saw.
+	Foreign *verify.ForeignRecords
+	Logger  *slog.Logger
 }
 
 // StartTopicWatch starts following the topic. Stop it to get what it saw.
@@ -105,9 +122,10 @@ func StartTopicWatch(ctx context.Context, cfg WatchConfig) (*TopicWatch, error) 
 	ctx, cancel := context.WithCancel(ctx)
 	w := &TopicWatch{
 		consumer: consumer, producer: producer, every: cfg.CopyEvery, origin: cfg.Origin, brokers: cfg.Brokers, kafkaOpts: cfg.KafkaOpts, topic: cfg.Topic,
-		logger:     cfg.Logger.With(slog.String("component", "topic_watch")),
-		done:       make(chan struct{}),
-		firstSeenS: map[string]float64{}, eventSeenS: map[string]float64{}, transitionSeenS: map[string]map[int]float64{}, partition: map[string]int32{}, records: map[string]int{}, injected: map[string]int{},
+		foreign: cfg.Foreign,
+		logger:  cfg.Logger.With(slog.String("component", "topic_watch")),
+		done:    make(chan struct{}),
+		records: map[string]int{}, injected: map[string]int{},
 	}
 	w.stop = sync.OnceValue(func() TopicSeen {
 		cancel()
@@ -149,30 +167,18 @@ func (w *TopicWatch) see(ctx context.Context, r *kgo.Record) {
 	if eventID == "" {
 		return // not an event: the verifier reports it as malformed
 	}
-	w.records[eventID]++
-	if w.records[eventID] > 1 {
-		return
-	}
 	var payload struct {
 		PaymentID string `json:"payment_id"`
 		Sequence  int    `json:"sequence"` // none in a PaymentCreated
 	}
-	now := time.Since(w.origin).Seconds()
-	w.eventSeenS[eventID] = now
-	// A payment's first event is the one a fault window holds back first: the held-back
-	// evidence is about it, not about the later events of the payment.
+	s := sighting{eventID: eventID, at: verify.RecordPosition{Partition: r.Partition, Offset: r.Offset}, seenS: time.Since(w.origin).Seconds()}
 	if json.Unmarshal(r.Value, &payload) == nil && payload.PaymentID != "" {
-		if _, seen := w.firstSeenS[payload.PaymentID]; !seen {
-			w.firstSeenS[payload.PaymentID] = now
-			w.partition[payload.PaymentID] = r.Partition
-		}
-		sequence := max(payload.Sequence, event.CreatedSequence)
-		if w.transitionSeenS[payload.PaymentID] == nil {
-			w.transitionSeenS[payload.PaymentID] = map[int]float64{}
-		}
-		if _, seen := w.transitionSeenS[payload.PaymentID][sequence]; !seen {
-			w.transitionSeenS[payload.PaymentID][sequence] = now
-		}
+		s.paymentID, s.sequence = payload.PaymentID, max(payload.Sequence, event.CreatedSequence)
+	}
+	w.sightings = append(w.sightings, s)
+	w.records[eventID]++
+	if w.records[eventID] > 1 {
+		return
 	}
 	if w.every <= 0 || (len(w.records)-1)%w.every != 0 {
 		return
@@ -266,10 +272,41 @@ func (w *TopicWatch) CatchUp(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-// seen sums up the watch; call it only after the goroutine is done.
+// seen sums up the watch, the foreign records left out; call it only after the
+// goroutine is done.
 func (w *TopicWatch) seen() TopicSeen {
-	seen := TopicSeen{FirstSeenS: w.firstSeenS, EventSeenS: w.eventSeenS, TransitionSeenS: w.transitionSeenS, Partition: w.partition, Events: len(w.records), InjectErr: w.injectErr}
-	for id, n := range w.records {
+	var foreign map[verify.RecordPosition]string
+	if w.foreign != nil {
+		foreign = w.foreign.Positions()
+	}
+	seen := TopicSeen{FirstSeenS: map[string]float64{}, EventSeenS: map[string]float64{}, TransitionSeenS: map[string]map[int]float64{}, Partition: map[string]int32{}, InjectErr: w.injectErr}
+	records := map[string]int{}
+	for _, s := range w.sightings {
+		if _, theirs := foreign[s.at]; theirs {
+			continue
+		}
+		if records[s.eventID]++; records[s.eventID] > 1 {
+			continue
+		}
+		seen.EventSeenS[s.eventID] = s.seenS
+		if s.paymentID == "" {
+			continue
+		}
+		// A payment's first event is the one a fault window holds back first: the
+		// held-back evidence is about it, not about the later events of the payment.
+		if _, ok := seen.FirstSeenS[s.paymentID]; !ok {
+			seen.FirstSeenS[s.paymentID] = s.seenS
+			seen.Partition[s.paymentID] = s.at.Partition
+		}
+		if seen.TransitionSeenS[s.paymentID] == nil {
+			seen.TransitionSeenS[s.paymentID] = map[int]float64{}
+		}
+		if _, ok := seen.TransitionSeenS[s.paymentID][s.sequence]; !ok {
+			seen.TransitionSeenS[s.paymentID][s.sequence] = s.seenS
+		}
+	}
+	seen.Events = len(records)
+	for id, n := range records {
 		seen.InjectedCopies += w.injected[id]
 		// A copy injected after the watch's last poll was never read back, so this is a
 		// lower bound.

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dscourse/payments-outbox/internal/chaos/verify"
 	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/testenv"
 )
@@ -23,19 +24,8 @@ func TestTopicWatchInjectsExactCopies(t *testing.T) {
 	brokers := testenv.KafkaBrokers(t)
 	topic := testenv.NewTopic(t, 3)
 	origin := time.Now()
-	watch, err := StartTopicWatch(t.Context(), WatchConfig{
-		Brokers: brokers, Topic: topic, CopyEvery: 2, Origin: origin, Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatalf("start watch: %v", err)
-	}
-	t.Cleanup(func() { watch.Stop() })
-
-	producer, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(producer.Close)
+	watch := startWatch(t, WatchConfig{Brokers: brokers, Topic: topic, CopyEvery: 2, Origin: origin})
+	producer := newProducer(t, brokers, topic)
 	var records []*kgo.Record
 	for n := range 6 {
 		records = append(records, &kgo.Record{
@@ -98,6 +88,29 @@ func TestTopicWatchInjectsExactCopies(t *testing.T) {
 	if copies != 4 {
 		t.Errorf("copies beyond the first per event id: got %d, want 4 (3 injected, 1 the service's)", copies)
 	}
+}
+
+// startWatch starts a watch that the end of the test stops.
+func startWatch(t *testing.T, cfg WatchConfig) *TopicWatch {
+	t.Helper()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	watch, err := StartTopicWatch(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("start watch: %v", err)
+	}
+	t.Cleanup(func() { watch.Stop() })
+	return watch
+}
+
+// newProducer is a client that produces to topic, closed at the end of the test.
+func newProducer(t *testing.T, brokers []string, topic string) *kgo.Client {
+	t.Helper()
+	producer, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(producer.Close)
+	return producer
 }
 
 // readRecords reads the topic from its start until it has n records, and fails the
@@ -172,5 +185,46 @@ func TestTopicWatchCatchesUpBeforeItStops(t *testing.T) {
 	}
 	if seen := watch.Stop(); seen.Events != 2*each {
 		t.Errorf("the watch saw %d events, want all %d", seen.Events, 2*each)
+	}
+}
+
+// A record another producer of the harness wrote (a scenario's, registered in Foreign
+// once the broker acknowledged it, after the watch may have read it) is not the
+// service's: it neither counts as the service's copy nor as the first sighting of its
+// event, which is the service's own record that came after it.
+func TestTopicWatchLeavesOutForeignRecords(t *testing.T) {
+	t.Parallel()
+	brokers := testenv.KafkaBrokers(t)
+	topic := testenv.NewTopic(t, 1)
+	foreign := &verify.ForeignRecords{}
+	origin := time.Now()
+	watch := startWatch(t, WatchConfig{Brokers: brokers, Topic: topic, Origin: origin, Foreign: foreign})
+	producer := newProducer(t, brokers, topic)
+	refund := &kgo.Record{Key: []byte("p"), Value: []byte(`{"payment_id":"p","sequence":2}`),
+		Headers: []kgo.RecordHeader{{Key: event.HeaderID, Value: []byte("e2")}}}
+
+	early, err := producer.ProduceSync(t.Context(), refund).First()
+	if err != nil {
+		t.Fatalf("produce the early copy: %v", err)
+	}
+	// The watch has read the early copy before the service's record leaves.
+	if err := watch.CatchUp(t.Context(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	foreign.Add(verify.RecordPosition{Partition: early.Partition, Offset: early.Offset}, verify.CopyKind)
+	afterEarly := time.Since(origin).Seconds()
+	service := *refund
+	if err := producer.ProduceSync(t.Context(), &service).FirstErr(); err != nil {
+		t.Fatalf("produce the service's record: %v", err)
+	}
+	if err := watch.CatchUp(t.Context(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	seen := watch.Stop()
+	if seen.Events != 1 || seen.ServiceCopies != 0 {
+		t.Errorf("events/service copies: got %d/%d, want 1/0", seen.Events, seen.ServiceCopies)
+	}
+	if s := seen.TransitionSeenS["p"][2]; s < afterEarly {
+		t.Errorf("payment p's sequence 2 first seen at %.3f s, want the service's record, after %.3f s", s, afterEarly)
 	}
 }

@@ -308,7 +308,7 @@ func captureWorks(ctx context.Context, rn *Run, id, runID string, report *verdic
 // the faults. A drain that never came is a note in the report, not an error: the checks
 // will say what it left behind.
 func loadUnderDisruption(ctx context.Context, opts Options, sc Scenario, rn *Run, verifier *verify.Verifier, report *verdict.Report) (load.Result, verify.Observed, error) {
-	watch, err := faults.StartTopicWatch(ctx, faults.WatchConfig{Brokers: rn.Brokers, KafkaOpts: rn.KafkaOpts, Topic: report.Topic, CopyEvery: sc.CopyEvery, Origin: rn.Origin, Logger: rn.Logger})
+	watch, err := faults.StartTopicWatch(ctx, faults.WatchConfig{Brokers: rn.Brokers, KafkaOpts: rn.KafkaOpts, Topic: report.Topic, CopyEvery: sc.CopyEvery, Origin: rn.Origin, Foreign: sc.Foreign, Logger: rn.Logger})
 	if err != nil {
 		return load.Result{}, verify.Observed{}, err
 	}

@@ -86,7 +86,8 @@ type Scenario struct {
 	// the scenario's own (every row is judged by its kind).
 	Validity func(r *verdict.Report, rn *Run) []verdict.Check
 	// Foreign, when set, are the records Disrupt writes to the topic itself, as another
-	// producer would: the verifier leaves them out (see ReadTopicExcept).
+	// producer would: the verifier and the topic watch leave them out (see
+	// ReadTopicExcept, faults.WatchConfig).
 	Foreign *verify.ForeignRecords
 }
 

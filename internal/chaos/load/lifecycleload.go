@@ -67,11 +67,13 @@ func (s *TransitionStats) add(o TransitionStats) {
 }
 
 // A CommittedEvent is an event the API said it committed: a 201 or a 200 with its
-// event id, and when the answer came.
+// event id, when its request was first sent and when the answer came. The commit
+// happened between the two, whatever retries came in between.
 type CommittedEvent struct {
 	PaymentID string
 	EventID   string
 	Sequence  int
+	Sent      time.Time
 	At        time.Time
 }
 
@@ -156,6 +158,10 @@ func (lr *lifecycleRun) race(requests [2]transitionRequest) {
 // clients at once, and returns the final status (0 when out of attempts). Only one
 // answer counts in the stats: a 200 if a copy got one, else the first copy's.
 func (lr *lifecycleRun) sendRequest(r transitionRequest) int {
+	if lr.cfg.StepGap > 0 {
+		_ = backoff.Until(lr.ctx, time.Now().Add(lr.cfg.StepGap)) // a cancelled load ends in try
+	}
+	sent := time.Now()
 	answers := make([]transitionAnswer, lr.copies)
 	if lr.copies == 1 {
 		answers[0] = lr.try(r, 0)
@@ -173,7 +179,7 @@ func (lr *lifecycleRun) sendRequest(r transitionRequest) int {
 		}
 	}
 	if counted.status == http.StatusOK {
-		lr.committed(counted.eventID, counted.version)
+		lr.committed(counted.eventID, counted.version, sent)
 	}
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
@@ -242,14 +248,15 @@ func (lr *lifecycleRun) try(r transitionRequest, sender int) transitionAnswer {
 	return a
 }
 
-// committed records the event of a 200: its id and the payment's version after it.
-func (lr *lifecycleRun) committed(eventID string, version int) {
+// committed records the event of a 200: its id, the payment's version after it, and
+// when its request was first sent.
+func (lr *lifecycleRun) committed(eventID string, version int, sent time.Time) {
 	if eventID == "" {
 		return // the contract fixes the status, not the body: no evidence, no harm
 	}
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
-	lr.events = append(lr.events, CommittedEvent{PaymentID: lr.paymentID, EventID: eventID, Sequence: version, At: time.Now()})
+	lr.events = append(lr.events, CommittedEvent{PaymentID: lr.paymentID, EventID: eventID, Sequence: version, Sent: sent, At: time.Now()})
 }
 
 // PostTransition makes one attempt; status 0 is a transport error, with reason.

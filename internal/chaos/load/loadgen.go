@@ -57,6 +57,10 @@ type Config struct {
 	// cancel, and races of two; lifecycleload.go) right after its 201. Default false:
 	// creations only, as a service without the lifecycle endpoints can take.
 	Lifecycle bool
+	// StepGap, with Lifecycle, is the wait before each transition of a plan, after the
+	// previous answer: a payment then keeps getting events for a few seconds, as while
+	// one of its events waits in a DLQ. Default 0: each step right after the last.
+	StepGap time.Duration
 	// FirstBackoff is the wait before the first retry; it doubles up to MaxBackoff.
 	// Defaults 250 ms and 4 s.
 	FirstBackoff time.Duration
@@ -227,7 +231,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		res.Accepted++
 		res.Transitions.add(o.transitions)
 		if o.eventID != "" {
-			res.Events = append(res.Events, CommittedEvent{PaymentID: o.paymentID, EventID: o.eventID, Sequence: 1, At: o.acceptedAt})
+			res.Events = append(res.Events, CommittedEvent{PaymentID: o.paymentID, EventID: o.eventID, Sequence: 1, Sent: o.acceptedAt.Add(-o.latency), At: o.acceptedAt})
 		}
 		res.Events = append(res.Events, o.events...)
 		res.PaymentIDs = append(res.PaymentIDs, o.paymentID)

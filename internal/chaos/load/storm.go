@@ -251,13 +251,14 @@ func (s *Storm) sendKeyed(ctx context.Context, client *http.Client, cfg Config, 
 	}
 	_ = json.Unmarshal(created, &first) // the contract fixes the status, not the body
 	if first.EventID != "" {
-		p.events = append(p.events, CommittedEvent{PaymentID: p.paymentID, EventID: first.EventID, Sequence: 1, At: p.acceptedAt})
+		p.events = append(p.events, CommittedEvent{PaymentID: p.paymentID, EventID: first.EventID, Sequence: 1, Sent: start, At: p.acceptedAt})
 	}
 	if !cfg.Lifecycle {
 		return p
 	}
 	for _, step := range stormPlan {
 		path := "/payments/" + p.paymentID + "/" + step.action
+		sent := time.Now()
 		answer, retried, failed := s.storm(ctx, client, cfg, path, key+"-"+step.step, nil,
 			StormKey{Key: key + "-" + step.step, N: n, Sequence: step.sequence, PaymentID: p.paymentID})
 		p.retryReasons = append(p.retryReasons, retried...)
@@ -277,7 +278,7 @@ func (s *Storm) sendKeyed(ctx context.Context, client *http.Client, cfg Config, 
 		}
 		_ = json.Unmarshal(answer, &done)
 		if done.EventID != "" {
-			p.events = append(p.events, CommittedEvent{PaymentID: p.paymentID, EventID: done.EventID, Sequence: done.Version, At: time.Now()})
+			p.events = append(p.events, CommittedEvent{PaymentID: p.paymentID, EventID: done.EventID, Sequence: done.Version, Sent: sent, At: time.Now()})
 		}
 	}
 	return p

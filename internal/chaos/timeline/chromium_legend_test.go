@@ -22,6 +22,7 @@ var legendFaults = map[string][]string{
 	"hostile-records":   {"hostile records begin", "hostile records end"},
 	"clock-skew":        {"topic refuses the relay's timestamps", "topic accepts the relay's timestamps again"},
 	"poison":            {"topic refuses the largest valid events", "topic takes large events again", "dead letters replayed through POST /admin/dlq/{event_id}/replay"},
+	"dlq-replay":        {"topic refuses every record as too large", "topic takes records again"},
 	"pg-faults":         {"PostgreSQL latency spike", "PostgreSQL connections cut", "PostgreSQL unreachable for the API", "PostgreSQL reachable again"},
 	"commit-refused":    {"PostgreSQL session terminated before its COMMIT"},
 	"idempotency-storm": {"SIGKILL api", "api restarted"},

@@ -82,6 +82,13 @@ var scenarioReadings = map[string]map[string]string{
 		chartTopic:     "The refused events are missing here until the harness replays the dead letters (the last dashed line).",
 		chartUndecided: "The refused payments stay undecided until their dead letters are replayed at the end.",
 	},
+	"dlq-replay": {
+		chartPending:    "A dead-lettered event leaves this count (it is failed, not pending) until the harness replays it, a second or two after the topic takes records again; the later events of its payment wait behind it, pending here with the polling relay, dead-lettered behind it and replayed with it with the CDC relay.",
+		chartPublishes:  "Between each pair of dashed lines the topic refuses every record as too large: each event the relay sends fails once and goes to the DLQ (RELAY_MAX_REJECTIONS=1), while the payments keep coming.",
+		chartTopic:      "The refused events arrive only once replayed, after the topic takes records again; the early copies the harness publishes ahead of the replays count here too.",
+		chartUndecided:  "A payment whose creation was dead-lettered stays undecided until its replay reaches the consumer, after the topic takes records again.",
+		chartDuplicates: "The harness's early copy of an event waiting behind a dead letter comes first and is parked; the relay's own record of it comes later and is absorbed here.",
+	},
 	"pg-faults": {
 		chartPayments:  "While PostgreSQL is slow, cut or unreachable for the API (dashed lines), the API answers 503 with Retry-After and the clients retry with the same Idempotency-Key: acceptances stall, then catch up.",
 		chartPending:   "The relay reaches PostgreSQL through the same faults: it claims nothing while PostgreSQL is unreachable, and the backlog drains after.",

@@ -2,10 +2,8 @@ package poison
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -58,7 +56,7 @@ type poison struct {
 	Wait time.Duration
 
 	sink  *deadletter.AlertSink
-	token string
+	admin deadletter.Admin
 
 	mu sync.Mutex
 	// calibration measured the records and placed the limit; limited says the limit
@@ -113,11 +111,8 @@ func (p *poison) prepare(devstack.Ports) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.sink, p.token = sink, rand.Text()+rand.Text() // 52 characters: ADMIN_TOKEN needs 32 bytes
-	return append(sink.Env(),
-		"ADMIN_TOKEN="+p.token,
-		"RELAY_MAX_REJECTIONS="+strconv.Itoa(p.MaxRejections),
-	), nil
+	p.sink, p.admin = sink, deadletter.NewAdmin()
+	return slices.Concat(sink.Env(), p.admin.Env(), []string{"RELAY_MAX_REJECTIONS=" + strconv.Itoa(p.MaxRejections)}), nil
 }
 
 // disrupt brings the limit down to the calibration's, and when the run ends restores
@@ -244,7 +239,7 @@ func (p *poison) afterLoad(ctx context.Context, rn *harness.Run) error {
 	// (overLimit).
 	deadLetters := tally.deadLetters()
 	for _, eventID := range deadLetters {
-		if err := p.replay(ctx, rn.API.MetricsBase(), eventID); err != nil {
+		if err := p.admin.Replay(ctx, rn.API.MetricsBase(), eventID); err != nil {
 			p.mu.Lock()
 			p.replayErrors = append(p.replayErrors, err.Error())
 			p.mu.Unlock()
@@ -345,27 +340,6 @@ func readPoisonTally(ctx context.Context, conn *pgx.Conn, c calibration) (poison
 		return t, fmt.Errorf("count outbox_dlq: %w", err)
 	}
 	return t, nil
-}
-
-// replay sends one dead letter back through the API's admin endpoint, as an operator
-// would once the cause is fixed.
-func (p *poison) replay(ctx context.Context, baseURL, eventID string) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/admin/dlq/"+eventID+"/replay", nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+p.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("replay %s: %w", eventID, err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("replay %s: status %d", eventID, resp.StatusCode)
-	}
-	return nil
 }
 
 // validity: the calibration placed a limit only the poison records exceed, and that
