@@ -138,6 +138,9 @@ func WriteReport(path, root string, cfg Config, results []Result) error {
 	if err := enc.Encode(report); err != nil {
 		return fmt.Errorf("encode mutants report: %w", err)
 	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write mutants report: %w", err)
+	}
 	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("write mutants report: %w", err)
 	}
