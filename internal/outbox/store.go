@@ -12,7 +12,7 @@ import (
 )
 
 // The SQL of the write side's operator tools: the cleaner's delete and the DLQ's list
-// and replay. The relays' own SQL is in their packages (poll/store.go, cdc/store.go).
+// and replay. The relays' own SQL is in their packages (poll/batch.go and poll/failure.go, cdc/store.go).
 
 // DeadLetter is an event that the broker rejected too often, as the DLQ keeps it.
 type DeadLetter struct {

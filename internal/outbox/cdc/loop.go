@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
 )
 
 // The stream loop: take the receiver's messages, gather whole transactions into the
@@ -18,7 +20,7 @@ import (
 // work on it: the receiver reads (receiver.go), the publisher and the markers follow
 // (pipeline.go), and this loop, which alone holds the batch and the position, ties
 // them together.
-func (r *Relay) stream(ctx context.Context, conn *replicationConn, p producer) error {
+func (r *Relay) stream(ctx context.Context, conn *replicationConn, p delivery.Producer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	rc := newReceiver(conn, r.cfg.StatusInterval)
 	received := make(chan error, 1)

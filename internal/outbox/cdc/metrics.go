@@ -1,8 +1,6 @@
 package cdc
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
@@ -30,15 +28,10 @@ type Metrics struct {
 	reconciled prometheus.Counter
 }
 
-// NewMetrics creates the relay's metrics and registers them with reg. It fails if reg
-// already holds metrics of the same names: create them once per registry.
+// NewMetrics creates the metrics of the slot and the stream, and registers them with reg beside
+// the shared ones (delivery.NewMetrics, which says when it fails).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	shared, err := delivery.NewMetrics(reg)
-	if err != nil {
-		return nil, err
-	}
 	m := &Metrics{
-		shared: shared,
 		walRetained: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "outbox_cdc_wal_retained_bytes",
 			Help: "WAL the CDC relay's replication slot holds back (current WAL position minus the slot's restart_lsn); -1 when the slot does not exist.",
@@ -56,10 +49,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Rows the CDC relay found pending behind its slot's confirmed position (a mark that missed its row) and published again.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.walRetained, m.streaming, m.parked, m.reconciled} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register CDC relay metrics: %w", err)
-		}
+	shared, err := delivery.NewMetrics(reg, m.walRetained, m.streaming, m.parked, m.reconciled)
+	if err != nil {
+		return nil, err
 	}
+	m.shared = shared
 	return m, nil
 }

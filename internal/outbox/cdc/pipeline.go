@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
 )
 
 // The pipeline behind the stream loop: one goroutine publishes batches, a few others
@@ -64,7 +66,7 @@ type pipeline struct {
 // startPipeline starts the publisher, the markers and the prober (probe.go). They run
 // until ctx ends or the loop closes publish; the markers still mark what the publisher
 // got acknowledged before it stopped.
-func (r *Relay) startPipeline(ctx context.Context, p producer) *pipeline {
+func (r *Relay) startPipeline(ctx context.Context, p delivery.Producer) *pipeline {
 	pl := &pipeline{publish: make(chan handedOff), marked: make(chan int), failed: make(chan error, 2+markers)}
 	lot := newParkingLot(r.cfg.MaxParked)
 	// done reports a batch all of whose parts are done: its mark, and each of its

@@ -34,7 +34,7 @@ import (
 
 // probe runs the prober until ctx ends or a mark fails. done reports a batch whose
 // parts are all done.
-func (r *Relay) probe(ctx context.Context, p producer, lot *parkingLot, done func(batch int)) error {
+func (r *Relay) probe(ctx context.Context, p delivery.Producer, lot *parkingLot, done func(batch int)) error {
 	ticker := time.NewTicker(r.cfg.OutageBackoffBase)
 	defer ticker.Stop()
 	for {
@@ -64,7 +64,7 @@ func (r *Relay) probe(ctx context.Context, p producer, lot *parkingLot, done fun
 // probeOnce sends what the breaker lets through of the first parked event of each
 // aggregate, and settles each by the broker's answer. It reports whether the broker
 // acknowledged any of them.
-func (r *Relay) probeOnce(ctx context.Context, p producer, lot *parkingLot, done func(batch int)) (bool, error) {
+func (r *Relay) probeOnce(ctx context.Context, p delivery.Producer, lot *parkingLot, done func(batch int)) (bool, error) {
 	r.noteParked(ctx, lot)
 	heads := lot.heads(time.Now(), r.cfg.BatchSize)
 	if len(heads) == 0 {

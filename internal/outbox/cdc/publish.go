@@ -52,7 +52,7 @@ import (
 // lot, when set, is where the events of a partition that stopped answering are parked
 // (parking.go), as parts of batch number batch: publish returns without them, and the
 // prober publishes them later. The catch-up has no lot, and waits for every event.
-func (r *Relay) publish(ctx context.Context, p producer, events []outboxEvent, lot *parkingLot, batch int) ([]uuid.UUID, error) {
+func (r *Relay) publish(ctx context.Context, p delivery.Producer, events []outboxEvent, lot *parkingLot, batch int) ([]uuid.UUID, error) {
 	var acked []uuid.UUID
 	for len(events) > 0 {
 		var wave []outboxEvent
@@ -69,7 +69,7 @@ func (r *Relay) publish(ctx context.Context, p producer, events []outboxEvent, l
 
 // publishAndMark publishes events and marks the acknowledged ones before it returns:
 // the catch-up's path, which runs before the stream and needs no pipeline.
-func (r *Relay) publishAndMark(ctx context.Context, p producer, events []outboxEvent) error {
+func (r *Relay) publishAndMark(ctx context.Context, p delivery.Producer, events []outboxEvent) error {
 	acked, err := r.publish(ctx, p, events, nil, 0)
 	if err != nil || len(acked) == 0 {
 		return err
@@ -126,7 +126,7 @@ func firstPerAggregate(events []outboxEvent) (first, rest []outboxEvent) {
 
 // publishWave publishes events of distinct aggregates until each is acknowledged,
 // dead-lettered or parked (in lot, when set), and returns the acknowledged ones.
-func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEvent, lot *parkingLot, batch int) ([]uuid.UUID, error) {
+func (r *Relay) publishWave(ctx context.Context, p delivery.Producer, events []outboxEvent, lot *parkingLot, batch int) ([]uuid.UUID, error) {
 	queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	held, err := r.holdBack(queryCtx, events)
 	cancel()
@@ -194,7 +194,7 @@ func (r *Relay) publishWave(ctx context.Context, p producer, events []outboxEven
 // parkWaiting parks the events that must not be sent now: those whose aggregate has
 // parked events (they wait behind them), and those of a partition the breaker holds
 // open. It returns the others, with their records.
-func (r *Relay) parkWaiting(ctx context.Context, p producer, lot *parkingLot, batch int, events []outboxEvent, records []*kgo.Record) ([]outboxEvent, []*kgo.Record, error) {
+func (r *Relay) parkWaiting(ctx context.Context, p delivery.Producer, lot *parkingLot, batch int, events []outboxEvent, records []*kgo.Record) ([]outboxEvent, []*kgo.Record, error) {
 	var partitionOf map[*kgo.Record]int32
 	if r.breaker.AnyOpen() {
 		partitionOf = r.partitionsOf(ctx, p, records)
@@ -232,7 +232,7 @@ func (r *Relay) parkWaiting(ctx context.Context, p producer, lot *parkingLot, ba
 // stream for the whole cut. Under this rule a broker down for all costs one misjudged
 // batch: its partitions open and its events are parked; the next batch fails with no
 // answer since, and waits in place, as before.
-func (r *Relay) parkFailed(ctx context.Context, p producer, lot *parkingLot, batch int, events []outboxEvent, results kgo.ProduceResults) ([]outboxEvent, error) {
+func (r *Relay) parkFailed(ctx context.Context, p delivery.Producer, lot *parkingLot, batch int, events []outboxEvent, results kgo.ProduceResults) ([]outboxEvent, error) {
 	var failed []outboxEvent
 	var cause error
 	for i, res := range results {
@@ -350,7 +350,7 @@ func (r *Relay) recordOutage(ctx context.Context, events []outboxEvent, cause er
 // resendRejected sends a rejected event on its own until the broker takes it (true),
 // it reaches MaxRejections and goes to the DLQ (false), or ctx ends. A transport
 // failure on the way is an outage: it is retried and does not count.
-func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent) (bool, error) {
+func (r *Relay) resendRejected(ctx context.Context, p delivery.Producer, e outboxEvent) (bool, error) {
 	outage := 0
 	for {
 		err := r.produce(ctx, p, e)[0]
@@ -393,7 +393,7 @@ func (r *Relay) resendRejected(ctx context.Context, p producer, e outboxEvent) (
 
 // produce is one bounded publish attempt of events, with each event's outcome at the
 // event's index.
-func (r *Relay) produce(ctx context.Context, p producer, events ...outboxEvent) []error {
+func (r *Relay) produce(ctx context.Context, p delivery.Producer, events ...outboxEvent) []error {
 	results := r.send(ctx, p, r.records(events), &r.publishTimeouts)
 	errs := make([]error, len(results))
 	for i, res := range results {
@@ -435,7 +435,7 @@ func (r *Relay) maxPublishTimeout() time.Duration { return 4 * r.cfg.PublishTime
 // (delivery.PublishTimeouts says why: a slow broker would make every retry time out), up
 // to four times PublishTimeout. It returns the results in the order of records:
 // ProduceSync returns them in the order the broker's answers came.
-func (r *Relay) send(ctx context.Context, p producer, records []*kgo.Record, timeouts *delivery.PublishTimeouts) kgo.ProduceResults {
+func (r *Relay) send(ctx context.Context, p delivery.Producer, records []*kgo.Record, timeouts *delivery.PublishTimeouts) kgo.ProduceResults {
 	index := make(map[*kgo.Record]int, len(records))
 	for i, rec := range records {
 		index[rec] = i
@@ -446,7 +446,7 @@ func (r *Relay) send(ctx context.Context, p producer, records []*kgo.Record, tim
 	out := make(kgo.ProduceResults, len(records))
 	for _, res := range p.ProduceSync(ctx, records...) {
 		out[index[res.Record]] = res
-		spans.end(res.Record, res.Err)
+		spans.End(res.Record, res.Err)
 	}
 	timeouts.Judge(out)
 	return out
@@ -455,7 +455,7 @@ func (r *Relay) send(ctx context.Context, p producer, records []*kgo.Record, tim
 // partitionsOf is the partition of each record, by the rule the relay's client
 // partitions with (delivery.ClientOpts pins), or nil when the topic's partition count is
 // unknown.
-func (r *Relay) partitionsOf(ctx context.Context, p producer, records []*kgo.Record) map[*kgo.Record]int32 {
+func (r *Relay) partitionsOf(ctx context.Context, p delivery.Producer, records []*kgo.Record) map[*kgo.Record]int32 {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	defer cancel()
 	return delivery.PartitionsOf(ctx, p, r.cfg.Topic, records)

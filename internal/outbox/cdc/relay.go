@@ -23,14 +23,6 @@ import (
 	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
 )
 
-// producer is what the relay needs from a Kafka client; *kgo.Client satisfies it.
-type producer interface {
-	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
-	// RequestCachedMetadata answers from the client's metadata cache: the partition
-	// breaker needs the topic's partition count to know where a record goes.
-	delivery.MetadataCache
-}
-
 // Relay streams the outbox's inserts from a replication slot to Kafka. One goroutine
 // does the work, because the stream is one ordered sequence and its confirmed position
 // is a single number: several replicas may run a Relay on one slot, and PostgreSQL lets
@@ -109,7 +101,7 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // run is Run's loop on the producer p (a fake broker in tests).
-func (r *Relay) run(ctx context.Context, p producer) {
+func (r *Relay) run(ctx context.Context, p delivery.Producer) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	monitor := delivery.PendingMonitor{Pool: r.store.pool, Metrics: r.metrics.shared, Logger: r.logger,
@@ -148,7 +140,7 @@ func (r *Relay) clientOpts() []kgo.Opt {
 
 // session is one replication connection: make sure the slot exists and has been caught
 // up, then stream from it until something fails or ctx ends.
-func (r *Relay) session(ctx context.Context, p producer) error {
+func (r *Relay) session(ctx context.Context, p delivery.Producer) error {
 	r.unmarked.clear() // the last session's marks have all returned (pipeline.finish)
 	conn, err := connect(ctx, r.cfg.DatabaseURL)
 	if err != nil {
@@ -191,7 +183,7 @@ func (r *Relay) session(ctx context.Context, p producer) error {
 // pending in it are exactly those (no gap, no overlap with the stream). A slot that
 // existed but whose catch-up never finished (its relay stopped first) gets every
 // pending row instead: some are streamed again, which is a duplicate, never a gap.
-func (r *Relay) catchUp(ctx context.Context, p producer, snapshot string) error {
+func (r *Relay) catchUp(ctx context.Context, p delivery.Producer, snapshot string) error {
 	queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	defer cancel()
 	if snapshot != "" {

@@ -65,7 +65,7 @@ func TestOnlyTheBatchTransactionSkipsTheFlushWaitAndHasTheLease(t *testing.T) {
 }
 
 // A PostgreSQL crash undoes the batch commits that had not reached the disk: the
-// newest ones, never one that an fsync covered (store.go). Here the crash is played by
+// newest ones, never one that an fsync covered (batch.go). Here the crash is played by
 // putting the rows back as the undone commits had found them: both events of an
 // aggregate published and moved to outbox_published, then both moves undone, so both
 // are pending again. Every event must reach Kafka again, with its id, and the first

@@ -3,13 +3,15 @@ package poll
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/dscourse/payments-outbox/internal/backoff"
+	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
 )
 
@@ -78,7 +80,6 @@ import (
 // committed; work (relay.go) waits out the pause with backoff.Wait before it claims
 // again. A batch without failures ends the pause in runOnce.
 
-// failure is the outcome of one event whose publish failed.
 type failure struct {
 	ID       uuid.UUID
 	Err      string
@@ -108,7 +109,7 @@ var errNotJudged = errors.New("lease deadline before the record could be sent on
 // ctx carries the lease's deadline (runOnce): waiting for the turn and the resend both
 // end with it, and a resend cut short by it returns errNotJudged rather than a
 // transport failure, because the broker said nothing about e.
-func (r *Relay) isolate(ctx context.Context, alone producer, e claimedEvent, err error) error {
+func (r *Relay) isolate(ctx context.Context, alone delivery.Producer, e claimedEvent, err error) error {
 	if !delivery.IsRejection(err) {
 		return err
 	}
@@ -192,37 +193,61 @@ func (r *Relay) judgeFailures(acked int, failures []failure, answered bool) {
 	// Otherwise every record was held back, unsent: nothing new to say.
 }
 
-// outageBackoff is the pause of the whole Relay after transport failures, shared by
-// its workers: backoff on the number of consecutive batches that hit one.
-type outageBackoff struct {
-	base, max time.Duration
-
-	mu       sync.Mutex
-	failures int       // consecutive batches that hit a transport failure
-	until    time.Time // no worker claims before this
+// recordFailures records failed publishes in the batch's transaction tx. Every failure
+// sets last_error and counts an attempt, but for an event held back unsent
+// (delivery.PartitionBreaker); only a rejection counts towards the DLQ, and the one that
+// reaches maxRejections marks the event 'failed' and copies it to outbox_dlq in the
+// same statement (why: failure.go). It returns the events it
+// dead-lettered, for the alert, and then makes tx wait for the WAL flush at its
+// commit: a dead letter raises an alert, and the operator's inbox must not lose an
+// entry that someone was told about.
+func (s store) recordFailures(ctx context.Context, tx pgx.Tx, failures []failure, maxRejections int) ([]outbox.DeadLetter, error) {
+	ids := make([]uuid.UUID, len(failures))
+	errs := make([]string, len(failures))
+	rejected := make([]bool, len(failures))
+	sent := make([]bool, len(failures))
+	retrySecs := make([]float64, len(failures))
+	for i, f := range failures {
+		ids[i], errs[i], rejected[i], sent[i], retrySecs[i] = f.ID, f.Err, f.Rejected, !f.HeldBack, f.RetryIn.Seconds()
+	}
+	rows, _ := tx.Query(ctx, `
+		WITH outcome AS (
+			SELECT * FROM unnest($1::uuid[], $2::text[], $3::bool[], $4::float8[], $6::bool[])
+				AS o(id, last_error, rejected, retry_secs, sent)
+		), updated AS (
+			UPDATE outbox_events e
+			SET attempts = e.attempts + o.sent::int,
+			    rejections = e.rejections + o.rejected::int,
+			    last_error = o.last_error,
+			    status = CASE WHEN o.rejected AND e.rejections + 1 >= $5 THEN 'failed' ELSE 'pending' END,
+			    next_attempt_at = now() + make_interval(secs => o.retry_secs)
+			FROM outcome o
+			WHERE e.id = o.id
+			RETURNING e.id, e.event_type, e.aggregate_id, e.payload, e.attempts, e.last_error, e.status
+		)
+		INSERT INTO outbox_dlq (event_id, event_type, aggregate_id, payload, attempts, last_error)
+		SELECT id, event_type, aggregate_id, payload, attempts, last_error FROM updated
+		WHERE status = 'failed'
+		ON CONFLICT (event_id) DO UPDATE
+			SET attempts = EXCLUDED.attempts, last_error = EXCLUDED.last_error,
+			    failed_at = now(), replayed_at = NULL
+		RETURNING event_id, event_type, aggregate_id, attempts, last_error, failed_at, replayed_at`,
+		ids, errs, rejected, retrySecs, maxRejections, sent)
+	dead, err := pgx.CollectRows(rows, scanDeadLetter)
+	if err != nil {
+		return nil, fmt.Errorf("record publish failures: %w", err)
+	}
+	if len(dead) > 0 {
+		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = on`); err != nil {
+			return nil, fmt.Errorf("record publish failures: wait for the flush: %w", err)
+		}
+	}
+	return dead, nil
 }
 
-// failed records a transport failure and returns the pause it imposed.
-func (b *outageBackoff) failed() time.Duration {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	d := backoff.Delay(b.base, b.max, b.failures)
-	b.failures++
-	b.until = time.Now().Add(d)
-	return d
-}
-
-// succeeded ends the pause: the broker answered.
-func (b *outageBackoff) succeeded() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.failures = 0
-	b.until = time.Time{}
-}
-
-// remaining is how long workers must still wait before claiming.
-func (b *outageBackoff) remaining() time.Duration {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return time.Until(b.until)
+// scanDeadLetter reads a row of outbox_dlq as recordFailures returns it.
+func scanDeadLetter(row pgx.CollectableRow) (outbox.DeadLetter, error) {
+	var d outbox.DeadLetter
+	err := row.Scan(&d.EventID, &d.EventType, &d.AggregateID, &d.Attempts, &d.LastError, &d.FailedAt, &d.ReplayedAt)
+	return d, err
 }

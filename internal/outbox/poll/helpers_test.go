@@ -21,6 +21,8 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/testenv"
 	"github.com/dscourse/payments-outbox/migrations"
+
+	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
 )
 
 func TestMain(m *testing.M) {
@@ -261,7 +263,7 @@ func newProducer(t *testing.T, r *Relay) *kgo.Client {
 
 // startWorkers runs r's workers over own and alone instead of Kafka clients until the
 // test ends, every worker with the same two, and checks that they stop.
-func startWorkers(t *testing.T, r *Relay, own, alone producer) {
+func startWorkers(t *testing.T, r *Relay, own, alone delivery.Producer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -1,7 +1,6 @@
 package poll
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,21 +14,16 @@ import (
 type Metrics struct {
 	shared *delivery.Metrics
 	// claims and commitToClaim say which path wakes the relay, and how long after the
-	// commit (wakeup.go).
+	// commit (worker.go).
 	claims        *prometheus.CounterVec
 	commitToClaim *prometheus.HistogramVec
 	leasesExpired prometheus.Counter
 }
 
-// NewMetrics creates the relay's metrics and registers them with reg. It fails if reg
-// already holds metrics of the same names: create them once per registry.
+// NewMetrics creates the metrics of the polling relay's claims and leases, and registers them with reg beside
+// the shared ones (delivery.NewMetrics, which says when it fails).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	shared, err := delivery.NewMetrics(reg)
-	if err != nil {
-		return nil, err
-	}
 	m := &Metrics{
-		shared: shared,
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "outbox_claims_total",
 			Help: "Claims that found events, by what woke the worker (nudge, notify, poll, busy, full_batch).",
@@ -47,11 +41,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, source := range wakeSources {
 		m.claims.WithLabelValues(string(source))
 	}
-	for _, c := range []prometheus.Collector{m.claims, m.commitToClaim, m.leasesExpired} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register relay metrics: %w", err)
-		}
+	shared, err := delivery.NewMetrics(reg, m.claims, m.commitToClaim, m.leasesExpired)
+	if err != nil {
+		return nil, err
 	}
+	m.shared = shared
 	return m, nil
 }
 

@@ -10,15 +10,12 @@ import (
 	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
 )
 
-// holdBack asks the partition breaker which of records to send, and returns them with
-// the failures of the events it held back, unsent, because their partition stopped
-// answering while others did (delivery.PartitionBreaker). It needs to know where the
-// records go only while some partition is open; otherwise every record is sent, and
-// partitionOf is nil. The batch's publish may take probeTime.
-func (r *Relay) holdBack(ctx context.Context, p producer, records []*kgo.Record, eventOf map[*kgo.Record]claimedEvent, probeTime time.Duration) (send []*kgo.Record, held []failure, admitted delivery.Admission, partitionOf map[*kgo.Record]int32) {
-	if r.breaker.AnyOpen() {
-		partitionOf = r.partitionsOf(ctx, p, records)
-	}
+// holdBack asks the partition breaker which of records to send, once some partition
+// has stopped answering while others did (delivery.PartitionBreaker; publish asks only
+// then), and returns them with the failures of the events it held back, unsent, and
+// the partition of each record. The batch's publish may take probeTime.
+func (r *Relay) holdBack(ctx context.Context, p delivery.Producer, records []*kgo.Record, eventOf map[*kgo.Record]claimedEvent, probeTime time.Duration) (send []*kgo.Record, held []failure, admitted delivery.Admission, partitionOf map[*kgo.Record]int32) {
+	partitionOf = r.partitionsOf(ctx, p, records)
 	admitted = r.breaker.Admit(records, partitionOf, probeTime)
 	for _, rec := range records {
 		if wait, isHeld := admitted.HoldFor[rec]; isHeld {
@@ -32,12 +29,12 @@ func (r *Relay) holdBack(ctx context.Context, p producer, records []*kgo.Record,
 
 // judgePartitions tells the breaker, partition by partition, what the broker made of a
 // batch's records sent at sent, and reports whether the broker answered this relay
-// meanwhile (publish). It returns the partition of each record when it knows them. It
-// needs to know where the records went only when some hit a transport failure while
-// the broker answered (a partition may have stopped answering), or when a partition
-// was open already (partitionOf is given); otherwise it only ends the batch's probe, if
-// any.
-func (r *Relay) judgePartitions(ctx context.Context, p producer, admitted delivery.Admission, sent time.Time, results kgo.ProduceResults, partitionOf map[*kgo.Record]int32) (map[*kgo.Record]int32, bool) {
+// meanwhile (publish asks it when a partition was open already, partitionOf given, or a
+// record failed). It returns the partition of each record when it knows them. It needs
+// to know where the records went only when some hit a transport failure while the
+// broker answered (a partition may have stopped answering), or when a partition was
+// open already; otherwise it only ends the batch's probe, if any.
+func (r *Relay) judgePartitions(ctx context.Context, p delivery.Producer, admitted delivery.Admission, sent time.Time, results kgo.ProduceResults, partitionOf map[*kgo.Record]int32) (map[*kgo.Record]int32, bool) {
 	var anyAcked, anyTransport bool
 	for _, res := range results {
 		anyAcked = anyAcked || res.Err == nil
@@ -61,7 +58,7 @@ func (r *Relay) judgePartitions(ctx context.Context, p producer, admitted delive
 
 // partitionsOf is the partition of each record (delivery.PartitionsOf), asking
 // the client's metadata cache for the partition count under one QueryTimeout.
-func (r *Relay) partitionsOf(ctx context.Context, p producer, records []*kgo.Record) map[*kgo.Record]int32 {
+func (r *Relay) partitionsOf(ctx context.Context, p delivery.Producer, records []*kgo.Record) map[*kgo.Record]int32 {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	defer cancel()
 	return delivery.PartitionsOf(ctx, p, r.cfg.Topic, records)

@@ -2,7 +2,6 @@ package poll
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -11,39 +10,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
 )
-
-// producer is what the relay needs from a Kafka client; *kgo.Client satisfies it.
-type producer interface {
-	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
-	// RequestCachedMetadata answers from the client's metadata cache where it can:
-	// the partition breaker asks it for the topic's partition count (delivery.PartitionBreaker).
-	RequestCachedMetadata(ctx context.Context, req *kmsg.MetadataRequest, limit time.Duration) (*kmsg.MetadataResponse, error)
-}
-
-// worker is what one worker goroutine owns: the two Kafka clients it sends with, and
-// its own state between batches.
-type worker struct {
-	// own carries the worker's batches. Each worker has a client of its own: franz-go
-	// merges the records of concurrent produce calls on one client into the same broker
-	// requests, so on a client that every worker shared, one worker's records would
-	// wait behind another's (a higher p99: see docs/bench.md, relay_latency_p99_ms), and
-	// the broker, which judges a batch whole, could refuse a worker's record for
-	// another worker's.
-	own producer
-	// alone carries only records sent on their own after a rejection, one at a time
-	// for the whole relay (isolate, in failure.go), so its verdict is about that record.
-	alone producer
-	// timeouts backs off own's publish timeout after transport failures
-	// (delivery.PublishTimeouts).
-	timeouts delivery.PublishTimeouts
-	// streak is the worker's part in the relay's count of busy workers (wakeup.go).
-	streak streak
-}
 
 // Relay publishes committed outbox events to Kafka: each batch is one transaction that
 // claims rows with FOR UPDATE SKIP LOCKED, publishes them while it waits, idle, moves
@@ -67,7 +36,7 @@ type Relay struct {
 	// committed so far.
 	wake chan wakeSource
 	// busy counts the workers in a streak of claims that find events, so that an idle
-	// worker woken by a commit can leave it to them (wakeup.go).
+	// worker woken by a commit can leave it to them (worker.go).
 	busy busyWorkers
 	// acknowledged counts the batches Kafka acknowledged, for the FaultHoldBeforeMark
 	// fault injection (faulthold.go).
@@ -94,18 +63,6 @@ func NewRelay(pool *pgxpool.Pool, cfg Config, logger *slog.Logger, metrics *Metr
 	}, nil
 }
 
-// Notify tells the relay that new events were committed, so an idle worker publishes
-// them now instead of at its next poll. It never blocks and is safe from any goroutine.
-func (r *Relay) Notify() { r.nudge(wokenByNudge) }
-
-// nudge wakes an idle worker, if none is woken already, and says why.
-func (r *Relay) nudge(source wakeSource) {
-	select {
-	case r.wake <- source:
-	default: // a nudge is already pending; one is as good as many
-	}
-}
-
 // Run publishes until ctx ends, then stops within a known bound, in this order:
 //
 //  1. ctx ends: no worker claims a new batch.
@@ -125,14 +82,14 @@ func (r *Relay) nudge(source wakeSource) {
 func (r *Relay) Run(ctx context.Context) error {
 	alone, err := kgo.NewClient(r.clientOpts()...)
 	if err != nil {
-		return fmt.Errorf("new Kafka producer for isolated resends: %w", err)
+		return fmt.Errorf("new Kafka delivery.Producer for isolated resends: %w", err)
 	}
 	defer alone.Close()
 	workers := make([]worker, r.cfg.Workers)
 	for i := range workers {
 		own, err := kgo.NewClient(r.clientOpts()...)
 		if err != nil {
-			return fmt.Errorf("new Kafka producer for worker %d: %w", i, err)
+			return fmt.Errorf("new Kafka delivery.Producer for worker %d: %w", i, err)
 		}
 		defer own.Close()
 		workers[i] = worker{own: own, alone: alone}
@@ -186,38 +143,8 @@ func (r *Relay) clientOpts() []kgo.Opt {
 	return delivery.ClientOpts(r.cfg.Brokers, r.cfg.PublishTimeout, r.cfg.ClientOpts...)
 }
 
-// work is one worker: claim, publish, record, until ctx ends. Batches run under
-// workCtx, which outlives ctx by the shutdown grace period.
-func (r *Relay) work(ctx, workCtx context.Context, w *worker) {
-	poll := time.NewTicker(r.cfg.PollInterval)
-	defer poll.Stop()
-	woken := wokenByPoll // the first claim looks for what is there, as a poll does
-	for {
-		if !backoff.Wait(ctx, r.outage.remaining()) {
-			return
-		}
-		r.busy.claiming(&w.streak)
-		claimed, err := r.runOnce(workCtx, w, woken)
-		if err != nil && !errors.Is(err, context.Canceled) {
-			r.logger.Error("relay batch", slog.Any("err", err))
-		}
-		if claimed > 0 && err == nil {
-			woken = wokenByBusy
-			continue // more may be ready: successors of what we just published
-		}
-		// The worker goes idle. A commit that an idle worker left to it during this
-		// last claim may have come too late for the claim to see: claim again, or,
-		// after a failure (the worker waits for its poll), hand it to another worker.
-		if r.busy.stop(&w.streak) {
-			if err == nil {
-				woken = wokenByNudge
-				continue
-			}
-			r.nudge(wokenByNudge)
-		}
-		var ok bool
-		if woken, ok = r.waitForWork(ctx, poll.C, err != nil); !ok {
-			return
-		}
-	}
+// store is the relay's access to the outbox's tables: the batch's SQL is in batch.go,
+// the failures' in failure.go.
+type store struct {
+	pool *pgxpool.Pool
 }

@@ -37,10 +37,10 @@ const (
 	reasonRejected = "rejected"
 )
 
-// NewMetrics creates the relays' shared metrics and registers them with reg. It fails
-// if reg already holds metrics of the same names: create them once per registry, by the
-// one relay of the process.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+// NewMetrics creates the relays' shared metrics and registers them with reg, together
+// with the relay's own metrics (own). It fails if reg already holds metrics of the same
+// names: create them once per registry, by the one relay of the process.
+func NewMetrics(reg prometheus.Registerer, own ...prometheus.Collector) (*Metrics, error) {
 	m := &Metrics{
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "outbox_pending_count",
@@ -88,8 +88,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	// Pre-create both reasons so a dashboard shows 0, not "no data", before a fault.
 	m.publishFailures.WithLabelValues(reasonTransport)
 	m.publishFailures.WithLabelValues(reasonRejected)
-	for _, c := range []prometheus.Collector{m.pending, m.oldestPendingAge, m.published, m.publishFailures,
-		m.deadLettered, m.batchDuration, m.commitToPublish, m.heldBack, m.partitionsUnavailable, m.slotWAL} {
+	shared := []prometheus.Collector{m.pending, m.oldestPendingAge, m.published, m.publishFailures,
+		m.deadLettered, m.batchDuration, m.commitToPublish, m.heldBack, m.partitionsUnavailable, m.slotWAL}
+	for _, c := range append(shared, own...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register outbox metrics: %w", err)
 		}

@@ -1,11 +1,21 @@
 package delivery
 
 import (
+	"context"
+
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
+
+// Producer is what a relay needs from a Kafka client; *kgo.Client satisfies it.
+type Producer interface {
+	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
+	// RequestCachedMetadata answers from the client's metadata cache: the partition
+	// breaker needs the topic's partition count to know where a record goes.
+	MetadataCache
+}
 
 // ClientOpts are the producer options of both relays, so that no publish can hang.
 // franz-go's default producer is idempotent with acks=all, and once a produce request

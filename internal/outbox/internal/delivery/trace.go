@@ -6,6 +6,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 
@@ -35,4 +36,30 @@ func StartPublishSpan(tracer trace.Tracer, topic string, rec *kgo.Record, id uui
 		}, attrs...)...))
 	tracing.InjectRecord(ctx, rec)
 	return span
+}
+
+// PublishSpans are the open spans of one publish attempt, by record.
+type PublishSpans map[*kgo.Record]trace.Span
+
+// Start opens the span of rec (StartPublishSpan) and keeps it, if the writer traced the
+// event.
+func (s PublishSpans) Start(tracer trace.Tracer, topic string, rec *kgo.Record, id uuid.UUID, traceparent string, attrs ...attribute.KeyValue) {
+	if span := StartPublishSpan(tracer, topic, rec, id, traceparent, attrs...); span != nil {
+		s[rec] = span
+	}
+}
+
+// End closes the span of rec with the outcome of its attempt: err nil is acknowledged,
+// any other error is recorded on the span.
+func (s PublishSpans) End(rec *kgo.Record, err error) {
+	span, ok := s[rec]
+	if !ok {
+		return
+	}
+	delete(s, rec)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "publish failed")
+	}
+	span.End()
 }

@@ -2,13 +2,19 @@ package poll
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/backoff"
+	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
 )
+
+// When a worker claims: a worker goes idle when a claim finds nothing, and claims again
+// when a commit nudges it (Notify), when a PostgreSQL NOTIFY arrives (listen.go), or at
+// its poll; between claims that find events it claims again at once (work). What one
+// batch does is batch.go.
 
 // A wakeSource says what made a worker claim: the value of the woken_by label of
 // outbox_claims_total and outbox_commit_to_claim_seconds. Together they show which
@@ -32,6 +38,74 @@ const (
 )
 
 var wakeSources = []wakeSource{wokenByNudge, wokenByNotify, wokenByPoll, wokenByBusy, wokenByFullBatch}
+
+// Notify tells the relay that new events were committed, so an idle worker publishes
+// them now instead of at its next poll. It never blocks and is safe from any goroutine.
+func (r *Relay) Notify() { r.nudge(wokenByNudge) }
+
+// nudge wakes an idle worker, if none is woken already, and says why.
+func (r *Relay) nudge(source wakeSource) {
+	select {
+	case r.wake <- source:
+	default: // a nudge is already pending; one is as good as many
+	}
+}
+
+// worker is what one worker goroutine owns: the two Kafka clients it sends with, and
+// its own state between batches.
+type worker struct {
+	// own carries the worker's batches. Each worker has a client of its own: franz-go
+	// merges the records of concurrent produce calls on one client into the same broker
+	// requests, so on a client that every worker shared, one worker's records would
+	// wait behind another's (a higher p99: see docs/bench.md, relay_latency_p99_ms), and
+	// the broker, which judges a batch whole, could refuse a worker's record for
+	// another worker's.
+	own delivery.Producer
+	// alone carries only records sent on their own after a rejection, one at a time
+	// for the whole relay (isolate, in failure.go), so its verdict is about that record.
+	alone delivery.Producer
+	// timeouts backs off own's publish timeout after transport failures
+	// (delivery.PublishTimeouts).
+	timeouts delivery.PublishTimeouts
+	// streak is the worker's part in the relay's count of busy workers (below).
+	streak streak
+}
+
+// work is one worker: claim, publish, record, until ctx ends. Batches run under
+// workCtx, which outlives ctx by the shutdown grace period.
+func (r *Relay) work(ctx, workCtx context.Context, w *worker) {
+	poll := time.NewTicker(r.cfg.PollInterval)
+	defer poll.Stop()
+	woken := wokenByPoll // the first claim looks for what is there, as a poll does
+	for {
+		if !backoff.Wait(ctx, r.outage.remaining()) {
+			return
+		}
+		r.busy.claiming(&w.streak)
+		claimed, err := r.runOnce(workCtx, w, woken)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			r.logger.Error("relay batch", slog.Any("err", err))
+		}
+		if claimed > 0 && err == nil {
+			woken = wokenByBusy
+			continue // more may be ready: successors of what we just published
+		}
+		// The worker goes idle. A commit that an idle worker left to it during this
+		// last claim may have come too late for the claim to see: claim again, or,
+		// after a failure (the worker waits for its poll), hand it to another worker.
+		if r.busy.stop(&w.streak) {
+			if err == nil {
+				woken = wokenByNudge
+				continue
+			}
+			r.nudge(wokenByNudge)
+		}
+		var ok bool
+		if woken, ok = r.waitForWork(ctx, poll.C, err != nil); !ok {
+			return
+		}
+	}
+}
 
 // waitForWork waits, idle, until a worker should claim, and says why; false when ctx
 // ended. A nudge or a notification is a commit: while another worker is in a streak
@@ -161,85 +235,37 @@ func (b *busyWorkers) leaveToStreak() bool {
 	return false
 }
 
-// notifyChannel is the channel the outbox_events_notify trigger signals on every
-// committed insert (migrations/payments/00003_outbox_relay.sql).
-const notifyChannel = "outbox_events"
+// outageBackoff is the pause of the whole Relay after transport failures, shared by
+// its workers: backoff on the number of consecutive batches that hit one.
+type outageBackoff struct {
+	base, max time.Duration
 
-// listen relays Postgres notifications to the workers, so a relay in one API replica
-// wakes up for rows committed by another. Notify covers the replica's own payments;
-// the workers' poll covers whatever both miss (a notification lost while the
-// connection was down).
-func (r *Relay) listen(ctx context.Context) {
-	failures := 0 // consecutive attempts that never got to listen
-	for {
-		listened, err := r.listenOnce(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if listened {
-			// The connection worked until now: this loss is a new incident (a
-			// database restart), not one more failed retry of the last one.
-			failures = 0
-		}
-		pause := backoff.Delay(100*time.Millisecond, 10*time.Second, failures)
-		failures++
-		r.logger.Warn("LISTEN connection lost; relying on polling until it is back",
-			slog.Any("err", err), slog.Duration("retry_in", pause))
-		if !backoff.Wait(ctx, pause) {
-			return
-		}
-	}
+	mu       sync.Mutex
+	failures int       // consecutive batches that hit a transport failure
+	until    time.Time // no worker claims before this
 }
 
-// listenOnce holds one connection in LISTEN until it fails or ctx ends. It reports
-// whether it got as far as listening.
-//
-// A dead TCP link (a host gone, a connection dropped by a firewall) gives no error,
-// only silence, for as long as the kernel keeps the socket: minutes to hours. So the
-// wait for a notification is bounded by QueryTimeout, and a connection silent that
-// long is pinged under the same timeout, as any other query is: a dead link is
-// noticed within two QueryTimeouts, for the price of one round trip per QueryTimeout
-// on an idle connection.
-func (r *Relay) listenOnce(ctx context.Context) (listened bool, err error) {
-	acquireCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
-	conn, err := r.store.pool.Acquire(acquireCtx)
-	cancel()
-	if err != nil {
-		return false, fmt.Errorf("acquire LISTEN connection: %w", err)
-	}
-	// A listening connection must not go back to the pool: take it out for good.
-	pgConn := conn.Hijack()
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.QueryTimeout)
-		defer cancel()
-		pgConn.Close(closeCtx)
-	}()
-	listenCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
-	_, err = pgConn.Exec(listenCtx, "LISTEN "+notifyChannel)
-	cancel()
-	if err != nil {
-		return false, fmt.Errorf("listen on %s: %w", notifyChannel, err)
-	}
-	r.nudge(wokenByNotify) // rows may have committed while we were not listening
-	for {
-		waitCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
-		_, err := pgConn.WaitForNotification(waitCtx)
-		silent := waitCtx.Err() != nil && ctx.Err() == nil
-		cancel()
-		switch {
-		case err == nil:
-			r.nudge(wokenByNotify)
-		case silent:
-			// A timed-out read leaves a pgx connection usable: ask it to prove the
-			// link is alive.
-			pingCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
-			err := pgConn.Ping(pingCtx)
-			cancel()
-			if err != nil {
-				return true, fmt.Errorf("ping LISTEN connection: %w", err)
-			}
-		default:
-			return true, fmt.Errorf("wait for notification: %w", err)
-		}
-	}
+// failed records a transport failure and returns the pause it imposed.
+func (b *outageBackoff) failed() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d := backoff.Delay(b.base, b.max, b.failures)
+	b.failures++
+	b.until = time.Now().Add(d)
+	return d
+}
+
+// succeeded ends the pause: the broker answered.
+func (b *outageBackoff) succeeded() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.failures = 0
+	b.until = time.Time{}
+}
+
+// remaining is how long workers must still wait before claiming.
+func (b *outageBackoff) remaining() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return time.Until(b.until)
 }
