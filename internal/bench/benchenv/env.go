@@ -1,6 +1,7 @@
 // Package benchenv is what every benchmark of cmd/bench runs on, set up in one place.
-// Start at Open: it opens the PostgreSQL server through its admin database and the Kafka
-// broker (starting the native servers that are not running), and its Env makes the
+// Start at Run: it parses a benchmark's flags, opens the servers with Open and runs the
+// benchmark on them. Open opens the PostgreSQL server through its admin database and the
+// Kafka broker (starting the native servers that are not running), and its Env makes the
 // throwaway databases and topics a benchmark works in and removes them when it is done.
 //
 // Beside it: the outbox rows a benchmark starts from (FillBacklog, FillHistory) and the
@@ -12,6 +13,7 @@ package benchenv
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -37,6 +39,23 @@ type Env struct {
 	Brokers []string
 	Kafka   *kgo.Client
 	Adm     *kadm.Client
+}
+
+// Run is the start of every benchmark on PostgreSQL and Kafka: it parses args with
+// parse (whose -h prints to stdout), opens the servers with Open and opts, runs body on
+// them and closes the clients. A flag error stops it before any server is opened.
+func Run[C any](ctx context.Context, args []string, getenv func(string) string, stdout io.Writer,
+	parse func(args []string, stdout io.Writer) (C, error), body func(env Env, cfg C) error, opts ...kgo.Opt) error {
+	cfg, err := parse(args, stdout)
+	if err != nil {
+		return err
+	}
+	env, err := Open(ctx, getenv, opts...)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	return body(env, cfg)
 }
 
 // OpenPostgres opens the PostgreSQL side only, for a benchmark without Kafka (the

@@ -9,18 +9,20 @@ import (
 	"strings"
 )
 
-// NoFlags is the flag parsing of a benchmark that has none: it rejects any argument and
-// answers -h.
-func NoFlags(name string, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("bench "+name, flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("parse flags: %w", err)
+// NoFlags is the flag parser, for Run, of the benchmark name that has no flags: it
+// rejects any argument and answers -h.
+func NoFlags(name string) func(args []string, stdout io.Writer) (struct{}, error) {
+	return func(args []string, stdout io.Writer) (struct{}, error) {
+		fs := flag.NewFlagSet("bench "+name, flag.ContinueOnError)
+		fs.SetOutput(stdout)
+		if err := fs.Parse(args); err != nil {
+			return struct{}{}, fmt.Errorf("parse flags: %w", err)
+		}
+		if fs.NArg() > 0 {
+			return struct{}{}, fmt.Errorf("unexpected arguments %q: bench %s takes none", fs.Args(), name)
+		}
+		return struct{}{}, nil
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q: bench %s takes none", fs.Args(), name)
-	}
-	return nil
 }
 
 // LoadAverage is the 1-minute load average, or -1 where /proc/loadavg does not exist.

@@ -65,42 +65,35 @@ type cdcFigures struct {
 // Run runs the CDC benchmark with the flags in args (-h lists them) and merges its
 // figures into the report.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	cfg, err := parseCDCFlags(args, stdout)
-	if err != nil {
-		return err
-	}
-	env, err := benchenv.Open(ctx, getenv)
-	if err != nil {
-		return err
-	}
-	defer env.Close()
-	pollURL, cdcURL, drop, err := cfg.Bench(env).PairDatabases(ctx, "bench", stdout)
-	if err != nil {
-		return err
-	}
-	defer drop()
-
-	b := cdcBench{Env: env, cfg: cfg, pollURL: pollURL, cdcURL: cdcURL, Pair: measure.NewPair(env.Brokers)}
-	var all []cdcFigures
-	for rep := 1; rep <= cfg.Reps; rep++ {
-		f, err := b.repetition(ctx)
+	return benchenv.Run(ctx, args, getenv, stdout, parseCDCFlags, func(env benchenv.Env, cfg cdcBenchConfig) error {
+		pollURL, cdcURL, drop, err := cfg.Bench(env).PairDatabases(ctx, "bench", stdout)
 		if err != nil {
-			return fmt.Errorf("repetition %d: %w", rep, err)
+			return err
 		}
-		printCDCRepetition(stdout, rep, f, cfg)
-		all = append(all, f)
-	}
-	walRetained, err := b.outage(ctx)
-	if err != nil {
-		return fmt.Errorf("CDC outage: %w", err)
-	}
-	fmt.Fprintf(stdout, "WAL retained by the slot after a %s outage at %d/s (load average %.2f): %.0f bytes\n",
-		cfg.outage, cfg.LatencyRate, benchenv.LoadAverage(), walRetained)
-	report := cdcReport(all, walRetained, cfg)
-	fmt.Fprintf(stdout, "medians of %d: drain poll %v, cdc %v events/s (ratio %v); latency p99 poll %v, cdc %v ms\n",
-		cfg.Reps, report["cdc_bench_poll_drain_events_per_s"], report["cdc_drain_events_per_s"], report["cdc_to_poll_drain_ratio"],
-		report["cdc_bench_poll_latency_p99_ms"], report["cdc_latency_p99_ms"])
-	return benchreport.Merge(cfg.Report, report)
+		defer drop()
+
+		b := cdcBench{Env: env, cfg: cfg, pollURL: pollURL, cdcURL: cdcURL, Pair: measure.NewPair(env.Brokers)}
+		var all []cdcFigures
+		for rep := 1; rep <= cfg.Reps; rep++ {
+			f, err := b.repetition(ctx)
+			if err != nil {
+				return fmt.Errorf("repetition %d: %w", rep, err)
+			}
+			printCDCRepetition(stdout, rep, f, cfg)
+			all = append(all, f)
+		}
+		walRetained, err := b.outage(ctx)
+		if err != nil {
+			return fmt.Errorf("CDC outage: %w", err)
+		}
+		fmt.Fprintf(stdout, "WAL retained by the slot after a %s outage at %d/s (load average %.2f): %.0f bytes\n",
+			cfg.outage, cfg.LatencyRate, benchenv.LoadAverage(), walRetained)
+		report := cdcReport(all, walRetained, cfg)
+		fmt.Fprintf(stdout, "medians of %d: drain poll %v, cdc %v events/s (ratio %v); latency p99 poll %v, cdc %v ms\n",
+			cfg.Reps, report["cdc_bench_poll_drain_events_per_s"], report["cdc_drain_events_per_s"], report["cdc_to_poll_drain_ratio"],
+			report["cdc_bench_poll_latency_p99_ms"], report["cdc_latency_p99_ms"])
+		return benchreport.Merge(cfg.Report, report)
+	})
 }
 
 // cdcBench is one run of the CDC benchmark.

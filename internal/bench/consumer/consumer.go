@@ -40,39 +40,33 @@ const (
 // Run runs the consumer benchmark and merges its figures into reports/bench.json. It
 // takes no flags.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if err := benchenv.NoFlags("consumer", args, stdout); err != nil {
-		return err
-	}
 	// The records are produced on the run's client. The fill is not what is measured:
 	// large batches, no waiting per record.
-	env, err := benchenv.Open(ctx, getenv, kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20))
-	if err != nil {
-		return err
-	}
-	defer env.Close()
+	fill := []kgo.Opt{kgo.ProducerLinger(5 * time.Millisecond), kgo.ProducerBatchMaxBytes(1 << 20)}
+	return benchenv.Run(ctx, args, getenv, stdout, benchenv.NoFlags("consumer"), func(env benchenv.Env, _ struct{}) error {
+		records := consumerBenchRecords(consumerBenchEvents)
 
-	records := consumerBenchRecords(consumerBenchEvents)
+		// 1. Every event once.
+		once, err := consumerBenchRun(ctx, env, consumerBenchCopy(records), stdout)
+		if err != nil {
+			return fmt.Errorf("events once: %w", err)
+		}
+		// 2. Every event twice: the stream, then the same stream again.
+		twice, err := consumerBenchRun(ctx, env, append(consumerBenchCopy(records), consumerBenchCopy(records)...), stdout)
+		if err != nil {
+			return fmt.Errorf("events twice: %w", err)
+		}
 
-	// 1. Every event once.
-	once, err := consumerBenchRun(ctx, env, consumerBenchCopy(records), stdout)
-	if err != nil {
-		return fmt.Errorf("events once: %w", err)
-	}
-	// 2. Every event twice: the stream, then the same stream again.
-	twice, err := consumerBenchRun(ctx, env, append(consumerBenchCopy(records), consumerBenchCopy(records)...), stdout)
-	if err != nil {
-		return fmt.Errorf("events twice: %w", err)
-	}
-
-	fmt.Fprintf(stdout, "consumer, each event once:  %8.0f events/s (%d events)\n", once, consumerBenchEvents)
-	fmt.Fprintf(stdout, "consumer, each event twice: %8.0f deliveries/s (%d deliveries, half of them duplicates)\n", twice, 2*consumerBenchEvents)
-	return benchreport.Merge(benchreport.Path, map[string]any{
-		"consumer_events_per_s":     math.Round(once),
-		"consumer_dup_events_per_s": math.Round(twice),
-		"consumer_bench_events":     consumerBenchEvents,
-		"consumer_bench_note": "events (once) or deliveries (twice) per second, from the consumer's start in a fresh group " +
-			"(group join included) until every record is in the database; fresh database each run; max poll 1000",
-	})
+		fmt.Fprintf(stdout, "consumer, each event once:  %8.0f events/s (%d events)\n", once, consumerBenchEvents)
+		fmt.Fprintf(stdout, "consumer, each event twice: %8.0f deliveries/s (%d deliveries, half of them duplicates)\n", twice, 2*consumerBenchEvents)
+		return benchreport.Merge(benchreport.Path, map[string]any{
+			"consumer_events_per_s":     math.Round(once),
+			"consumer_dup_events_per_s": math.Round(twice),
+			"consumer_bench_events":     consumerBenchEvents,
+			"consumer_bench_note": "events (once) or deliveries (twice) per second, from the consumer's start in a fresh group " +
+				"(group join included) until every record is in the database; fresh database each run; max poll 1000",
+		})
+	}, fill...)
 }
 
 // consumerBenchRun fills a fresh topic with records, consumes it with a fresh group into a

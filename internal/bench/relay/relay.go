@@ -72,71 +72,64 @@ type relayFigures struct {
 // Run runs the relay benchmark with the flags in args (-h lists them) and merges its
 // figures into the report.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	cfg, err := parseRelayFlags(args, stdout)
-	if err != nil {
-		return err
-	}
-	env, err := benchenv.Open(ctx, getenv)
-	if err != nil {
-		return err
-	}
-	defer env.Close()
-	relayCfg, err := relayConfigFromEnv(getenv, env.Brokers)
-	if err != nil {
-		return err
-	}
-	ourURL, dropOurs, err := env.MigratedDatabase(ctx, "bench_relay", migrations.Payments)
-	if err != nil {
-		return err
-	}
-	defer dropOurs()
-	floorURL, dropFloor, err := env.CreateDatabase(ctx, "bench_floor")
-	if err != nil {
-		return err
-	}
-	defer dropFloor()
-	if err := benchenv.ExecOnce(ctx, floorURL, floorTableSQL); err != nil {
-		return fmt.Errorf("create floor table: %w", err)
-	}
-	b := relayBench{
-		Bench: cfg.Bench(env),
-		cfg:   cfg, ourURL: ourURL, floorURL: floorURL,
-		ours:       measure.PollRelay{Config: relayCfg, Logger: slog.New(slog.DiscardHandler)},
-		floor:      floorRelay{brokers: env.Brokers},
-		sameSchema: sameSchemaRelay{brokers: env.Brokers},
-	}
-	cluster, err := newClusterBench(ctx, b, getenv)
-	if err != nil {
-		return err
-	}
-	if cluster != nil {
-		defer cluster.close()
-	}
-	if cfg.diagnose.explain {
-		b.claims = &claimRecorder{}
-		b.Tracer = b.claims
-	}
-
-	var all []relayFigures
-	for rep := 1; rep <= cfg.Reps; rep++ {
-		f, err := b.repetition(ctx, rep)
+	return benchenv.Run(ctx, args, getenv, stdout, parseRelayFlags, func(env benchenv.Env, cfg relayBenchConfig) error {
+		relayCfg, err := relayConfigFromEnv(getenv, env.Brokers)
 		if err != nil {
-			return fmt.Errorf("repetition %d: %w", rep, err)
+			return err
+		}
+		ourURL, dropOurs, err := env.MigratedDatabase(ctx, "bench_relay", migrations.Payments)
+		if err != nil {
+			return err
+		}
+		defer dropOurs()
+		floorURL, dropFloor, err := env.CreateDatabase(ctx, "bench_floor")
+		if err != nil {
+			return err
+		}
+		defer dropFloor()
+		if err := benchenv.ExecOnce(ctx, floorURL, floorTableSQL); err != nil {
+			return fmt.Errorf("create floor table: %w", err)
+		}
+		b := relayBench{
+			Bench: cfg.Bench(env),
+			cfg:   cfg, ourURL: ourURL, floorURL: floorURL,
+			ours:       measure.PollRelay{Config: relayCfg, Logger: slog.New(slog.DiscardHandler)},
+			floor:      floorRelay{brokers: env.Brokers},
+			sameSchema: sameSchemaRelay{brokers: env.Brokers},
+		}
+		cluster, err := newClusterBench(ctx, b, getenv)
+		if err != nil {
+			return err
 		}
 		if cluster != nil {
-			if f.cluster, err = cluster.repetition(ctx); err != nil {
+			defer cluster.close()
+		}
+		if cfg.diagnose.explain {
+			b.claims = &claimRecorder{}
+			b.Tracer = b.claims
+		}
+
+		var all []relayFigures
+		for rep := 1; rep <= cfg.Reps; rep++ {
+			f, err := b.repetition(ctx, rep)
+			if err != nil {
 				return fmt.Errorf("repetition %d: %w", rep, err)
 			}
+			if cluster != nil {
+				if f.cluster, err = cluster.repetition(ctx); err != nil {
+					return fmt.Errorf("repetition %d: %w", rep, err)
+				}
+			}
+			printRepetition(stdout, rep, f, relayCfg, cfg.LatencyRate)
+			all = append(all, f)
 		}
-		printRepetition(stdout, rep, f, relayCfg, cfg.LatencyRate)
-		all = append(all, f)
-	}
-	if err := b.diagnose(ctx, stdout); err != nil {
-		return err
-	}
-	report := relayReport(all, cfg, relayCfg)
-	printSummary(stdout, report)
-	return benchreport.Merge(cfg.Report, report)
+		if err := b.diagnose(ctx, stdout); err != nil {
+			return err
+		}
+		report := relayReport(all, cfg, relayCfg)
+		printSummary(stdout, report)
+		return benchreport.Merge(cfg.Report, report)
+	})
 }
 
 // relayConfigFromEnv is the relay's defaults, unless RELAY_WORKERS / RELAY_BATCH_SIZE say

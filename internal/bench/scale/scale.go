@@ -94,48 +94,41 @@ type scaleBench struct {
 // Run runs the scale benchmark with the flags in args (-h lists them) and merges its
 // figures into the report.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	cfg, err := parseScaleFlags(args, stdout)
-	if err != nil {
-		return err
-	}
-	env, err := benchenv.Open(ctx, getenv)
-	if err != nil {
-		return err
-	}
-	defer env.Close()
-	b := scaleBench{
-		Env: env, cfg: cfg, stdout: stdout, Pair: measure.NewPair(env.Brokers),
-		report: map[string]any{
-			"scale_bench_reps":        cfg.Reps,
-			"scale_bench_measured_at": time.Now().UTC().Format(time.RFC3339),
-			"scale_bench_note": "go run ./cmd/bench scale: medians of scale_bench_reps repetitions (_min, _max; scale_*_load_avg_1m: the machine's load); " +
-				"poll = internal/outbox's relay (4 workers x 1000), cdc = internal/outbox/cdc's relay; " +
-				"_backlog_N: drain of N pending events; _history_N: N published rows in the table (history over scale_bench_history_days days), " +
-				"latency = commit to consumed at scale_bench_latency_rate_per_s, claim = the polling relay's claim statement (empty claims included), " +
-				"cleanup = one cycle of outbox.Cleaner removing the oldest day, partition_drop = the same day dropped from a partitioned copy; " +
-				"sizes in bytes (table = heap with TOAST, indexes = all indexes), after one cycle without VACUUM; docs/bench.md",
-		},
-	}
-	// Each size is merged into the report as soon as it is measured: a run of the
-	// defaults takes the better part of an hour, and what was measured before a failure
-	// is kept.
-	for _, n := range cfg.backlogs {
-		if err := b.drains(ctx, n); err != nil {
-			return fmt.Errorf("backlog of %d: %w", n, err)
+	return benchenv.Run(ctx, args, getenv, stdout, parseScaleFlags, func(env benchenv.Env, cfg scaleBenchConfig) error {
+		b := scaleBench{
+			Env: env, cfg: cfg, stdout: stdout, Pair: measure.NewPair(env.Brokers),
+			report: map[string]any{
+				"scale_bench_reps":        cfg.Reps,
+				"scale_bench_measured_at": time.Now().UTC().Format(time.RFC3339),
+				"scale_bench_note": "go run ./cmd/bench scale: medians of scale_bench_reps repetitions (_min, _max; scale_*_load_avg_1m: the machine's load); " +
+					"poll = internal/outbox's relay (4 workers x 1000), cdc = internal/outbox/cdc's relay; " +
+					"_backlog_N: drain of N pending events; _history_N: N published rows in the table (history over scale_bench_history_days days), " +
+					"latency = commit to consumed at scale_bench_latency_rate_per_s, claim = the polling relay's claim statement (empty claims included), " +
+					"cleanup = one cycle of outbox.Cleaner removing the oldest day, partition_drop = the same day dropped from a partitioned copy; " +
+					"sizes in bytes (table = heap with TOAST, indexes = all indexes), after one cycle without VACUUM; docs/bench.md",
+			},
 		}
-		if err := benchreport.Merge(cfg.Report, b.report); err != nil {
-			return err
+		// Each size is merged into the report as soon as it is measured: a run of the
+		// defaults takes the better part of an hour, and what was measured before a failure
+		// is kept.
+		for _, n := range cfg.backlogs {
+			if err := b.drains(ctx, n); err != nil {
+				return fmt.Errorf("backlog of %d: %w", n, err)
+			}
+			if err := benchreport.Merge(cfg.Report, b.report); err != nil {
+				return err
+			}
 		}
-	}
-	for _, n := range cfg.histories {
-		if err := b.history(ctx, n); err != nil {
-			return fmt.Errorf("history of %d: %w", n, err)
+		for _, n := range cfg.histories {
+			if err := b.history(ctx, n); err != nil {
+				return fmt.Errorf("history of %d: %w", n, err)
+			}
+			if err := benchreport.Merge(cfg.Report, b.report); err != nil {
+				return err
+			}
 		}
-		if err := benchreport.Merge(cfg.Report, b.report); err != nil {
-			return err
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // drains measures the drain of a backlog of n, for both relays, each on a database of

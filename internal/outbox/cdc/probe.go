@@ -193,9 +193,6 @@ func (r *Relay) unparkAcked(ctx context.Context, lot *parkingLot, acked []*parke
 // it. Those of an open partition wait for the breaker; the others (their partition
 // answers, or the broker answered nothing) wait the outage backoff of their attempts.
 func (r *Relay) probeFailed(ctx context.Context, lot *parkingLot, failed []*parkedEvent, cause error) {
-	for range failed {
-		r.metrics.shared.CountFailures(false, 1)
-	}
 	byPartition := map[int32][]uuid.UUID{}
 	for _, e := range failed {
 		byPartition[e.partition] = append(byPartition[e.partition], e.ID)
@@ -205,12 +202,7 @@ func (r *Relay) probeFailed(ctx context.Context, lot *parkingLot, failed []*park
 		if part < 0 {
 			reason = "parked: " + cause.Error()
 		}
-		queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
-		_, err := r.store.recordAttempt(queryCtx, ids, false, reason)
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			r.logger.Warn("record the failed probe on the rows", slog.Any("err", err))
-		}
+		r.recordTransportFailure(ctx, ids, reason, "failed probe")
 	}
 	for _, e := range failed {
 		if e.partition < 0 || !r.breaker.IsOpen(e.partition) {

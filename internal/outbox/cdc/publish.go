@@ -272,22 +272,13 @@ func (r *Relay) parkFailed(ctx context.Context, p delivery.Producer, lot *parkin
 	if len(park) == 0 {
 		return failed, nil
 	}
-	for range park {
-		r.metrics.shared.CountFailures(false, 1)
-	}
 	byPartition := map[int32][]uuid.UUID{}
 	for i, e := range park {
 		byPartition[parkPartitions[i]] = append(byPartition[parkPartitions[i]], e.ID)
 	}
 	for part, ids := range byPartition {
 		reason := fmt.Sprintf("parked: partition %d stopped answering while others did: %v", part, cause)
-		queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
-		_, err := r.store.recordAttempt(queryCtx, ids, false, reason)
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			// The rows' attempts are for operators only; the stream goes on without them.
-			r.logger.Warn("record the failed publish on the rows", slog.Any("err", err))
-		}
+		r.recordTransportFailure(ctx, ids, reason, "failed publish")
 	}
 	for i, e := range park {
 		if err := lot.park(ctx, e, batch, parkPartitions[i], true); err != nil {
@@ -331,20 +322,25 @@ func (r *Relay) holdBack(ctx context.Context, events []outboxEvent) ([]outboxEve
 // consecutive failure. The replication connection stays alive meanwhile on its own:
 // the receiver goes on sending status updates (receiver.go).
 func (r *Relay) recordOutage(ctx context.Context, events []outboxEvent, cause error, n int) error {
-	for range events {
-		r.metrics.shared.CountFailures(false, 1)
-	}
 	pause := backoff.Delay(r.cfg.OutageBackoffBase, r.cfg.OutageBackoffMax, n-1)
 	r.logger.Warn("publish failed; Kafka unreachable? retrying the same events", slog.Int("events", len(events)),
 		slog.Any("err", cause), slog.Duration("retry_in", pause))
+	r.recordTransportFailure(ctx, ids(events), cause.Error(), "outage")
+	return wait(ctx, pause)
+}
+
+// recordTransportFailure counts a transport failure of each event in ids and stores it
+// on their rows (attempts and last_error = reason, never a rejection). The rows'
+// attempts are for operators only: a failed store is logged as "record the <what> on
+// the rows" and the stream goes on without it.
+func (r *Relay) recordTransportFailure(ctx context.Context, ids []uuid.UUID, reason, what string) {
+	r.metrics.shared.CountFailures(false, len(ids))
 	queryCtx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
-	_, err := r.store.recordAttempt(queryCtx, ids(events), false, cause.Error())
+	_, err := r.store.recordAttempt(queryCtx, ids, false, reason)
 	cancel()
 	if err != nil && ctx.Err() == nil {
-		// The rows' attempts are for operators only; the stream goes on without them.
-		r.logger.Warn("record the outage on the rows", slog.Any("err", err))
+		r.logger.Warn("record the "+what+" on the rows", slog.Any("err", err))
 	}
-	return wait(ctx, pause)
 }
 
 // resendRejected sends a rejected event on its own until the broker takes it (true),
