@@ -75,7 +75,9 @@ type config struct {
 	//	RELAY_LEASE              how long a batch may hold its rows (the idle timeout
 	//	                         of its transaction)
 	//	RELAY_PUBLISH_TIMEOUT    bound of one publish attempt
-	//	RELAY_POLL_INTERVAL      fallback poll
+	//	RELAY_IDLE_POLL_INTERVAL how often an idle relay looks for other replicas'
+	//	                         commits
+	//	RELAY_POLL_INTERVAL      a worker's poll after a database error
 	//	RELAY_MAX_REJECTIONS     broker rejections before the DLQ
 	//	RELAY_OUTAGE_BACKOFF_MAX cap of a failed event's backoff and of the relay's
 	//	                         pause during a broker outage
@@ -138,6 +140,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 			BatchSize:        env.PositiveInt("RELAY_BATCH_SIZE", 0),
 			Lease:            env.PositiveDuration("RELAY_LEASE", 0),
 			PublishTimeout:   env.PositiveDuration("RELAY_PUBLISH_TIMEOUT", 0),
+			IdlePollInterval: env.PositiveDuration("RELAY_IDLE_POLL_INTERVAL", 0),
 			PollInterval:     env.PositiveDuration("RELAY_POLL_INTERVAL", 0),
 			MaxRejections:    env.PositiveInt("RELAY_MAX_REJECTIONS", 0),
 			OutageBackoffMax: env.PositiveDuration("RELAY_OUTAGE_BACKOFF_MAX", 0),

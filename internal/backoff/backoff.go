@@ -1,6 +1,5 @@
 // Package backoff is the one retry delay of the service: every loop that waits before
-// trying again (the relays' outage pause and per-event retries, the relay's LISTEN
-// reconnects, the antifraud consumer's batch retries) asks Delay how long, and waits
+// trying again (the relays' outage pause and per-event retries, the antifraud consumer's batch retries) asks Delay how long, and waits
 // with Wait.
 //
 // It is one function of ours rather than github.com/cenkalti/backoff/v5 because the

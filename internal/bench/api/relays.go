@@ -2,8 +2,8 @@ package api
 
 // The API's create rate with each relay running: cmd/api with RELAY_MODE=poll
 // and with RELAY_MODE=cdc, in alternating rounds, on one database and one broker, each
-// round attacked as the API benchmark attacks it. The polling relay's claims, marks and
-// NOTIFY trigger compete with the API for the database; the CDC relay's cost there is
+// round attacked as the API benchmark attacks it. The polling relay's claims and marks
+// compete with the API for the database; the CDC relay's cost there is
 // the walsender decoding the WAL, plus its marks.
 
 import (

@@ -133,7 +133,7 @@ func floorBatch(ctx context.Context, pool *pgxpool.Pool, n int, where string, pu
 }
 
 // sameSchemaRelay is the minimal loop on our outbox_events table, with our table's
-// indexes, fillfactor and NOTIFY trigger, marking as our relay does (the move to
+// indexes and fillfactor, marking as our relay does (the move to
 // outbox_published): the same-schema comparison.
 type sameSchemaRelay struct {
 	measure.OutboxTable

@@ -105,7 +105,7 @@ func relayReport(all []relayFigures, cfg relayBenchConfig, relayCfg poll.Config)
 		// after the commit the claim came (measure.WakeFigures).
 		{"relay_latency_woken_by_busy_share", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.WokenBy["busy"].Share }},
 		{"relay_latency_woken_by_nudge_share", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.WokenBy["nudge"].Share }},
-		{"relay_latency_woken_by_notify_share", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.WokenBy["notify"].Share }},
+		{"relay_latency_woken_by_idle_poll_share", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.WokenBy["idle_poll"].Share }},
 		{"relay_latency_woken_by_poll_share", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.WokenBy["poll"].Share }},
 		{"relay_latency_commit_to_claim_mean_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.relayLatency.WokenBy.MeanWaitMs() }},
 

@@ -47,8 +47,12 @@ type Config struct {
 	PublishTimeout time.Duration
 	// QueryTimeout bounds every database statement of the relay. Default 5s.
 	QueryTimeout time.Duration
-	// PollInterval is the fallback poll when no wake-up arrives (a missed NOTIFY, a
-	// retry whose backoff ended). Default 1s.
+	// IdlePollInterval is how often an idle relay claims to find what no nudge of its
+	// own process announced: other replicas' commits, retries whose backoff ended
+	// (pollIdle). Default 10ms.
+	IdlePollInterval time.Duration
+	// PollInterval is each worker's own poll, the one a worker waits for after a batch
+	// that failed on the database. Default 1s.
 	PollInterval time.Duration
 
 	// RetryBase and RetryMax shape the per-event backoff after a rejection: RetryBase
@@ -120,6 +124,7 @@ func (c Config) withDefaults() Config {
 	c.Lease = cmp.Or(c.Lease, 30*time.Second)
 	c.PublishTimeout = cmp.Or(c.PublishTimeout, 5*time.Second)
 	c.QueryTimeout = cmp.Or(c.QueryTimeout, 5*time.Second)
+	c.IdlePollInterval = cmp.Or(c.IdlePollInterval, 10*time.Millisecond)
 	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
 	c.RetryBase = cmp.Or(c.RetryBase, time.Second)
 	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Minute)

@@ -5,8 +5,7 @@
 // batch.go, which reads top to bottom: one batch is one transaction that claims rows,
 // publishes them and moves the acknowledged ones to outbox_published. A record that
 // fails takes the failure path (failure.go); a partition that stopped answering is held
-// back (partitions.go). relay.go starts and stops the workers; listen.go wakes them for
-// other processes' commits.
+// back (partitions.go). relay.go starts and stops the workers.
 //
 // Package cdc is the other relay, reading PostgreSQL's replication stream instead of
 // the table; what both share (the rejection rule, the partition breaker, the producer

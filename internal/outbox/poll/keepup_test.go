@@ -45,8 +45,8 @@ func TestIdleWorkerLeavesACommitToAWorkerKeepingUp(t *testing.T) {
 	claim(false)
 	r.nudge(wokenByNudge)
 	waitFor(t, false, "a nudge while another worker is in a streak that keeps up")
-	r.nudge(wokenByNotify)
-	waitFor(t, false, "a NOTIFY while another worker keeps up")
+	r.nudge(wokenByIdlePoll)
+	waitFor(t, false, "an idle poll while another worker keeps up")
 	poll <- time.Now()
 	waitFor(t, false, "a poll while another worker keeps up")
 
@@ -80,7 +80,7 @@ func TestIdleWorkerLeavesACommitToAWorkerKeepingUp(t *testing.T) {
 	waitFor(t, true, "a nudge while another worker's latest claim is joinAfter old")
 }
 
-// A commit left to a busy worker is never lost: with polls an hour apart, each event
+// A commit left to a busy worker is never lost: with both polls an hour apart, each event
 // committed while another worker is in a streak is published by that worker's next
 // claim. Each round commits one event, then a second a moment later, from while the
 // first one's publish (4 ms) is under way to while its worker makes the claim that
@@ -90,6 +90,7 @@ func TestNoCommitLeftToABusyWorkerIsLost(t *testing.T) {
 	b := setup(t)
 	b.cfg.Workers = 4
 	b.cfg.PollInterval = time.Hour
+	b.cfg.IdlePollInterval = time.Hour
 	r := b.newRelay(t)
 	// A fake, not kfake: the test reads how many calls overlapped and how many records
 	// each carried, which the fake counts.

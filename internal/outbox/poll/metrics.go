@@ -26,7 +26,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "outbox_claims_total",
-			Help: "Claims that found events, by what woke the worker (nudge, notify, poll, busy, full_batch).",
+			Help: "Claims that found events, by what woke the worker (nudge, idle_poll, poll, busy, full_batch).",
 		}, []string{"woken_by"}),
 		commitToClaim: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "outbox_commit_to_claim_seconds",

@@ -99,7 +99,7 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // runWorkers is Run once its Kafka clients exist, one pair per worker: it runs the
-// workers, the listener and the monitor until ctx ends, then stops them within Run's
+// workers, the idle poll and the monitor until ctx ends, then stops them within Run's
 // bound.
 func (r *Relay) runWorkers(ctx context.Context, workers []worker) {
 	// In-flight work runs under its own context, so that stopping the relay lets the
@@ -111,7 +111,7 @@ func (r *Relay) runWorkers(ctx context.Context, workers []worker) {
 	for i := range workers {
 		wg.Go(func() { r.work(ctx, workCtx, &workers[i]) })
 	}
-	wg.Go(func() { r.listen(ctx) })
+	wg.Go(func() { r.pollIdle(ctx) })
 	monitor := delivery.PendingMonitor{Pool: r.store.pool, Metrics: r.metrics.shared, Logger: r.logger,
 		Interval: r.cfg.StatsInterval, QueryTimeout: r.cfg.QueryTimeout, AlertAge: r.cfg.OldestPendingAlert}
 	wg.Go(func() { monitor.Run(ctx) })

@@ -12,9 +12,9 @@ import (
 )
 
 // When a worker claims: a worker goes idle when a claim finds nothing, and claims again
-// when a commit nudges it (Notify), when a PostgreSQL NOTIFY arrives (listen.go), or at
-// its poll; between claims that find events it claims again at once (work). What one
-// batch does is batch.go.
+// when a commit of this process nudges it (Notify), at the relay's idle poll
+// (pollIdle: commits of other processes), or at its own poll; between claims that find
+// events it claims again at once (work). What one batch does is batch.go.
 
 // A wakeSource says what made a worker claim: the value of the woken_by label of
 // outbox_claims_total and outbox_commit_to_claim_seconds. Together they show which
@@ -24,9 +24,9 @@ type wakeSource string
 const (
 	// wokenByNudge: Notify, called by this process after its own commit.
 	wokenByNudge wakeSource = "nudge"
-	// wokenByNotify: a Postgres NOTIFY, from a commit of any process (or the
-	// listener's start).
-	wokenByNotify wakeSource = "notify"
+	// wokenByIdlePoll: the relay's IdlePollInterval ticker, which finds the commits
+	// of other processes (API replicas) that no nudge announced.
+	wokenByIdlePoll wakeSource = "idle_poll"
 	// wokenByPoll: the worker's PollInterval ticker (or its start).
 	wokenByPoll wakeSource = "poll"
 	// wokenByBusy: the worker's previous claim found events, so it claimed again at
@@ -37,7 +37,7 @@ const (
 	wokenByFullBatch wakeSource = "full_batch"
 )
 
-var wakeSources = []wakeSource{wokenByNudge, wokenByNotify, wokenByPoll, wokenByBusy, wokenByFullBatch}
+var wakeSources = []wakeSource{wokenByNudge, wokenByIdlePoll, wokenByPoll, wokenByBusy, wokenByFullBatch}
 
 // Notify tells the relay that new events were committed, so an idle worker publishes
 // them now instead of at its next poll. It never blocks and is safe from any goroutine.
@@ -108,7 +108,7 @@ func (r *Relay) work(ctx, workCtx context.Context, w *worker) {
 }
 
 // waitForWork waits, idle, until a worker should claim, and says why; false when ctx
-// ended. A nudge or a notification is a commit: while another worker is in a streak
+// ended. A nudge is a commit, and an idle poll looks for one: while another worker is in a streak
 // (it claims again at once after every claim that found events, work), that worker
 // sees the commit in its next claim, so the idle worker leaves it to it and waits on.
 // So at a rate that one worker keeps up with, one worker claims, each batch holds
@@ -139,10 +139,32 @@ func (r *Relay) waitForWork(ctx context.Context, poll <-chan time.Time, failed b
 			}
 			return wokenByPoll, true
 		case source := <-wake:
-			if (source == wokenByNudge || source == wokenByNotify) && r.busy.leaveToStreak() {
+			if (source == wokenByNudge || source == wokenByIdlePoll) && r.busy.leaveToStreak() {
 				continue
 			}
 			return source, true
+		}
+	}
+}
+
+// pollIdle nudges an idle worker every IdlePollInterval, so that the relay finds the
+// events that no nudge of this process announced: those another API replica committed
+// (its relay publishes its own, unless it is busy, paused or gone), and those whose
+// retry time came. A NOTIFY from a trigger on the outbox would tell every replica at
+// once, but PostgreSQL serialises the commits of the transactions that notify (each
+// holds a lock on the notification queue until its commit is flushed), which would
+// cost the API about half its throughput (docs/bench.md, the API). A poll costs
+// an idle relay one claim per interval, none while a worker is in a streak (its next
+// claim sees the same rows: waitForWork leaves the poll to it).
+func (r *Relay) pollIdle(ctx context.Context) {
+	ticker := time.NewTicker(r.cfg.IdlePollInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			r.nudge(wokenByIdlePoll)
 		}
 	}
 }
