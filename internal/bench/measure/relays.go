@@ -98,6 +98,9 @@ type PollRelay struct {
 	OutboxTable
 	Config poll.Config
 	Logger *slog.Logger
+	// Unnudged: the generator's commits do not nudge the relay, as the commits of
+	// another API replica do not: only its idle poll finds them.
+	Unnudged bool
 }
 
 func (o PollRelay) Start(ctx context.Context, pool *pgxpool.Pool, topic string) (*Running, error) {
@@ -112,7 +115,11 @@ func (o PollRelay) Start(ctx context.Context, pool *pgxpool.Pool, topic string) 
 	if err != nil {
 		return nil, err
 	}
-	r := GoRun(ctx, relay.Notify, relay.Run)
+	wake := relay.Notify
+	if o.Unnudged {
+		wake = func() {}
+	}
+	r := GoRun(ctx, wake, relay.Run)
 	r.wakeups = func() (WakeFigures, error) { return gatherWakeups(reg) }
 	return r, nil
 }

@@ -63,6 +63,9 @@ func parseRelayFlags(args []string, stdout io.Writer) (relayBenchConfig, error) 
 type relayFigures struct {
 	relay, floor, sameSchema   measure.DrainResult
 	relayLatency, floorLatency measure.LatencyResult
+	// otherReplicaLatency is our relay's latency for events committed by another
+	// process, which no nudge announces (measure.PollRelay.Unnudged).
+	otherReplicaLatency measure.LatencyResult
 	loadAvg                    float64
 	// cluster is our relay on the three-node cluster (cluster.go); nil without
 	// KAFKA_CLUSTER_BROKERS.
@@ -200,6 +203,11 @@ func (b relayBench) repetition(ctx context.Context, rep int) (relayFigures, erro
 	}
 	if err := second(); err != nil {
 		return f, err
+	}
+	unnudged := b.ours
+	unnudged.Unnudged = true
+	if f.otherReplicaLatency, err = b.TracedLatency(ctx, unnudged, b.ourURL, b.tracePath("other-replica", rep)); err != nil {
+		return f, fmt.Errorf("our relay's latency for another replica's commits: %w", err)
 	}
 	f.loadAvg = benchenv.LoadAverage()
 	return f, nil

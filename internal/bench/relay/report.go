@@ -32,6 +32,7 @@ func printRepetition(w io.Writer, rep int, f relayFigures, relayCfg poll.Config,
 	latency(fmt.Sprintf("latency at %d/s, our relay", rate), f.relayLatency)
 	f.relayLatency.WokenBy.Print(w)
 	latency(fmt.Sprintf("latency at %d/s, floor", rate), f.floorLatency)
+	latency(fmt.Sprintf("latency at %d/s, another replica's commits", rate), f.otherReplicaLatency)
 	if f.cluster != nil {
 		drain("drain, our relay, cluster", f.cluster.drain)
 		latency(fmt.Sprintf("latency at %d/s, ours, cluster", rate), f.cluster.latency)
@@ -84,6 +85,8 @@ func relayReport(all []relayFigures, cfg relayBenchConfig, relayCfg poll.Config)
 		{"relay_latency_stamped_p99_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.relayLatency.StampedP99 }},
 		{"floor_latency_stamped_p50_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.floorLatency.StampedP50 }},
 		{"floor_latency_stamped_p99_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.floorLatency.StampedP99 }},
+		{"relay_latency_other_replica_p50_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.otherReplicaLatency.P50 }},
+		{"relay_latency_other_replica_p99_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.otherReplicaLatency.P99 }},
 		{"relay_latency_p99_to_floor_ratio", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayLatency.P99 / f.floorLatency.P99 }},
 
 		{"relay_wal_bytes_per_event", benchreport.Tenths, func(f relayFigures) float64 { return f.relay.Cost.WALBytes }},
