@@ -2,7 +2,9 @@ package deploy
 
 import (
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,5 +85,30 @@ func TestStandbyURLIsDevstacks(t *testing.T) {
 	}
 	if got, want := strings.TrimSpace(string(out)), ports.FollowingURL("postgres"); got != want {
 		t.Errorf("PG_NODES=2 postgres.sh url = %q, want devstack's %q", got, want)
+	}
+}
+
+// TestComposeStandbyIsNamed: the compose entrypoint names its standby as the native
+// script does (TestStandbyPromoteAndRebuild runs that one): pg_basebackup connects as
+// application_name standby, which -R keeps in primary_conninfo, and the primary's
+// synchronous_standby_names is that name, never '*', which the CDC relay's logical
+// walsender would match too.
+func TestComposeStandbyIsNamed(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join("postgres", "standby.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := string(data)
+	for _, want := range []string{
+		`pg_basebackup -h postgres -U postgres -d application_name=standby `,
+		`ALTER SYSTEM SET synchronous_standby_names = '\"standby\"'`,
+	} {
+		if !strings.Contains(script, want) {
+			t.Errorf("deploy/postgres/standby.sh has no %s", want)
+		}
+	}
+	if strings.Contains(script, `synchronous_standby_names = '*'`) {
+		t.Error("deploy/postgres/standby.sh sets synchronous_standby_names = '*': any walsender would do")
 	}
 }

@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dscourse/payments-outbox/internal/testenv"
 )
@@ -19,7 +22,8 @@ import (
 // server): start gives a primary and a synchronous standby; the url follows promote to
 // the standby, which has every committed row; a plain start then refuses to bring the
 // old primary back as a second primary; rebuild makes it the new primary's synchronous
-// standby.
+// standby. Before the promotion and after the rebuild, the standby is the only
+// synchronous one: a logical replication connection, as the CDC relay opens, is not.
 func TestStandbyPromoteAndRebuild(t *testing.T) {
 	t.Parallel()
 	env := append(freePortsEnv(t), "PG_NODES=2")
@@ -70,6 +74,7 @@ func TestStandbyPromoteAndRebuild(t *testing.T) {
 	if !strings.HasSuffix(first, " sync") {
 		t.Errorf("before the promotion: %s, want the primary's standby in sync replication", first)
 	}
+	wantOnlyStandbySync(t, ctx, url)
 
 	run("promote")
 	wantRoles("down", "primary")
@@ -88,6 +93,7 @@ func TestStandbyPromoteAndRebuild(t *testing.T) {
 	if third != strings.Fields(second)[0]+" sync" {
 		t.Errorf("after rebuild: %s, want %s with its standby in sync replication", third, strings.Fields(second)[0])
 	}
+	wantOnlyStandbySync(t, ctx, url)
 	node1 := ""
 	for _, kv := range env {
 		if port, ok := strings.CutPrefix(kv, "PGSTACK_PORT="); ok {
@@ -112,4 +118,65 @@ func TestStandbyPromoteAndRebuild(t *testing.T) {
 		t.Fatalf("postgres.sh stop: %v\n%s", err, out)
 	}
 	wantRoles("down", "down")
+}
+
+// wantOnlyStandbySync opens a logical replication connection to the primary of url,
+// streaming from a temporary slot as the CDC relay does, and checks that the primary
+// waits for the standby alone: its walreceiver, application_name standby, is sync and
+// the logical walsender async, not a candidate (sync or potential) whose flush
+// feedback could acknowledge a commit the standby has not got.
+func wantOnlyStandbySync(t *testing.T, ctx context.Context, url string) {
+	t.Helper()
+	const reader = "outbox_cdc_relay"
+	cfg, err := pgconn.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	cfg.RuntimeParams["application_name"] = reader
+	repl, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("logical replication connection: %v", err)
+	}
+	defer repl.Close(context.WithoutCancel(ctx))
+	slot, err := pglogrepl.CreateReplicationSlot(ctx, repl, "standby_test_reader", "test_decoding",
+		pglogrepl.CreateReplicationSlotOptions{Temporary: true, Mode: pglogrepl.LogicalReplication})
+	if err != nil {
+		t.Fatalf("create a logical slot: %v", err)
+	}
+	start, err := pglogrepl.ParseLSN(slot.ConsistentPoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pglogrepl.StartReplication(ctx, repl, slot.SlotName, start, pglogrepl.StartReplicationOptions{}); err != nil {
+		t.Fatalf("stream from the logical slot: %v", err)
+	}
+	if err := pglogrepl.SendStandbyStatusUpdate(ctx, repl, pglogrepl.StandbyStatusUpdate{WALWritePosition: start}); err != nil {
+		t.Fatalf("flush feedback: %v", err)
+	}
+
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", url, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	// Both walsenders streaming, the states are settled: the primary has ranked them.
+	var states map[string]string
+	testenv.WaitFor(t, 30*time.Second, func() (bool, string) {
+		rows, err := conn.Query(ctx, `SELECT application_name, sync_state FROM pg_stat_replication WHERE state = 'streaming'`)
+		if err != nil {
+			return false, err.Error()
+		}
+		states = map[string]string{}
+		var name, state string
+		_, err = pgx.ForEachRow(rows, []any{&name, &state}, func() error { states[name] = state; return nil })
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(states) == 2, fmt.Sprintf("streaming walsenders on the primary: %v, want the standby and %s", states, reader)
+	})
+	want := map[string]string{"standby": "sync", reader: "async"}
+	if diff := cmp.Diff(want, states); diff != "" {
+		t.Errorf("pg_stat_replication sync_state by application_name (-want +got):\n%s", diff)
+	}
 }

@@ -15,11 +15,17 @@ import (
 // standby, so that it holds the WAL the standby has not received yet.
 const standbySlot = "standby"
 
+// standbyName is the application_name the standby connects to its primary with, the
+// one name in the primary's synchronous_standby_names.
+const standbyName = "standby"
+
 // NewPrivateStandby starts a hot standby of primary (a server of NewPrivatePostgres) on
 // a port of its own: a base backup taken through the physical slot "standby", streaming
 // replication from it, and the primary then waiting for the standby at every commit
-// (synchronous_standby_names = '*'), so that a commit the primary acknowledged is on
-// the standby too. It is removed when the test ends.
+// (synchronous_standby_names names it), so that a commit the primary acknowledged is
+// on the standby too. '*' would not do: it matches any walsender, a CDC relay's
+// logical replication connection too, whose feedback could then acknowledge a commit
+// the standby has not got. It is removed when the test ends.
 //
 // The standby's own configuration does not wait for any standby: once promoted
 // (Promote), it commits on its own, as a new primary with no standby yet must.
@@ -33,10 +39,12 @@ func NewPrivateStandby(tb testing.TB, primary *PrivatePostgres) *PrivatePostgres
 		tb.Fatalf("standby slot on the primary: %v", err)
 	}
 	sb := newPrivate(tb, ctx, func(pg *PrivatePostgres) error {
-		// -R writes standby.signal and primary_conninfo; -S streams through the slot,
-		// which then stays in use by the standby's WAL receiver.
+		// -R writes standby.signal and primary_conninfo, with the connection's
+		// application_name; -S streams through the slot, which then stays in use by the
+		// standby's WAL receiver.
 		out, err := pg.asOwner(ctx, filepath.Join(pg.bin, "pg_basebackup"), "-D", pg.data,
-			"-d", primary.URL, "-X", "stream", "-S", standbySlot, "-R", "--no-sync", "-c", "fast").CombinedOutput()
+			"-d", primary.URL+"&application_name="+standbyName, // URL has ?sslmode already
+			"-X", "stream", "-S", standbySlot, "-R", "--no-sync", "-c", "fast").CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("pg_basebackup: %w\n%s", err, out)
 		}
@@ -44,11 +52,14 @@ func NewPrivateStandby(tb testing.TB, primary *PrivatePostgres) *PrivatePostgres
 	})
 	// Only now, with the standby's configuration already copied, does the primary wait
 	// for it: the standby must not inherit the setting.
-	if err := primary.exec(ctx, `ALTER SYSTEM SET synchronous_standby_names = '*'`, `SELECT pg_reload_conf()`); err != nil {
+	if err := primary.exec(ctx,
+		fmt.Sprintf(`ALTER SYSTEM SET synchronous_standby_names = '"%s"'`, standbyName),
+		`SELECT pg_reload_conf()`); err != nil {
 		tb.Fatalf("synchronous replication on the primary: %v", err)
 	}
 	WaitFor(tb, 30*time.Second, func() (bool, string) {
-		state, err := primary.query(ctx, `SELECT coalesce((SELECT sync_state FROM pg_stat_replication LIMIT 1), 'none')`)
+		state, err := primary.query(ctx, fmt.Sprintf(
+			`SELECT coalesce((SELECT sync_state FROM pg_stat_replication WHERE application_name = '%s'), 'none')`, standbyName))
 		if err != nil {
 			return false, err.Error()
 		}

@@ -17,12 +17,16 @@
 # The standby is a base backup of the primary (pg_basebackup -R) streaming through the
 # physical slot "standby", which keeps on the primary the WAL the standby has not
 # received. Replication is synchronous: the primary waits at each commit until the
-# standby has flushed it (synchronous_standby_names = '*'), so a commit a client saw
-# succeed survives the loss of the primary. The cost is a network round trip per commit,
-# and a primary whose standby is down stops committing: promote therefore turns the wait
-# off on the new primary, which has no standby until rebuild gives it one and turns it
-# back on. Rebuild takes a fresh base backup rather than pg_rewind, which needs
-# wal_log_hints or data checksums that the data directory of postgres.sh has not got.
+# standby has flushed it, so a commit a client saw succeed survives the loss of the
+# primary. The primary waits for the standby by name (synchronous_standby_names =
+# '"standby"', the application_name the standby connects with): '*' would match any
+# walsender, the CDC relay's logical replication connection too, and a commit could
+# then be acknowledged on the relay's feedback while the standby lags behind. The cost
+# is a network round trip per commit, and a primary whose standby is down stops
+# committing: promote therefore turns the wait off on the new primary, which has no
+# standby until rebuild gives it one and turns it back on. Rebuild takes a fresh base
+# backup rather than pg_rewind, which needs wal_log_hints or data checksums that the
+# data directory of postgres.sh has not got.
 #
 # A standby is only added to a primary this checkout started: synchronous replication
 # changes how every commit of the server behaves, for every checkout that uses it.
@@ -30,6 +34,7 @@
 STANDBY_PORT="$PGSTACK_STANDBY_PORT"
 STANDBY_DATA="$DATA-standby"
 STANDBY_SLOT=standby
+STANDBY_NAME=standby
 
 node_port() { if [[ $1 == 1 ]]; then echo "$PORT"; else echo "$STANDBY_PORT"; fi; }
 node_data() { if [[ $1 == 1 ]]; then echo "$DATA"; else echo "$STANDBY_DATA"; fi; }
@@ -66,7 +71,9 @@ primary_node() {
 
 # build_standby makes node $1 a new standby of node $2: a fresh base backup through the
 # slot, a start, then synchronous replication on the primary, turned on only now so that
-# the standby's copy of the configuration does not wait for a standby of its own.
+# the standby's copy of the configuration does not wait for a standby of its own. -R
+# writes the connection's application_name into primary_conninfo, so either node, once
+# rebuilt, connects as $STANDBY_NAME.
 build_standby() {
 	local n=$1 p=$2 data
 	data="$(node_data "$n")"
@@ -77,14 +84,15 @@ build_standby() {
 	[[ "$(id -u)" == 0 ]] && chown postgres:postgres "$data"
 	chmod 700 "$data"
 	as_owner "$BIN/pg_basebackup" -h 127.0.0.1 -p "$(node_port "$p")" -U postgres -D "$data" \
-		-X stream -S "$STANDBY_SLOT" -R -c fast >"$STATE/postgres-basebackup.log" 2>&1 ||
+		-d "application_name=$STANDBY_NAME" -X stream -S "$STANDBY_SLOT" -R -c fast \
+		>"$STATE/postgres-basebackup.log" 2>&1 ||
 		{ cat "$STATE/postgres-basebackup.log" >&2; exit 1; }
 	node_ctl "$n" -w -t 60 start >/dev/null 2>&1 9>&- || { tail -n 30 "$data/server.log" >&2; exit 1; }
-	node_sql "$p" "ALTER SYSTEM SET synchronous_standby_names = '*'" >/dev/null
+	node_sql "$p" "ALTER SYSTEM SET synchronous_standby_names = '\"$STANDBY_NAME\"'" >/dev/null
 	node_sql "$p" "SELECT pg_reload_conf()" >/dev/null
 	local deadline=$((SECONDS + 30))
-	until [[ "$(node_sql "$p" "SELECT sync_state FROM pg_stat_replication WHERE sync_state = 'sync'" 2>/dev/null)" == sync ]]; do
-		((SECONDS < deadline)) || { echo "postgres.sh: the standby on $(node_port "$n") is not in synchronous replication after 30s" >&2; exit 1; }
+	until [[ "$(node_sql "$p" "SELECT string_agg(application_name, ',') FROM pg_stat_replication WHERE sync_state = 'sync'" 2>/dev/null)" == "$STANDBY_NAME" ]]; do
+		((SECONDS < deadline)) || { echo "postgres.sh: the standby on $(node_port "$n") is not the synchronous standby ($STANDBY_NAME) after 30s" >&2; exit 1; }
 		sleep 0.2
 	done
 	echo "postgres: standby of 127.0.0.1:$(node_port "$p") listening on 127.0.0.1:$(node_port "$n") (synchronous)"
