@@ -83,8 +83,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "round %d API:        %6.0f payments/s (p50 %.1f ms, p99 %.1f ms, %d created, %d errors, %d clients)\n",
-				round, a.PaymentsPerSecond, a.P50Millis, a.P99Millis, a.Created, a.Errors, apiBenchClients)
+			fmt.Fprintf(stdout, "round %d API:        %6.0f payments/s (p50 %.1f ms, p99 %.1f ms, %d created, %d errors%s, %d clients)\n",
+				round, a.PaymentsPerSecond, a.P50Millis, a.P99Millis, a.Created, a.Errors, a.Failures, apiBenchClients)
 			d, err := runPgbench(ctx, dbURL)
 			if err != nil {
 				return err
@@ -133,6 +133,9 @@ type apiResult struct {
 	PaymentsPerSecond    float64
 	P50Millis, P99Millis float64
 	Created, Errors      int
+	// Failures says what the requests that created nothing got: status codes (0 is
+	// no answer) and the client's errors, as vegeta counts them.
+	Failures string
 }
 
 // apiServer is a running cmd/api as the benchmark calls it.
@@ -270,7 +273,23 @@ func attackAPI(srv apiServer, d time.Duration) (apiResult, error) {
 		P99Millis:         float64(metrics.Latencies.P99) / float64(time.Millisecond),
 		Created:           created,
 		Errors:            int(metrics.Requests) - created,
+		Failures:          failures(metrics),
 	}, nil
+}
+
+// failures describes the requests of an attack that did not create a payment, "" when
+// every one did.
+func failures(m vegeta.Metrics) string {
+	codes := map[string]int{}
+	for code, n := range m.StatusCodes {
+		if code != strconv.Itoa(http.StatusCreated) {
+			codes[code] = n
+		}
+	}
+	if len(codes) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (status codes %v, errors %q)", codes, m.Errors)
 }
 
 // listeningAddr reads cmd/api's JSON log until its "listening" line.

@@ -54,8 +54,8 @@ func apiWithRelays(ctx context.Context, env benchenv.Env, stdout io.Writer) (map
 				}
 			}
 			rounds[mode] = append(rounds[mode], r)
-			fmt.Fprintf(stdout, "round %d API with %s relay: %6.0f payments/s (p50 %.1f ms, p99 %.1f ms, %d errors); %0.f events unpublished at the end; load %.2f\n",
-				round, mode, r.api.PaymentsPerSecond, r.api.P50Millis, r.api.P99Millis, r.api.Errors, r.pending, r.loadAvg)
+			fmt.Fprintf(stdout, "round %d API with %s relay: %6.0f payments/s (p50 %.1f ms, p99 %.1f ms, %d errors%s); %0.f events unpublished at the end; load %.2f\n",
+				round, mode, r.api.PaymentsPerSecond, r.api.P50Millis, r.api.P99Millis, r.api.Errors, r.api.Failures, r.pending, r.loadAvg)
 		}
 	}
 
