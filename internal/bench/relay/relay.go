@@ -66,7 +66,7 @@ type relayFigures struct {
 	// otherReplicaLatency is our relay's latency for events committed by another
 	// process, which no nudge announces (measure.PollRelay.Unnudged).
 	otherReplicaLatency measure.LatencyResult
-	loadAvg                    float64
+	loadAvg             float64
 	// cluster is our relay on the three-node cluster (cluster.go); nil without
 	// KAFKA_CLUSTER_BROKERS.
 	cluster *clusterFigures
