@@ -161,7 +161,8 @@ func (f *failover) steps(ctx context.Context, rn *harness.Run, watch *roleWatch)
 	return nil
 }
 
-// syncState reads, on the primary at url, the sync_state of its standby.
+// syncState reads, on the primary at url, the sync_state of its physical standby, the
+// walsender named "standby" (the CDC relay's logical walsender has another name).
 func syncState(ctx context.Context, url string) (string, error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -169,7 +170,9 @@ func syncState(ctx context.Context, url string) (string, error) {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var state string
-	err = conn.QueryRow(ctx, `SELECT coalesce((SELECT sync_state FROM pg_stat_replication LIMIT 1), 'no standby')`).Scan(&state)
+	err = conn.QueryRow(ctx, `
+		SELECT coalesce((SELECT sync_state FROM pg_stat_replication
+		                 WHERE application_name = 'standby'), 'no standby')`).Scan(&state)
 	if err != nil {
 		return "", fmt.Errorf("read pg_stat_replication: %w", err)
 	}
