@@ -27,8 +27,8 @@
 // that makes its harness.Scenario values: network (default, dual-write, kafka-down),
 // crash (relay-crash, consumer-crash), replicapause, hostile (hostile-records),
 // clockskew, poison, dlqreplay (dlq-replay), pgfault (pg-faults, commit-refused,
-// consumer-db, db-restart), storm (idempotency-storm), longtx (long-transaction) and
-// cluster (broker-failover, partition-offline, rolling-restart).
+// consumer-db, db-restart), pgfailover (pg-failover), storm (idempotency-storm), longtx
+// (long-transaction) and cluster (broker-failover, partition-offline, rolling-restart).
 //
 // To add a scenario: write a function that returns a harness.Scenario (its Disrupt, and
 // the Validity rows proving the disruption bit), in a new package under scenario/ or
@@ -37,7 +37,7 @@
 //
 // A run is valid only if its faults demonstrably bit, by evidence the harness gathers
 // itself and never from the service's metrics (events held back by a window, the
-// proxy refusing the harness's own probe, copies injected, PostgreSQL's own start time,
-// kills); an invalid run is reported as such, never as a pass. A run whose service
+// proxy refusing the harness's own probe, copies injected, PostgreSQL's own start time
+// and timelines, kills); an invalid run is reported as such, never as a pass. A run whose service
 // failed an SLO or the contract is FAIL, whatever validity says.
 package chaos

@@ -11,6 +11,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/hostile"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/longtx"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/network"
+	"github.com/dscourse/payments-outbox/internal/chaos/scenario/pgfailover"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/pgfault"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/poison"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/replicapause"
@@ -19,8 +20,8 @@ import (
 
 // registry is every scenario, in the order `-scenario all` runs them: the outbox run
 // first and the dual-write run right after it, for the side-by-side table; the cluster
-// scenarios together, on the three-node cluster; db-restart last, because it restarts
-// the shared PostgreSQL server. A new scenario is one line here.
+// scenarios together, on the three-node cluster; pg-failover on a PostgreSQL pair of
+// its own; db-restart last, because it restarts the shared PostgreSQL server. A new scenario is one line here.
 func registry(short bool) []harness.Scenario {
 	return []harness.Scenario{
 		network.Default(short),
@@ -41,6 +42,7 @@ func registry(short bool) []harness.Scenario {
 		cluster.BrokerFailover(short),
 		cluster.PartitionOffline(short),
 		cluster.RollingRestart(short),
+		pgfailover.Scenario(short),
 		pgfault.DBRestart(short),
 	}
 }

@@ -39,6 +39,9 @@ func collectEvidence(ctx context.Context, rn *Run, report *verdict.Report, watch
 	for i, id := range res.PaymentIDs {
 		ev.AcceptedS[id] = res.AcceptedAt[i].Sub(rn.Origin).Seconds()
 	}
+	for _, a := range res.Attempts {
+		ev.Attempts = append(ev.Attempts, verdict.Attempt{SentS: a.Sent.Sub(rn.Origin).Seconds(), AnsweredS: a.Answered.Sub(rn.Origin).Seconds(), Refused: a.Refused})
+	}
 	ev.EventsInFlight, ev.EventsInFlightInFaults = eventsInFlight(res.Events, seen.EventSeenS, rn.Origin, rn.Faults.Windows())
 	if started, err := postgresStartedAt(ctx, rn.PaymentsDB); err == nil {
 		s := started.Sub(rn.Origin).Seconds()

@@ -139,6 +139,15 @@ func RunScenario(ctx context.Context, opts Options, native *stack.Native, sc Sce
 	// One budget for everything before the load: services and warm-up.
 	setupCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	if sc.Postgres != nil && opts.Target == nil {
+		adminURL, stop, err := sc.Postgres(setupCtx, opts.Root, logger)
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s: start its PostgreSQL: %w", sc.Name, err)
+		}
+		// Registered before the services' stop, so it runs after it.
+		defer func() { stop(report.Pass) }()
+		opts.AdminURL = adminURL
+	}
 	rn, err := setUp(setupCtx, opts, native, sc, report, origin, logger)
 	if rn != nil {
 		defer func() {

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
@@ -58,6 +59,14 @@ type Scenario struct {
 	// ConsumerThroughPostgresProxy sends the consumer's database connections, and only
 	// those, through the Toxiproxy proxy devstack.ConsumerPostgresProxy.
 	ConsumerThroughPostgresProxy bool
+	// Postgres, when set, starts PostgreSQL servers of the scenario's own, on which the
+	// run's databases are made in place of the native stack's server: for a scenario
+	// that kills and promotes servers, which the server every checkout of the machine
+	// shares must never undergo. It returns their admin URL, which the services, the
+	// verifier and the clean-up then use (a multi-host URL reaches whichever server is
+	// the primary), and stop, which the runner calls once the services have stopped;
+	// passed says whether the run passed, so that a failed run's servers can be kept.
+	Postgres func(ctx context.Context, root string, logger *slog.Logger) (adminURL string, stop func(passed bool), err error)
 	// Prepare, when set, runs before the services start and returns environment to add
 	// to our API's: for what only exists once the run does (a webhook's port, a token).
 	// It gets the ports of the native stack the run uses.

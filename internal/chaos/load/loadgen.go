@@ -132,8 +132,20 @@ type Result struct {
 	// ServerErrors counts the 5xx answers of every attempt but 503 with Retry-After
 	// (Answers5xxRow).
 	ServerErrors ServerErrors
-	Started      time.Time
-	Ended        time.Time
+	// Attempts are every POST /payments the load made, the same-key copies' included,
+	// in no particular order: when each was answered, not only how often, is what a
+	// fault with an end (a failover) is judged by.
+	Attempts []Attempt
+	Started  time.Time
+	Ended    time.Time
+}
+
+// An Attempt is one POST /payments and its answer.
+type Attempt struct {
+	Sent, Answered time.Time
+	// Refused is why the attempt got no 201, as in Result.RetryReasons ("status 503
+	// with Retry-After", "transport error"); empty for a 201.
+	Refused string
 }
 
 // Percentiles summarises the latencies.
@@ -158,7 +170,9 @@ type outcome struct {
 	retries    int
 	// retryReasons lists why each retried attempt failed.
 	retryReasons []string
-	rejected     string // empty when accepted
+	// attempts are every attempt made for the payment (Result.Attempts).
+	attempts []Attempt
+	rejected string // empty when accepted
 	// eventID is the PaymentCreated's id from the 201, if the body had one.
 	eventID     string
 	transitions TransitionStats
@@ -220,6 +234,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	for _, o := range outcomes[:res.Sent] {
 		res.Retries += o.retries
 		res.SameKey.add(o.sameKey)
+		res.Attempts = append(res.Attempts, o.attempts...)
 		for _, reason := range o.retryReasons {
 			res.RetryReasons[reason]++
 		}
@@ -254,23 +269,26 @@ func sendPayment(ctx context.Context, client *http.Client, cfg Config, n, sender
 	start := time.Now()
 	delay := cfg.FirstBackoff
 	var failed []string // why each attempt so far failed
+	var attempts []Attempt
 	for attempt := range cfg.MaxAttempts {
 		if attempt > 0 {
 			if err := backoff.Until(ctx, time.Now().Add(delay)); err != nil {
-				return outcome{retries: attempt - 1, retryReasons: failed[:attempt-1], rejected: "cancelled"}
+				return outcome{retries: attempt - 1, retryReasons: failed[:attempt-1], attempts: attempts, rejected: "cancelled"}
 			}
 			delay = min(2*delay, cfg.MaxBackoff)
 		}
+		sent := time.Now()
 		id, eventID, retry, reason := postPayment(ctx, client, cfg.url(n+attempt+sender), key, body)
+		attempts = append(attempts, Attempt{Sent: sent, Answered: time.Now(), Refused: reason})
 		if reason == "" {
-			return outcome{paymentID: id, eventID: eventID, acceptedAt: time.Now(), latency: time.Since(start), retries: attempt, retryReasons: failed}
+			return outcome{paymentID: id, eventID: eventID, acceptedAt: time.Now(), latency: time.Since(start), retries: attempt, retryReasons: failed, attempts: attempts}
 		}
 		if !retry {
-			return outcome{retries: attempt, retryReasons: failed, rejected: reason}
+			return outcome{retries: attempt, retryReasons: failed, attempts: attempts, rejected: reason}
 		}
 		failed = append(failed, reason)
 	}
-	return outcome{retries: cfg.MaxAttempts - 1, retryReasons: failed[:cfg.MaxAttempts-1], rejected: "out of attempts, last: " + failed[len(failed)-1]}
+	return outcome{retries: cfg.MaxAttempts - 1, retryReasons: failed[:cfg.MaxAttempts-1], attempts: attempts, rejected: "out of attempts, last: " + failed[len(failed)-1]}
 }
 
 // userID is payment n's user: one of 20, so that the antifraud rules see repeat users,

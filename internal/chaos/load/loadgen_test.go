@@ -56,6 +56,17 @@ func TestRunLoadRetriesWithTheSameKey(t *testing.T) {
 			t.Errorf("payment %s accepted at %v, want within the load (%v to %v)", res.PaymentIDs[i], at, res.Started, res.Ended)
 		}
 	}
+	// Every attempt is recorded with its answer: ten 503s, then ten 201s.
+	refused := map[string]int{}
+	for _, a := range res.Attempts {
+		refused[a.Refused]++
+		if a.Sent.Before(res.Started) || a.Answered.Before(a.Sent) || a.Answered.After(res.Ended) {
+			t.Errorf("attempt sent %v, answered %v: want within the load (%v to %v), answered after sent", a.Sent, a.Answered, res.Started, res.Ended)
+		}
+	}
+	if diff := cmp.Diff(map[string]int{"": 10, "status 503 with Retry-After": 5, "status 503 without Retry-After": 5}, refused); diff != "" {
+		t.Errorf("attempts by refusal (-want +got):\n%s", diff)
+	}
 	want := map[string]int{}
 	for n := range 10 {
 		want[fmt.Sprintf("run-%d", n)] = 2

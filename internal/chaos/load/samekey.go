@@ -84,17 +84,20 @@ func sendPaymentCopies(ctx context.Context, client *http.Client, cfg Config, n i
 	outs := make([]outcome, SameKeyCopies)
 	atOnce(SameKeyCopies, func(sender int) { outs[sender] = sendPayment(ctx, client, cfg, n, sender) })
 	var ids []string
+	var attempts []Attempt
 	counted := outs[0]
 	for _, o := range outs {
 		if o.rejected == "" {
 			ids = append(ids, o.paymentID)
 		}
+		attempts = append(attempts, o.attempts...)
 	}
 	for _, o := range outs {
 		if counted.rejected != "" && o.rejected == "" {
 			counted = o
 		}
 	}
+	counted.attempts = attempts
 	var stats SameKeyStats
 	stats.sameKey(fmt.Sprintf("%s-%d", cfg.RunID, n), ids)
 	return counted, stats

@@ -31,6 +31,7 @@ var legendFaults = map[string][]string{
 	"broker-failover":   {"SIGKILL broker 1", "broker 1 started", "broker 1 back in sync", "SIGKILL broker 3", "broker 3 started", "broker 3 back in sync"},
 	"partition-offline": {"proxy down", "relay cut off from broker 1"},
 	"rolling-restart":   {"SIGTERM broker 1", "broker 1 started", "broker 1 back in sync", "SIGTERM broker 2", "broker 2 started", "broker 2 back in sync", "SIGTERM broker 3", "broker 3 started", "broker 3 back in sync"},
+	"pg-failover":       {"SIGKILL PostgreSQL primary", "standby promoted", "old primary rebuilt as its standby", "failed back to the old primary"},
 	"db-restart":        {"PostgreSQL restart begins", "PostgreSQL restart done"},
 }
 

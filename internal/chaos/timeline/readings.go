@@ -115,6 +115,11 @@ var scenarioReadings = map[string]map[string]string{
 		chartPending:   "The samples taken while PostgreSQL restarts are missing (a gap in the line), not zero.",
 		chartPublishes: "Kafka is not faulted in this run: the relay pauses while PostgreSQL restarts and resumes after.",
 	},
+	"pg-failover": {
+		chartPayments:  "At the first dashed line the primary dies; until the standby is promoted no server accepts writes, the API answers 503 and the clients retry with the same Idempotency-Key. The fail-back (last dashed line) is a shorter gap of the same kind.",
+		chartPending:   "The samples taken while no primary answers are missing (a gap in the line), not zero.",
+		chartPublishes: "Kafka is not faulted in this run: the relay pauses while no primary answers and resumes on the new one; events it published but could not mark are published again.",
+	},
 	"long-transaction": {
 		chartPending:   "Between the dashed lines a session holds a snapshot, so no dead row version of the outbox can be removed; the relay must still keep up with the incoming rate, so the backlog stays low.",
 		chartPublishes: "The same steady rate before, during and after the snapshot: what the verdict's rows check.",

@@ -43,6 +43,16 @@ type Evidence struct {
 	FirstSeenS      map[string]float64         `json:"-"`
 	TransitionSeenS map[string]map[int]float64 `json:"-"`
 	Partition       map[string]int32           `json:"-"`
+	// Attempts are the load's POST /payments attempts (load.Result.Attempts), in
+	// seconds from the run's start, kept out of the JSON too.
+	Attempts []Attempt `json:"-"`
+}
+
+// An Attempt is one POST /payments of the load: when it was sent and answered, and
+// why it got no 201 (empty for a 201).
+type Attempt struct {
+	SentS, AnsweredS float64
+	Refused          string
 }
 
 // A TableSample is the outbox table as PostgreSQL's statistics saw it at one moment.
