@@ -13,6 +13,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/network"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/pgfault"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/poison"
+	"github.com/dscourse/payments-outbox/internal/chaos/scenario/rebalance"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/replicapause"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/storm"
 )
@@ -28,6 +29,7 @@ func registry(short bool) []harness.Scenario {
 		network.KafkaDown(short),
 		crash.Relay(short),
 		crash.Consumer(short),
+		rebalance.Scenario(short),
 		replicapause.Scenario(short),
 		hostile.Scenario(short),
 		clockskew.Scenario(short),
