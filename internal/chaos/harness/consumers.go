@@ -3,8 +3,8 @@ package harness
 import (
 	"cmp"
 	"context"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -115,4 +115,3 @@ func nonOwnerCommitsCheck(rn *Run) verdict.Check {
 	}
 	return verdict.NewCheck(verdict.SLO, name, want, got, len(o.NonOwner) == 0)
 }
-

@@ -23,7 +23,9 @@ func Scenario(bool) harness.Scenario {
 			", past the session timeout (" + sessionTimeout.String() + "), just as records reach it, then resumes it (SIGCONT): a zombie that wakes up holding a batch of a generation that has ended; " +
 			"the group is followed from outside (DescribeGroups every 100 ms) and every commit is read on the wire by a tap between the instances and the broker, which judges it by the assignments of its generation",
 		Consumers: 3,
-		Span:      40 * time.Second,
+		// Long enough for the four changes, each followed by a rebalance, to happen
+		// under load: the zombie needs records arriving to be frozen with a batch.
+		Span: 60 * time.Second,
 		// Small batches make many commits, each one judged; a short session makes the
 		// kill and the freeze cost 6 s, not 45. Both are optional tuning in the contract.
 		ConsumerEnv:      []string{"ANTIFRAUD_MAX_POLL_RECORDS=10", "KAFKA_SESSION_TIMEOUT=" + sessionTimeout.String()},

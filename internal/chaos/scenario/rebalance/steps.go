@@ -100,10 +100,13 @@ func (r *rebalancing) disrupt(ctx context.Context, rn *harness.Run) error {
 		if err := backoff.Until(ctx, time.Now().Add(r.Pause)); err != nil {
 			return nil
 		}
+		// Counted from before the step: a new instance's join can complete the
+		// rebalance before AddConsumer returns.
+		startS := time.Since(rn.Origin).Seconds()
 		if err := step(); err != nil {
 			return err
 		}
-		r.waitStable(ctx, rn, view)
+		r.waitStable(ctx, view, startS)
 	}
 	return nil
 }
@@ -144,7 +147,7 @@ func (r *rebalancing) zombie(ctx context.Context, rn *harness.Run, view *groupwa
 		if waitErr != nil {
 			return nil
 		}
-		r.waitStable(ctx, rn, view)
+		r.waitStable(ctx, view, z.resumedAtS)
 		if len(rn.GroupTap.History().LateCommits(z.instance, z.frozenAtS, z.resumedAtS)) > 0 || !rn.Loading() {
 			return nil
 		}
@@ -153,10 +156,9 @@ func (r *rebalancing) zombie(ctx context.Context, rn *harness.Run, view *groupwa
 }
 
 // waitStable waits, up to Settle, until the view has shown the group rebalancing
-// since the wait began and shows it stable again. A killed instance's group stays
+// since startS and shows it stable again. A killed instance's group stays
 // Stable until its session times out, so the last sample alone proves nothing.
-func (r *rebalancing) waitStable(ctx context.Context, rn *harness.Run, view *groupwatch.View) {
-	startS := time.Since(rn.Origin).Seconds()
+func (r *rebalancing) waitStable(ctx context.Context, view *groupwatch.View, startS float64) {
 	for deadline := time.Now().Add(r.Settle); time.Now().Before(deadline); {
 		samples := view.Samples()
 		rebalanced := slices.ContainsFunc(samples, func(s groupwatch.ViewSample) bool { return s.AtS >= startS && s.State != "Stable" })
