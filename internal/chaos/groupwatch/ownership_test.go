@@ -22,7 +22,7 @@ func TestNonOwnerCommitsAcrossACooperativeHandover(t *testing.T) {
 			{Instance: "b", MemberID: "mb", Generation: 3, Topic: topic, Partition: 0},
 			{Instance: "a", MemberID: "ma", Generation: 3, Topic: topic, Partition: 0},
 			{Instance: "a", MemberID: "ma", Generation: 3, Topic: topic, Partition: 0, ErrorCode: 22}, // refused: not judged
-			{Instance: "a", MemberID: "ma", Generation: 9, Topic: topic, Partition: 1},                 // generation never seen
+			{Instance: "a", MemberID: "ma", Generation: 9, Topic: topic, Partition: 1},                // generation never seen
 		},
 	}
 	got := h.NonOwnerCommits(topic)
