@@ -14,6 +14,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/pgfailover"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/pgfault"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/poison"
+	"github.com/dscourse/payments-outbox/internal/chaos/scenario/rebalance"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/replicapause"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/storm"
 )
@@ -29,6 +30,7 @@ func registry(short bool) []harness.Scenario {
 		network.KafkaDown(short),
 		crash.Relay(short),
 		crash.Consumer(short),
+		rebalance.Scenario(short),
 		replicapause.Scenario(short),
 		hostile.Scenario(short),
 		clockskew.Scenario(short),

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/chaos/faults"
+	"github.com/dscourse/payments-outbox/internal/chaos/groupwatch"
 	"github.com/dscourse/payments-outbox/internal/chaos/load"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
@@ -36,6 +38,12 @@ type Run struct {
 	Faults   *faults.Proxy
 	API      *stack.Process
 	Consumer *stack.Process
+	// Consumers are every consumer instance started, Consumer the first
+	// (Scenario.Consumers, AddConsumer).
+	Consumers []*stack.Process
+	// GroupTap sits between the consumer instances and the broker when the scenario
+	// runs several (Scenario.Consumers); nil otherwise.
+	GroupTap *groupwatch.Tap
 	// Replica is a second API process on the same database, with a relay of its own;
 	// nil unless the scenario asks for two (Scenario.Replicas).
 	Replica *stack.Process
@@ -142,6 +150,23 @@ func startServices(ctx context.Context, opts Options, sc Scenario, report *verdi
 	rn.API, rn.Consumer = env.processes(opts.Binaries, opts.Commands, sc, logDir)
 	if env.ReplicaAddr != "" {
 		rn.Replica = env.replica(rn.API, logDir)
+	}
+	if sc.Consumers > 1 {
+		if sc.Cluster {
+			return rn, fmt.Errorf("scenario %s: several consumer instances run on the single broker only (the group tap forwards to one broker)", sc.Name)
+		}
+		rn.startConsumerTap(report.StartedAt, opts.Logger)
+		first := rn.Consumer
+		rn.Consumer = nil
+		for range sc.Consumers {
+			rn.Consumer = first // the template of every instance
+			if _, err := rn.newConsumerInstance(); err != nil {
+				return rn, err
+			}
+		}
+		rn.Consumer = rn.Consumers[0]
+	} else {
+		rn.Consumers = []*stack.Process{rn.Consumer}
 	}
 	for _, p := range rn.processes() {
 		if err := p.Start(); err != nil {
@@ -342,7 +367,7 @@ func (rn *Run) Loading() bool {
 // processes lists the run's processes in start order: the consumer, the API and its
 // replica if there is one.
 func (rn *Run) processes() []*stack.Process {
-	ps := []*stack.Process{rn.Consumer, rn.API}
+	ps := append(slices.Clone(rn.Consumers), rn.API)
 	if rn.Replica != nil {
 		ps = append(ps, rn.Replica)
 	}
@@ -364,12 +389,17 @@ func (rn *Run) stopServices(logger *slog.Logger) {
 	if rn.Cluster != nil {
 		rn.Cluster.Stop()
 	}
-	for _, p := range []*stack.Process{rn.API, rn.Replica, rn.Consumer} {
+	for _, p := range append([]*stack.Process{rn.API, rn.Replica}, rn.ConsumerInstances()...) {
 		if p == nil {
 			continue
 		}
+		// A frozen instance cannot act on SIGTERM.
+		_ = p.Thaw()
 		if err := p.Stop(15 * time.Second); err != nil && !errors.Is(err, os.ErrProcessDone) {
 			logger.Warn("stop service", slog.String("service", p.Name), slog.Any("err", err))
 		}
+	}
+	if rn.GroupTap != nil {
+		rn.GroupTap.Close()
 	}
 }

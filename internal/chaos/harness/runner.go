@@ -457,6 +457,9 @@ func judge(report *verdict.Report, sc Scenario, rn *Run, res load.Result, observ
 func (sc Scenario) Checks(report *verdict.Report, rn *Run) []verdict.Check {
 	checks := append(sc.Validity(report, rn), sloChecks(report, sc.DualWrite)...)
 	checks = append(checks, consumerDeadLettersCheck(rn, sc.Foreign))
+	if rn != nil && rn.GroupTap != nil {
+		checks = append(checks, nonOwnerCommitsCheck(rn))
+	}
 	return append(checks, contractChecks(report)...)
 }
 

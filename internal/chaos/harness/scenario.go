@@ -24,6 +24,11 @@ type Scenario struct {
 	// Replicas runs this many API processes on one database, each with its relay, and
 	// spreads the load over them; 0 or 1 is one. Only our API (the harness starts them).
 	Replicas int
+	// Consumers runs this many consumer instances in one group, on one database: the
+	// same command started N times (docs/contract.md), each through its own listener
+	// of the group tap (groupwatch.Tap), which adds the SLO row on commits by a
+	// non-owner. 0 or 1 is one, connected straight to the broker.
+	Consumers int
 	// Span paces the load over this long; 0 sends everything at once.
 	Span time.Duration
 	// Bursts, with a Span, sends the load in this many bursts of parallel requests.

@@ -67,6 +67,11 @@ var scenarioReadings = map[string]map[string]string{
 		chartUndecided:  "Rises while the consumer is down; the relay and Kafka are not faulted.",
 		chartDuplicates: "Records decided but whose offsets were not yet committed are delivered again after a death: absorbed here.",
 	},
+	"consumer-rebalance": {
+		chartDecisions:  "Each dashed line is a change of the group: decisions pause while its partitions move to another instance, then catch up.",
+		chartUndecided:  "Rises while a killed or frozen instance still holds partitions (until its session times out); the relay and Kafka are not faulted.",
+		chartDuplicates: "Records processed but not yet committed when their partition moved are delivered again to the new owner: absorbed here.",
+	},
 	"hostile-records": {
 		chartTopic:      "Between the dashed lines the harness writes its own hostile records to the topic: they count here, and the consumer dead-letters them, never decides them.",
 		chartDecisions:  "The hostile records change nothing here: the real payments are decided once each, and the consumer never stops.",
