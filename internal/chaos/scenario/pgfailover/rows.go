@@ -70,7 +70,7 @@ func (f *failover) rows(r *verdict.Report, _ *harness.Run) []verdict.Check {
 		checks = append(checks,
 			verdict.NewCheck(verdict.Validity, "replication asynchronous at the kill (the primary's synchronous_standby_names)", "''",
 				fmt.Sprintf("%q", rec.syncNames), rec.receiverPID > 0 && rec.syncNames == ""),
-			verdict.NewCheck(verdict.Validity, "WAL the primary wrote and the promoted standby never received (its WAL receiver stopped)", "> 0 bytes",
+			verdict.NewCheck(verdict.Validity, "WAL the primary wrote and the promoted standby never received (cut off before the kill)", "> 0 bytes",
 				fmt.Sprintf("%d bytes (receiver pid %d)", rec.missingBytes, rec.receiverPID), rec.missingBytes > 0))
 	} else {
 		checks = append(checks,

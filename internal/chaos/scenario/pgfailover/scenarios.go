@@ -150,7 +150,7 @@ func (f *failover) steps(ctx context.Context, rn *harness.Run, watch *roleWatch)
 		if err != nil {
 			return err
 		}
-		rn.Disrupted("standby stopped receiving WAL", fmt.Sprintf("WAL receiver pid %d of %s stopped; the primary commits without it", receiver, addrs[1]))
+		rn.Disrupted("standby stopped receiving WAL", fmt.Sprintf("%s cut off from the primary (its WAL receiver, pid %d, ended); the primary commits without it", addrs[1], receiver))
 		if err := backoff.Until(ctx, time.Now().Add(f.LagFor)); err != nil {
 			return err
 		}
