@@ -65,6 +65,9 @@ func (f *failover) rows(r *verdict.Report, _ *harness.Run) []verdict.Check {
 			fmt.Sprintf("%d (no primary: %s)", inside, listWindows(windows)), inside > 0),
 	}
 	if f.Async {
+		r.Notes = append(r.Notes, fmt.Sprintf("lesson: with asynchronous replication a COMMIT returns before the standby has its WAL; "+
+			"the %d payments answered 201 in the standby's lag were never on the promoted standby, and %d of them were already on the topic, "+
+			"so the consumer saw payments that no longer exist. pg-failover, with the standby synchronous, loses none", r.LostNotCommitted, r.Phantom))
 		// The lesson's own rows: the loss it shows (harness.lessonChecks) must come from
 		// asynchronous replication and a standby that really fell behind.
 		checks = append(checks,
