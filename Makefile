@@ -164,7 +164,7 @@ bench-promote: ## Merge the figures of reports/bench.json into docs/bench.json, 
 CHAOS_FLAGS ?=
 
 .PHONY: chaos
-chaos: setup-chaos ## Run a chaos scenario (SCENARIO=default|dual-write|kafka-down|relay-crash|consumer-crash|consumer-rebalance|replica-pause|hostile-records|clock-skew|poison|dlq-replay|pg-faults|commit-refused|idempotency-storm|consumer-db|long-transaction|broker-failover|partition-offline|rolling-restart|pg-failover|db-restart; RELAY_MODE=poll|cdc; CHAOS_FLAGS=...); writes reports/chaos-<scenario>.json and .html
+chaos: setup-chaos ## Run a chaos scenario (SCENARIO=default|dual-write|kafka-down|relay-crash|consumer-crash|consumer-rebalance|replica-pause|hostile-records|clock-skew|poison|dlq-replay|pg-faults|commit-refused|idempotency-storm|consumer-db|long-transaction|broker-failover|partition-offline|rolling-restart|pg-failover|pg-failover-async|db-restart; RELAY_MODE=poll|cdc; CHAOS_FLAGS=...); writes reports/chaos-<scenario>.json and .html
 	$(GO) run ./cmd/chaos -scenario $(SCENARIO) -relay-mode $(RELAY_MODE) $(CHAOS_FLAGS)
 
 .PHONY: chaos-prepare

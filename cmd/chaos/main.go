@@ -1,7 +1,7 @@
 // Command chaos is `make chaos`: it proves, as numbers, that the transactional outbox
 // loses no event while Kafka fails, and shows the dual write losing them.
 //
-//	go run ./cmd/chaos -scenario default|kafka-down|relay-crash|consumer-crash|consumer-rebalance|db-restart|pg-failover|dual-write|all
+//	go run ./cmd/chaos -scenario default|kafka-down|relay-crash|consumer-crash|consumer-rebalance|db-restart|pg-failover|pg-failover-async|dual-write|all
 //
 // On the native stack it starts PostgreSQL, Kafka and Toxiproxy (scripts/stack), builds
 // cmd/api and cmd/consumer into bin/, runs each scenario on fresh databases and a fresh

@@ -45,6 +45,7 @@ func registry(short bool) []harness.Scenario {
 		cluster.PartitionOffline(short),
 		cluster.RollingRestart(short),
 		pgfailover.Scenario(short),
+		pgfailover.AsyncScenario(short),
 		pgfault.DBRestart(short),
 	}
 }

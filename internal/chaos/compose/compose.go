@@ -150,6 +150,7 @@ var composeLimits = map[string]string{
 	"partition-offline": "it runs on the three-node cluster of scripts/stack and gives the API settings at start",
 	"rolling-restart":   "it runs on the three-node cluster, whose brokers the harness restarts through scripts/stack",
 	"pg-failover":       "it runs the services on a PostgreSQL pair of its own, started, killed and promoted through scripts/stack",
+	"pg-failover-async": "it runs the services on a PostgreSQL pair of its own, started, killed and promoted through scripts/stack",
 	"db-restart":        "it restarts the PostgreSQL server through scripts/stack, the native stack's",
 }
 

@@ -455,7 +455,11 @@ func judge(report *verdict.Report, sc Scenario, rn *Run, res load.Result, observ
 // Checks are the verdict's rows, in table order: the scenario's validity rows (and its
 // own SLO rows), then the SLOs, then the contract.
 func (sc Scenario) Checks(report *verdict.Report, rn *Run) []verdict.Check {
-	checks := append(sc.Validity(report, rn), sloChecks(report, sc.DualWrite)...)
+	slo := sloChecks(report, sc.DualWrite)
+	if sc.LosesAcknowledged {
+		slo = lessonChecks(report)
+	}
+	checks := append(sc.Validity(report, rn), slo...)
 	checks = append(checks, consumerDeadLettersCheck(rn, sc.Foreign))
 	if rn != nil && rn.GroupTap != nil {
 		checks = append(checks, nonOwnerCommitsCheck(rn))

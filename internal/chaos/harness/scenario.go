@@ -17,6 +17,12 @@ type Scenario struct {
 	Description string
 	// DualWrite runs the API in the teaching dual-write mode (DUAL_WRITE=true).
 	DualWrite bool
+	// LosesAcknowledged marks a run that exists to show payments lost below the
+	// service: answered 201 by a database that then lost them (pg-failover-async, whose
+	// promoted standby never received them). Those payments break the course's SLO rows
+	// by definition, so the run is judged by lessonChecks instead: the loss must show,
+	// and nothing the surviving database holds may be lost or out of order.
+	LosesAcknowledged bool
 	// Cluster runs the scenario on the three-node cluster (package scenario/cluster)
 	// instead of the single broker: its topic has three replicas and
 	// min.insync.replicas=2.

@@ -33,6 +33,7 @@ var legendFaults = map[string][]string{
 	"partition-offline":  {"proxy down", "relay cut off from broker 1"},
 	"rolling-restart":    {"SIGTERM broker 1", "broker 1 started", "broker 1 back in sync", "SIGTERM broker 2", "broker 2 started", "broker 2 back in sync", "SIGTERM broker 3", "broker 3 started", "broker 3 back in sync"},
 	"pg-failover":        {"SIGKILL PostgreSQL primary", "standby promoted", "old primary rebuilt as its standby", "failed back to the old primary"},
+	"pg-failover-async":  {"standby stopped receiving WAL", "SIGKILL PostgreSQL primary", "standby promoted", "old primary rebuilt as its standby", "failed back to the old primary"},
 	"db-restart":         {"PostgreSQL restart begins", "PostgreSQL restart done"},
 }
 

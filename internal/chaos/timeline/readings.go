@@ -125,6 +125,11 @@ var scenarioReadings = map[string]map[string]string{
 		chartPending:   "The samples taken while no primary answers are missing (a gap in the line), not zero.",
 		chartPublishes: "Kafka is not faulted in this run: the relay pauses while no primary answers and resumes on the new one; events it published but could not mark are published again.",
 	},
+	"pg-failover-async": {
+		chartPayments:  "The standby stops receiving WAL at the first dashed line and the primary dies at the second: the payments it answered 201 in between were never on the standby, so after the promotion they are gone, the lesson the verdict counts.",
+		chartPending:   "The samples taken while no primary answers are missing (a gap in the line), not zero.",
+		chartPublishes: "Kafka is not faulted in this run: some events of the lost payments were published before the kill, so the topic holds events of payments the database no longer has.",
+	},
 	"long-transaction": {
 		chartPending:   "Between the dashed lines a session holds a snapshot, so no dead row version of the outbox can be removed; the relay must still keep up with the incoming rate, so the backlog stays low.",
 		chartPublishes: "The same steady rate before, during and after the snapshot: what the verdict's rows check.",

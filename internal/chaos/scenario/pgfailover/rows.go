@@ -46,7 +46,7 @@ func (f *failover) rows(r *verdict.Report, _ *harness.Run) []verdict.Check {
 	onNew := acceptedBetween(attempts, promoted.AtS, rec.failbackS)
 	onBack := acceptedBetween(attempts, back.AtS, loadEnd+1)
 
-	return []verdict.Check{
+	checks := []verdict.Check{
 		verdict.NewCheck(verdict.Validity, "primary's postmaster SIGKILLed during the load; its port silent until the rebuild", "during the load, 0 answers",
 			fmt.Sprintf("pid %d of %s at %.1f s (load %.1f–%.1f s); %d answers before the rebuild", rec.killedPID, addr(0), rec.killS, loadStart, loadEnd, silent),
 			killed && silent == 0),
@@ -63,13 +63,28 @@ func (f *failover) rows(r *verdict.Report, _ *harness.Run) []verdict.Check {
 			fmt.Sprintf("%d, %d, %d", onOld, onNew, onBack), onOld > 0 && onNew > 0 && onBack > 0),
 		verdict.NewCheck(verdict.Validity, "attempts refused while no primary answered (503, transport errors)", "> 0",
 			fmt.Sprintf("%d (no primary: %s)", inside, listWindows(windows)), inside > 0),
-
-		verdict.NewCheck(verdict.SLO, "201 for a payment not on the surviving primary (after the fail-back)", "0", r.LostNotCommitted, r.LostNotCommitted == 0),
+	}
+	if f.Async {
+		r.Notes = append(r.Notes, fmt.Sprintf("lesson: with asynchronous replication a COMMIT returns before the standby has its WAL; "+
+			"the %d payments answered 201 in the standby's lag were never on the promoted standby, and %d of them were already on the topic, "+
+			"so the consumer saw payments that no longer exist. pg-failover, with the standby synchronous, loses none", r.LostNotCommitted, r.Phantom))
+		// The lesson's own rows: the loss it shows (harness.lessonChecks) must come from
+		// asynchronous replication and a standby that really fell behind.
+		checks = append(checks,
+			verdict.NewCheck(verdict.Validity, "replication asynchronous at the kill (the primary's synchronous_standby_names)", "''",
+				fmt.Sprintf("%q", rec.syncNames), rec.receiverPID > 0 && rec.syncNames == ""),
+			verdict.NewCheck(verdict.Validity, "WAL the primary wrote and the promoted standby never received (cut off before the kill)", "> 0 bytes",
+				fmt.Sprintf("%d bytes (receiver pid %d)", rec.missingBytes, rec.receiverPID), rec.missingBytes > 0))
+	} else {
+		checks = append(checks,
+			verdict.NewCheck(verdict.SLO, "201 for a payment not on the surviving primary (after the fail-back)", "0", r.LostNotCommitted, r.LostNotCommitted == 0))
+	}
+	return append(checks,
 		verdict.NewCheck(verdict.SLO, fmt.Sprintf("attempts refused while a primary answered (outside the windows, +%s)", refusalGrace), "0",
 			fmt.Sprintf("%d of %d refused", outside, inside+outside), outside == 0),
 		verdict.NewCheck(verdict.SLO, "outage: from the kill to the first 201 of an attempt sent after it", fmt.Sprintf("<= %s", f.OutageBudget),
 			outageGot(outage, accepted), accepted && rec.killS > 0 && outage <= f.OutageBudget.Seconds()),
-	}
+	)
 }
 
 func outageGot(outage float64, accepted bool) string {

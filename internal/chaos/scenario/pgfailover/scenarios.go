@@ -17,21 +17,29 @@ import (
 // Scenario is the pg-failover scenario. short runs each primary for less time, for a
 // quicker run.
 func Scenario(short bool) harness.Scenario {
-	f := &failover{PromoteAfter: 2 * time.Second, OnPromoted: 8 * time.Second, WithStandby: 8 * time.Second, OutageBudget: 10 * time.Second}
-	span := 32 * time.Second
+	f := newFailover(short)
+	return f.scenario("pg-failover", "the services run on a PostgreSQL pair of the run's own (a primary and its synchronous standby) through multi-host URLs with target_session_attrs=read-write; during a load paced over "+f.span.String()+
+		" the harness SIGKILLs the primary's postmaster, promotes the standby "+f.PromoteAfter.String()+" later, rebuilds the old primary as the new one's synchronous standby "+f.OnPromoted.String()+
+		" after that, and fails back to it "+f.WithStandby.String()+" later (the new primary stopped, the rebuilt node promoted); every 201 must be on the surviving timeline with its event and decision, and payments may be refused only while no primary answers")
+}
+
+func newFailover(short bool) *failover {
+	f := &failover{PromoteAfter: 2 * time.Second, OnPromoted: 8 * time.Second, WithStandby: 8 * time.Second, OutageBudget: 10 * time.Second, span: 32 * time.Second}
 	if short {
-		f.OnPromoted, f.WithStandby, span = 4*time.Second, 4*time.Second, 20*time.Second
+		f.OnPromoted, f.WithStandby, f.span = 4*time.Second, 4*time.Second, 20*time.Second
 	}
+	return f
+}
+
+func (f *failover) scenario(name, description string) harness.Scenario {
 	return harness.Scenario{
-		Name: "pg-failover",
-		Description: "the services run on a PostgreSQL pair of the run's own (a primary and its synchronous standby) through multi-host URLs with target_session_attrs=read-write; during a load paced over " + span.String() +
-			" the harness SIGKILLs the primary's postmaster, promotes the standby " + f.PromoteAfter.String() + " later, rebuilds the old primary as the new one's synchronous standby " + f.OnPromoted.String() +
-			" after that, and fails back to it " + f.WithStandby.String() + " later (the new primary stopped, the rebuilt node promoted); every 201 must be on the surviving timeline with its event and decision, and payments may be refused only while no primary answers",
-		Span:      span,
-		LoadDelay: -4 * time.Second, // the load starts first
-		CopyEvery: harness.DefaultCopyEvery,
-		Postgres:  f.start,
-		Disrupt:   f.disrupt,
+		Name:        name,
+		Description: description,
+		Span:        f.span,
+		LoadDelay:   -4 * time.Second, // the load starts first
+		CopyEvery:   harness.DefaultCopyEvery,
+		Postgres:    f.start,
+		Disrupt:     f.disrupt,
 		// The steps end with the fail-back; a drain that came first must not cut it.
 		FinishDisruption: true,
 		Validity:         f.rows,
@@ -54,6 +62,12 @@ type failover struct {
 	// it: PromoteAfter, then a client's next attempt (the load's backoff caps at 4 s)
 	// and a new connection that finds the new primary.
 	OutageBudget time.Duration
+	// Async turns synchronous replication off (pg-failover-async), and LagFor is how
+	// long the standby receives nothing before the kill.
+	Async  bool
+	LagFor time.Duration
+
+	span time.Duration // the load's pace
 
 	pair *pair
 
@@ -72,7 +86,12 @@ type record struct {
 	syncState   string  // pg_stat_replication.sync_state of the rebuilt standby, on the primary
 	failbackS   float64 // the fail-back started
 	failedBackS float64 // the fail-back returned
-	ticks       []tick
+	// With Async: the primary's synchronous_standby_names at the kill, the standby's WAL
+	// receiver that was stopped, and the bytes of the primary's WAL the standby lacked.
+	syncNames    string
+	receiverPID  int
+	missingBytes int64
+	ticks        []tick
 }
 
 // start is the Scenario's Postgres: the pair the run's databases are made on.
@@ -82,6 +101,12 @@ func (f *failover) start(ctx context.Context, root string, logger *slog.Logger) 
 		return "", nil, err
 	}
 	f.pair = p
+	if f.Async {
+		if err := f.asynchronous(ctx); err != nil {
+			p.stop(false)
+			return "", nil, err
+		}
+	}
 	f.mu.Lock()
 	f.rec.addrs = p.addrs()
 	f.mu.Unlock()
@@ -119,9 +144,30 @@ func (f *failover) steps(ctx context.Context, rn *harness.Run, watch *roleWatch)
 			return err
 		}
 	}
+	var lsn string
+	if f.Async {
+		receiver, err := f.fallBehind(ctx)
+		if err != nil {
+			return err
+		}
+		rn.Disrupted("standby stopped receiving WAL", fmt.Sprintf("%s cut off from the primary (its WAL receiver, pid %d, ended); the primary commits without it", addrs[1], receiver))
+		if err := backoff.Until(ctx, time.Now().Add(f.LagFor)); err != nil {
+			return err
+		}
+		if lsn, err = f.primaryLSN(ctx); err != nil {
+			return err
+		}
+	}
 	pid, err := f.pair.killPostmaster(ctx, 1)
 	if err != nil {
 		return err
+	}
+	if f.Async {
+		missing, err := f.missingBytes(ctx, lsn)
+		if err != nil {
+			return err
+		}
+		f.note(func(r *record) { r.missingBytes = missing })
 	}
 	f.note(func(r *record) { r.killedPID, r.killS = pid, since() })
 	rn.Disrupted("SIGKILL PostgreSQL primary", fmt.Sprintf("postmaster pid %d of %s", pid, addrs[0]))
