@@ -24,9 +24,8 @@ func sloChecks(r *verdict.Report, dualWrite bool) []verdict.Check {
 		lost,
 		verdict.NewCheck(verdict.SLO, "phantom (event or decision, no payment)", "0", r.Phantom, r.Phantom == 0),
 		duplicateEffects,
-		verdict.NewCheck(verdict.SLO, "one event id per transition (payments with >1 X-Event-Id for one sequence)", "0", r.PaymentsWithSeveralEventIDs, r.PaymentsWithSeveralEventIDs == 0),
-		verdict.NewCheck(verdict.SLO, "order_violations (payments whose events, first occurrences in offset order, are out of sequence)", "0",
-			fmt.Sprintf("%d (of %d payments with several events)", r.OrderViolations, r.MultiEventPayments), r.OrderViolations == 0),
+		eventIDsCheck(r),
+		orderViolationsCheck(r),
 		transitionsCheck(r, dualWrite),
 		consumerOrderCheck(r),
 		racesCheck(r),
@@ -40,6 +39,17 @@ func sloChecks(r *verdict.Report, dualWrite bool) []verdict.Check {
 		checks = append(checks, dlqCheck(r), drainCheck(r))
 	}
 	return checks
+}
+
+// eventIDsCheck: one X-Event-Id per transition, on every retry of its publish.
+func eventIDsCheck(r *verdict.Report) verdict.Check {
+	return verdict.NewCheck(verdict.SLO, "one event id per transition (payments with >1 X-Event-Id for one sequence)", "0", r.PaymentsWithSeveralEventIDs, r.PaymentsWithSeveralEventIDs == 0)
+}
+
+// orderViolationsCheck: each payment's events in sequence on the topic.
+func orderViolationsCheck(r *verdict.Report) verdict.Check {
+	return verdict.NewCheck(verdict.SLO, "order_violations (payments whose events, first occurrences in offset order, are out of sequence)", "0",
+		fmt.Sprintf("%d (of %d payments with several events)", r.OrderViolations, r.MultiEventPayments), r.OrderViolations == 0)
 }
 
 // transitionsCheck compares the committed transitions with the topic: each has its

@@ -20,9 +20,8 @@ func lessonChecks(r *verdict.Report) []verdict.Check {
 			fmt.Sprintf("%d (payments on the topic or decided that the database does not have: %d; payments it has without a decision: %d)", r.LostNotCommitted, r.Phantom, r.LostNoDecision),
 			r.LostNotCommitted > 0),
 		verdict.NewCheck(verdict.SLO, "payments the database has without an event in the topic", "0", r.LostNoEvent, r.LostNoEvent == 0),
-		verdict.NewCheck(verdict.SLO, "one event id per transition (payments with >1 X-Event-Id for one sequence)", "0", r.PaymentsWithSeveralEventIDs, r.PaymentsWithSeveralEventIDs == 0),
-		verdict.NewCheck(verdict.SLO, "order_violations (payments whose events, first occurrences in offset order, are out of sequence)", "0",
-			fmt.Sprintf("%d (of %d payments with several events)", r.OrderViolations, r.MultiEventPayments), r.OrderViolations == 0),
+		eventIDsCheck(r),
+		orderViolationsCheck(r),
 		serverErrorsCheck(r),
 	}
 }

@@ -50,8 +50,8 @@ func (f *failover) fallBehind(ctx context.Context) (int, error) {
 	if err := queryOn(ctx, f.pair.nodeURL(1), `SELECT current_setting('synchronous_standby_names')`, &names); err != nil {
 		return 0, err
 	}
-	var pid int
-	if err := queryOn(ctx, f.pair.nodeURL(2), `SELECT coalesce((SELECT pid FROM pg_stat_wal_receiver WHERE status = 'streaming'), 0)`, &pid); err != nil {
+	pid, err := f.streamingReceiver(ctx)
+	if err != nil {
 		return 0, err
 	}
 	if pid == 0 {
@@ -76,12 +76,19 @@ func (f *failover) fallBehind(ctx context.Context) (int, error) {
 		if err := backoff.Until(ctx, time.Now().Add(20*time.Millisecond)); err != nil {
 			return 0, err
 		}
-		if err := queryOn(ctx, f.pair.nodeURL(2), `SELECT coalesce((SELECT pid FROM pg_stat_wal_receiver WHERE status = 'streaming'), 0)`, &streaming); err != nil {
+		if streaming, err = f.streamingReceiver(ctx); err != nil {
 			return 0, err
 		}
 	}
 	f.note(func(r *record) { r.syncNames, r.receiverPID = names, pid })
 	return pid, nil
+}
+
+// streamingReceiver is the pid of node 2's WAL receiver while it streams, 0 when none.
+func (f *failover) streamingReceiver(ctx context.Context) (int, error) {
+	var pid int
+	err := queryOn(ctx, f.pair.nodeURL(2), `SELECT coalesce((SELECT pid FROM pg_stat_wal_receiver WHERE status = 'streaming'), 0)`, &pid)
+	return pid, err
 }
 
 // primaryLSN is node 1's WAL insert position, read just before the kill: a lower bound

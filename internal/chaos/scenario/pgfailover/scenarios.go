@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 )
@@ -210,17 +208,12 @@ func (f *failover) steps(ctx context.Context, rn *harness.Run, watch *roleWatch)
 // syncState reads, on the primary at url, the sync_state of its physical standby, the
 // walsender named "standby" (the CDC relay's logical walsender has another name).
 func syncState(ctx context.Context, url string) (string, error) {
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		return "", fmt.Errorf("connect to the new primary: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
 	var state string
-	err = conn.QueryRow(ctx, `
+	err := queryOn(ctx, url, `
 		SELECT coalesce((SELECT sync_state FROM pg_stat_replication
-		                 WHERE application_name = 'standby'), 'no standby')`).Scan(&state)
+		                 WHERE application_name = 'standby'), 'no standby')`, &state)
 	if err != nil {
-		return "", fmt.Errorf("read pg_stat_replication: %w", err)
+		return "", fmt.Errorf("read the new primary's pg_stat_replication: %w", err)
 	}
 	return state, nil
 }
