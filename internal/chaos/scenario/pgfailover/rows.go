@@ -79,7 +79,16 @@ func (f *failover) rows(r *verdict.Report, _ *harness.Run) []verdict.Check {
 		checks = append(checks,
 			verdict.NewCheck(verdict.SLO, "201 for a payment not on the surviving primary (after the fail-back)", "0", r.LostNotCommitted, r.LostNotCommitted == 0))
 	}
+	republished := 0
+	if r.Evidence != nil {
+		republished = r.Evidence.ServiceCopies
+	}
 	return append(checks,
+		// The relay's bookkeeping (its marks, its slot) may be lost with the old primary:
+		// it must then publish again, never skip what the surviving primary holds.
+		verdict.NewCheck(verdict.SLO, "after the failover the relay only republishes: events it published twice / committed payments and transitions it never published", "any / 0",
+			fmt.Sprintf("%d republished / %d payments and %d transitions without their event", republished, r.LostNoEvent, r.TransitionsLost),
+			r.LostNoEvent == 0 && r.TransitionsLost == 0),
 		verdict.NewCheck(verdict.SLO, fmt.Sprintf("attempts refused while a primary answered (outside the windows, +%s)", refusalGrace), "0",
 			fmt.Sprintf("%d of %d refused", outside, inside+outside), outside == 0),
 		verdict.NewCheck(verdict.SLO, "outage: from the kill to the first 201 of an attempt sent after it", fmt.Sprintf("<= %s", f.OutageBudget),
