@@ -3,7 +3,8 @@
 // PostgreSQL and Kafka broker:
 //
 //   - for each backlog size (-backlogs), the drain rate of the polling relay and of the
-//     CDC relay (internal/bench/measure, the code the relay and cdc benchmarks use);
+//     CDC relay (-relays poll: the polling relay's alone; internal/bench/measure, the
+//     code the relay and cdc benchmarks use);
 //   - for each history size (-history: published rows in the table, before any
 //     cleanup), the latency from commit to consumed at a steady rate for both relays,
 //     the polling relay's claim statement's own time, the rate of the relay's real
