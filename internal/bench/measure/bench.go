@@ -38,7 +38,7 @@ func (b Bench) Drain(ctx context.Context, relay Relay, dbURL string, around func
 	}
 	defer dropTopic()
 	return MeasureDrain(ctx, relay, DrainSetup{
-		Admin: b.Admin, DBURL: dbURL, Topic: topic, Backlog: b.Backlog, Around: around, Tracer: b.Tracer,
+		Admin: b.Admin, DBURL: dbURL, Topic: topic, Backlog: b.Backlog, Around: around, Tracer: b.Tracer, Kafka: b.Adm,
 	})
 }
 

@@ -3,7 +3,8 @@
 // PostgreSQL and Kafka broker:
 //
 //   - for each backlog size (-backlogs), the drain rate of the polling relay and of the
-//     CDC relay (internal/bench/measure, the code the relay and cdc benchmarks use);
+//     CDC relay (-relays poll: the polling relay's alone; internal/bench/measure, the
+//     code the relay and cdc benchmarks use);
 //   - for each history size (-history: published rows in the table, before any
 //     cleanup), the latency from commit to consumed at a steady rate for both relays,
 //     the polling relay's claim statement's own time, the rate of the relay's real
@@ -33,20 +34,24 @@ import (
 
 // scaleBenchConfig is the scale benchmark's settings, from its flags.
 type scaleBenchConfig struct {
-	backlogs      []int
-	histories     []int
-	days          int // days of history; each cleanup cycle removes one
-	measure.Flags     // without -backlog: backlogs instead
+	backlogs  []int
+	histories []int
+	days      int // days of history; each cleanup cycle removes one
+	// withCDC is whether the drains measure the CDC relay beside the polling relay
+	// (-relays): a run about one relay's curve need not wait for the other's.
+	withCDC       bool
+	measure.Flags // without -backlog: backlogs instead
 }
 
 func parseScaleFlags(args []string, stdout io.Writer) (scaleBenchConfig, error) {
 	c := scaleBenchConfig{}
-	var backlogs, histories string
+	var backlogs, histories, relays string
 	fs := flag.NewFlagSet("bench scale", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	fs.StringVar(&backlogs, "backlogs", "10000,100000,1000000", "comma-separated backlog sizes to drain; empty for none")
 	fs.StringVar(&histories, "history", "1000000,10000000", "comma-separated sizes of published history to measure beside; empty for none")
 	fs.IntVar(&c.days, "history-days", 8, "days the history spans; each cleanup repetition removes the oldest one")
+	fs.StringVar(&relays, "relays", "poll,cdc", "relays whose drains are measured: poll,cdc or poll")
 	c.Define(fs, false)
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("parse flags: %w", err)
@@ -57,6 +62,13 @@ func parseScaleFlags(args []string, stdout io.Writer) (scaleBenchConfig, error) 
 	}
 	if c.histories, err = parseSizes(histories); err != nil {
 		return c, fmt.Errorf("-history: %w", err)
+	}
+	switch relays {
+	case "poll,cdc":
+		c.withCDC = true
+	case "poll":
+	default:
+		return c, fmt.Errorf("-relays %q: want poll,cdc or poll", relays)
 	}
 	if err := c.Check(); err != nil {
 		return c, err
@@ -146,17 +158,25 @@ func (b scaleBench) drains(ctx context.Context, n int) error {
 		if err != nil {
 			return fmt.Errorf("polling relay's drain: %w", err)
 		}
+		poll, load = append(poll, p.EventsPerSecond), append(load, benchenv.LoadAverage())
+		if !b.cfg.withCDC {
+			fmt.Fprintf(b.stdout, "backlog %d, repetition %d (load %.2f): drain poll %.0f events/s\n",
+				n, rep, load[len(load)-1], p.EventsPerSecond)
+			continue
+		}
 		c, err := rb.Drain(ctx, b.CDC, cdcURL, nil)
 		if err != nil {
 			return fmt.Errorf("CDC relay's drain: %w", err)
 		}
-		poll, cdc, load = append(poll, p.EventsPerSecond), append(cdc, c.EventsPerSecond), append(load, benchenv.LoadAverage())
+		cdc = append(cdc, c.EventsPerSecond)
 		fmt.Fprintf(b.stdout, "backlog %d, repetition %d (load %.2f): drain poll %.0f, cdc %.0f events/s\n",
 			n, rep, load[len(load)-1], p.EventsPerSecond, c.EventsPerSecond)
 	}
 	suffix := "_backlog_" + strconv.Itoa(n)
 	poll.AddTo(b.report, "scale_poll_drain_events_per_s"+suffix, benchreport.Tenths)
-	cdc.AddTo(b.report, "scale_cdc_drain_events_per_s"+suffix, benchreport.Tenths)
+	if b.cfg.withCDC {
+		cdc.AddTo(b.report, "scale_cdc_drain_events_per_s"+suffix, benchreport.Tenths)
+	}
 	load.AddTo(b.report, "scale_drain_load_avg_1m"+suffix, benchreport.Hundredths)
 	return nil
 }

@@ -44,3 +44,28 @@ func TestScaleFlagsNeedADayPerCleanupRepetition(t *testing.T) {
 		t.Errorf("3 repetitions over 8 days: %v", err)
 	}
 }
+
+// -relays poll leaves the CDC relay's drains out; the default measures both.
+func TestScaleFlagsChooseTheRelaysToDrain(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args    []string
+		wantCDC bool
+		wantErr bool
+	}{
+		{nil, true, false},
+		{[]string{"-relays", "poll,cdc"}, true, false},
+		{[]string{"-relays", "poll"}, false, false},
+		{[]string{"-relays", "cdc"}, false, true},
+	}
+	for _, tt := range tests {
+		c, err := parseScaleFlags(tt.args, io.Discard)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("parseScaleFlags(%q) error = %v, want error %t", tt.args, err, tt.wantErr)
+			continue
+		}
+		if err == nil && c.withCDC != tt.wantCDC {
+			t.Errorf("parseScaleFlags(%q): withCDC = %t, want %t", tt.args, c.withCDC, tt.wantCDC)
+		}
+	}
+}
