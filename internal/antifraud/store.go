@@ -16,7 +16,7 @@ import (
 
 // The queries of the consumer, all run inside the one transaction of a batch. Each takes
 // its rows as parallel arrays and expands them with unnest, so a batch of any size costs one
-// round trip per statement: what makes the consumer keep up with the relay.
+// round trip per statement (docs/bench.md, "The consumer", says where the time goes).
 
 // binaryUUIDs returns ids as the arrays of bytes they are. pgx encodes a uuid.UUID
 // through its database/sql Valuer, as text parsed back into bytes, which cost more CPU
