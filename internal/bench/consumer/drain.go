@@ -95,8 +95,10 @@ func drain(ctx context.Context, env benchenv.Env, records []*kgo.Record, instanc
 	defer stopAll()
 
 	elapsed, err := waitConsumed(ctx, reg, float64(len(records)), start, done)
+	if errors.Is(err, errStoppedEarly) {
+		stopped++ // waitConsumed took that consumer's result from done
+	}
 	if err != nil {
-		stopped++ // waitConsumed took one result from done when a consumer stopped early
 		return 0, err
 	}
 	if err := stopAll(); err != nil {
@@ -112,6 +114,9 @@ func drain(ctx context.Context, env benchenv.Env, records []*kgo.Record, instanc
 	}
 	return float64(len(records)) / elapsed.Seconds(), nil
 }
+
+// errStoppedEarly is a consumer that returned before the drain was over.
+var errStoppedEarly = errors.New("consumer stopped early")
 
 // waitConsumed polls the counters every 20 ms until want records are accounted for
 // and returns the time since start, or fails when a consumer stops early (having taken
@@ -135,7 +140,7 @@ func waitConsumed(ctx context.Context, reg *prometheus.Registry, want float64, s
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		case err := <-done:
-			return 0, fmt.Errorf("consumer stopped early: %w", err)
+			return 0, fmt.Errorf("%w: %w", errStoppedEarly, err)
 		case <-tick.C:
 		}
 	}
