@@ -6,7 +6,7 @@
 //	go run ./cmd/bench relay      the relay's drain rate, latency and WAL per event, against the floor
 //	go run ./cmd/bench ladder     what each of the relay's guarantees costs in the database alone (no Kafka)
 //	go run ./cmd/bench cdc        the CDC relay beside the polling relay, and the WAL its slot holds in an outage
-//	go run ./cmd/bench consumer   the antifraud consumer's rate, each event once and each twice
+//	go run ./cmd/bench consumer   the antifraud consumer against the relay's drain: one instance, three in a group, each event twice
 //	go run ./cmd/bench scale      both relays against the backlog's and the table's size; cleanup and partitioned retention
 //	go run ./cmd/bench api relay  several benchmarks, in the order given, with default settings
 //	go run ./cmd/bench all        every benchmark, in name order, with default settings (the scale curve takes the better part of an hour)
