@@ -55,6 +55,7 @@ func (r *Relay) stream(ctx context.Context, conn *replicationConn, p delivery.Pr
 	}()
 
 	var batch []outboxEvent
+	order := newBatchOrder() // which earlier batches each batch waits for (order.go)
 	// due fires MaxBatchDelay after the open batch's first event; ripe is set then.
 	var due <-chan time.Time
 	ripe := false
@@ -71,8 +72,11 @@ func (r *Relay) stream(ctx context.Context, conn *replicationConn, p delivery.Pr
 			msgs = nil
 		}
 		var handOff chan<- handedOff // nil, never ready, while there is nothing to send
+		var next handedOff
 		if len(batch) >= r.cfg.BatchSize || (len(batch) > 0 && ripe) {
 			handOff = pl.publish
+			gate, after := order.next()
+			next = handedOff{n: pos.nextBatch(), events: batch, gate: gate, after: after}
 		}
 		select {
 		case <-ctx.Done():
@@ -81,7 +85,8 @@ func (r *Relay) stream(ctx context.Context, conn *replicationConn, p delivery.Pr
 			return err
 		case err := <-pl.failed:
 			return err // nothing after the last marked batch is confirmed: the next session streams it again
-		case handOff <- handedOff{n: pos.nextBatch(), events: batch}:
+		case handOff <- next:
+			order.handOff(next.n)
 			pos.handOff()
 			batch = nil // the publisher owns the old one now
 			due, ripe = nil, false
@@ -89,6 +94,7 @@ func (r *Relay) stream(ctx context.Context, conn *replicationConn, p delivery.Pr
 			ripe = true
 		case n := <-pl.marked:
 			pos.marked(n)
+			order.marked(n)
 		case <-replayCheck.C:
 			r.Replayed() // also look for replays made through another replica's API
 		case <-r.replayed:
@@ -99,6 +105,7 @@ func (r *Relay) stream(ctx context.Context, conn *replicationConn, p delivery.Pr
 			// Ahead of the open batch: a replayed event is older than anything its
 			// aggregate has in the stream.
 			batch = append(replayed, batch...)
+			order.addAll(replayed)
 			ripe = true
 			pos.read(len(replayed))
 		case <-reconcileCheck.C:
@@ -110,6 +117,7 @@ func (r *Relay) stream(ctx context.Context, conn *replicationConn, p delivery.Pr
 			if len(missed) > 0 {
 				// Ahead of the open batch, as replays: they are older than the stream.
 				batch = append(missed, batch...)
+				order.addAll(missed)
 				ripe = true
 				pos.read(len(missed))
 			}
@@ -122,6 +130,7 @@ func (r *Relay) stream(ctx context.Context, conn *replicationConn, p delivery.Pr
 					due = time.After(r.cfg.MaxBatchDelay)
 				}
 				batch = append(batch, *msg.insert)
+				order.add(*msg.insert)
 				pos.read(1)
 			case msg.undecodable != nil:
 				r.undecodable(ctx, msg.undecodable)

@@ -75,8 +75,8 @@ type parkingLot struct {
 	// (markers) and each of its parked events.
 	waiting map[int]int
 
-	// lastFailedPark is when the publisher last parked the events of a failed call
-	// (publish.go, parkFailed). Only the publisher reads and writes it.
+	// lastFailedPark is when a publisher last parked the events of a failed call
+	// (publish.go, parkFailed).
 	lastFailedPark time.Time
 }
 
@@ -103,6 +103,18 @@ func (l *parkingLot) finish(n int) bool {
 	}
 	delete(l.waiting, n)
 	return true
+}
+
+// failedParkAt returns when a publisher last parked the events of a failed call, and
+// notes now as the next such moment when note is set.
+func (l *parkingLot) failedParkAt(note bool) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	last := l.lastFailedPark
+	if note {
+		l.lastFailedPark = time.Now()
+	}
+	return last
 }
 
 // holds reports whether aggregate has parked events: its next ones must park behind.

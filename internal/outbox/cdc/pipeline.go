@@ -10,17 +10,18 @@ import (
 	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
 )
 
-// The pipeline behind the stream loop: one goroutine publishes batches, a few others
+// The pipeline behind the stream loop: a few goroutines publish batches, a few others
 // mark them published, and the loop meanwhile reads the next batch. Serially (read,
 // then publish, then mark, then read again) a drain spends most of each turn in the
 // mark, a durable commit of a few hundred row moves, during which nothing is read or
-// sent; with one marker behind a free-running publisher, the marker is the limit
-// (docs/adr/0003: one publisher in stream order, four markers).
+// sent; with one publisher behind the loop, the publisher's round trips (the
+// dead-letter lookup, the produce call) are the limit (docs/adr/0003: four publishers,
+// four markers).
 //
-// What stays serial, and why: publishing. One batch at a time, in stream order, so that
-// an aggregate's next event is sent only once its previous one is acknowledged or
-// dead-lettered (a batch's dead letters are written before the next batch is looked
-// at). Marks touch rows of their own (an event in two batches, a replay published
+// What stays serial, and why: publishing per aggregate. A batch with an event of an
+// aggregate that an earlier batch still being published holds waits for that batch
+// (order.go), so that an aggregate's next event is sent only once its previous one is
+// acknowledged or dead-lettered, and its dead letters written. Marks touch rows of their own (an event in two batches, a replay published
 // twice, is moved by whichever mark locks it first; the other finds nothing), so they
 // may run side by side and finish in any order: the loop confirms a batch's end only
 // once it and every batch before it are marked (position.marked).
@@ -31,15 +32,22 @@ import (
 // answers, while the publisher goes on. A batch with parked events is reported marked
 // only once they are acknowledged and marked too, so the confirm rule is unchanged.
 
-// markers is how many marks may run at once, each on its own pooled connection: as
-// many as the polling relay's workers, whose batches overlap the same way.
-const markers = 4
+// markers is how many marks may run at once, each on its own pooled connection, and
+// publishers how many batches may be published at once: as many as the polling relay's
+// workers, whose batches overlap the same way.
+const (
+	markers    = 4
+	publishers = 4
+)
 
 // A handedOff batch is the loop's open batch on its way to the publisher, numbered in
-// hand-off order (position.nextBatch).
+// hand-off order (position.nextBatch), with its gate to close once it is published and
+// the gates of the earlier batches it must wait for (order.go).
 type handedOff struct {
 	n      int
 	events []outboxEvent
+	gate   *batchGate
+	after  []<-chan struct{}
 }
 
 // published is a batch the broker has judged: its acknowledged events, to be marked.
@@ -52,8 +60,8 @@ type published struct {
 // pipeline connects the loop to its goroutines.
 type pipeline struct {
 	// publish takes the loop's open batch. It is unbuffered on purpose: a send succeeds
-	// only when the publisher is free, so a batch that has waited MaxBatchDelay goes at
-	// once on a quiet stream, and grows, up to BatchSize, while the publisher is busy.
+	// only when a publisher is free, so a batch that has waited MaxBatchDelay goes at
+	// once on a quiet stream, and grows, up to BatchSize, while the publishers are busy.
 	publish chan handedOff
 	// marked reports each batch marked, by its number. It is closed once every
 	// goroutine of the pipeline has ended.
@@ -63,34 +71,25 @@ type pipeline struct {
 	wg     sync.WaitGroup
 }
 
-// startPipeline starts the publisher, the markers and the prober (probe.go). They run
+// startPipeline starts the publishers, the markers and the prober (probe.go). They run
 // until ctx ends or the loop closes publish; the markers still mark what the publisher
 // got acknowledged before it stopped.
 func (r *Relay) startPipeline(ctx context.Context, p delivery.Producer) *pipeline {
-	pl := &pipeline{publish: make(chan handedOff), marked: make(chan int), failed: make(chan error, 2+markers)}
+	pl := &pipeline{publish: make(chan handedOff), marked: make(chan int), failed: make(chan error, 1+publishers+markers)}
 	lot := newParkingLot(r.cfg.MaxParked)
 	// done reports a batch all of whose parts are done: its mark, and each of its
 	// parked events (parking.go). The loop reads marked until it is closed.
 	done := func(n int) { pl.marked <- n }
-	// Room for one batch per marker beyond those being marked: the publisher runs ahead
-	// of slow marks by that much, then waits.
+	// Room for one batch per marker beyond those being marked: the publishers run ahead
+	// of slow marks by that much, then wait.
 	toMark := make(chan published, markers)
+	var publishing sync.WaitGroup
+	for range publishers {
+		publishing.Go(func() { r.publishAll(ctx, p, lot, toMark, pl) })
+	}
 	pl.wg.Go(func() {
-		defer close(toMark)
-		for b := range pl.publish {
-			started := time.Now()
-			lot.expect(b.n)
-			acked, err := r.publish(ctx, p, b.events, lot, b.n)
-			if err != nil {
-				pl.failed <- err // nothing of this batch is confirmed: streamed again later
-				return
-			}
-			select {
-			case toMark <- published{n: b.n, acked: acked, started: started}:
-			case <-ctx.Done():
-				return
-			}
-		}
+		publishing.Wait()
+		close(toMark)
 	})
 	for range markers {
 		pl.wg.Go(func() { r.markAll(ctx, toMark, lot, done, pl) })
@@ -106,6 +105,35 @@ func (r *Relay) startPipeline(ctx context.Context, p delivery.Producer) *pipelin
 		close(pl.marked)
 	}()
 	return pl
+}
+
+// publishAll publishes handed-off batches one at a time, each once the earlier batches
+// it waits for are published (order.go), and passes them on to the markers. It stops
+// at its first failed publish without closing that batch's gate: no later batch of its
+// aggregates is published, and nothing after it is confirmed (streamed again later).
+func (r *Relay) publishAll(ctx context.Context, p delivery.Producer, lot *parkingLot, toMark chan<- published, pl *pipeline) {
+	for b := range pl.publish {
+		for _, earlier := range b.after {
+			select {
+			case <-earlier:
+			case <-ctx.Done():
+				return
+			}
+		}
+		started := time.Now()
+		lot.expect(b.n)
+		acked, err := r.publish(ctx, p, b.events, lot, b.n)
+		if err != nil {
+			pl.failed <- err
+			return
+		}
+		close(b.gate.published)
+		select {
+		case toMark <- published{n: b.n, acked: acked, started: started}:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // markAll marks published batches one at a time and reports each whose parked events

@@ -219,19 +219,19 @@ func (r *Relay) parkWaiting(ctx context.Context, p delivery.Producer, lot *parki
 }
 
 // parkFailed judges the transport failures among the results of a call (results[i] is
-// events[i]'s): when the broker answered this relay since the publisher last parked a
+// events[i]'s): when the broker answered this relay since a publisher last parked a
 // failed call, the failures are their partitions', not the broker's, and the breaker
 // opens those partitions (delivery.PartitionBreaker). The failed events of an open
 // partition are recorded on their rows and parked; the other failed events, returned,
 // are an outage, retried in place.
 //
 // "Since the last parked failure" is where the CDC relay differs from the polling
-// relay, which asks whether the broker answered while the batch waited: the publisher
-// is serial, so while its call waits no other call of its own can answer, and a batch of
-// one event on a silent partition would look like a broker down for all, holding the
-// stream for the whole cut. Under this rule a broker down for all costs one misjudged
-// batch: its partitions open and its events are parked; the next batch fails with no
-// answer since, and waits in place, as before.
+// relay, which asks whether the broker answered while the batch waited: on a quiet
+// stream one publisher is at work, so while its call waits no other call can answer,
+// and a batch of one event on a silent partition would look like a broker down for all,
+// holding the stream for the whole cut. Under this rule a broker down for all costs one
+// misjudged batch per publisher that failed at the same moment: its partitions open and
+// its events are parked; the next batches fail with no answer since, and wait in place.
 func (r *Relay) parkFailed(ctx context.Context, p delivery.Producer, lot *parkingLot, batch int, events []outboxEvent, results kgo.ProduceResults) ([]outboxEvent, error) {
 	var failed []outboxEvent
 	var cause error
@@ -240,11 +240,11 @@ func (r *Relay) parkFailed(ctx context.Context, p delivery.Producer, lot *parkin
 			failed, cause = append(failed, events[i]), res.Err
 		}
 	}
-	answered := r.breaker.AnsweredSince(lot.lastFailedPark)
+	answered := r.breaker.AnsweredSince(lot.failedParkAt(false))
 	if !answered {
 		return failed, nil
 	}
-	lot.lastFailedPark = time.Now()
+	lot.failedParkAt(true)
 	records := make([]*kgo.Record, len(results))
 	for i, res := range results {
 		records[i] = res.Record
