@@ -54,6 +54,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/chaos/compose"
 	"github.com/dscourse/payments-outbox/internal/chaos/harness"
 	"github.com/dscourse/payments-outbox/internal/chaos/scenario/longtx"
+	"github.com/dscourse/payments-outbox/internal/chaos/scenario/rebalance"
 	"github.com/dscourse/payments-outbox/internal/chaos/stack"
 	"github.com/dscourse/payments-outbox/internal/chaos/verdict"
 	"github.com/dscourse/payments-outbox/internal/devstack"
@@ -85,6 +86,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	payments := flags.Int("payments", 100, "payments to send")
 	short := flags.Bool("short", false, "shorter fault windows (what the CI test uses)")
 	longTxHold := flags.Duration("long-tx-hold", 0, fmt.Sprintf("long-transaction: how long the snapshot is held (default %s, 20s with -short); its load is its own, -payments does not change it", longtx.DefaultHold))
+	rebalanceProtocol := flags.String("rebalance-protocol", "", "consumer-rebalance: start every consumer instance with KAFKA_REBALANCE_PROTOCOL set to this ("+strings.Join(rebalance.Protocols(), "|")+") and check that the group ran it; default: the consumer's own")
 	apiURL := flags.String("api-url", "", "check an already running implementation at this URL instead of building and starting ours")
 	paymentsDB := flags.String("payments-db", "", "with -api-url: URL of its payments database")
 	consumerDB := flags.String("consumer-db", "", "with -api-url: URL of its consumer's database (optional)")
@@ -114,6 +116,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	} else if !verdict.ValidRelayMode(*relayMode) {
 		return fmt.Errorf("-relay-mode %q: want %s, %s or both", *relayMode, verdict.RelayModePoll, verdict.RelayModeCDC)
 	}
+	if *rebalanceProtocol != "" && !slices.Contains(rebalance.Protocols(), *rebalanceProtocol) {
+		return fmt.Errorf("-rebalance-protocol %q: want one of %s", *rebalanceProtocol, strings.Join(rebalance.Protocols(), ", "))
+	}
 	if !chaos.IsScenario(*scenario) {
 		return fmt.Errorf("unknown scenario %q: want one of %s or all", *scenario, strings.Join(chaos.ScenarioNames(), ", "))
 	}
@@ -141,6 +146,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		scenarios := chaos.Scenarios(*short)
 		if *longTxHold > 0 {
 			scenarios["long-transaction"] = longtx.Scenario(*short, *longTxHold)
+		}
+		if *rebalanceProtocol != "" {
+			scenarios["consumer-rebalance"] = rebalance.WithProtocol(*short, *rebalanceProtocol)
 		}
 		return scenarios
 	}

@@ -39,6 +39,10 @@ type config struct {
 	// consumer (the chaos consumer-crash scenario) holds its partitions this long before
 	// the group moves them; a clean shutdown leaves at once.
 	KafkaSessionTimeout time.Duration
+	// KafkaRebalanceProtocol (KAFKA_REBALANCE_PROTOCOL, default cooperative-sticky) is
+	// how the group hands partitions over: eager, cooperative-sticky, or consumer
+	// (KIP-848, Kafka 4.0+, whose session timeout is the broker's).
+	KafkaRebalanceProtocol antifraud.RebalanceProtocol
 	// HTTPAddr (HTTP_ADDR, default 127.0.0.1:8081) serves /healthz and /metrics; port 0
 	// picks a free port, which run logs.
 	HTTPAddr string
@@ -75,8 +79,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 		Kafka:               kafkasec.Load(env),
 		KafkaGroup:          env.String("KAFKA_GROUP", "antifraud"),
 		KafkaSessionTimeout: env.Duration("KAFKA_SESSION_TIMEOUT", 45*time.Second),
-		HTTPAddr:            env.String("HTTP_ADDR", "127.0.0.1:8081"),
-		MaxPollRecords:      env.Int("ANTIFRAUD_MAX_POLL_RECORDS", 1000),
+		// Checked by Validate, with the list of names.
+		KafkaRebalanceProtocol: antifraud.RebalanceProtocol(env.String("KAFKA_REBALANCE_PROTOCOL", string(antifraud.DefaultRebalanceProtocol))),
+		HTTPAddr:               env.String("HTTP_ADDR", "127.0.0.1:8081"),
+		MaxPollRecords:         env.Int("ANTIFRAUD_MAX_POLL_RECORDS", 1000),
 		Rules: antifraud.Rules{
 			ReviewAmount:   int64(env.Int("ANTIFRAUD_REVIEW_AMOUNT", 100_000)),
 			VelocityWindow: env.Duration("ANTIFRAUD_VELOCITY_WINDOW", 10*time.Minute),
@@ -120,6 +126,9 @@ func (c config) Validate() error {
 	}
 	if c.KafkaSessionTimeout < 6*time.Second || c.KafkaSessionTimeout > 30*time.Minute {
 		errs = append(errs, fmt.Errorf("KAFKA_SESSION_TIMEOUT=%s: the broker accepts 6s to 30m by default, e.g. 45s", c.KafkaSessionTimeout))
+	}
+	if _, err := antifraud.ParseRebalanceProtocol(string(c.KafkaRebalanceProtocol)); err != nil {
+		errs = append(errs, fmt.Errorf("KAFKA_REBALANCE_PROTOCOL: %w", err))
 	}
 	if c.MaxPollRecords < 1 {
 		errs = append(errs, fmt.Errorf("ANTIFRAUD_MAX_POLL_RECORDS=%d: want at least 1", c.MaxPollRecords))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -17,15 +18,16 @@ func TestLoadConfigDefaults(t *testing.T) {
 		t.Fatalf("loadConfig = %v, want nil", err)
 	}
 	want := config{
-		DatabaseURL:         env["DATABASE_URL"],
-		KafkaBrokers:        []string{"127.0.0.1:19092"},
-		KafkaTopic:          "payments.events",
-		KafkaGroup:          "antifraud",
-		HTTPAddr:            "127.0.0.1:8081",
-		MaxPollRecords:      1000,
-		KafkaSessionTimeout: 45 * time.Second,
-		DedupRetention:      90 * 24 * time.Hour,
-		Rules:               antifraud.Rules{ReviewAmount: 100_000, VelocityWindow: 10 * time.Minute, VelocityReview: 5, VelocityBlock: 10, TotalReviewAmount: 1_000_000_000},
+		DatabaseURL:            env["DATABASE_URL"],
+		KafkaBrokers:           []string{"127.0.0.1:19092"},
+		KafkaTopic:             "payments.events",
+		KafkaGroup:             "antifraud",
+		HTTPAddr:               "127.0.0.1:8081",
+		MaxPollRecords:         1000,
+		KafkaSessionTimeout:    45 * time.Second,
+		KafkaRebalanceProtocol: antifraud.RebalanceCooperativeSticky,
+		DedupRetention:         90 * 24 * time.Hour,
+		Rules:                  antifraud.Rules{ReviewAmount: 100_000, VelocityWindow: 10 * time.Minute, VelocityReview: 5, VelocityBlock: 10, TotalReviewAmount: 1_000_000_000},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("loadConfig mismatch (-want +got):\n%s", diff)
@@ -45,6 +47,8 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"crash probability above 1", map[string]string{"ANTIFRAUD_CRASH_AFTER_DB_COMMIT_PROB": "1.5"}},
 		{"bad broker", map[string]string{"KAFKA_BROKERS": "localhost"}},
 		{"session timeout below the broker's minimum", map[string]string{"KAFKA_SESSION_TIMEOUT": "1s"}},
+		{"unknown rebalance protocol", map[string]string{"KAFKA_REBALANCE_PROTOCOL": "cooperative"}},
+		{"rebalance protocol in capitals", map[string]string{"KAFKA_REBALANCE_PROTOCOL": "EAGER"}},
 		{"dedup retention too short", map[string]string{"ANTIFRAUD_DEDUP_RETENTION": "1h"}},
 		{"bad http addr", map[string]string{"HTTP_ADDR": "8081"}},
 		{"unknown SASL mechanism", map[string]string{"KAFKA_SASL_MECHANISM": "KERBEROS", "KAFKA_SASL_USERNAME": "u", "KAFKA_SASL_PASSWORD": "p"}},
@@ -61,5 +65,26 @@ func TestLoadConfigErrors(t *testing.T) {
 				t.Errorf("loadConfig(%v) = nil error, want one", tt.env)
 			}
 		})
+	}
+}
+
+// Each protocol's name reads as that protocol, and a bad one is refused with the names
+// to choose from.
+func TestLoadConfigRebalanceProtocol(t *testing.T) {
+	t.Parallel()
+	for _, want := range antifraud.RebalanceProtocols {
+		env := map[string]string{"DATABASE_URL": "postgres://postgres@127.0.0.1:55432/antifraud", "KAFKA_REBALANCE_PROTOCOL": string(want)}
+		got, err := loadConfig(func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatalf("KAFKA_REBALANCE_PROTOCOL=%s: loadConfig = %v, want nil", want, err)
+		}
+		if got.KafkaRebalanceProtocol != want {
+			t.Errorf("KAFKA_REBALANCE_PROTOCOL=%s: got %q", want, got.KafkaRebalanceProtocol)
+		}
+	}
+	env := map[string]string{"DATABASE_URL": "postgres://postgres@127.0.0.1:55432/antifraud", "KAFKA_REBALANCE_PROTOCOL": "range"}
+	_, err := loadConfig(func(k string) string { return env[k] })
+	if err == nil || !strings.Contains(err.Error(), "KAFKA_REBALANCE_PROTOCOL") || !strings.Contains(err.Error(), "eager, cooperative-sticky or consumer") {
+		t.Errorf("KAFKA_REBALANCE_PROTOCOL=range: got %v, want an error naming the variable and the three protocols", err)
 	}
 }

@@ -64,14 +64,15 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, tp trace.Tracer
 		return err
 	}
 	consumer, err := antifraud.NewConsumer(pool, antifraud.Config{
-		Brokers:        cfg.KafkaBrokers,
-		Topic:          cfg.KafkaTopic,
-		Group:          cfg.KafkaGroup,
-		MaxPollRecords: cfg.MaxPollRecords,
-		Rules:          cfg.Rules,
-		ClientOpts:     append(slices.Clip(cfg.KafkaClientOpts), kgo.SessionTimeout(cfg.KafkaSessionTimeout)),
-		TracerProvider: tp,
-		AfterDBCommit:  crashHook(cfg.CrashAfterDBCommitProb, logger),
+		Brokers:           cfg.KafkaBrokers,
+		Topic:             cfg.KafkaTopic,
+		Group:             cfg.KafkaGroup,
+		MaxPollRecords:    cfg.MaxPollRecords,
+		Rules:             cfg.Rules,
+		RebalanceProtocol: cfg.KafkaRebalanceProtocol,
+		ClientOpts:        append(slices.Clip(cfg.KafkaClientOpts), kgo.SessionTimeout(cfg.KafkaSessionTimeout)),
+		TracerProvider:    tp,
+		AfterDBCommit:     crashHook(cfg.CrashAfterDBCommitProb, logger),
 	}, logger, metrics)
 	if err != nil {
 		return err

@@ -59,6 +59,9 @@ type Config struct {
 	RetryBackoffMax time.Duration
 	// Rules are the fraud rules' thresholds.
 	Rules Rules
+	// RebalanceProtocol is how the group hands partitions over (rebalance.go).
+	// Default DefaultRebalanceProtocol, cooperative-sticky.
+	RebalanceProtocol RebalanceProtocol
 	// ClientOpts are appended to the options of the Kafka client, e.g. a shorter
 	// kgo.FetchMaxWait in tests. They must not change the group or commit settings.
 	ClientOpts []kgo.Opt
@@ -84,6 +87,7 @@ func (c Config) withDefaults() Config {
 	c.BatchTimeout = cmp.Or(c.BatchTimeout, 30*time.Second)
 	c.RetryBackoffMax = cmp.Or(c.RetryBackoffMax, 5*time.Second)
 	c.Rules = c.Rules.withDefaults()
+	c.RebalanceProtocol = cmp.Or(c.RebalanceProtocol, DefaultRebalanceProtocol)
 	return c
 }
 
@@ -102,6 +106,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Rules.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("rules: %w", err))
+	}
+	if _, err := ParseRebalanceProtocol(string(c.RebalanceProtocol)); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -158,14 +165,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 		// A new group, or a committed offset no longer in the log: start from the
 		// earliest record. Re-reading is cheap (deduplicated); skipping would lose events.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-	}, c.cfg.ClientOpts...)
+	}, c.cfg.RebalanceProtocol.groupOpts()...)
+	opts = append(opts, c.cfg.ClientOpts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("new Kafka client: %w", err)
 	}
 
 	c.refreshParked(ctx)
-	c.logger.Info("consuming", slog.String("topic", c.cfg.Topic), slog.String("group", c.cfg.Group))
+	c.logger.Info("consuming", slog.String("topic", c.cfg.Topic), slog.String("group", c.cfg.Group),
+		slog.String("rebalance_protocol", string(c.cfg.RebalanceProtocol)))
 	for {
 		fetches := cl.PollRecords(ctx, c.cfg.MaxPollRecords)
 		if fetches.IsClientClosed() {

@@ -14,22 +14,32 @@ type History struct {
 	Commits     []Commit
 }
 
-// A Join is an accepted JoinGroup: the member id and generation an instance holds
-// from then on.
+// A Join is an accepted JoinGroup, or under the consumer protocol a heartbeat answer
+// with a new member epoch: the member id and generation (epoch) an instance holds from
+// then on.
 type Join struct {
 	AtS        float64
 	Instance   string
 	MemberID   string
 	Generation int32
+	// Protocol is how the member joined: the classic balancer the group chose
+	// ("sticky" and "range" are eager, "cooperative-sticky" is cooperative), or
+	// ProtocolConsumer for KIP-848.
+	Protocol string
 }
 
 // An Assignment is what a member was given in a generation (its SyncGroup answer):
-// under the consumer protocol, the partitions it owns until the next one.
+// the partitions it owns until the next one. Under KIP-848 it is a heartbeat answer's,
+// and a member may get several in one epoch (it gives partitions up before its epoch
+// is bumped).
 type Assignment struct {
 	AtS        float64
 	Instance   string
 	MemberID   string
 	Generation int32
+	// MemberEpoch marks a KIP-848 assignment: Generation is then the member's own
+	// epoch, not the group's generation.
+	MemberEpoch bool
 	// Partitions are per topic; an empty map is a member given nothing.
 	Partitions map[string][]int32
 }
@@ -40,7 +50,8 @@ type Commit struct {
 	Instance             string
 	MemberID             string
 	Generation           int32
-	// Topic is empty when the request named the topic by id (OffsetCommit v10+).
+	// Topic is the topic's name, also when the request named it by id (OffsetCommit
+	// v10+), if a Metadata answer had named that id; otherwise the id in hex.
 	Topic     string
 	Partition int32
 	Offset    int64
@@ -63,7 +74,11 @@ func (t *Tap) recordJoin(instance string, resp *kmsg.JoinGroupResponse) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.history.Joins = append(t.history.Joins, Join{AtS: t.since(), Instance: instance, MemberID: resp.MemberID, Generation: resp.Generation})
+	var protocol string
+	if resp.Protocol != nil {
+		protocol = *resp.Protocol
+	}
+	t.history.Joins = append(t.history.Joins, Join{AtS: t.since(), Instance: instance, MemberID: resp.MemberID, Generation: resp.Generation, Protocol: protocol})
 }
 
 // recordSync keeps an accepted SyncGroup answer with the partitions it assigns.
@@ -93,6 +108,10 @@ func (t *Tap) recordCommit(instance string, req *kmsg.OffsetCommitRequest, resp 
 	defer t.mu.Unlock()
 	answeredAtS := t.since()
 	for i, topic := range req.Topics {
+		name := topic.Topic
+		if req.Version >= 10 {
+			name = t.topicName(topic.TopicID)
+		}
 		for j, p := range topic.Partitions {
 			code := int16(-1) // no answer for it: counted as refused
 			if i < len(resp.Topics) && j < len(resp.Topics[i].Partitions) && resp.Topics[i].Partitions[j].Partition == p.Partition {
@@ -100,7 +119,7 @@ func (t *Tap) recordCommit(instance string, req *kmsg.OffsetCommitRequest, resp 
 			}
 			t.history.Commits = append(t.history.Commits, Commit{
 				SentAtS: sentAtS, AnsweredAtS: answeredAtS, Instance: instance, MemberID: req.MemberID, Generation: req.Generation,
-				Topic: topic.Topic, Partition: p.Partition, Offset: p.Offset, ErrorCode: code,
+				Topic: name, Partition: p.Partition, Offset: p.Offset, ErrorCode: code,
 			})
 		}
 	}

@@ -1,6 +1,8 @@
 package groupwatch
 
-// An owner is the member a generation's SyncGroup gave a partition to.
+import "slices"
+
+// An owner is the member a classic generation's SyncGroup gave a partition to.
 type owner struct {
 	instance, memberID string
 }
@@ -17,8 +19,8 @@ type NonOwnerCommit struct {
 type Ownership struct {
 	// Judged counts the accepted commits whose generation the tap saw assigned.
 	Judged int
-	// Unjudged counts the accepted commits of a generation whose assignments the tap
-	// never saw (a member that joined through another path, or the KIP-848 protocol).
+	// Unjudged counts the accepted commits of a generation (or member epoch) whose
+	// assignments the tap never saw (a member that joined through another path).
 	Unjudged int
 	// NonOwner lists the judged commits of a partition that somebody else owned, or
 	// nobody did.
@@ -27,17 +29,34 @@ type Ownership struct {
 
 // NonOwnerCommits judges every accepted commit of topic by the assignments of its own
 // generation, which the broker checked (it refuses a commit whose member id and
-// generation are not current) but whose partitions it did not: under the classic
-// protocol the broker stores a current member's commit of any partition.
+// generation are not current) but whose partitions it did not: the broker stores a
+// current member's commit of any partition, under either protocol.
 //
 // The cooperative protocol hands a partition over in two generations: in the first its
 // owner gives it up and nobody has it, in the next its new owner gets it. The old owner
 // commits what it processed in between (franz-go calls OnPartitionsRevoked after the
 // first SyncGroup), so a partition that nobody has in a generation counts as its owner's
 // of the generation before.
+//
+// Under KIP-848 a commit carries its member's own epoch, so it is judged by that
+// member's assignments in that epoch: a partition it held at any time in the epoch is
+// its own. The broker gives a member the partitions to give up in an answer of the
+// same epoch, and assigns them to another member only once the first has let them go,
+// so the old owner's handover commit is in an epoch that had them.
 func (h History) NonOwnerCommits(topic string) Ownership {
 	owners := map[int32]map[int32]owner{} // generation -> partition -> owner
+	held := map[memberEpoch]map[int32]bool{}
 	for _, a := range h.Assignments {
+		if a.MemberEpoch {
+			key := memberEpoch{a.MemberID, a.Generation}
+			if held[key] == nil {
+				held[key] = map[int32]bool{}
+			}
+			for _, p := range a.Partitions[topic] {
+				held[key][p] = true
+			}
+			continue
+		}
 		byPartition := owners[a.Generation]
 		if byPartition == nil {
 			byPartition = map[int32]owner{}
@@ -50,6 +69,13 @@ func (h History) NonOwnerCommits(topic string) Ownership {
 	var o Ownership
 	for _, c := range h.Commits {
 		if !c.Accepted() || (c.Topic != topic && c.Topic != "") {
+			continue
+		}
+		if partitions, ok := held[memberEpoch{c.MemberID, c.Generation}]; ok {
+			o.Judged++
+			if !partitions[c.Partition] {
+				o.NonOwner = append(o.NonOwner, NonOwnerCommit{Commit: c, OwnerInstance: h.heldBy(topic, c.Partition, c.SentAtS)})
+			}
 			continue
 		}
 		byPartition, seen := owners[c.Generation]
@@ -67,6 +93,38 @@ func (h History) NonOwnerCommits(topic string) Ownership {
 		}
 	}
 	return o
+}
+
+// memberEpoch names one epoch of one KIP-848 member.
+type memberEpoch struct {
+	memberID string
+	epoch    int32
+}
+
+// heldBy is the instance whose latest KIP-848 assignment before atS had the partition,
+// or "" if none did.
+func (h History) heldBy(topic string, partition int32, atS float64) string {
+	latest := map[string]Assignment{} // member id -> its latest assignment
+	for _, a := range h.Assignments {
+		if a.MemberEpoch && a.AtS <= atS {
+			latest[a.MemberID] = a
+		}
+	}
+	for _, a := range latest {
+		if slices.Contains(a.Partitions[topic], partition) {
+			return a.Instance
+		}
+	}
+	return ""
+}
+
+// Protocols counts the joins by the protocol they went through (Join.Protocol).
+func (h History) Protocols() map[string]int {
+	out := map[string]int{}
+	for _, j := range h.Joins {
+		out[j.Protocol]++
+	}
+	return out
 }
 
 // LateCommits returns the commit attempts that instance sent after resumedAtS under the

@@ -26,10 +26,12 @@ import (
 // ones included; __consumer_offsets keeps only the commits that were accepted, without
 // their generation.
 //
-// Limits: one broker (every broker address is rewritten to the one upstream), plaintext
-// (a TLS or SASL connection is forwarded but cannot be read), and the classic group
-// protocol (JoinGroup/SyncGroup); a KIP-848 group's assignments travel in
-// ConsumerGroupHeartbeat, which the tap does not read.
+// A KIP-848 group has no JoinGroup and SyncGroup: its epochs and assignments travel in
+// ConsumerGroupHeartbeat answers, which the tap reads into the same History
+// (heartbeat.go).
+//
+// Limits: one broker (every broker address is rewritten to the one upstream) and
+// plaintext (a TLS or SASL connection is forwarded but cannot be read).
 type Tap struct {
 	upstream string
 	origin   time.Time
@@ -40,6 +42,10 @@ type Tap struct {
 	conns     map[net.Conn]struct{}
 	closed    bool
 	history   History
+	// members is what each instance holds under the consumer protocol (heartbeat.go),
+	// and topicNames the topic names of the ids that Metadata answers gave.
+	members    map[string]memberState
+	topicNames map[[16]byte]string
 	// beforeRecords holds, per instance, a function to run once, just before the next
 	// Fetch answer with records is passed to that instance (BeforeNextRecords).
 	beforeRecords map[string]func()
@@ -51,7 +57,8 @@ type Tap struct {
 // History are counted from origin.
 func NewTap(upstream string, origin time.Time, logger *slog.Logger) *Tap {
 	return &Tap{upstream: upstream, origin: origin, logger: logger.With(slog.String("component", "group_tap")),
-		conns: map[net.Conn]struct{}{}, beforeRecords: map[string]func(){}}
+		conns: map[net.Conn]struct{}{}, beforeRecords: map[string]func(){},
+		members: map[string]memberState{}, topicNames: map[[16]byte]string{}}
 }
 
 // Listen opens a listener on a free loopback port for one instance and returns its

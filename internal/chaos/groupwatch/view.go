@@ -2,6 +2,7 @@ package groupwatch
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -17,7 +19,7 @@ import (
 const ViewEvery = 100 * time.Millisecond
 
 // A View follows the consumer group from outside, as an operator's tool would: it
-// describes the group (DescribeGroups) and reads its committed and end offsets every
+// describes the group (DescribeGroups, or ConsumerGroupDescribe for a KIP-848 group) and reads its committed and end offsets every
 // ViewEvery, and keeps the samples in which the members or their partitions changed.
 // It is the harness's own view, independent of what the consumers or the tap say;
 // what happened between two samples it cannot see. It owns one goroutine, which Stop
@@ -31,6 +33,9 @@ type View struct {
 	logger *slog.Logger
 	stop   context.CancelFunc
 	done   chan struct{}
+	// consumerProtocol is whether the group answered as a KIP-848 one last time
+	// (describeMembers); only the view's goroutine uses it.
+	consumerProtocol bool
 
 	mu      sync.Mutex
 	samples []ViewSample
@@ -92,29 +97,12 @@ func (v *View) loop(ctx context.Context) {
 func (v *View) describe(ctx context.Context) (ViewSample, bool) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	groups, err := v.adm.DescribeGroups(ctx, v.group)
-	if err == nil {
-		err = groups.Error()
-	}
+	s, err := v.describeMembers(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			v.logger.Debug("describe group", slog.Any("err", err))
 		}
 		return ViewSample{}, false
-	}
-	g := groups[v.group]
-	s := ViewSample{AtS: time.Since(v.origin).Seconds(), State: g.State, Owners: map[int32]string{}, InFlight: map[int32]int64{}}
-	for _, m := range g.Members {
-		s.Members = append(s.Members, m.MemberID)
-		if c, ok := m.Assigned.AsConsumer(); ok {
-			for _, t := range c.Topics {
-				if t.Topic == v.topic {
-					for _, p := range t.Partitions {
-						s.Owners[p] = m.MemberID
-					}
-				}
-			}
-		}
 	}
 	slices.Sort(s.Members)
 	ends, err := v.adm.ListEndOffsets(ctx, v.topic)
@@ -133,6 +121,67 @@ func (v *View) describe(ctx context.Context) (ViewSample, bool) {
 		s.InFlight[end.Partition] = max(0, end.Offset-at)
 	})
 	return s, true
+}
+
+// describeMembers reads the group's state, members and owners. A KIP-848 group is not
+// a classic one to DescribeGroups (GROUP_ID_NOT_FOUND, "not a classic group"), and a
+// classic one is unknown to ConsumerGroupDescribe: the view asks the other way when
+// one says so, and keeps to the way that answered. ConsumerGroupDescribe's states read
+// the same (Stable once every member has reconciled its assignment).
+func (v *View) describeMembers(ctx context.Context) (ViewSample, error) {
+	s, err := v.describeAs(ctx, v.consumerProtocol)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		if other, otherErr := v.describeAs(ctx, !v.consumerProtocol); otherErr == nil {
+			v.consumerProtocol = !v.consumerProtocol
+			return other, nil
+		}
+	}
+	return s, err
+}
+
+// describeAs describes the group with DescribeGroups, or with ConsumerGroupDescribe.
+func (v *View) describeAs(ctx context.Context, consumerProtocol bool) (ViewSample, error) {
+	s := ViewSample{AtS: time.Since(v.origin).Seconds(), Owners: map[int32]string{}, InFlight: map[int32]int64{}}
+	if consumerProtocol {
+		groups, err := v.adm.DescribeConsumerGroups(ctx, v.group)
+		if err != nil {
+			return s, err
+		}
+		g := groups[v.group]
+		if g.Err != nil {
+			return s, g.Err
+		}
+		s.State = g.State
+		for _, m := range g.Members {
+			s.Members = append(s.Members, m.MemberID)
+			for p := range m.Assignment[v.topic] {
+				s.Owners[p] = m.MemberID
+			}
+		}
+		return s, nil
+	}
+	groups, err := v.adm.DescribeGroups(ctx, v.group)
+	if err != nil {
+		return s, err
+	}
+	g := groups[v.group]
+	if g.Err != nil {
+		return s, g.Err
+	}
+	s.State = g.State
+	for _, m := range g.Members {
+		s.Members = append(s.Members, m.MemberID)
+		if c, ok := m.Assigned.AsConsumer(); ok {
+			for _, t := range c.Topics {
+				if t.Topic == v.topic {
+					for _, p := range t.Partitions {
+						s.Owners[p] = m.MemberID
+					}
+				}
+			}
+		}
+	}
+	return s, nil
 }
 
 // keepIfChanged keeps a sample whose state, members or owners differ from the last

@@ -10,7 +10,8 @@ import (
 
 // pendingRequest is what the tap keeps of a request until its answer passes: how to
 // read the answer, and the decoded request when the answer alone does not say enough
-// (a SyncGroup answer carries no member id, an OffsetCommit answer no offsets).
+// (a SyncGroup answer carries no member id, an OffsetCommit answer no offsets, a
+// heartbeat answer may leave out the member id).
 type pendingRequest struct {
 	correlationID int32
 	key, version  int16
@@ -28,6 +29,7 @@ var (
 	keyJoinGroup       = kmsg.NewPtrJoinGroupRequest().Key()
 	keySyncGroup       = kmsg.NewPtrSyncGroupRequest().Key()
 	keyAPIVersions     = kmsg.NewPtrApiVersionsRequest().Key()
+	keyHeartbeat848    = kmsg.NewPtrConsumerGroupHeartbeatRequest().Key()
 )
 
 var errShortFrame = errors.New("short frame")
@@ -51,7 +53,7 @@ func parseRequest(frame []byte) (pendingRequest, error) {
 	}
 	kind.SetVersion(req.version)
 	req.flexible = kind.IsFlexible()
-	if req.key != keyOffsetCommit && req.key != keySyncGroup {
+	if req.key != keyOffsetCommit && req.key != keySyncGroup && req.key != keyHeartbeat848 {
 		return req, nil
 	}
 	body := b[8:]
@@ -101,7 +103,7 @@ func skipTags(b []byte) ([]byte, error) {
 // the answers that carry broker addresses, unchanged for every other.
 func (t *Tap) answered(c *tapConn, req pendingRequest, frame []byte) []byte {
 	switch req.key {
-	case keyMetadata, keyFindCoordinator, keyJoinGroup, keySyncGroup, keyOffsetCommit, keyFetch:
+	case keyMetadata, keyFindCoordinator, keyJoinGroup, keySyncGroup, keyHeartbeat848, keyOffsetCommit, keyFetch:
 	default:
 		return frame
 	}
@@ -128,6 +130,7 @@ func (t *Tap) answered(c *tapConn, req pendingRequest, frame []byte) []byte {
 	}
 	switch resp := resp.(type) {
 	case *kmsg.MetadataResponse:
+		t.recordTopicIDs(resp)
 		host, port := c.advertised()
 		for i := range resp.Brokers {
 			resp.Brokers[i].Host, resp.Brokers[i].Port = host, port
@@ -145,6 +148,10 @@ func (t *Tap) answered(c *tapConn, req pendingRequest, frame []byte) []byte {
 	case *kmsg.SyncGroupResponse:
 		if sync, ok := req.decoded.(*kmsg.SyncGroupRequest); ok {
 			t.recordSync(c.instance, sync, resp)
+		}
+	case *kmsg.ConsumerGroupHeartbeatResponse:
+		if hb, ok := req.decoded.(*kmsg.ConsumerGroupHeartbeatRequest); ok {
+			t.recordHeartbeat(c.instance, hb, resp)
 		}
 	case *kmsg.OffsetCommitResponse:
 		if commit, ok := req.decoded.(*kmsg.OffsetCommitRequest); ok {

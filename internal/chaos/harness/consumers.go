@@ -111,7 +111,9 @@ func nonOwnerCommitsCheck(rn *Run) verdict.Check {
 		got += fmt.Sprintf("; first: %s committed partition %d offset %d at %.1fs in generation %d, owned by %s", c.Instance, c.Partition, c.Offset, c.SentAtS, c.Generation, owner)
 	}
 	if o.Judged == 0 {
-		return verdict.NewCheck(verdict.SLO, name, want, got+": no commit judged", false)
+		// Nothing judged says nothing about the service: the tap could not read the
+		// group's assignments (or no commit was made), so the run is invalid, not failed.
+		return verdict.NewCheck(verdict.Validity, name, want, got+": no commit judged", false)
 	}
 	return verdict.NewCheck(verdict.SLO, name, want, got, len(o.NonOwner) == 0)
 }

@@ -4,8 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/backoff"
 	"github.com/dscourse/payments-outbox/internal/chaos/groupwatch"
@@ -26,6 +30,8 @@ type rebalancing struct {
 	// ZombieTries bounds the freezes: one that wakes up without a batch to commit is
 	// tried again, while the load lasts.
 	ZombieTries int
+	// Protocol is the instances' KAFKA_REBALANCE_PROTOCOL, "" for their own.
+	Protocol string
 
 	mu sync.Mutex
 	ev evidence
@@ -94,7 +100,7 @@ func (r *rebalancing) disrupt(ctx context.Context, rn *harness.Run) error {
 			r.did(rn, "consumer killed (SIGKILL)", instances[1].Name)
 			return err
 		},
-		func() error { return r.zombie(ctx, rn, view, instances[2]) },
+		func() error { return r.zombie(ctx, rn, view, instances[2], r.freezeFor(ctx, rn, client)) },
 	}
 	for _, step := range steps {
 		if err := backoff.Until(ctx, time.Now().Add(r.Pause)); err != nil {
@@ -114,7 +120,7 @@ func (r *rebalancing) disrupt(ctx context.Context, rn *harness.Run) error {
 // zombie freezes p just before records reach it, keeps it frozen past the session
 // timeout, and resumes it; it tries again, while the load lasts, when the resumed
 // instance committed nothing under its old session (it held no batch).
-func (r *rebalancing) zombie(ctx context.Context, rn *harness.Run, view *groupwatch.View, p *stack.Process) error {
+func (r *rebalancing) zombie(ctx context.Context, rn *harness.Run, view *groupwatch.View, p *stack.Process, freeze time.Duration) error {
 	for try := 0; try < r.ZombieTries; try++ {
 		frozen := make(chan float64, 1)
 		rn.GroupTap.BeforeNextRecords(p.Name, func() {
@@ -132,7 +138,7 @@ func (r *rebalancing) zombie(ctx context.Context, rn *harness.Run, view *groupwa
 			return nil
 		}
 		rn.Disrupted("consumer frozen (SIGSTOP) with records arriving", p.Name)
-		waitErr := backoff.Until(ctx, time.Now().Add(r.Freeze))
+		waitErr := backoff.Until(ctx, time.Now().Add(freeze))
 		if err := p.Thaw(); err != nil {
 			return err
 		}
@@ -153,6 +159,31 @@ func (r *rebalancing) zombie(ctx context.Context, rn *harness.Run, view *groupwa
 		}
 	}
 	return nil
+}
+
+// freezeFor is how long the zombie stays frozen: Freeze, past the session timeout the
+// instances ask for. A KIP-848 group ignores it: the broker's
+// group.consumer.session.timeout.ms (45 s by default, and at least
+// group.consumer.min.session.timeout.ms, also 45 s) is the session, so the freeze is
+// that much longer.
+func (r *rebalancing) freezeFor(ctx context.Context, rn *harness.Run, client *kgo.Client) time.Duration {
+	if rn.GroupTap.History().Protocols()[groupwatch.ProtocolConsumer] == 0 {
+		return r.Freeze
+	}
+	session := 45 * time.Second
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	configs, err := kadm.NewClient(client).DescribeBrokerConfigs(ctx)
+	if err == nil {
+		for _, rc := range configs {
+			for _, c := range rc.Configs {
+				if ms, err := strconv.Atoi(c.MaybeValue()); c.Key == "group.consumer.session.timeout.ms" && err == nil {
+					session = time.Duration(ms) * time.Millisecond
+				}
+			}
+		}
+	}
+	return r.Freeze - sessionTimeout + session
 }
 
 // waitStable waits, up to Settle, until the view has shown the group rebalancing
