@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dscourse/payments-outbox/internal/event"
+	"github.com/dscourse/payments-outbox/internal/pguuid"
 )
 
 // The events of one payment must be applied in their sequence (docs/adr/0006): a refund
@@ -109,7 +110,7 @@ func selectProgress(ctx context.Context, tx pgx.Tx, events []paymentEvent) (map[
 	}
 	rows, err := tx.Query(ctx, `
 		SELECT payment_id, last_sequence, state, last_event_id FROM payment_progress
-		WHERE payment_id = ANY($1) ORDER BY payment_id FOR UPDATE`, binaryUUIDs(ids))
+		WHERE payment_id = ANY($1) ORDER BY payment_id FOR UPDATE`, pguuid.Arrays(ids))
 	if err != nil {
 		return nil, fmt.Errorf("select payment progress: %w", err)
 	}
@@ -141,7 +142,7 @@ func saveProgress(ctx context.Context, tx pgx.Tx, advanced map[uuid.UUID]progres
 		ON CONFLICT (payment_id) DO UPDATE
 		SET last_sequence = excluded.last_sequence, state = excluded.state,
 		    last_event_id = excluded.last_event_id, updated_at = now()`,
-		binaryUUIDs(ids), sequences, states, binaryUUIDs(events))
+		pguuid.Arrays(ids), sequences, states, pguuid.Arrays(events))
 	if err != nil {
 		return fmt.Errorf("save payment progress: %w", err)
 	}
@@ -164,7 +165,7 @@ func insertViolations(ctx context.Context, tx pgx.Tx, violations []violation) er
 		INSERT INTO order_violations (event_id, payment_id, event_type, sequence, last_sequence, last_state, reason, topic, partition, "offset")
 		SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::int[], $5::int[], $6::text[], $7::text[], $8::text[], $9::int[], $10::bigint[])
 		ON CONFLICT (event_id) DO NOTHING`,
-		binaryUUIDs(ids), binaryUUIDs(payments), types, sequences, lastSequences, lastStates, reasons, topics, partitions, offsets)
+		pguuid.Arrays(ids), pguuid.Arrays(payments), types, sequences, lastSequences, lastStates, reasons, topics, partitions, offsets)
 	if err != nil {
 		return fmt.Errorf("insert order violations: %w", err)
 	}

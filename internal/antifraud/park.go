@@ -11,6 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dscourse/payments-outbox/internal/pguuid"
 )
 
 // An event whose predecessor has not been applied (OrderMissingPredecessor) is not
@@ -37,7 +39,7 @@ import (
 // and how many events wait.
 func (c *Consumer) unpark(ctx context.Context, tx pgx.Tx, parked, batchApplied []paymentEvent, advanced map[uuid.UUID]progress) (applied []paymentEvent, violations []violation, counts parkedCounts, err error) {
 	if len(parked) > 0 {
-		if _, err := tx.Exec(ctx, `DELETE FROM processed_events WHERE event_id = ANY($1)`, binaryUUIDs(eventIDs(parked))); err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM processed_events WHERE event_id = ANY($1)`, pguuid.Arrays(eventIDs(parked))); err != nil {
 			return nil, nil, parkedCounts{}, fmt.Errorf("take back the dedup rows of parked events: %w", err)
 		}
 	}
@@ -100,7 +102,7 @@ func (c *Consumer) unpark(ctx context.Context, tx pgx.Tx, parked, batchApplied [
 			sequence: ev.sequence, partition: ev.record.Partition, offset: ev.record.Offset, deliveries: 1})
 	}
 	if len(leave) > 0 {
-		if _, err := tx.Exec(ctx, `DELETE FROM parked_events WHERE event_id = ANY($1)`, binaryUUIDs(leave)); err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM parked_events WHERE event_id = ANY($1)`, pguuid.Arrays(leave)); err != nil {
 			return nil, nil, parkedCounts{}, fmt.Errorf("unpark events: %w", err)
 		}
 	}
@@ -148,7 +150,7 @@ func selectParked(ctx context.Context, tx pgx.Tx, advanced map[uuid.UUID]progres
 	}
 	rows, _ := tx.Query(ctx, `
 		SELECT topic, partition, "offset", key, value, headers FROM parked_events
-		WHERE payment_id = ANY($1) ORDER BY payment_id, sequence FOR UPDATE`, binaryUUIDs(ids))
+		WHERE payment_id = ANY($1) ORDER BY payment_id, sequence FOR UPDATE`, pguuid.Arrays(ids))
 	var out []paymentEvent
 	var r kgo.Record
 	var headers []byte
@@ -209,7 +211,7 @@ func parkEvents(ctx context.Context, tx pgx.Tx, events []paymentEvent) (int64, e
 		INSERT INTO parked_events (event_id, payment_id, sequence, topic, partition, "offset", key, value, headers)
 		SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::int[], $6::bigint[], $7::bytea[], $8::bytea[], $9::jsonb[])
 		ON CONFLICT (event_id) DO NOTHING`,
-		binaryUUIDs(ids), binaryUUIDs(payments), sequences, topics, partitions, offsets, keys, values, headers)
+		pguuid.Arrays(ids), pguuid.Arrays(payments), sequences, topics, partitions, offsets, keys, values, headers)
 	if err != nil {
 		return 0, fmt.Errorf("park events: %w", err)
 	}

@@ -12,24 +12,13 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dscourse/payments-outbox/internal/pguuid"
 )
 
 // The queries of the consumer, all run inside the one transaction of a batch. Each takes
 // its rows as parallel arrays and expands them with unnest, so a batch of any size costs one
 // round trip per statement (docs/bench.md, "The consumer", says where the time goes).
-
-// binaryUUIDs returns ids as the arrays of bytes they are. pgx encodes a uuid.UUID
-// through its database/sql Valuer, as text parsed back into bytes, which cost more CPU
-// than all the rest of a batch's encoding (a CPU profile of the consumer benchmark);
-// [16]byte goes straight into PostgreSQL's binary uuid format. A uuid.UUID scans the
-// same way, through (*[16]byte)(&id).
-func binaryUUIDs(ids []uuid.UUID) [][16]byte {
-	out := make([][16]byte, len(ids))
-	for i, id := range ids {
-		out[i] = id
-	}
-	return out
-}
 
 // A processedRow is a row of processed_events.
 type processedRow struct {
@@ -64,7 +53,7 @@ func insertProcessed(ctx context.Context, tx pgx.Tx, topic string, rows []proces
 		ORDER BY e.i
 		ON CONFLICT (event_id) DO NOTHING
 		RETURNING event_id`,
-		topic, binaryUUIDs(ids), binaryUUIDs(payments), types, sequences, partitions, offsets, deliveries)
+		topic, pguuid.Arrays(ids), pguuid.Arrays(payments), types, sequences, partitions, offsets, deliveries)
 	if err != nil {
 		return nil, fmt.Errorf("insert processed events: %w", err)
 	}
@@ -94,7 +83,7 @@ func countRedeliveries(ctx context.Context, tx pgx.Tx, rows []processedRow) erro
 		SET deliveries = p.deliveries + d.n, last_delivered_at = now()
 		FROM unnest($1::uuid[], $2::int[]) AS d(event_id, n)
 		WHERE p.event_id = d.event_id`,
-		binaryUUIDs(ids), deliveries)
+		pguuid.Arrays(ids), deliveries)
 	if err != nil {
 		return fmt.Errorf("count redeliveries: %w", err)
 	}
@@ -121,7 +110,7 @@ func countRecent(ctx context.Context, tx pgx.Tx, payments []Payment, window time
 		FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[])
 		     WITH ORDINALITY AS w(payment_id, user_id, from_t, to_t, i)
 		ORDER BY w.i`,
-		binaryUUIDs(ids), users, froms, tos)
+		pguuid.Arrays(ids), users, froms, tos)
 	if err != nil {
 		return nil, fmt.Errorf("count recent decisions: %w", err)
 	}
@@ -235,7 +224,7 @@ func insertDecisions(ctx context.Context, tx pgx.Tx, rows []decisionRow) (int64,
 		FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::timestamptz[])
 		     AS d(payment_id, event_id, user_id, amount, currency, decision, reasons, occurred_at)
 		ON CONFLICT DO NOTHING`,
-		binaryUUIDs(payments), binaryUUIDs(events), users, amounts, currencies, verdicts, reasons, occurred)
+		pguuid.Arrays(payments), pguuid.Arrays(events), users, amounts, currencies, verdicts, reasons, occurred)
 	if err != nil {
 		return 0, fmt.Errorf("insert decisions: %w", err)
 	}
