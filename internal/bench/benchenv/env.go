@@ -183,3 +183,16 @@ func ExecOnce(ctx context.Context, dbURL, sql string) error {
 	_, err = pool.Exec(ctx, sql)
 	return err
 }
+
+// ResetStatements creates pg_stat_statements in dbURL's database (dropped with it) and
+// forgets that database's statements, leaving other databases' alone: the figures a
+// benchmark prints afterwards are its own.
+func ResetStatements(ctx context.Context, dbURL string) error {
+	err := ExecOnce(ctx, dbURL, `
+		CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
+		SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)`)
+	if err != nil {
+		return fmt.Errorf("reset pg_stat_statements: %w", err)
+	}
+	return nil
+}

@@ -47,7 +47,7 @@ func drain(ctx context.Context, env benchenv.Env, records []*kgo.Record, instanc
 	}
 	defer dropDB()
 	if tracer != nil {
-		if err := resetStatements(ctx, dbURL); err != nil {
+		if err := benchenv.ResetStatements(ctx, dbURL); err != nil {
 			return 0, err
 		}
 	}

@@ -131,20 +131,8 @@ func shortQuery(q string) string {
 	return q
 }
 
-// resetStatements creates pg_stat_statements in dbURL's database (dropped with it) and
-// forgets that database's statements.
-func resetStatements(ctx context.Context, dbURL string) error {
-	err := benchenv.ExecOnce(ctx, dbURL, `
-		CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
-		SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)`)
-	if err != nil {
-		return fmt.Errorf("reset pg_stat_statements: %w", err)
-	}
-	return nil
-}
-
 // printServerStatements prints the ten statements of dbURL's database that took
-// PostgreSQL the most time since resetStatements.
+// PostgreSQL the most time since benchenv.ResetStatements.
 func printServerStatements(ctx context.Context, w io.Writer, dbURL string, events int) error {
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {

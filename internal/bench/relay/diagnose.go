@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -60,7 +62,7 @@ func (b relayBench) diagnose(ctx context.Context, stdout io.Writer) error {
 	resetBefore := func(dbURL string, start func() (func() error, error)) func() (func() error, error) {
 		return func() (func() error, error) {
 			if statements {
-				if err := resetStatements(ctx, dbURL); err != nil {
+				if err := benchenv.ResetStatements(ctx, dbURL); err != nil {
 					return nil, err
 				}
 			}

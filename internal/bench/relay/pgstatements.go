@@ -8,7 +8,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -24,20 +23,8 @@ func statementsLoaded(ctx context.Context, admin *pgxpool.Pool) (bool, error) {
 	return loaded, nil
 }
 
-// resetStatements creates the extension in dbURL's database (dropped with it) and
-// forgets that database's statements, leaving other databases' alone.
-func resetStatements(ctx context.Context, dbURL string) error {
-	err := benchenv.ExecOnce(ctx, dbURL, `
-		CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
-		SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)`)
-	if err != nil {
-		return fmt.Errorf("reset pg_stat_statements: %w", err)
-	}
-	return nil
-}
-
 // printStatements prints the ten statements of dbURL's database that took the most
-// time since resetStatements, with their time and WAL per published event.
+// time since benchenv.ResetStatements, with their time and WAL per published event.
 func printStatements(ctx context.Context, stdout io.Writer, dbURL, relay string, events int) error {
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
