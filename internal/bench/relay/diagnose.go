@@ -16,10 +16,10 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
 )
 
 // diagnoseConfig is what the diagnostic flags ask for.
