@@ -98,7 +98,7 @@ func (rn *Run) ConsumerInstances() []*stack.Process {
 // commit moves the new owner's position under its feet: back, and it reads again, or
 // forward, past records nobody processed.
 func nonOwnerCommitsCheck(rn *Run) verdict.Check {
-	const name, want = "offsets committed by an instance for a partition it did not own (group tap: commit's generation vs its SyncGroup assignments)", "0"
+	const name, want = "offsets committed by an instance for a partition it did not own (group tap: the commit's generation or member epoch vs the assignments the broker gave it)", "0"
 	h := rn.GroupTap.History()
 	o := h.NonOwnerCommits(rn.Topic)
 	got := fmt.Sprintf("%d of %d accepted commits judged", len(o.NonOwner), o.Judged)

@@ -87,7 +87,7 @@ func (r *rebalancing) validity(_ *verdict.Report, rn *harness.Run) []verdict.Che
 			fmt.Sprintf("%d (%d changes of state, members or assignments)", groupwatch.Rebalances(ev.samples), len(ev.samples)), groupwatch.Rebalances(ev.samples) >= 4),
 		verdict.NewCheck(verdict.Validity, "partitions that moved while records were in flight (group view: end offset > committed)", "> 0",
 			fmt.Sprintf("%d of %d moves", inFlight, len(moves)), inFlight > 0),
-		verdict.NewCheck(verdict.Validity, "resumed zombie's late commit attempts (group tap: its old member id and generation)", "> 0",
+		verdict.NewCheck(verdict.Validity, "resumed zombie's late commit attempts (group tap: its old member id and generation or member epoch)", "> 0",
 			fmt.Sprintf("%d after %d freezes (broker's answers by error code: %v)", len(late), len(ev.zombies), refused), len(late) > 0),
 		judgedCheck(h, rn.Topic),
 	}

@@ -163,27 +163,42 @@ func (r *rebalancing) zombie(ctx context.Context, rn *harness.Run, view *groupwa
 
 // freezeFor is how long the zombie stays frozen: Freeze, past the session timeout the
 // instances ask for. A KIP-848 group ignores it: the broker's
-// group.consumer.session.timeout.ms (45 s by default, and at least
-// group.consumer.min.session.timeout.ms, also 45 s) is the session, so the freeze is
-// that much longer.
+// group.consumer.session.timeout.ms (45 s by default) is the session, so the freeze
+// is that much longer. The brokers are asked by id: a describe without ids returns
+// only the cluster's dynamic defaults, where a value from server.properties is absent.
 func (r *rebalancing) freezeFor(ctx context.Context, rn *harness.Run, client *kgo.Client) time.Duration {
 	if rn.GroupTap.History().Protocols()[groupwatch.ProtocolConsumer] == 0 {
 		return r.Freeze
 	}
-	session := 45 * time.Second
+	session := brokerSessionTimeout(ctx, kadm.NewClient(client))
+	return r.Freeze - sessionTimeout + session
+}
+
+// brokerSessionTimeout is the longest group.consumer.session.timeout.ms of the
+// brokers, or Kafka's default of 45 s when no broker answers with it.
+func brokerSessionTimeout(ctx context.Context, adm *kadm.Client) time.Duration {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	configs, err := kadm.NewClient(client).DescribeBrokerConfigs(ctx)
-	if err == nil {
-		for _, rc := range configs {
-			for _, c := range rc.Configs {
-				if ms, err := strconv.Atoi(c.MaybeValue()); c.Key == "group.consumer.session.timeout.ms" && err == nil {
-					session = time.Duration(ms) * time.Millisecond
-				}
+	session := time.Duration(0)
+	brokers, err := adm.ListBrokers(ctx)
+	if err != nil {
+		return 45 * time.Second
+	}
+	configs, err := adm.DescribeBrokerConfigs(ctx, brokers.NodeIDs()...)
+	if err != nil {
+		return 45 * time.Second
+	}
+	for _, rc := range configs {
+		for _, c := range rc.Configs {
+			if ms, err := strconv.Atoi(c.MaybeValue()); c.Key == "group.consumer.session.timeout.ms" && err == nil {
+				session = max(session, time.Duration(ms)*time.Millisecond)
 			}
 		}
 	}
-	return r.Freeze - sessionTimeout + session
+	if session == 0 {
+		return 45 * time.Second
+	}
+	return session
 }
 
 // waitStable waits, up to Settle, until the view has shown the group rebalancing
