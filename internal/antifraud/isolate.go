@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -96,5 +97,17 @@ func (r *batchResult) add(o batchResult) {
 	r.violations = append(r.violations, o.violations...)
 	for verdict, n := range o.verdicts {
 		r.verdicts[verdict] += n
+	}
+	r.parked.parked += o.parked.parked
+	r.parked.unparked += o.parked.unparked
+	r.parked.waiting += o.parked.waiting
+	if o.parkedNow != nil {
+		r.parkedNow = o.parkedNow
+	}
+	for id := range o.fresh {
+		if r.fresh == nil {
+			r.fresh = map[uuid.UUID]bool{}
+		}
+		r.fresh[id] = true
 	}
 }
