@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// A poll is one transaction (batch.go), so one record that the database refuses fails
-// every attempt at its whole batch, and with BlockRebalanceOnPoll the partition stalls
+// A poll is applied in a few transactions (slice.go), so one record that the database
+// refuses fails every attempt at its whole batch, and with BlockRebalanceOnPoll the partition stalls
 // for this member and for the next owner alike. decodeRecord is meant to refuse such a
 // record first; isolation is the last line of defence for a check it misses: when a batch
 // fails with an error about the data, its records are processed again one transaction
