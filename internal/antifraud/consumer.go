@@ -48,7 +48,7 @@ type Config struct {
 	Topic string
 	// Group is the consumer group. Default "antifraud".
 	Group string
-	// MaxPollRecords bounds the records of one poll, hence of one database transaction.
+	// MaxPollRecords bounds the records of one poll, hence of its database transactions.
 	// Rebalances wait for the batch in flight, so keep a batch well under a second of work.
 	// Default 1000.
 	MaxPollRecords int

@@ -16,7 +16,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/pguuid"
 )
 
-// The queries of the consumer, all run inside the one transaction of a batch. Each takes
+// The queries of the consumer, all run inside the transaction of a batch slice. Each takes
 // its rows as parallel arrays and expands them with unnest, so a batch of any size costs one
 // round trip per statement (docs/bench.md, "The consumer", says where the time goes).
 
