@@ -2,8 +2,9 @@ package antifraud
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -15,122 +16,57 @@ import (
 
 // A batchResult counts what one batch did, for metrics and logs.
 type batchResult struct {
-	processed  int             // events seen for the first time (each applied creation is decided)
-	duplicates int             // deliveries of events already processed, in earlier batches or this one
-	poison     []deadLetter    // records stored as dead letters
-	verdicts   map[Verdict]int // decisions by verdict
-	violations []violation     // first-time events refused by the order check (order.go)
-	parked     parkedCounts    // events parked and unparked (park.go)
-	parkedNow  *int64          // events in parked_events after the batch, when it parked or unparked any
+	processed  int                // events seen for the first time (each applied creation is decided)
+	duplicates int                // deliveries of events already processed, in earlier batches or this one
+	poison     []deadLetter       // records stored as dead letters
+	verdicts   map[Verdict]int    // decisions by verdict
+	violations []violation        // first-time events refused by the order check (order.go)
+	parked     parkedCounts       // events parked and unparked (park.go)
+	parkedNow  *int64             // events in parked_events after the batch, when it parked or unparked any
+	fresh      map[uuid.UUID]bool // ids of the events seen for the first time (insertProcessed)
 }
 
-// processBatch applies the records of one poll to the database in one transaction:
-// dedup rows, decisions, running totals and dead letters commit together or not at all.
-// When it returns nil, every record is done for good and its offset may be committed; when
-// it returns an error, nothing was written and the records must be processed again.
+// processBatch applies the records of one poll to the database. Each record's dedup row,
+// decision, running totals or dead letter commits in one transaction with the others of
+// its slice (slice.go): the poll is split by user into Config.Parallelism slices, whose
+// transactions run side by side on their own connections, so that PostgreSQL works on
+// as many cores. When it returns nil, every record is done for good and its offset may be
+// committed; when it returns an error, the records must be processed again: a slice that
+// committed meanwhile comes back as counted duplicates, one that failed wrote nothing.
 func (c *Consumer) processBatch(ctx context.Context, records []*kgo.Record) (batchResult, error) {
-	res := batchResult{verdicts: map[Verdict]int{}}
 	started := time.Now() // the decisions' spans cover the batch (trace.go)
-
-	// Decode outside the transaction, and fold copies of one event within the batch into
-	// one row: a statement must not insert the same key twice.
-	var unique []paymentEvent
-	var rows []processedRow
-	index := map[uuid.UUID]int{} // event id -> position in unique and rows
-	for _, r := range records {
-		ev, poison := decodeRecord(r)
-		if poison != nil {
-			res.poison = append(res.poison, newDeadLetter(r, poison))
-			continue
-		}
-		if i, seen := index[ev.id]; seen {
-			rows[i].deliveries++
-			continue
-		}
-		index[ev.id] = len(unique)
-		unique = append(unique, ev)
-		rows = append(rows, processedRow{
-			eventID: ev.id, paymentID: ev.payload.PaymentID, eventType: ev.typ, sequence: ev.sequence,
-			partition: r.Partition, offset: r.Offset, deliveries: 1,
-		})
+	slices := c.sliceBatch(records)
+	results := make([]batchResult, len(slices))
+	errs := make([]error, len(slices))
+	var wg sync.WaitGroup
+	for i, s := range slices {
+		wg.Go(func() { results[i], errs[i] = c.processSlice(ctx, s) })
 	}
+	wg.Wait()
 
-	tx, err := c.pool.Begin(ctx)
-	if err != nil {
-		return res, fmt.Errorf("begin batch: %w", err)
+	res := batchResult{verdicts: map[Verdict]int{}, fresh: map[uuid.UUID]bool{}}
+	for _, r := range results {
+		res.add(r)
 	}
-	defer tx.Rollback(ctx) // a no-op once committed
-
-	var fresh map[uuid.UUID]bool
-	if len(rows) > 0 {
-		if fresh, err = insertProcessed(ctx, tx, c.cfg.Topic, rows); err != nil {
-			return res, err
-		}
+	if err := errors.Join(errs...); err != nil {
+		return res, err
 	}
-	var seenBefore []processedRow
-	var firstTime []paymentEvent
-	for i, ev := range unique {
-		if fresh[ev.id] {
-			firstTime = append(firstTime, ev)
-			res.processed++
-			res.duplicates += rows[i].deliveries - 1
+	if res.parked.parked > 0 || res.parked.unparked > 0 {
+		// Counted once every slice committed, so the gauge sees them all.
+		if n, err := countParked(ctx, c.pool); err != nil {
+			c.logger.Warn("count parked events", slog.Any("err", err))
 		} else {
-			seenBefore = append(seenBefore, rows[i])
-			res.duplicates += rows[i].deliveries
+			res.parkedNow = &n
 		}
-	}
-	if len(seenBefore) > 0 {
-		if err := countRedeliveries(ctx, tx, seenBefore); err != nil {
-			return res, err
-		}
-	}
-	// Only events seen for the first time reach the effects: the decisions, whose primary
-	// key would absorb a redelivery anyway, and the running totals, which would count it
-	// again. This guard is what makes the totals exact. Of those, only the events that
-	// follow their payment's last applied one are applied (order.go).
-	applied, err := c.applyInOrder(ctx, tx, firstTime, &res)
-	if err != nil {
-		return res, err
-	}
-	if created := creations(applied); len(created) > 0 {
-		decisions, err := c.decide(ctx, tx, created)
-		if err != nil {
-			return res, err
-		}
-		inserted, err := insertDecisions(ctx, tx, decisions)
-		if err != nil {
-			return res, err
-		}
-		if inserted != int64(len(decisions)) {
-			// The order check lets one creation per payment through, so this means a
-			// decision the database had before payment_progress existed.
-			c.logger.Warn("payment already had a decision, kept the first one",
-				slog.Int("decisions", len(decisions)), slog.Int64("inserted", inserted))
-		}
-		for _, d := range decisions {
-			res.verdicts[d.decision.Verdict]++
-		}
-		if err := addToTotals(ctx, tx, paymentsOf(created)); err != nil {
-			return res, err
-		}
-	}
-	if err := subtractFromTotals(ctx, tx, applied); err != nil {
-		return res, err
-	}
-	if len(res.poison) > 0 {
-		if err := insertDeadLetters(ctx, tx, res.poison); err != nil {
-			return res, err
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return res, fmt.Errorf("commit batch: %w", err)
 	}
 
-	c.traceDecisions(ctx, started, records, fresh)
-	for _, ev := range unique {
-		if !fresh[ev.id] {
-			c.logger.Debug("duplicate event absorbed", slog.String("event_id", ev.id.String()),
-				slog.Int("partition", int(ev.record.Partition)), slog.Int64("offset", ev.record.Offset))
+	c.traceDecisions(ctx, started, records, res.fresh)
+	for _, s := range slices {
+		for _, ev := range s.unique {
+			if !res.fresh[ev.id] {
+				c.logger.Debug("duplicate event absorbed", slog.String("event_id", ev.id.String()),
+					slog.Int("partition", int(ev.record.Partition)), slog.Int64("offset", ev.record.Offset))
+			}
 		}
 	}
 	return res, nil
@@ -162,13 +98,6 @@ func (c *Consumer) applyInOrder(ctx context.Context, tx pgx.Tx, firstTime []paym
 	}
 	applied, violations = append(applied, unparked...), append(violations, more...)
 	res.parked = counts
-	if counts.parked > 0 || counts.unparked > 0 {
-		n, err := countParked(ctx, tx)
-		if err != nil {
-			return nil, err
-		}
-		res.parkedNow = &n
-	}
 	// The parked events of the batch have no dedup row; those unparked (of this batch or
 	// an earlier one) have one now.
 	res.processed += len(unparked) + len(more) - len(parked)

@@ -48,7 +48,7 @@ type Config struct {
 	Topic string
 	// Group is the consumer group. Default "antifraud".
 	Group string
-	// MaxPollRecords bounds the records of one poll, hence of one database transaction.
+	// MaxPollRecords bounds the records of one poll, hence of its database transactions.
 	// Rebalances wait for the batch in flight, so keep a batch well under a second of work.
 	// Default 1000.
 	MaxPollRecords int
@@ -57,6 +57,11 @@ type Config struct {
 	// RetryBackoffMax caps the wait between attempts at a batch whose transaction failed
 	// (the database is down, say). The first wait is 100ms, doubled each time. Default 5s.
 	RetryBackoffMax time.Duration
+	// Parallelism is how many transactions a poll is split into, by user (slice.go), run
+	// side by side on as many connections of the pool: PostgreSQL executing the batch is
+	// the consumer's bound, and one transaction uses one of its cores. The pool needs at
+	// least this many connections. Default 2.
+	Parallelism int
 	// Rules are the fraud rules' thresholds.
 	Rules Rules
 	// RebalanceProtocol is how the group hands partitions over (rebalance.go).
@@ -84,6 +89,7 @@ func (c Config) withDefaults() Config {
 	c.Topic = cmp.Or(c.Topic, event.DefaultTopic)
 	c.Group = cmp.Or(c.Group, "antifraud")
 	c.MaxPollRecords = cmp.Or(c.MaxPollRecords, 1000)
+	c.Parallelism = cmp.Or(c.Parallelism, 2)
 	c.BatchTimeout = cmp.Or(c.BatchTimeout, 30*time.Second)
 	c.RetryBackoffMax = cmp.Or(c.RetryBackoffMax, 5*time.Second)
 	c.Rules = c.Rules.withDefaults()
@@ -100,6 +106,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxPollRecords < 0 {
 		errs = append(errs, fmt.Errorf("max poll records is %d: want a positive number, e.g. 1000", c.MaxPollRecords))
+	}
+	if c.Parallelism < 0 {
+		errs = append(errs, fmt.Errorf("parallelism is %d: want a positive number of transactions per poll, e.g. 2", c.Parallelism))
 	}
 	if c.BatchTimeout < 0 || c.RetryBackoffMax < 0 {
 		errs = append(errs, fmt.Errorf("batch timeout %s and retry backoff %s: want positive durations", c.BatchTimeout, c.RetryBackoffMax))

@@ -5,13 +5,14 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// A poll is one transaction (batch.go), so one record that the database refuses fails
-// every attempt at its whole batch, and with BlockRebalanceOnPoll the partition stalls
+// A poll is applied in a few transactions (slice.go), so one record that the database
+// refuses fails every attempt at its whole batch, and with BlockRebalanceOnPoll the partition stalls
 // for this member and for the next owner alike. decodeRecord is meant to refuse such a
 // record first; isolation is the last line of defence for a check it misses: when a batch
 // fails with an error about the data, its records are processed again one transaction
@@ -96,5 +97,17 @@ func (r *batchResult) add(o batchResult) {
 	r.violations = append(r.violations, o.violations...)
 	for verdict, n := range o.verdicts {
 		r.verdicts[verdict] += n
+	}
+	r.parked.parked += o.parked.parked
+	r.parked.unparked += o.parked.unparked
+	r.parked.waiting += o.parked.waiting
+	if o.parkedNow != nil {
+		r.parkedNow = o.parkedNow
+	}
+	for id := range o.fresh {
+		if r.fresh == nil {
+			r.fresh = map[uuid.UUID]bool{}
+		}
+		r.fresh[id] = true
 	}
 }

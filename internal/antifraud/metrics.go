@@ -54,7 +54,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"decision"}),
 		processing: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "antifraud_processing_seconds",
-			Help:    "Time to process one poll's batch: decode, one database transaction, offset commit.",
+			Help:    "Time to process one poll's batch: decode, its database transactions, offset commit.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14), // 1 ms to 8 s
 		}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{

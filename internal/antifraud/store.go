@@ -16,7 +16,7 @@ import (
 	"github.com/dscourse/payments-outbox/internal/pguuid"
 )
 
-// The queries of the consumer, all run inside the one transaction of a batch. Each takes
+// The queries of the consumer, all run inside the transaction of a batch slice. Each takes
 // its rows as parallel arrays and expands them with unnest, so a batch of any size costs one
 // round trip per statement (docs/bench.md, "The consumer", says where the time goes).
 
@@ -159,36 +159,6 @@ func selectTotals(ctx context.Context, tx pgx.Tx, payments []Payment) (map[total
 		return nil, fmt.Errorf("select user totals: %w", err)
 	}
 	return totals, nil
-}
-
-// addToTotals adds each payment to its user's running total in its currency. It is NOT
-// idempotent, on purpose (see migrations/antifraud/00002_user_totals.sql): the caller must
-// pass only events seen for the first time, in the transaction that inserted their dedup
-// rows. The payments are grouped in SQL, where sum(bigint) is numeric and cannot
-// overflow, because one statement must not upsert the same key twice; rows are taken in
-// key order, so that two consumers updating the same users lock them in the same order and
-// cannot deadlock.
-func addToTotals(ctx context.Context, tx pgx.Tx, payments []Payment) error {
-	n := len(payments)
-	users, currencies, amounts := make([]string, n), make([]string, n), make([]int64, n)
-	for i, p := range payments {
-		users[i], currencies[i], amounts[i] = p.UserID, p.Currency, p.Amount
-	}
-	_, err := tx.Exec(ctx, `
-		INSERT INTO user_totals (user_id, currency, payment_count, amount_total)
-		SELECT p.user_id, p.currency, count(*), sum(p.amount)
-		FROM unnest($1::text[], $2::text[], $3::bigint[]) AS p(user_id, currency, amount)
-		GROUP BY p.user_id, p.currency
-		ORDER BY p.user_id, p.currency
-		ON CONFLICT (user_id, currency) DO UPDATE
-		SET payment_count = user_totals.payment_count + excluded.payment_count,
-		    amount_total  = user_totals.amount_total + excluded.amount_total,
-		    updated_at    = now()`,
-		users, currencies, amounts)
-	if err != nil {
-		return fmt.Errorf("add to user totals: %w", err)
-	}
-	return nil
 }
 
 // A decisionRow is a row of decisions.
