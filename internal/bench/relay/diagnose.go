@@ -29,6 +29,9 @@ type diagnoseConfig struct {
 	// latencyTrace, when set, is a file prefix: each latency measurement writes one
 	// line per event to <prefix>-<relay>-<repetition>.csv (writeLatencyTrace).
 	latencyTrace string
+	// goTrace, when set, is a file prefix for a Go execution trace of each latency
+	// measurement (tailtrace.go).
+	goTrace string
 }
 
 func (c diagnoseConfig) profiles() bool { return c.cpuProfile != "" || c.blockProfile != "" }
