@@ -36,6 +36,7 @@ func printRepetition(w io.Writer, rep int, f relayFigures, relayCfg poll.Config,
 	latency(fmt.Sprintf("latency at %d/s, another replica's commits", rate), f.otherReplicaLatency)
 	if f.relayUnderLoad.Events > 0 {
 		latency(fmt.Sprintf("API load, %.0f tx/s: our relay", f.relayUnderLoad.apiTPS), f.relayUnderLoad.LatencyResult)
+		f.relayUnderLoad.WokenBy.Print(w)
 		latency(fmt.Sprintf("API load, %.0f tx/s: floor", f.floorUnderLoad.apiTPS), f.floorUnderLoad.LatencyResult)
 	}
 	if f.cluster != nil {
