@@ -10,7 +10,7 @@
 //     minimal.go) and for the same minimal relay on our table (the same-schema
 //     comparison), with WAL bytes, WAL records, WAL flushes and commits per event;
 //   - the latency from commit to consumed at a steady 1,000 events/s, for our relay and
-//     the floor.
+//     the floor, quiet and then beside the API's load (apiload.go).
 //
 // Each figure in reports/bench.json is the median of the repetitions, with its min and
 // max. Flags ask for the relay's CPU and block profiles, the plan of its claim and

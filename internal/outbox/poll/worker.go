@@ -178,9 +178,9 @@ func (r *Relay) pollIdle(ctx context.Context) {
 // It is well above what a batch takes on a busy machine, though. There a batch often
 // takes 20 to 50 ms, and a worker that joined then sends its produce request while the
 // first one is still out: on a busy broker, requests that overlap are answered late,
-// together (p99 of 26 to 330 ms against 3 to 15 ms for the requests that were alone;
-// docs/bench.md, "Where the time goes"), so joining made the tail it was meant to cut.
-// The floor never overlaps its requests; one worker of ours, alone, neither.
+// together (docs/bench.md, "The tail beside the API's load": a p99 of 37 to 82 ms
+// against 5 to 9 ms for the requests that were alone), so joining made the tail it was
+// meant to cut. The floor never overlaps its requests.
 const joinAfter = 100 * time.Millisecond
 
 // busyWorkers counts the workers in a streak: from a claim that found events until
