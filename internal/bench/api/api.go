@@ -361,24 +361,13 @@ var (
 
 // runPgbench runs pgbenchScript against dbURL, which has the payments migrations.
 func runPgbench(ctx context.Context, dbURL string) (dbCeiling, error) {
-	script, err := os.CreateTemp("", "pgbench-payment-*.sql")
+	script, err := writePgbenchScript()
 	if err != nil {
-		return dbCeiling{}, fmt.Errorf("pgbench script: %w", err)
+		return dbCeiling{}, err
 	}
-	defer os.Remove(script.Name())
-	if _, err := script.WriteString(pgbenchScript); err != nil {
-		return dbCeiling{}, fmt.Errorf("write pgbench script: %w", err)
-	}
-	if err := script.Close(); err != nil {
-		return dbCeiling{}, fmt.Errorf("write pgbench script: %w", err)
-	}
+	defer os.Remove(script)
 
-	// -M prepared: the API's pgx prepares and caches its statements too.
-	// -n: no vacuum of pgbench's own tables, which this database does not have.
-	out, err := exec.CommandContext(ctx, "pgbench", "-n", "-M", "prepared",
-		"-c", strconv.Itoa(apiBenchDBClients), "-j", "2",
-		"-T", strconv.Itoa(int(apiBenchDuration.Seconds())),
-		"-f", script.Name(), dbURL).CombinedOutput()
+	out, err := pgbenchCommand(ctx, script, dbURL, apiBenchDBClients, apiBenchDuration).CombinedOutput()
 	if err != nil {
 		return dbCeiling{}, fmt.Errorf("pgbench: %w\n%s", err, out)
 	}
@@ -391,4 +380,36 @@ func runPgbench(ctx context.Context, dbURL string) (dbCeiling, error) {
 	c.TransactionsPerSecond, _ = strconv.ParseFloat(string(tps[1]), 64)
 	c.AvgLatencyMillis, _ = strconv.ParseFloat(string(latency[1]), 64)
 	return c, nil
+}
+
+// writePgbenchScript writes pgbenchScript to a temporary file and returns its path; the
+// caller removes it.
+func writePgbenchScript() (string, error) {
+	script, err := os.CreateTemp("", "pgbench-payment-*.sql")
+	if err != nil {
+		return "", fmt.Errorf("pgbench script: %w", err)
+	}
+	if _, err := script.WriteString(pgbenchScript); err != nil {
+		script.Close()
+		os.Remove(script.Name())
+		return "", fmt.Errorf("write pgbench script: %w", err)
+	}
+	if err := script.Close(); err != nil {
+		os.Remove(script.Name())
+		return "", fmt.Errorf("write pgbench script: %w", err)
+	}
+	return script.Name(), nil
+}
+
+// pgbenchCommand is pgbench running script against dbURL with clients connections for
+// d, the way the API benchmark runs it.
+func pgbenchCommand(ctx context.Context, script, dbURL string, clients int, d time.Duration, extra ...string) *exec.Cmd {
+	// -M prepared: the API's pgx prepares and caches its statements too.
+	// -n: no vacuum of pgbench's own tables, which this database does not have.
+	args := []string{"-n", "-M", "prepared",
+		"-c", strconv.Itoa(clients), "-j", strconv.Itoa(min(clients, 2)),
+		"-T", strconv.Itoa(int(d.Seconds())),
+		"-f", script}
+	args = append(args, extra...)
+	return exec.CommandContext(ctx, "pgbench", append(args, dbURL)...)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
 )
@@ -49,8 +50,38 @@ func (b Bench) Latency(ctx context.Context, relay Relay, dbURL string) (LatencyR
 
 // TracedLatency is Latency, writing its trace to trace unless that is "".
 func (b Bench) TracedLatency(ctx context.Context, relay Relay, dbURL, trace string) (LatencyResult, error) {
+	return b.LatencyWith(ctx, relay, dbURL, LatencyExtras{Trace: trace})
+}
+
+// LatencyExtras are what a latency measurement may run or record beside the relay.
+type LatencyExtras struct {
+	// Trace, when set, is the file each event is written to (LatencySetup.Trace).
+	Trace string
+	// Beside, when set, runs through the measurement: it starts once the server has
+	// settled (a load started earlier would keep autovacuum busy and the settling
+	// waiting), and the function it returns ends it when the measurement is over. An
+	// error of either fails the measurement.
+	Beside func(context.Context) (func() error, error)
+	// ConsumerOpts are added to the measuring consumer's options (hooks that time its
+	// fetches).
+	ConsumerOpts []kgo.Opt
+}
+
+// LatencyWith is Latency with extras.
+func (b Bench) LatencyWith(ctx context.Context, relay Relay, dbURL string, extras LatencyExtras) (result LatencyResult, err error) {
 	if err := benchenv.Settle(ctx, b.Admin); err != nil {
 		return LatencyResult{}, err
+	}
+	if extras.Beside != nil {
+		stop, err := extras.Beside(ctx)
+		if err != nil {
+			return LatencyResult{}, err
+		}
+		defer func() {
+			if stopErr := stop(); err == nil {
+				err = stopErr
+			}
+		}()
 	}
 	topic, dropTopic, err := b.CreateTopic(ctx, "bench.relay-latency")
 	if err != nil {
@@ -59,6 +90,6 @@ func (b Bench) TracedLatency(ctx context.Context, relay Relay, dbURL, trace stri
 	defer dropTopic()
 	return MeasureLatency(ctx, relay, LatencySetup{
 		DBURL: dbURL, Brokers: b.Brokers, Topic: topic, Rate: b.LatencyRate, Duration: b.LatencyDuration,
-		Trace: trace,
+		Trace: extras.Trace, ConsumerOpts: extras.ConsumerOpts,
 	})
 }

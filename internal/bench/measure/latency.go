@@ -52,6 +52,8 @@ type LatencySetup struct {
 	Tracer pgx.QueryTracer
 	// Trace, when set, is the file each event is written to (writeLatencyTrace).
 	Trace string
+	// ConsumerOpts are added to the measuring consumer's options.
+	ConsumerOpts []kgo.Opt
 }
 
 // MeasureLatency empties the relay's table, starts the relay and commits s.Rate events
@@ -88,8 +90,8 @@ func MeasureLatency(ctx context.Context, relay Relay, s LatencySetup) (LatencyRe
 	}
 	defer genPool.Close()
 
-	consumer, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ConsumeTopics(s.Topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	consumer, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.Brokers...), kgo.ConsumeTopics(s.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond)}, s.ConsumerOpts...)...)
 	if err != nil {
 		return LatencyResult{}, fmt.Errorf("new consumer: %w", err)
 	}
@@ -318,22 +320,26 @@ func consume(ctx context.Context, consumer *kgo.Client, total int, timeout time.
 }
 
 // writeLatencyTrace writes one CSV line per event, in commit order: milliseconds from
-// the first commit to its commit, its latency, and its wait for a claim (commit to the
-// record's timestamp). It answers what a percentile cannot: whether the slowest events
+// the first commit to its commit, its latency, its wait for a claim (commit to the
+// record's timestamp), and its commit's Unix time in milliseconds (to line it up with
+// other traces of the same moment). It answers what a percentile cannot: whether the slowest events
 // came together (a stall of something) or were spread over the run (queueing).
 func writeLatencyTrace(path string, gen *Generator, received map[string]arrival) error {
-	type line struct{ at, latency, toStamp float64 }
+	type line struct {
+		at, latency, toStamp float64
+		unixMs               int64
+	}
 	var lines []line
 	for key, at := range gen.committedAt {
 		if got, ok := received[key]; ok {
-			lines = append(lines, line{millisBetween(gen.start, at), millisBetween(at, got.at), millisBetween(at, got.stamped)})
+			lines = append(lines, line{millisBetween(gen.start, at), millisBetween(at, got.at), millisBetween(at, got.stamped), at.UnixMilli()})
 		}
 	}
 	slices.SortFunc(lines, func(a, b line) int { return cmp.Compare(a.at, b.at) })
 	var out strings.Builder
-	out.WriteString("committed_ms,latency_ms,claim_wait_ms\n")
+	out.WriteString("committed_ms,latency_ms,claim_wait_ms,committed_unix_ms\n")
 	for _, l := range lines {
-		fmt.Fprintf(&out, "%.1f,%.2f,%.0f\n", l.at, l.latency, l.toStamp)
+		fmt.Fprintf(&out, "%.1f,%.2f,%.0f,%d\n", l.at, l.latency, l.toStamp, l.unixMs)
 	}
 	if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
 		return fmt.Errorf("write latency trace: %w", err)

@@ -27,8 +27,12 @@ type diagnoseConfig struct {
 	cpuProfile, blockProfile string // files, or "" for none
 	explain, statements      bool
 	// latencyTrace, when set, is a file prefix: each latency measurement writes one
-	// line per event to <prefix>-<relay>-<repetition>.csv (writeLatencyTrace).
+	// line per event to <prefix>-<relay>-<repetition>.csv (writeLatencyTrace), and its
+	// produce requests and fetches beside it (tailtrace.go).
 	latencyTrace string
+	// goTrace, when set, is a file prefix for a Go execution trace of each latency
+	// measurement (tailtrace.go).
+	goTrace string
 }
 
 func (c diagnoseConfig) profiles() bool { return c.cpuProfile != "" || c.blockProfile != "" }

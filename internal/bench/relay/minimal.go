@@ -50,6 +50,8 @@ const floorTableSQL = `
 // floorRelay is the minimal relay on the minimal table floor_events.
 type floorRelay struct {
 	brokers []string
+	// opts are added to its producer's options (the benchmark's hooks).
+	opts []kgo.Opt
 }
 
 func (floorRelay) Fill(ctx context.Context, pool *pgxpool.Pool, n int) error {
@@ -82,7 +84,7 @@ func (floorRelay) Insert(ctx context.Context, tx pgx.Tx, key string, payload []b
 }
 
 func (f floorRelay) Start(ctx context.Context, pool *pgxpool.Pool, topic string) (*measure.Running, error) {
-	return startMinimalRelay(ctx, f.brokers, func(ctx context.Context, client *kgo.Client) (int, error) {
+	return startMinimalRelay(ctx, append(floorClientOpts(f.brokers), f.opts...), func(ctx context.Context, client *kgo.Client) (int, error) {
 		return floorBatch(ctx, pool, minimalRelayBatchSize, "", func(records []*kgo.Record) error {
 			for _, r := range records {
 				r.Topic = topic
@@ -141,7 +143,7 @@ type sameSchemaRelay struct {
 }
 
 func (s sameSchemaRelay) Start(ctx context.Context, pool *pgxpool.Pool, topic string) (*measure.Running, error) {
-	return startMinimalRelay(ctx, s.brokers, func(ctx context.Context, client *kgo.Client) (int, error) {
+	return startMinimalRelay(ctx, floorClientOpts(s.brokers), func(ctx context.Context, client *kgo.Client) (int, error) {
 		return sameSchemaBatch(ctx, pool, client, topic)
 	})
 }
@@ -182,10 +184,10 @@ func sameSchemaBatch(ctx context.Context, pool *pgxpool.Pool, client *kgo.Client
 }
 
 // startMinimalRelay runs batch in a loop until stopped, polling every
-// minimalRelayIdlePoll after a batch that found nothing. The Kafka client is configured
-// like our relay's where it matters for speed (floorClientOpts).
-func startMinimalRelay(ctx context.Context, brokers []string, batch func(context.Context, *kgo.Client) (int, error)) (*measure.Running, error) {
-	client, err := kgo.NewClient(floorClientOpts(brokers)...)
+// minimalRelayIdlePoll after a batch that found nothing, with a Kafka client of opts
+// (floorClientOpts: configured like our relay's where it matters for speed).
+func startMinimalRelay(ctx context.Context, opts []kgo.Opt, batch func(context.Context, *kgo.Client) (int, error)) (*measure.Running, error) {
+	client, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("new minimal relay producer: %w", err)
 	}

@@ -10,7 +10,7 @@
 //     minimal.go) and for the same minimal relay on our table (the same-schema
 //     comparison), with WAL bytes, WAL records, WAL flushes and commits per event;
 //   - the latency from commit to consumed at a steady 1,000 events/s, for our relay and
-//     the floor.
+//     the floor, quiet and then beside the API's load (apiload.go).
 //
 // Each figure in reports/bench.json is the median of the repetitions, with its min and
 // max. Flags ask for the relay's CPU and block profiles, the plan of its claim and
@@ -23,6 +23,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -40,7 +41,10 @@ import (
 // relayBenchConfig is the relay benchmark's settings, from its flags.
 type relayBenchConfig struct {
 	measure.Flags
-	diagnose diagnoseConfig
+	// apiLoadClients is -api-load: pgbench's clients beside the latencies measured
+	// under the API's load (apiload.go); 0 measures none.
+	apiLoadClients int
+	diagnose       diagnoseConfig
 }
 
 func parseRelayFlags(args []string, stdout io.Writer) (relayBenchConfig, error) {
@@ -52,9 +56,15 @@ func parseRelayFlags(args []string, stdout io.Writer) (relayBenchConfig, error) 
 	fs.StringVar(&c.diagnose.blockProfile, "blockprofile", "", "write a block profile of our relay's drain to this file")
 	fs.BoolVar(&c.diagnose.explain, "explain", false, "print EXPLAIN (ANALYZE, BUFFERS) of our relay's claim at a full backlog")
 	fs.BoolVar(&c.diagnose.statements, "statements", false, "print per-statement figures from pg_stat_statements for a drain of each relay")
-	fs.StringVar(&c.diagnose.latencyTrace, "latency-trace", "", "write every event of each latency measurement to <prefix>-<relay>-<rep>.csv: when it committed, its latency, and its wait for a claim")
+	fs.StringVar(&c.diagnose.latencyTrace, "latency-trace", "", "write every event of each latency measurement to <prefix>-<relay>-<rep>.csv (when it committed, its latency, its wait for a claim), "+
+		"the relay's produce requests and the consumer's fetches to <prefix>-<relay>-<rep>-produce.csv and -fetch.csv, and print the Go runtime's GC pauses and scheduling latencies")
+	fs.StringVar(&c.diagnose.goTrace, "trace", "", "write a Go execution trace of each latency measurement to <prefix>-<relay>-<rep>.trace (go tool trace)")
+	fs.IntVar(&c.apiLoadClients, "api-load", defaultAPILoadClients, "pgbench clients committing the API's transaction beside a second latency measurement of each relay; 0 for none")
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("parse flags: %w", err)
+	}
+	if c.apiLoadClients < 0 {
+		return c, errors.New("-api-load must be 0 (no load) or a number of clients")
 	}
 	return c, c.Check()
 }
@@ -66,7 +76,10 @@ type relayFigures struct {
 	// otherReplicaLatency is our relay's latency for events committed by another
 	// process, which no nudge announces (measure.PollRelay.Unnudged).
 	otherReplicaLatency measure.LatencyResult
-	loadAvg             float64
+	// relayUnderLoad and floorUnderLoad are the latencies beside the API's load
+	// (apiload.go); zero without -api-load.
+	relayUnderLoad, floorUnderLoad loadedLatency
+	loadAvg                        float64
 	// cluster is our relay on the three-node cluster (cluster.go); nil without
 	// KAFKA_CLUSTER_BROKERS.
 	cluster *clusterFigures
@@ -95,7 +108,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		b := relayBench{
 			Bench: cfg.Bench(env),
-			cfg:   cfg, ourURL: ourURL, floorURL: floorURL,
+			cfg:   cfg, ourURL: ourURL, floorURL: floorURL, stdout: stdout,
 			ours:       measure.PollRelay{Config: relayCfg, Logger: slog.New(slog.DiscardHandler)},
 			floor:      floorRelay{brokers: env.Brokers},
 			sameSchema: sameSchemaRelay{brokers: env.Brokers},
@@ -158,6 +171,7 @@ type relayBench struct {
 	measure.Bench
 	cfg              relayBenchConfig
 	ourURL, floorURL string
+	stdout           io.Writer
 	ours             measure.PollRelay
 	floor            floorRelay
 	sameSchema       sameSchemaRelay
@@ -181,43 +195,52 @@ func (b relayBench) repetition(ctx context.Context, rep int) (relayFigures, erro
 		return f, fmt.Errorf("same-schema minimal relay's drain: %w", err)
 	}
 	// The two latencies take turns going first, so that neither is always the one
-	// measured right after the drains.
-	ours := func() (err error) {
-		if f.relayLatency, err = b.TracedLatency(ctx, b.ours, b.ourURL, b.tracePath("ours", rep)); err != nil {
+	// measured right after the drains; so do the two under the API's load.
+	if err := takeTurns(rep, func() (err error) {
+		if f.relayLatency, err = b.latency(ctx, b.ours, b.ourURL, "ours", rep, nil); err != nil {
 			return fmt.Errorf("our relay's latency: %w", err)
 		}
 		return nil
-	}
-	floor := func() (err error) {
-		if f.floorLatency, err = b.TracedLatency(ctx, b.floor, b.floorURL, b.tracePath("floor", rep)); err != nil {
+	}, func() (err error) {
+		if f.floorLatency, err = b.latency(ctx, b.floor, b.floorURL, "floor", rep, nil); err != nil {
 			return fmt.Errorf("floor latency: %w", err)
 		}
 		return nil
-	}
-	first, second := ours, floor
-	if rep%2 == 0 {
-		first, second = floor, ours
-	}
-	if err := first(); err != nil {
-		return f, err
-	}
-	if err := second(); err != nil {
+	}); err != nil {
 		return f, err
 	}
 	unnudged := b.ours
 	unnudged.Unnudged = true
-	if f.otherReplicaLatency, err = b.TracedLatency(ctx, unnudged, b.ourURL, b.tracePath("other-replica", rep)); err != nil {
+	if f.otherReplicaLatency, err = b.latency(ctx, unnudged, b.ourURL, "other-replica", rep, nil); err != nil {
 		return f, fmt.Errorf("our relay's latency for another replica's commits: %w", err)
+	}
+	if b.cfg.apiLoadClients > 0 {
+		if err := takeTurns(rep, func() (err error) {
+			if f.relayUnderLoad, err = b.latencyUnderAPILoad(ctx, b.ours, b.ourURL, "ours-api-load", rep); err != nil {
+				return fmt.Errorf("our relay's latency under the API's load: %w", err)
+			}
+			return nil
+		}, func() (err error) {
+			if f.floorUnderLoad, err = b.latencyUnderAPILoad(ctx, b.floor, b.floorURL, "floor-api-load", rep); err != nil {
+				return fmt.Errorf("floor latency under the API's load: %w", err)
+			}
+			return nil
+		}); err != nil {
+			return f, err
+		}
 	}
 	f.loadAvg = benchenv.LoadAverage()
 	return f, nil
 }
 
-// tracePath is where the latency measurement of relay in repetition rep writes its
-// trace, or "" without -latency-trace.
-func (b relayBench) tracePath(relay string, rep int) string {
-	if b.cfg.diagnose.latencyTrace == "" {
-		return ""
+// takeTurns runs ours then floor in odd repetitions, floor then ours in even ones.
+func takeTurns(rep int, ours, floor func() error) error {
+	first, second := ours, floor
+	if rep%2 == 0 {
+		first, second = floor, ours
 	}
-	return fmt.Sprintf("%s-%s-%d.csv", b.cfg.diagnose.latencyTrace, relay, rep)
+	if err := first(); err != nil {
+		return err
+	}
+	return second()
 }

@@ -5,6 +5,7 @@ package relay
 import (
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/dscourse/payments-outbox/internal/bench/measure"
@@ -33,6 +34,11 @@ func printRepetition(w io.Writer, rep int, f relayFigures, relayCfg poll.Config,
 	f.relayLatency.WokenBy.Print(w)
 	latency(fmt.Sprintf("latency at %d/s, floor", rate), f.floorLatency)
 	latency(fmt.Sprintf("latency at %d/s, another replica's commits", rate), f.otherReplicaLatency)
+	if f.relayUnderLoad.Events > 0 {
+		latency(fmt.Sprintf("API load, %.0f tx/s: our relay", f.relayUnderLoad.apiTPS), f.relayUnderLoad.LatencyResult)
+		f.relayUnderLoad.WokenBy.Print(w)
+		latency(fmt.Sprintf("API load, %.0f tx/s: floor", f.floorUnderLoad.apiTPS), f.floorUnderLoad.LatencyResult)
+	}
 	if f.cluster != nil {
 		drain("drain, our relay, cluster", f.cluster.drain)
 		latency(fmt.Sprintf("latency at %d/s, ours, cluster", rate), f.cluster.latency)
@@ -118,6 +124,9 @@ func relayReport(all []relayFigures, cfg relayBenchConfig, relayCfg poll.Config)
 	for _, f := range figures {
 		pick(f.value).AddTo(report, f.key, f.round)
 	}
+	if cfg.apiLoadClients > 0 {
+		addAPILoadFigures(report, all, cfg.apiLoadClients)
+	}
 	addClusterFigures(report, all)
 	return report
 }
@@ -129,6 +138,10 @@ func printSummary(w io.Writer, report map[string]any) {
 		report["relay_to_floor_ratio"], report["minimal_relay_events_per_s"], report["relay_to_minimal_ratio"])
 	fmt.Fprintf(w, "  latency p99 %v ms, floor %v ms (ratio %v, goal <= 1.5 and <= 20 ms)\n",
 		report["relay_latency_p99_ms"], report["floor_latency_p99_ms"], report["relay_latency_p99_to_floor_ratio"])
+	if v, ok := report["relay_latency_p99_under_api_load_ms"]; ok {
+		fmt.Fprintf(w, "  beside the API's load (%v tx/s): latency p99 %v ms, floor %v ms (ratio %v, goal <= 1.5 and <= 20 ms)\n",
+			report["api_load_tx_per_s"], v, report["floor_latency_p99_under_api_load_ms"], report["relay_latency_p99_to_floor_ratio_under_api_load"])
+	}
 	fmt.Fprintf(w, "  WAL bytes per event %v, floor %v; commits per event %v, floor %v\n",
 		report["relay_wal_bytes_per_event"], report["floor_wal_bytes_per_event"],
 		report["relay_commits_per_event"], report["floor_commits_per_event"])
@@ -136,5 +149,32 @@ func printSummary(w io.Writer, report map[string]any) {
 		fmt.Fprintf(w, "  three-node cluster (RF 3, acks=all): drain %v events/s [%v, %v], latency p99 %v ms [%v, %v]\n",
 			v, report["relay_drain_cluster_events_per_s_min"], report["relay_drain_cluster_events_per_s_max"],
 			report["relay_latency_cluster_p99_ms"], report["relay_latency_cluster_p99_ms_min"], report["relay_latency_cluster_p99_ms_max"])
+	}
+}
+
+// addAPILoadFigures adds the latencies beside the API's load (apiload.go) to report.
+func addAPILoadFigures(report map[string]any, all []relayFigures, clients int) {
+	report["relay_bench_api_load_clients"] = clients
+	figures := []struct {
+		key   string
+		round func(float64) float64
+		value func(relayFigures) float64
+	}{
+		{"relay_latency_p50_under_api_load_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.relayUnderLoad.P50 }},
+		{"relay_latency_p99_under_api_load_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.relayUnderLoad.P99 }},
+		{"relay_latency_stamped_p99_under_api_load_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.relayUnderLoad.StampedP99 }},
+		{"floor_latency_p50_under_api_load_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.floorUnderLoad.P50 }},
+		{"floor_latency_p99_under_api_load_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.floorUnderLoad.P99 }},
+		{"floor_latency_stamped_p99_under_api_load_ms", benchreport.Tenths, func(f relayFigures) float64 { return f.floorUnderLoad.StampedP99 }},
+		{"relay_latency_p99_to_floor_ratio_under_api_load", benchreport.Hundredths, func(f relayFigures) float64 { return f.relayUnderLoad.P99 / f.floorUnderLoad.P99 }},
+		// The load's own rate, both measurements' mean: what the relays ran beside.
+		{"api_load_tx_per_s", math.Round, func(f relayFigures) float64 { return (f.relayUnderLoad.apiTPS + f.floorUnderLoad.apiTPS) / 2 }},
+	}
+	for _, f := range figures {
+		samples := make(benchreport.Samples, len(all))
+		for i, r := range all {
+			samples[i] = f.value(r)
+		}
+		samples.AddTo(report, f.key, f.round)
 	}
 }

@@ -171,9 +171,17 @@ func (r *Relay) pollIdle(ctx context.Context) {
 
 // joinAfter is how long a batch may go on before idle workers stop leaving new commits
 // to its worker. A batch at the relay's usual rates takes a few milliseconds: a claim,
-// a produce round trip, a mark. One that takes longer is waiting on something, and
-// the commits behind it must not wait with it.
-const joinAfter = 20 * time.Millisecond
+// a produce round trip, a mark. One that goes on much longer is waiting on something
+// (a partition that does not answer, a broker that is gone), and the commits behind
+// it must not wait with it.
+//
+// It is well above what a batch takes on a busy machine, though. There a batch often
+// takes 20 to 50 ms, and a worker that joined then sends its produce request while the
+// first one is still out: on a busy broker, requests that overlap are answered late,
+// together (docs/bench.md, "The tail beside the API's load": a p99 of 37 to 82 ms
+// against 5 to 9 ms for the requests that were alone), so joining made the tail it was
+// meant to cut. The floor never overlaps its requests.
+const joinAfter = 100 * time.Millisecond
 
 // busyWorkers counts the workers in a streak: from a claim that found events until
 // one of their claims finds none (or their batch fails). A streak covers the worker's
