@@ -9,6 +9,7 @@ package api
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,7 +37,8 @@ import (
 )
 
 const (
-	// apiBenchDuration is each measured phase: an HTTP attack, or a pgbench run.
+	// apiBenchDuration is each measured phase by default: an HTTP attack, or a pgbench
+	// run (-duration).
 	apiBenchDuration = 12 * time.Second
 	// apiBenchWarmup fills the connection pools and the prepared-statement caches
 	// before the measured attack.
@@ -50,15 +52,15 @@ const (
 	apiBenchDBClients = 16
 )
 
-// apiBenchRounds is how many times each phase runs, alternating API and pgbench, the
-// best of each being kept: on a shared machine a neighbour's burst can halve one
+// apiBenchRounds is how many times each phase runs by default (-rounds), alternating
+// API and pgbench, the best of each being kept: on a shared machine a neighbour's burst can halve one
 // phase, and alternating keeps such a burst from favouring one side.
 const apiBenchRounds = 2
 
-// Run runs the API benchmark and merges its figures into reports/bench.json. It takes
-// no flags.
+// Run runs the API benchmark with the flags in args (-h lists them) and merges its
+// figures into reports/bench.json.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	return benchenv.Run(ctx, args, getenv, stdout, benchenv.NoFlags("api"), func(env benchenv.Env, _ struct{}) error {
+	return benchenv.Run(ctx, args, getenv, stdout, parseAPIFlags, func(env benchenv.Env, cfg apiBenchConfig) error {
 		srv, stop, err := startAPI(ctx, env)
 		if err != nil {
 			return err
@@ -78,14 +80,14 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			api apiResult
 			db  dbCeiling
 		)
-		for round := 1; round <= apiBenchRounds; round++ {
-			a, err := attackAPI(srv, apiBenchDuration)
+		for round := 1; round <= cfg.rounds; round++ {
+			a, err := attackAPI(srv, cfg.duration)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout, "round %d API:        %6.0f payments/s (p50 %.1f ms, p99 %.1f ms, %d created, %d errors%s, %d clients)\n",
 				round, a.PaymentsPerSecond, a.P50Millis, a.P99Millis, a.Created, a.Errors, a.Failures, apiBenchClients)
-			d, err := runPgbench(ctx, dbURL)
+			d, err := runPgbench(ctx, dbURL, cfg.duration)
 			if err != nil {
 				return err
 			}
@@ -102,13 +104,21 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		fmt.Fprintf(stdout, "best: API %.0f payments/s, DB ceiling %.0f tx/s, API / DB = %.2f (goal >= 0.8)\n",
 			api.PaymentsPerSecond, db.TransactionsPerSecond, ratio)
 
-		stopAPI() // before the rounds with each relay, which start APIs of their own
-		withRelays, err := apiWithRelays(ctx, env, stdout)
-		if err != nil {
-			return fmt.Errorf("API with each relay: %w", err)
+		if cfg.cpuProfile != "" {
+			if err := profileAPI(srv, cfg, stdout); err != nil {
+				return err
+			}
 		}
-		if err := benchreport.Merge(benchreport.Path, withRelays); err != nil {
-			return err
+
+		stopAPI() // before the rounds with each relay, which start APIs of their own
+		if cfg.withRelays {
+			withRelays, err := apiWithRelays(ctx, env, cfg, stdout)
+			if err != nil {
+				return fmt.Errorf("API with each relay: %w", err)
+			}
+			if err := benchreport.Merge(benchreport.Path, withRelays); err != nil {
+				return err
+			}
 		}
 		return benchreport.Merge(benchreport.Path, map[string]any{
 			"api_payments_per_s":    math.Round(api.PaymentsPerSecond),
@@ -119,8 +129,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			"db_ceiling_tx_per_s":   math.Round(db.TransactionsPerSecond),
 			"db_ceiling_clients":    apiBenchDBClients,
 			"api_to_db_ratio":       benchreport.Hundredths(ratio),
-			"api_bench_duration_s":  apiBenchDuration.Seconds(),
-			"api_bench_rounds":      apiBenchRounds,
+			"api_bench_duration_s":  cfg.duration.Seconds(),
+			"api_bench_rounds":      cfg.rounds,
 			"api_bench_measured_at": time.Now().UTC().Format(time.RFC3339),
 			// Both phases share the machine with whatever else runs: a high load average
 			// means the figures (less so their ratio) are lower than on an idle machine.
@@ -145,6 +155,8 @@ type apiServer struct {
 	// key is a merchant's API key for it, which every request carries: the API turns
 	// away a request without one (401), and checking it is part of each request's cost.
 	key string
+	// admin is its admin listener's URL, whose endpoints want adminToken (-cpuprofile).
+	admin, adminToken string
 }
 
 // startAPI builds cmd/api and runs it against a fresh database, its relay publishing
@@ -199,10 +211,11 @@ func startAPIOn(ctx context.Context, env benchenv.Env, dbURL string, vars ...str
 		return apiServer{}, nil, err
 	}
 
+	adminToken := rand.Text() + rand.Text() // ADMIN_TOKEN wants 32 bytes or more
 	apiCtx, cancel := context.WithCancel(ctx)
 	cmd := exec.CommandContext(apiCtx, bin)
 	cmd.Env = append(os.Environ(),
-		"DATABASE_URL="+dbURL, "HTTP_ADDR=127.0.0.1:0", "ADMIN_ADDR=127.0.0.1:0",
+		"DATABASE_URL="+dbURL, "HTTP_ADDR=127.0.0.1:0", "ADMIN_ADDR=127.0.0.1:0", "ADMIN_TOKEN="+adminToken,
 		"KAFKA_BROKERS="+strings.Join(env.Brokers, ","), "KAFKA_TOPIC="+topic)
 	cmd.Env = append(cmd.Env, vars...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
@@ -220,12 +233,12 @@ func startAPIOn(ctx context.Context, env benchenv.Env, dbURL string, vars ...str
 		cancel()
 		_ = cmd.Wait()
 	})
-	addr, err := listeningAddr(logs, 30*time.Second)
+	addr, adminAddr, err := listeningAddrs(logs, 30*time.Second)
 	if err != nil {
 		return apiServer{}, nil, err
 	}
 	go func() { _, _ = io.Copy(io.Discard, logs) }() // keep the pipe drained
-	return apiServer{base: "http://" + addr, key: key}, stop, nil
+	return apiServer{base: "http://" + addr, key: key, admin: "http://" + adminAddr, adminToken: adminToken}, stop, nil
 }
 
 // attackAPI sends valid payments to srv for d, each with srv's key and its own
@@ -292,31 +305,42 @@ func failures(m vegeta.Metrics) string {
 	return fmt.Sprintf(" (status codes %v, errors %q)", codes, m.Errors)
 }
 
-// listeningAddr reads cmd/api's JSON log until its "listening" line.
-func listeningAddr(logs io.Reader, timeout time.Duration) (string, error) {
-	found := make(chan string, 1)
+// listeningAddrs reads cmd/api's JSON log until its "listening" and "admin listening"
+// lines, and returns their addresses.
+func listeningAddrs(logs io.Reader, timeout time.Duration) (addr, adminAddr string, err error) {
+	found := make(chan [2]string, 1)
 	go func() {
+		defer close(found)
+		var addrs [2]string
 		sc := bufio.NewScanner(logs)
 		for sc.Scan() {
 			var entry struct {
 				Msg  string `json:"msg"`
 				Addr string `json:"addr"`
 			}
-			if json.Unmarshal(sc.Bytes(), &entry) == nil && entry.Msg == "listening" {
-				found <- entry.Addr
+			if json.Unmarshal(sc.Bytes(), &entry) != nil {
+				continue
+			}
+			switch entry.Msg {
+			case "listening":
+				addrs[0] = entry.Addr
+			case "admin listening":
+				addrs[1] = entry.Addr
+			}
+			if addrs[0] != "" && addrs[1] != "" {
+				found <- addrs
 				return
 			}
 		}
-		close(found)
 	}()
 	select {
-	case addr, ok := <-found:
+	case addrs, ok := <-found:
 		if !ok {
-			return "", errors.New("api exited before listening (see its log above)")
+			return "", "", errors.New("api exited before listening (see its log above)")
 		}
-		return addr, nil
+		return addrs[0], addrs[1], nil
 	case <-time.After(timeout):
-		return "", fmt.Errorf("api did not log \"listening\" within %s", timeout)
+		return "", "", fmt.Errorf("api did not log \"listening\" and \"admin listening\" within %s", timeout)
 	}
 }
 
@@ -359,8 +383,8 @@ var (
 	latencyLine = regexp.MustCompile(`latency average = ([0-9.]+) ms`)
 )
 
-// runPgbench runs pgbenchScript against dbURL, which has the payments migrations.
-func runPgbench(ctx context.Context, dbURL string) (dbCeiling, error) {
+// runPgbench runs pgbenchScript against dbURL, which has the payments migrations, for d.
+func runPgbench(ctx context.Context, dbURL string, d time.Duration) (dbCeiling, error) {
 	script, err := os.CreateTemp("", "pgbench-payment-*.sql")
 	if err != nil {
 		return dbCeiling{}, fmt.Errorf("pgbench script: %w", err)
@@ -377,7 +401,7 @@ func runPgbench(ctx context.Context, dbURL string) (dbCeiling, error) {
 	// -n: no vacuum of pgbench's own tables, which this database does not have.
 	out, err := exec.CommandContext(ctx, "pgbench", "-n", "-M", "prepared",
 		"-c", strconv.Itoa(apiBenchDBClients), "-j", "2",
-		"-T", strconv.Itoa(int(apiBenchDuration.Seconds())),
+		"-T", strconv.Itoa(int(d.Seconds())),
 		"-f", script.Name(), dbURL).CombinedOutput()
 	if err != nil {
 		return dbCeiling{}, fmt.Errorf("pgbench: %w\n%s", err, out)
