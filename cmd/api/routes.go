@@ -45,7 +45,7 @@ func newHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, metrics *ht
 	r.Group(func(r chi.Router) {
 		// Every payment route acts for the merchant of the request's API key; the
 		// handlers scope each query by it, so another merchant's payment is a 404.
-		r.Use(merchant.RequireAPIKey(merchant.NewStore(pool), unauthorized(paymentLogger), keyLookupFailed(paymentLogger)))
+		r.Use(merchant.RequireAPIKey(merchant.NewKeyCache(merchant.NewStore(pool), cfg.KeyCache), unauthorized(paymentLogger), keyLookupFailed(paymentLogger)))
 		if cfg.DualWrite {
 			// TEACHING ONLY: commits the payment without an outbox row and publishes from
 			// the request, the one path to Kafka outside the outbox (docs/anti-pattern.md).
