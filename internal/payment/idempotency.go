@@ -37,18 +37,18 @@ func keyScope(endpoint, owner, key string) string {
 // InFlight when another transaction uses it now.
 func claimKey(ctx context.Context, tx pgx.Tx, endpoint, owner, key string) error {
 	_, err := tx.Exec(ctx, claimKeySQL, keyScope(endpoint, owner, key))
-	return claimError(err)
+	return claimError("claim idempotency key", err)
 }
 
-// claimError is the error of a statement that began with a claim: InFlight if the key
-// is in use, else what translate makes of err.
-func claimError(err error) error {
+// claimError is the error of what, which began with a claim: InFlight if the key is in
+// use, else what translate makes of err.
+func claimError(what string, err error) error {
 	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "55P03" {
 		return Errorf(InFlight, "Idempotency-Key",
 			"a request with this Idempotency-Key is still in progress; retry after Retry-After with the same key to get its answer")
 	}
 	if err != nil {
-		return translate(fmt.Errorf("claim idempotency key: %w", err))
+		return translate(fmt.Errorf("%s: %w", what, err))
 	}
 	return nil
 }

@@ -50,7 +50,7 @@ func NewTracedStore(pool *pgxpool.Pool, tp trace.TracerProvider) *Store {
 //
 // The transaction takes two round trips to the database: one batch that begins it and
 // sends every write (createBatch), then COMMIT, or ROLLBACK when the batch's answers
-// say the key is in use or taken. Sent one by one, the same statements took six.
+// say the key is taken. Sent one by one, the same statements would take six.
 //
 // The transaction has a span of its own, whose traceparent outbox.QueueInsert stores
 // with the event: the relay's publish continues the trace from here.
@@ -98,7 +98,7 @@ func (s *Store) Create(ctx context.Context, merchantID uuid.UUID, req CreateRequ
 	defer tx.Rollback(ctx) //nolint:errcheck // the error that matters is returned below
 	if err := results.Close(); err != nil {
 		// The claim's failure (in flight) or another statement's, which translate sorts.
-		return Created{}, claimError(err)
+		return Created{}, claimError("insert payment and its event", err)
 	}
 	if !*recorded {
 		// An earlier request committed this key: undo this one's writes, replay that one.
