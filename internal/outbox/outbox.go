@@ -91,5 +91,7 @@ func insertArgs(ctx context.Context, msg Message) []any {
 	if tp := tracing.Traceparent(ctx); tp != "" {
 		traceparent = &tp
 	}
-	return []any{msg.ID, msg.Type, msg.AggregateID, msg.Payload, msg.OccurredAt, traceparent}
+	// The id as the [16]byte it is, which pgx sends in binary; a uuid.UUID would go
+	// through its text form (internal/pguuid).
+	return []any{[16]byte(msg.ID), msg.Type, msg.AggregateID, msg.Payload, msg.OccurredAt, traceparent}
 }

@@ -64,6 +64,9 @@ func claimError(what string, err error) error {
 func createBatch(ctx context.Context, merchantID uuid.UUID, p Payment, msg outbox.Message, idempotencyKey string, hash []byte) (b *pgx.Batch, recorded *bool) {
 	recorded = new(bool)
 	*recorded = true // without a key, nothing to record
+	// The ids as the [16]byte they are, which pgx sends in binary; a uuid.UUID would go
+	// through its text form (internal/pguuid says what that costs).
+	paymentID, merchant := [16]byte(p.ID), [16]byte(merchantID)
 	b = &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
 	if idempotencyKey != "" {
@@ -72,13 +75,13 @@ func createBatch(ctx context.Context, merchantID uuid.UUID, p Payment, msg outbo
 	b.Queue(`
 		INSERT INTO payments (id, user_id, amount, currency, created_at, merchant_id)
 		VALUES ($1, $2, $3, $4, $5, $6)`,
-		p.ID, p.UserID, p.Amount, p.Currency, p.CreatedAt, merchantID)
+		paymentID, p.UserID, p.Amount, p.Currency, p.CreatedAt, merchant)
 	if idempotencyKey != "" {
 		b.Queue(`
 			INSERT INTO idempotency_keys (merchant_id, key, request_hash, payment_id)
 			VALUES ($1, $2, $3, $4)
 			ON CONFLICT (merchant_id, key) DO NOTHING`,
-			merchantID, idempotencyKey, hash, p.ID).
+			merchant, idempotencyKey, hash, paymentID).
 			Exec(func(tag pgconn.CommandTag) error { *recorded = tag.RowsAffected() == 1; return nil })
 	}
 	outbox.QueueInsert(ctx, b, msg)
