@@ -7,10 +7,12 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"time"
 
 	"github.com/dscourse/payments-outbox/internal/envconfig"
 	"github.com/dscourse/payments-outbox/internal/event"
 	"github.com/dscourse/payments-outbox/internal/kafkasec"
+	"github.com/dscourse/payments-outbox/internal/merchant"
 	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 	"github.com/dscourse/payments-outbox/internal/payment"
@@ -28,6 +30,10 @@ type config struct {
 	// holds a connection for one short transaction; commits of concurrent transactions
 	// share one WAL flush, so a few more connections than cores pay off (see make bench).
 	DatabaseMaxConns int
+	// KeyCache (API_KEY_CACHE_TTL, default 5s; 0 turns it off) is how long the merchant
+	// of a live API key is remembered (merchant.KeyCache), which saves a query per
+	// request; a revoked key stops working within it.
+	KeyCache merchant.KeyCacheConfig
 	// HTTPAddr (HTTP_ADDR, default 127.0.0.1:8080) is where the API listens; port 0
 	// picks a free port, which run logs.
 	HTTPAddr string
@@ -105,6 +111,11 @@ type config struct {
 	Keys payment.KeyCleanerConfig
 }
 
+// defaultKeyCacheTTL is API_KEY_CACHE_TTL's default: a revoked key works for at most
+// 5 s more, while a merchant's key is looked up about once per 5 s per process instead
+// of once per request.
+const defaultKeyCacheTTL = 5 * time.Second
+
 // minAdminTokenBytes is the shortest ADMIN_TOKEN accepted: 32 bytes, 256 bits if
 // random, beyond guessing through the 401s of /admin/.
 const minAdminTokenBytes = 32
@@ -125,6 +136,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	cfg := config{
 		DatabaseURL:      env.String("DATABASE_URL", ""),
 		DatabaseMaxConns: env.Int("DATABASE_MAX_CONNS", 16),
+		KeyCache:         merchant.KeyCacheConfig{TTL: env.Duration("API_KEY_CACHE_TTL", defaultKeyCacheTTL)},
 		HTTPAddr:         env.String("HTTP_ADDR", "127.0.0.1:8080"),
 		DualWrite:        env.Bool("DUAL_WRITE", false),
 		AdminAddr:        env.String("ADMIN_ADDR", "127.0.0.1:9090"),
@@ -214,6 +226,9 @@ func (c config) Validate() error {
 	// pgxpool counts connections in an int32.
 	if c.DatabaseMaxConns < 1 || c.DatabaseMaxConns > math.MaxInt32 {
 		errs = append(errs, fmt.Errorf("DATABASE_MAX_CONNS=%d: the pool needs at least 1 connection, e.g. 16", c.DatabaseMaxConns))
+	}
+	if c.KeyCache.TTL < 0 {
+		errs = append(errs, fmt.Errorf("API_KEY_CACHE_TTL=%s: a revoked key works for this long at most; use e.g. 5s, or 0 to look every key up", c.KeyCache.TTL))
 	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		errs = append(errs, fmt.Errorf("HTTP_ADDR=%q is not host:port: use e.g. 127.0.0.1:8080, or :8080 for every interface", c.HTTPAddr))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/dscourse/payments-outbox/internal/merchant"
 	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/outbox/poll"
 	"github.com/dscourse/payments-outbox/internal/payment"
@@ -29,6 +30,7 @@ func TestLoadConfigFillsDefaults(t *testing.T) {
 	want := config{
 		DatabaseURL:      "postgres://postgres@127.0.0.1:55432/payments",
 		DatabaseMaxConns: 16,
+		KeyCache:         merchant.KeyCacheConfig{TTL: 5 * time.Second},
 		HTTPAddr:         "127.0.0.1:8080",
 		AdminAddr:        "127.0.0.1:9090",
 		RelayMode:        "poll",
@@ -50,6 +52,7 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 		"KAFKA_BROKERS":        " 127.0.0.1:29092, 127.0.0.1:29093 ,",
 		"KAFKA_TOPIC":          "t",
 		"HTTP_ADDR":            ":9000",
+		"API_KEY_CACHE_TTL":    "1s",
 		"DUAL_WRITE":           "true",
 		"ADMIN_ADDR":           "127.0.0.1:9999",
 		"ADMIN_TOKEN":          "s3cret-s3cret-s3cret-s3cret-0123",
@@ -85,6 +88,7 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 	want := config{
 		DatabaseURL:      "postgres://db/payments",
 		DatabaseMaxConns: 32,
+		KeyCache:         merchant.KeyCacheConfig{TTL: time.Second},
 		HTTPAddr:         ":9000",
 		DualWrite:        true,
 		AdminAddr:        "127.0.0.1:9999",
@@ -145,6 +149,7 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{"bad admin address", map[string]string{"DATABASE_URL": "x", "ADMIN_ADDR": "9090"}, []string{"ADMIN_ADDR", "127.0.0.1:9090"}},
 		{"admin on the API's listener", map[string]string{"DATABASE_URL": "x", "ADMIN_ADDR": "127.0.0.1:8080"}, []string{"ADMIN_ADDR", "listener of their own"}},
 		{"short admin token", map[string]string{"DATABASE_URL": "x", "ADMIN_TOKEN": "local-admin-token"}, []string{"ADMIN_TOKEN is 17 bytes", "at least 32"}},
+		{"negative key cache", map[string]string{"DATABASE_URL": "x", "API_KEY_CACHE_TTL": "-1s"}, []string{"API_KEY_CACHE_TTL=-1s", "0 to look every key up"}},
 		{"stop over budget", map[string]string{"DATABASE_URL": "x", "RELAY_SHUTDOWN_TIMEOUT": "10s"}, []string{"RELAY_SHUTDOWN_TIMEOUT=10s", "25s budget", "at most 5s"}},
 		{"two mistakes at once", map[string]string{"HTTP_ADDR": "nope"}, []string{"DATABASE_URL is required", "HTTP_ADDR"}},
 		{"parse and validation mistakes at once", map[string]string{"DUAL_WRITE": "maybe"}, []string{"DUAL_WRITE", "DATABASE_URL is required"}},

@@ -17,7 +17,7 @@ import (
 
 // keysUsage is how the keys command is called.
 const keysUsage = `api keys create --merchant NAME [--database-url URL]   create a key (and the merchant), print it once
-api keys revoke ID [--database-url URL]                 revoke a key; it stops working at once`
+api keys revoke ID [--database-url URL]                 revoke a key; it stops working within API_KEY_CACHE_TTL (5s)`
 
 // runKeys is the keys command: it creates or revokes a merchant's API key in the
 // payments database (DATABASE_URL, or --database-url), migrating it first. create

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -44,7 +45,7 @@ func newHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, metrics *ht
 	r.Group(func(r chi.Router) {
 		// Every payment route acts for the merchant of the request's API key; the
 		// handlers scope each query by it, so another merchant's payment is a 404.
-		r.Use(merchant.RequireAPIKey(merchant.NewStore(pool), unauthorized(paymentLogger), keyLookupFailed(paymentLogger)))
+		r.Use(merchant.RequireAPIKey(merchant.NewKeyCache(merchant.NewStore(pool), cfg.KeyCache), unauthorized(paymentLogger), keyLookupFailed(paymentLogger)))
 		if cfg.DualWrite {
 			// TEACHING ONLY: commits the payment without an outbox row and publishes from
 			// the request, the one path to Kafka outside the outbox (docs/anti-pattern.md).
@@ -80,8 +81,8 @@ func keyLookupFailed(logger *slog.Logger) func(http.ResponseWriter, *http.Reques
 	}
 }
 
-// newAdminHandler is the operators' surface on ADMIN_ADDR: /metrics for the scraper
-// and the relay's dead-letter endpoints. Apart from the public API, so that neither is
+// newAdminHandler is the operators' surface on ADMIN_ADDR: /metrics for the scraper,
+// the relay's dead-letter endpoints and the runtime's profiles. Apart from the public API, so that neither is
 // reachable from where the payments are.
 func newAdminHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, reg *prometheus.Registry, metrics *httpMetrics,
 	relay relayNudges) http.Handler {
@@ -100,6 +101,10 @@ func newAdminHandler(cfg config, logger *slog.Logger, pool *pgxpool.Pool, reg *p
 			r.Use(outbox.RequireBearerToken(cfg.AdminToken))
 			r.Method(http.MethodGet, "/admin/dlq", dlq.HandleList())
 			r.Method(http.MethodPost, "/admin/dlq/{event_id}/replay", dlq.HandleReplay(relay.replayed))
+			// The Go runtime's profiles (net/http/pprof), for an operator asking where a
+			// busy process spends its CPU; the API benchmark's -cpuprofile reads them. At
+			// most 15 s each: the admin server's WriteTimeout.
+			r.Mount("/debug", middleware.Profiler())
 		})
 	}
 	return r

@@ -88,6 +88,9 @@ func TestAdminEndpointsNeedTheConfiguredToken(t *testing.T) {
 		{"wrong token on replay", testAdminToken, "guess", http.MethodPost, unknownEvent, http.StatusUnauthorized},
 		{"right token", testAdminToken, testAdminToken, http.MethodGet, "/admin/dlq", http.StatusOK},
 		{"right token, replay of an unknown event", testAdminToken, testAdminToken, http.MethodPost, unknownEvent, http.StatusNotFound},
+		{"no token configured: no profiles", "", "", http.MethodGet, "/debug/pprof/heap", http.StatusNotFound},
+		{"wrong token on profiles", testAdminToken, "guess", http.MethodGet, "/debug/pprof/heap", http.StatusUnauthorized},
+		{"right token, heap profile", testAdminToken, testAdminToken, http.MethodGet, "/debug/pprof/heap", http.StatusOK},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -109,7 +112,7 @@ func TestAdminEndpointsNeedTheConfiguredToken(t *testing.T) {
 			if rec.Code != tt.want {
 				t.Errorf("%s %s = %d %s, want %d", tt.method, tt.path, rec.Code, rec.Body, tt.want)
 			}
-			if tt.want == http.StatusOK {
+			if tt.want == http.StatusOK && tt.path == "/admin/dlq" {
 				var body struct {
 					DeadLetters []json.RawMessage `json:"dead_letters"`
 				}

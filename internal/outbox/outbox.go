@@ -63,16 +63,35 @@ type Message struct {
 // that anyway, since two concurrent writers could commit in the other order than their
 // rows' seq.
 func Insert(ctx context.Context, tx pgx.Tx, msg Message) error {
+	if _, err := tx.Exec(ctx, insertSQL, insertArgs(ctx, msg)...); err != nil {
+		return fmt.Errorf("insert outbox event %s: %w", msg.ID, err)
+	}
+	return nil
+}
+
+// QueueInsert is Insert for a caller that sends its transaction as one batch: it
+// queues msg's insert on b, whose transaction the caller began with b.BeginTx, so
+// that the event travels to the database with the business change in one round trip
+// and still commits or rolls back with it. (A batch sent without BeginTx is one
+// implicit transaction, which is atomic too, but then the caller cannot decide to roll
+// back after reading the results.) The insert's result is the next one in b's results,
+// in the order queued: read it, or let the results' Close return its error.
+func QueueInsert(ctx context.Context, b *pgx.Batch, msg Message) {
+	b.Queue(insertSQL, insertArgs(ctx, msg)...)
+}
+
+// insertSQL is the statement of Insert and QueueInsert.
+const insertSQL = `
+		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at, traceparent, may_have_predecessor)
+		VALUES ($1, $2, $3, $4, $5, $6, EXISTS (SELECT 1 FROM outbox_events WHERE aggregate_id = $3))`
+
+// insertArgs are insertSQL's arguments for msg, with the traceparent of ctx's span.
+func insertArgs(ctx context.Context, msg Message) []any {
 	var traceparent *string // NULL when ctx carries no trace
 	if tp := tracing.Traceparent(ctx); tp != "" {
 		traceparent = &tp
 	}
-	_, err := tx.Exec(ctx, `
-		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at, traceparent, may_have_predecessor)
-		VALUES ($1, $2, $3, $4, $5, $6, EXISTS (SELECT 1 FROM outbox_events WHERE aggregate_id = $3))`,
-		msg.ID, msg.Type, msg.AggregateID, msg.Payload, msg.OccurredAt, traceparent)
-	if err != nil {
-		return fmt.Errorf("insert outbox event %s: %w", msg.ID, err)
-	}
-	return nil
+	// The id as the [16]byte it is, which pgx sends in binary; a uuid.UUID would go
+	// through its text form (internal/pguuid).
+	return []any{[16]byte(msg.ID), msg.Type, msg.AggregateID, msg.Payload, msg.OccurredAt, traceparent}
 }

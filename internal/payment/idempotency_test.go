@@ -16,16 +16,32 @@ import (
 )
 
 // holdOutbox blocks every insert into outbox_events until the returned release is
-// called: a request that reaches its outbox insert stays in flight, with its
+// called: a transition that reaches its outbox insert stays in flight, with its
 // Idempotency-Key claimed, for as long as the test wants.
 func holdOutbox(t *testing.T, b *bundle) (release func()) {
+	t.Helper()
+	return hold(t, b, `LOCK TABLE outbox_events IN EXCLUSIVE MODE`)
+}
+
+// holdMerchant blocks every payment of the default merchant at its insert (the foreign
+// key's check waits for the merchant's row) until the returned release is called: a
+// creation stays in flight there, with its Idempotency-Key claimed. Not holdOutbox:
+// a creation's statements are sent as one batch and prepared before any of them runs,
+// and preparing an insert into a locked table waits as well, before the claim.
+func holdMerchant(t *testing.T, b *bundle) (release func()) {
+	t.Helper()
+	return hold(t, b, `SELECT FROM merchants WHERE id = '`+merchant.DefaultID.String()+`' FOR UPDATE`)
+}
+
+// hold runs lockSQL in a transaction that the returned release rolls back.
+func hold(t *testing.T, b *bundle, lockSQL string) (release func()) {
 	t.Helper()
 	tx, err := b.pool.Begin(t.Context())
 	if err != nil {
 		t.Fatalf("begin: %v", err)
 	}
-	if _, err := tx.Exec(t.Context(), `LOCK TABLE outbox_events IN EXCLUSIVE MODE`); err != nil {
-		t.Fatalf("lock outbox_events: %v", err)
+	if _, err := tx.Exec(t.Context(), lockSQL); err != nil {
+		t.Fatalf("%s: %v", lockSQL, err)
 	}
 	var once sync.Once
 	release = func() { once.Do(func() { _ = tx.Rollback(context.WithoutCancel(t.Context())) }) }
@@ -60,7 +76,7 @@ func wantInFlight(t *testing.T, what string, rec *httptest.ResponseRecorder) {
 func TestIdempotencyKeyInFlightIs409(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	release := holdOutbox(t, b)
+	release := holdMerchant(t, b)
 	first := make(chan *httptest.ResponseRecorder, 1)
 	go func() { first <- b.post(t, validBody, "key-in-flight") }()
 	inFlight(t, b)
@@ -73,7 +89,7 @@ func TestIdempotencyKeyInFlightIs409(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("retry while the first is in flight: no answer within 5 s, want an immediate 409")
 	}
-	// Another key is not held up by this one (it waits only for the outbox lock).
+	// Another key is not held up by this one (it waits only for the merchant's row).
 	release()
 	rec := <-first
 	if rec.Code != http.StatusCreated {

@@ -46,10 +46,14 @@ func NewTracedStore(pool *pgxpool.Pool, tp trace.TracerProvider) *Store {
 // request reads back the original payment (Replayed is true) and writes nothing; the
 // same key with a different request is Unprocessable. A request whose key another
 // request is still using is InFlight (409, Retry-After), at once and having written
-// nothing: the first holds the key (claimKey) until its transaction ends.
+// nothing: the first holds the key (idempotency.go) until its transaction ends.
 //
-// The transaction has a span of its own, whose traceparent outbox.Insert stores with
-// the event: the relay's publish continues the trace from here.
+// The transaction takes two round trips to the database: one batch that begins it and
+// sends every write (createBatch), then COMMIT, or ROLLBACK when the batch's answers
+// say the key is taken. Sent one by one, the same statements would take six.
+//
+// The transaction has a span of its own, whose traceparent outbox.QueueInsert stores
+// with the event: the relay's publish continues the trace from here.
 func (s *Store) Create(ctx context.Context, merchantID uuid.UUID, req CreateRequest, idempotencyKey string) (created Created, err error) {
 	ctx, span := s.tracer.Start(ctx, "payment create transaction")
 	defer func() {
@@ -73,57 +77,35 @@ func (s *Store) Create(ctx context.Context, merchantID uuid.UUID, req CreateRequ
 	if err != nil {
 		return Created{}, fmt.Errorf("encode %s event: %w", event.TypePaymentCreated, err)
 	}
-
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return Created{}, translate(fmt.Errorf("begin transaction: %w", err))
-	}
-	// After a successful Commit this is a no-op; on every other path it ends the
-	// transaction, so a failed outbox insert leaves no payment behind. If ctx is
-	// already done, pgx closes the connection instead, and the server rolls back.
-	defer tx.Rollback(ctx) //nolint:errcheck // the error that matters is returned below
-
-	if idempotencyKey != "" {
-		if err := claimKey(ctx, tx, "create", merchantID.String(), idempotencyKey); err != nil {
-			return Created{}, err
-		}
-	}
-	if _, err := tx.Exec(ctx, `
-		INSERT INTO payments (id, user_id, amount, currency, created_at, merchant_id)
-		VALUES ($1, $2, $3, $4, $5, $6)`,
-		p.ID, p.UserID, p.Amount, p.Currency, p.CreatedAt, merchantID); err != nil {
-		return Created{}, translate(fmt.Errorf("insert payment: %w", err))
-	}
-
-	if idempotencyKey != "" {
-		hash := requestHash(req)
-		// The key goes in after the payment because its payment_id references it. No
-		// other transaction is using the key (claimKey): a conflict here is a key that
-		// an earlier request committed, whose payment we replay.
-		tag, err := tx.Exec(ctx, `
-			INSERT INTO idempotency_keys (merchant_id, key, request_hash, payment_id)
-			VALUES ($1, $2, $3, $4)
-			ON CONFLICT (merchant_id, key) DO NOTHING`,
-			merchantID, idempotencyKey, hash, p.ID)
-		if err != nil {
-			return Created{}, translate(fmt.Errorf("insert idempotency key: %w", err))
-		}
-		if tag.RowsAffected() == 0 {
-			if err := tx.Rollback(ctx); err != nil {
-				return Created{}, translate(fmt.Errorf("roll back duplicate request: %w", err))
-			}
-			return s.replay(ctx, merchantID, idempotencyKey, hash)
-		}
-	}
-
-	if err := outbox.Insert(ctx, tx, outbox.Message{
+	msg := outbox.Message{
 		ID:          eventID,
 		Type:        event.TypePaymentCreated,
 		AggregateID: p.ID.String(),
 		Payload:     payload,
 		OccurredAt:  p.CreatedAt,
-	}); err != nil {
-		return Created{}, translate(err)
+	}
+
+	var hash []byte
+	if idempotencyKey != "" {
+		hash = requestHash(req)
+	}
+	b, recorded := createBatch(ctx, merchantID, p, msg, idempotencyKey, hash)
+	results := s.pool.SendBatch(ctx, b)
+	tx := results.Tx()
+	// After a successful Commit this is a no-op; on every other path it ends the
+	// transaction, so a failed outbox insert leaves no payment behind. If ctx is
+	// already done, pgx closes the connection instead, and the server rolls back.
+	defer tx.Rollback(ctx) //nolint:errcheck // the error that matters is returned below
+	if err := results.Close(); err != nil {
+		// The claim's failure (in flight) or another statement's, which translate sorts.
+		return Created{}, claimError("insert payment and its event", err)
+	}
+	if !*recorded {
+		// An earlier request committed this key: undo this one's writes, replay that one.
+		if err := tx.Rollback(ctx); err != nil {
+			return Created{}, translate(fmt.Errorf("roll back duplicate request: %w", err))
+		}
+		return s.replay(ctx, merchantID, idempotencyKey, hash)
 	}
 
 	// If the connection drops during COMMIT, the outcome is unknown: the client gets
@@ -245,26 +227,4 @@ func requestHash(req CreateRequest) []byte {
 	fmt.Fprintf(h, "%d:%s|", len(req.UserID), req.UserID)
 	fmt.Fprintf(h, "%d|%s", req.Amount, req.Currency)
 	return h.Sum(nil)
-}
-
-// claimKey makes tx the one user of an Idempotency-Key until it ends, or returns
-// InFlight when another transaction uses it now. The claim is a transaction-level
-// advisory lock on the key's scope (endpoint, then the merchant or the payment, then
-// the key), taken without waiting: a client that retries on its own timeout while its
-// first attempt still runs gets 409 and Retry-After at once, instead of a second
-// connection held waiting, and never a second payment. Once the first transaction
-// ends, the lock is free and its row (if it committed) is visible, so the retry
-// replays it. Two scopes that share a 64-bit hash only ever make one of them wait.
-func claimKey(ctx context.Context, tx pgx.Tx, endpoint, owner, key string) error {
-	var claimed bool
-	// Length-prefixed parts: no two scopes share a text.
-	scope := fmt.Sprintf("%d:%s|%d:%s|%s", len(endpoint), endpoint, len(owner), owner, key)
-	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, scope).Scan(&claimed); err != nil {
-		return translate(fmt.Errorf("claim idempotency key: %w", err))
-	}
-	if !claimed {
-		return Errorf(InFlight, "Idempotency-Key",
-			"a request with this Idempotency-Key is still in progress; retry after Retry-After with the same key to get its answer")
-	}
-	return nil
 }

@@ -37,7 +37,7 @@ type Transitioned struct {
 // gets a Conflict naming that state, having written nothing. With an idempotency key, a
 // repeat of the same request replays (Replayed, nothing written) and the same key with
 // another request is Unprocessable; keys are per payment and action (ADR 0006). A repeat
-// while the first request is still in flight is InFlight (claimKey in store.go).
+// while the first request is still in flight is InFlight (claimKey in idempotency.go).
 func (s *Store) Transition(ctx context.Context, req TransitionRequest, idempotencyKey string) (Transitioned, error) {
 	ctx, cancel := context.WithTimeout(ctx, transactionTimeout)
 	defer cancel()

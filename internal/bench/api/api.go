@@ -9,6 +9,7 @@ package api
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,7 +37,8 @@ import (
 )
 
 const (
-	// apiBenchDuration is each measured phase: an HTTP attack, or a pgbench run.
+	// apiBenchDuration is each measured phase by default: an HTTP attack, or a pgbench
+	// run (-duration).
 	apiBenchDuration = 12 * time.Second
 	// apiBenchWarmup fills the connection pools and the prepared-statement caches
 	// before the measured attack.
@@ -50,15 +52,15 @@ const (
 	apiBenchDBClients = 16
 )
 
-// apiBenchRounds is how many times each phase runs, alternating API and pgbench, the
-// best of each being kept: on a shared machine a neighbour's burst can halve one
+// apiBenchRounds is how many times each phase runs by default (-rounds), alternating
+// API and pgbench, the best of each being kept: on a shared machine a neighbour's burst can halve one
 // phase, and alternating keeps such a burst from favouring one side.
 const apiBenchRounds = 2
 
-// Run runs the API benchmark and merges its figures into reports/bench.json. It takes
-// no flags.
+// Run runs the API benchmark with the flags in args (-h lists them) and merges its
+// figures into reports/bench.json.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	return benchenv.Run(ctx, args, getenv, stdout, benchenv.NoFlags("api"), func(env benchenv.Env, _ struct{}) error {
+	return benchenv.Run(ctx, args, getenv, stdout, parseAPIFlags, func(env benchenv.Env, cfg apiBenchConfig) error {
 		srv, stop, err := startAPI(ctx, env)
 		if err != nil {
 			return err
@@ -75,53 +77,74 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		defer dropDB()
 		var (
-			api apiResult
-			db  dbCeiling
+			api           apiResult
+			db, pipelined dbCeiling
 		)
-		for round := 1; round <= apiBenchRounds; round++ {
-			a, err := attackAPI(srv, apiBenchDuration)
+		for round := 1; round <= cfg.rounds; round++ {
+			a, err := attackAPI(srv, cfg.duration)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout, "round %d API:        %6.0f payments/s (p50 %.1f ms, p99 %.1f ms, %d created, %d errors%s, %d clients)\n",
 				round, a.PaymentsPerSecond, a.P50Millis, a.P99Millis, a.Created, a.Errors, a.Failures, apiBenchClients)
-			d, err := runPgbench(ctx, dbURL)
+			d, err := runPgbench(ctx, dbURL, pgbenchScript, cfg.duration)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout, "round %d DB ceiling: %6.0f tx/s       (pgbench, same transaction, %d clients, avg latency %.1f ms)\n",
 				round, d.TransactionsPerSecond, apiBenchDBClients, d.AvgLatencyMillis)
+			p, err := runPgbench(ctx, dbURL, pgbenchPipelinedScript, cfg.duration)
+			if err != nil {
+				return fmt.Errorf("pipelined: %w", err)
+			}
+			fmt.Fprintf(stdout, "round %d DB ceiling: %6.0f tx/s       (pgbench, same transaction in the API's two round trips, avg latency %.1f ms)\n",
+				round, p.TransactionsPerSecond, p.AvgLatencyMillis)
 			if a.PaymentsPerSecond > api.PaymentsPerSecond {
 				api = a
 			}
 			if d.TransactionsPerSecond > db.TransactionsPerSecond {
 				db = d
 			}
+			if p.TransactionsPerSecond > pipelined.TransactionsPerSecond {
+				pipelined = p
+			}
 		}
 		ratio := api.PaymentsPerSecond / db.TransactionsPerSecond
-		fmt.Fprintf(stdout, "best: API %.0f payments/s, DB ceiling %.0f tx/s, API / DB = %.2f (goal >= 0.8)\n",
-			api.PaymentsPerSecond, db.TransactionsPerSecond, ratio)
+		pipelinedRatio := api.PaymentsPerSecond / pipelined.TransactionsPerSecond
+		fmt.Fprintf(stdout, "best: API %.0f payments/s, DB ceiling %.0f tx/s, API / DB = %.2f (goal >= 0.8); pipelined ceiling %.0f tx/s, API / it = %.2f\n",
+			api.PaymentsPerSecond, db.TransactionsPerSecond, ratio, pipelined.TransactionsPerSecond, pipelinedRatio)
+
+		if cfg.cpuProfile != "" {
+			if err := profileAPI(srv, cfg, stdout); err != nil {
+				return err
+			}
+		}
 
 		stopAPI() // before the rounds with each relay, which start APIs of their own
-		withRelays, err := apiWithRelays(ctx, env, stdout)
-		if err != nil {
-			return fmt.Errorf("API with each relay: %w", err)
-		}
-		if err := benchreport.Merge(benchreport.Path, withRelays); err != nil {
-			return err
+		if cfg.withRelays {
+			withRelays, err := apiWithRelays(ctx, env, cfg, stdout)
+			if err != nil {
+				return fmt.Errorf("API with each relay: %w", err)
+			}
+			if err := benchreport.Merge(benchreport.Path, withRelays); err != nil {
+				return err
+			}
 		}
 		return benchreport.Merge(benchreport.Path, map[string]any{
-			"api_payments_per_s":    math.Round(api.PaymentsPerSecond),
-			"api_latency_p50_ms":    benchreport.Hundredths(api.P50Millis),
-			"api_latency_p99_ms":    benchreport.Hundredths(api.P99Millis),
-			"api_errors":            api.Errors,
-			"api_clients":           apiBenchClients,
-			"db_ceiling_tx_per_s":   math.Round(db.TransactionsPerSecond),
-			"db_ceiling_clients":    apiBenchDBClients,
-			"api_to_db_ratio":       benchreport.Hundredths(ratio),
-			"api_bench_duration_s":  apiBenchDuration.Seconds(),
-			"api_bench_rounds":      apiBenchRounds,
-			"api_bench_measured_at": time.Now().UTC().Format(time.RFC3339),
+			"api_payments_per_s":  math.Round(api.PaymentsPerSecond),
+			"api_latency_p50_ms":  benchreport.Hundredths(api.P50Millis),
+			"api_latency_p99_ms":  benchreport.Hundredths(api.P99Millis),
+			"api_errors":          api.Errors,
+			"api_clients":         apiBenchClients,
+			"db_ceiling_tx_per_s": math.Round(db.TransactionsPerSecond),
+			"db_ceiling_clients":  apiBenchDBClients,
+			"api_to_db_ratio":     benchreport.Hundredths(ratio),
+			// The same transaction in the API's round trips (pgbenchPipelinedScript).
+			"db_ceiling_pipelined_tx_per_s": math.Round(pipelined.TransactionsPerSecond),
+			"api_to_db_pipelined_ratio":     benchreport.Hundredths(pipelinedRatio),
+			"api_bench_duration_s":          cfg.duration.Seconds(),
+			"api_bench_rounds":              cfg.rounds,
+			"api_bench_measured_at":         time.Now().UTC().Format(time.RFC3339),
 			// Both phases share the machine with whatever else runs: a high load average
 			// means the figures (less so their ratio) are lower than on an idle machine.
 			"api_bench_load_avg_1m": benchenv.LoadAverage(),
@@ -145,6 +168,8 @@ type apiServer struct {
 	// key is a merchant's API key for it, which every request carries: the API turns
 	// away a request without one (401), and checking it is part of each request's cost.
 	key string
+	// admin is its admin listener's URL, whose endpoints want adminToken (-cpuprofile).
+	admin, adminToken string
 }
 
 // startAPI builds cmd/api and runs it against a fresh database, its relay publishing
@@ -199,10 +224,11 @@ func startAPIOn(ctx context.Context, env benchenv.Env, dbURL string, vars ...str
 		return apiServer{}, nil, err
 	}
 
+	adminToken := rand.Text() + rand.Text() // ADMIN_TOKEN wants 32 bytes or more
 	apiCtx, cancel := context.WithCancel(ctx)
 	cmd := exec.CommandContext(apiCtx, bin)
 	cmd.Env = append(os.Environ(),
-		"DATABASE_URL="+dbURL, "HTTP_ADDR=127.0.0.1:0", "ADMIN_ADDR=127.0.0.1:0",
+		"DATABASE_URL="+dbURL, "HTTP_ADDR=127.0.0.1:0", "ADMIN_ADDR=127.0.0.1:0", "ADMIN_TOKEN="+adminToken,
 		"KAFKA_BROKERS="+strings.Join(env.Brokers, ","), "KAFKA_TOPIC="+topic)
 	cmd.Env = append(cmd.Env, vars...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
@@ -220,12 +246,12 @@ func startAPIOn(ctx context.Context, env benchenv.Env, dbURL string, vars ...str
 		cancel()
 		_ = cmd.Wait()
 	})
-	addr, err := listeningAddr(logs, 30*time.Second)
+	addr, adminAddr, err := listeningAddrs(logs, 30*time.Second)
 	if err != nil {
 		return apiServer{}, nil, err
 	}
 	go func() { _, _ = io.Copy(io.Discard, logs) }() // keep the pipe drained
-	return apiServer{base: "http://" + addr, key: key}, stop, nil
+	return apiServer{base: "http://" + addr, key: key, admin: "http://" + adminAddr, adminToken: adminToken}, stop, nil
 }
 
 // attackAPI sends valid payments to srv for d, each with srv's key and its own
@@ -292,31 +318,42 @@ func failures(m vegeta.Metrics) string {
 	return fmt.Sprintf(" (status codes %v, errors %q)", codes, m.Errors)
 }
 
-// listeningAddr reads cmd/api's JSON log until its "listening" line.
-func listeningAddr(logs io.Reader, timeout time.Duration) (string, error) {
-	found := make(chan string, 1)
+// listeningAddrs reads cmd/api's JSON log until its "listening" and "admin listening"
+// lines, and returns their addresses.
+func listeningAddrs(logs io.Reader, timeout time.Duration) (addr, adminAddr string, err error) {
+	found := make(chan [2]string, 1)
 	go func() {
+		defer close(found)
+		var addrs [2]string
 		sc := bufio.NewScanner(logs)
 		for sc.Scan() {
 			var entry struct {
 				Msg  string `json:"msg"`
 				Addr string `json:"addr"`
 			}
-			if json.Unmarshal(sc.Bytes(), &entry) == nil && entry.Msg == "listening" {
-				found <- entry.Addr
+			if json.Unmarshal(sc.Bytes(), &entry) != nil {
+				continue
+			}
+			switch entry.Msg {
+			case "listening":
+				addrs[0] = entry.Addr
+			case "admin listening":
+				addrs[1] = entry.Addr
+			}
+			if addrs[0] != "" && addrs[1] != "" {
+				found <- addrs
 				return
 			}
 		}
-		close(found)
 	}()
 	select {
-	case addr, ok := <-found:
+	case addrs, ok := <-found:
 		if !ok {
-			return "", errors.New("api exited before listening (see its log above)")
+			return "", "", errors.New("api exited before listening (see its log above)")
 		}
-		return addr, nil
+		return addrs[0], addrs[1], nil
 	case <-time.After(timeout):
-		return "", fmt.Errorf("api did not log \"listening\" within %s", timeout)
+		return "", "", fmt.Errorf("api did not log \"listening\" and \"admin listening\" within %s", timeout)
 	}
 }
 
@@ -325,10 +362,12 @@ type dbCeiling struct {
 	AvgLatencyMillis      float64
 }
 
-// pgbenchScript is the API's transaction in SQL, with the same columns, values of the
-// same sizes and the same number of round trips (BEGIN, three INSERTs, COMMIT), so that
-// the only difference left is what the API adds: HTTP, JSON, Go, and the lookup of the
-// request's API key before the transaction.
+// pgbenchScript is the API's transaction in SQL, with the same columns and values of
+// the same sizes, each statement sent when the one before has answered (BEGIN, three
+// INSERTs, COMMIT: five round trips), the plainest client; pgbenchPipelinedScript sends
+// the same in the API's two. What is left is what the API adds: HTTP, JSON, Go, the
+// lookup of the request's API key (mostly from its cache) and the Idempotency-Key's
+// claim, which neither script makes.
 //
 // Ids are UUIDv7-like (a millisecond timestamp in front), like the API's, so both
 // sides insert at the right edge of the primary-key indexes.
@@ -354,20 +393,54 @@ VALUES (encode(overlay(uuid_send(gen_random_uuid()) PLACING substring(int8send((
 COMMIT;
 `
 
+// pgbenchPipelinedScript is pgbenchScript sent as the API sends it (Store.Create): BEGIN
+// and the three INSERTs in one round trip (a pipeline), then COMMIT, so that the
+// API's fewer round trips are not counted as an advantage over the database. A
+// pipeline cannot read a statement's result (\gset) before the next is sent, so the
+// payment's id is computed alike in each statement from a random number and now(),
+// the transaction's start, as the API computes it before sending anything. Like
+// pgbenchScript, it does not claim the Idempotency-Key: the API does a little more.
+const pgbenchPipelinedScript = `
+\set n random(1, 1000000000)
+\set amount random(100, 100099)
+\set r random(0, 4611686018427387903)
+\startpipeline
+BEGIN;
+INSERT INTO payments (id, user_id, amount, currency, created_at)
+VALUES (` + pipelinedPaymentID + `, 'user-' || (:n::bigint % 1000), :amount::bigint, 'EUR', date_trunc('microseconds', now()));
+INSERT INTO idempotency_keys (merchant_id, key, request_hash, payment_id)
+VALUES ('00000000-0000-0000-0000-000000000001', gen_random_uuid()::text, sha256(convert_to(:r::text || :amount::text, 'UTF8')), ` + pipelinedPaymentID + `)
+ON CONFLICT (merchant_id, key) DO NOTHING;
+INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at, next_attempt_at, may_have_predecessor)
+SELECT encode(overlay(uuid_send(gen_random_uuid()) PLACING substring(int8send((extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3) FROM 1 FOR 6), 'hex')::uuid,
+       'PaymentCreated', pid::text,
+       jsonb_build_object('payment_id', pid::text, 'user_id', 'user-' || (:n::bigint % 1000), 'amount', :amount::bigint,
+                          'currency', 'EUR', 'created_at', date_trunc('microseconds', now())::text),
+       now(), now(), EXISTS (SELECT 1 FROM outbox_events WHERE aggregate_id = pid::text)
+FROM (SELECT ` + pipelinedPaymentID + ` AS pid) AS p;
+\endpipeline
+COMMIT;
+`
+
+// pipelinedPaymentID is the payment's id in pgbenchPipelinedScript: UUIDv7-like, the
+// transaction's start in milliseconds in front of the md5 of the script's :r.
+const pipelinedPaymentID = `encode(overlay(uuid_send(md5(:r::text)::uuid) PLACING substring(int8send((extract(epoch FROM now()) * 1000)::bigint) FROM 3) FROM 1 FOR 6), 'hex')::uuid`
+
 var (
 	tpsLine     = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
 	latencyLine = regexp.MustCompile(`latency average = ([0-9.]+) ms`)
 )
 
-// runPgbench runs pgbenchScript against dbURL, which has the payments migrations.
-func runPgbench(ctx context.Context, dbURL string) (dbCeiling, error) {
-	script, err := writePgbenchScript()
+// runPgbench runs sqlScript (pgbenchScript or pgbenchPipelinedScript) against dbURL,
+// which has the payments migrations, for d.
+func runPgbench(ctx context.Context, dbURL, sqlScript string, d time.Duration) (dbCeiling, error) {
+	script, err := writePgbenchScript(sqlScript)
 	if err != nil {
 		return dbCeiling{}, err
 	}
 	defer os.Remove(script)
 
-	out, err := pgbenchCommand(ctx, script, dbURL, apiBenchDBClients, apiBenchDuration).CombinedOutput()
+	out, err := pgbenchCommand(ctx, script, dbURL, apiBenchDBClients, d).CombinedOutput()
 	if err != nil {
 		return dbCeiling{}, fmt.Errorf("pgbench: %w\n%s", err, out)
 	}
@@ -382,14 +455,14 @@ func runPgbench(ctx context.Context, dbURL string) (dbCeiling, error) {
 	return c, nil
 }
 
-// writePgbenchScript writes pgbenchScript to a temporary file and returns its path; the
+// writePgbenchScript writes sqlScript (pgbenchScript or pgbenchPipelinedScript) to a temporary file and returns its path; the
 // caller removes it.
-func writePgbenchScript() (string, error) {
+func writePgbenchScript(sqlScript string) (string, error) {
 	script, err := os.CreateTemp("", "pgbench-payment-*.sql")
 	if err != nil {
 		return "", fmt.Errorf("pgbench script: %w", err)
 	}
-	if _, err := script.WriteString(pgbenchScript); err != nil {
+	if _, err := script.WriteString(sqlScript); err != nil {
 		script.Close()
 		os.Remove(script.Name())
 		return "", fmt.Errorf("write pgbench script: %w", err)

@@ -44,7 +44,7 @@ func StartLoad(ctx context.Context, dbURL string, clients int) (*Load, error) {
 	if clients < 1 {
 		return nil, fmt.Errorf("load with %d clients: want at least 1", clients)
 	}
-	script, err := writePgbenchScript()
+	script, err := writePgbenchScript(pgbenchScript)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"time"
 
 	"github.com/dscourse/payments-outbox/internal/bench/measure"
 
@@ -30,7 +31,7 @@ type apiRelayRound struct {
 }
 
 // apiWithRelays runs the rounds and returns the report's fields.
-func apiWithRelays(ctx context.Context, env benchenv.Env, stdout io.Writer) (map[string]any, error) {
+func apiWithRelays(ctx context.Context, env benchenv.Env, cfg apiBenchConfig, stdout io.Writer) (map[string]any, error) {
 	dbURL, dropDB, err := env.CreateDatabase(ctx, "bench_api_relays")
 	if err != nil {
 		return nil, err
@@ -42,7 +43,7 @@ func apiWithRelays(ctx context.Context, env benchenv.Env, stdout io.Writer) (map
 	rounds := map[string][]apiRelayRound{}
 	for round := 1; round <= apiRelayRounds; round++ {
 		for _, mode := range []string{"poll", "cdc"} {
-			r, err := attackWithRelay(ctx, env, dbURL, mode)
+			r, err := attackWithRelay(ctx, env, dbURL, mode, cfg.duration)
 			if err != nil {
 				return nil, fmt.Errorf("round %d with RELAY_MODE=%s: %w", round, mode, err)
 			}
@@ -77,7 +78,7 @@ func apiWithRelays(ctx context.Context, env benchenv.Env, stdout io.Writer) (map
 
 // attackWithRelay starts cmd/api on dbURL with the relay of mode in its process, warms
 // it up and attacks it, then reads how far its relay was behind.
-func attackWithRelay(ctx context.Context, env benchenv.Env, dbURL, mode string) (apiRelayRound, error) {
+func attackWithRelay(ctx context.Context, env benchenv.Env, dbURL, mode string, d time.Duration) (apiRelayRound, error) {
 	srv, stop, err := startAPIOn(ctx, env, dbURL, "RELAY_MODE="+mode)
 	if err != nil {
 		return apiRelayRound{}, err
@@ -86,7 +87,7 @@ func attackWithRelay(ctx context.Context, env benchenv.Env, dbURL, mode string) 
 	if _, err := attackAPI(srv, apiBenchWarmup); err != nil {
 		return apiRelayRound{}, fmt.Errorf("warm-up: %w", err)
 	}
-	api, err := attackAPI(srv, apiBenchDuration)
+	api, err := attackAPI(srv, d)
 	if err != nil {
 		return apiRelayRound{}, err
 	}
