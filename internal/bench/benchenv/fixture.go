@@ -9,6 +9,7 @@ package benchenv
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -45,13 +46,13 @@ func FillBacklogOneEventPerTransaction(ctx context.Context, pool *pgxpool.Pool, 
 	}
 	// A DO block may commit between its statements when it runs outside a transaction
 	// block, which Exec without arguments (the simple protocol) does.
-	_, err := pool.Exec(ctx, fmt.Sprintf(`DO $$ BEGIN FOR i IN 1..%d LOOP
+	_, err := pool.Exec(ctx, `DO $$ BEGIN FOR i IN 1..`+strconv.Itoa(n)+` LOOP
 		PERFORM set_config('synchronous_commit', 'off', true);
 		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at, next_attempt_at, may_have_predecessor)
 		SELECT `+uuidV7SQL("clock_timestamp()")+`, 'PaymentCreated', p.id::text, `+BacklogPayloadSQL+`, now(), now(), false
 		FROM (SELECT `+uuidV7SQL("clock_timestamp()")+` AS id, i) p;
 		COMMIT;
-	END LOOP; END $$`, n))
+	END LOOP; END $$`)
 	if err != nil {
 		return fmt.Errorf("insert outbox backlog one event per transaction: %w", err)
 	}
