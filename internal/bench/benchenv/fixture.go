@@ -9,6 +9,7 @@ package benchenv
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -30,6 +31,30 @@ func FillBacklog(ctx context.Context, pool *pgxpool.Pool, n int) error {
 		FROM (SELECT `+uuidV7SQL("clock_timestamp()")+` AS id, i FROM generate_series(1, $1) AS i) p`, n)
 	if err != nil {
 		return fmt.Errorf("insert outbox backlog: %w", err)
+	}
+	return VacuumAnalyze(ctx, pool, "outbox_events")
+}
+
+// FillBacklogOneEventPerTransaction is FillBacklog with each event committed in a
+// transaction of its own, as the API commits them: the shape of a backlog left by an
+// outage of the relay, where FillBacklog's single transaction is the shape of a bulk
+// import. The commits skip the wait for the WAL flush (synchronous_commit off, each
+// transaction's own setting): only what a relay then reads is measured, not the fill.
+func FillBacklogOneEventPerTransaction(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	if _, err := pool.Exec(ctx, `TRUNCATE outbox_events`); err != nil {
+		return fmt.Errorf("truncate outbox: %w", err)
+	}
+	// A DO block may commit between its statements when it runs outside a transaction
+	// block, which Exec without arguments (the simple protocol) does.
+	_, err := pool.Exec(ctx, `DO $$ BEGIN FOR i IN 1..`+strconv.Itoa(n)+` LOOP
+		PERFORM set_config('synchronous_commit', 'off', true);
+		INSERT INTO outbox_events (id, event_type, aggregate_id, payload, created_at, next_attempt_at, may_have_predecessor)
+		SELECT `+uuidV7SQL("clock_timestamp()")+`, 'PaymentCreated', p.id::text, `+BacklogPayloadSQL+`, now(), now(), false
+		FROM (SELECT `+uuidV7SQL("clock_timestamp()")+` AS id, i) p;
+		COMMIT;
+	END LOOP; END $$`)
+	if err != nil {
+		return fmt.Errorf("insert outbox backlog one event per transaction: %w", err)
 	}
 	return VacuumAnalyze(ctx, pool, "outbox_events")
 }

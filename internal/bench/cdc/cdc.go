@@ -32,6 +32,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
 	"github.com/dscourse/payments-outbox/internal/benchreport"
+	"github.com/dscourse/payments-outbox/migrations"
 )
 
 // cdcBenchConfig is the CDC benchmark's settings, from its flags.
@@ -59,6 +60,7 @@ func parseCDCFlags(args []string, stdout io.Writer) (cdcBenchConfig, error) {
 type cdcFigures struct {
 	pollDrain, cdcDrain     measure.DrainResult
 	pollLatency, cdcLatency measure.LatencyResult
+	floor                   streamFloors
 	loadAvg                 float64
 }
 
@@ -71,8 +73,13 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return err
 		}
 		defer drop()
+		floorURL, dropFloor, err := env.MigratedDatabase(ctx, "bench_floor", migrations.Payments)
+		if err != nil {
+			return err
+		}
+		defer dropFloor()
 
-		b := cdcBench{Env: env, cfg: cfg, pollURL: pollURL, cdcURL: cdcURL, Pair: measure.NewPair(env.Brokers)}
+		b := cdcBench{Env: env, cfg: cfg, pollURL: pollURL, cdcURL: cdcURL, floorURL: floorURL, Pair: measure.NewPair(env.Brokers)}
 		var all []cdcFigures
 		for rep := 1; rep <= cfg.Reps; rep++ {
 			f, err := b.repetition(ctx)
@@ -92,6 +99,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		fmt.Fprintf(stdout, "medians of %d: drain poll %v, cdc %v events/s (ratio %v); latency p99 poll %v, cdc %v ms\n",
 			cfg.Reps, report["cdc_bench_poll_drain_events_per_s"], report["cdc_drain_events_per_s"], report["cdc_to_poll_drain_ratio"],
 			report["cdc_bench_poll_latency_p99_ms"], report["cdc_latency_p99_ms"])
+		fmt.Fprintf(stdout, "medians of %d: stream floor %v events/s (cdc to floor %v, floor to poll %v), one event per transaction %v events/s\n",
+			cfg.Reps, report["cdc_stream_floor_events_per_s"], report["cdc_to_stream_floor_ratio"], report["stream_floor_to_poll_ratio"],
+			report["cdc_stream_floor_one_row_tx_events_per_s"])
 		return benchreport.Merge(cfg.Report, report)
 	})
 }
@@ -101,6 +111,9 @@ type cdcBench struct {
 	benchenv.Env
 	cfg             cdcBenchConfig
 	pollURL, cdcURL string
+	// floorURL is the stream floor's database (streamfloor.go), apart so that its slot
+	// never meets the CDC relay's.
+	floorURL string
 	measure.Pair
 }
 
@@ -113,6 +126,9 @@ func (b cdcBench) repetition(ctx context.Context) (cdcFigures, error) {
 	}
 	if f.cdcDrain, err = rb.Drain(ctx, b.CDC, b.cdcURL, nil); err != nil {
 		return f, fmt.Errorf("CDC relay's drain: %w", err)
+	}
+	if f.floor, err = b.streamFloor(ctx, b.floorURL); err != nil {
+		return f, fmt.Errorf("stream floor: %w", err)
 	}
 	if f.pollLatency, err = rb.Latency(ctx, b.Poll, b.pollURL); err != nil {
 		return f, fmt.Errorf("polling relay's latency: %w", err)
@@ -150,6 +166,7 @@ func printCDCRepetition(w io.Writer, rep int, f cdcFigures, cfg cdcBenchConfig) 
 	fmt.Fprintf(w, "repetition %d (load average %.2f)\n", rep, f.loadAvg)
 	fmt.Fprintf(w, "  drain of %d, polling relay   %8.0f events/s  (%.0f WAL bytes per event)\n", cfg.Backlog, f.pollDrain.EventsPerSecond, f.pollDrain.Cost.WALBytes)
 	fmt.Fprintf(w, "  drain of %d, CDC relay       %8.0f events/s  (%.0f WAL bytes per event)\n", cfg.Backlog, f.cdcDrain.EventsPerSecond, f.cdcDrain.Cost.WALBytes)
+	fmt.Fprintf(w, "  stream floor, one transaction %8.0f events/s, one event per transaction %8.0f events/s\n", f.floor.oneTransaction, f.floor.oneRowTransactions)
 	for _, l := range []struct {
 		name string
 		r    measure.LatencyResult
@@ -173,6 +190,7 @@ func cdcReport(all []cdcFigures, walRetainedBytes float64, cfg cdcBenchConfig) m
 		"cdc_bench_note": "go run ./cmd/bench cdc: medians of cdc_bench_reps repetitions (_min, _max: the spread; cdc_bench_load_avg_1m: the machine's load), except wal_retained; " +
 			"poll = internal/outbox's relay (4 workers x 1000), cdc = internal/outbox/cdc's relay, each on its own database, same broker, same run; " +
 			"drain = a backlog committed while the relay was stopped (for cdc the slot existed, so it comes down the stream), until every row is marked published; " +
+			"stream_floor = the same backlog read from a slot created before it by a bare pgoutput reader that parses every message and publishes and writes nothing (cdc_stream_floor_one_row_tx: each event in a transaction of its own), from START_REPLICATION to the backlog's last commit; " +
 			"latency = commit to consumed at cdc_bench latency rate; " +
 			"wal_retained = pg_current_wal_lsn() - restart_lsn of the slot after the relay was stopped for cdc_bench_outage_s while events were committed at that rate (server-wide WAL: other databases' writes count too), " +
 			"measured once per run, after the repetitions (its _min and _max equal it)",
@@ -185,6 +203,10 @@ func cdcReport(all []cdcFigures, walRetainedBytes float64, cfg cdcBenchConfig) m
 		{"cdc_bench_poll_drain_events_per_s", benchreport.Tenths, func(f cdcFigures) float64 { return f.pollDrain.EventsPerSecond }},
 		{"cdc_drain_events_per_s", benchreport.Tenths, func(f cdcFigures) float64 { return f.cdcDrain.EventsPerSecond }},
 		{"cdc_to_poll_drain_ratio", benchreport.Hundredths, func(f cdcFigures) float64 { return f.cdcDrain.EventsPerSecond / f.pollDrain.EventsPerSecond }},
+		{"cdc_stream_floor_events_per_s", benchreport.Tenths, func(f cdcFigures) float64 { return f.floor.oneTransaction }},
+		{"cdc_to_stream_floor_ratio", benchreport.Hundredths, func(f cdcFigures) float64 { return f.cdcDrain.EventsPerSecond / f.floor.oneTransaction }},
+		{"stream_floor_to_poll_ratio", benchreport.Hundredths, func(f cdcFigures) float64 { return f.floor.oneTransaction / f.pollDrain.EventsPerSecond }},
+		{"cdc_stream_floor_one_row_tx_events_per_s", benchreport.Tenths, func(f cdcFigures) float64 { return f.floor.oneRowTransactions }},
 		{"cdc_bench_poll_wal_bytes_per_event", benchreport.Tenths, func(f cdcFigures) float64 { return f.pollDrain.Cost.WALBytes }},
 		{"cdc_wal_bytes_per_event", benchreport.Tenths, func(f cdcFigures) float64 { return f.cdcDrain.Cost.WALBytes }},
 		{"cdc_bench_poll_latency_p50_ms", benchreport.Tenths, func(f cdcFigures) float64 { return f.pollLatency.P50 }},

@@ -1,10 +1,16 @@
 package cdc
 
 import (
+	"context"
+	"os"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dscourse/payments-outbox/internal/bench/benchenv"
 	"github.com/dscourse/payments-outbox/internal/bench/measure"
+	"github.com/dscourse/payments-outbox/migrations"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -50,5 +56,52 @@ func TestCDCReportTakesMediansOfRepetitionsAndTheOutageOnce(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, picked); diff != "" {
 		t.Errorf("cdcReport (-want +got):\n%s", diff)
+	}
+}
+
+// The stream floor counts every insert of a backlog on the real stack, in both shapes:
+// one transaction, and one event per transaction, where a reader that stopped at the
+// first commit would count one.
+func TestStreamFloorReadsEveryInsertOfTheBacklog(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	env, err := benchenv.OpenPostgres(ctx, os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	dbURL, drop, err := env.MigratedDatabase(ctx, "bench_floor_test", migrations.Payments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drop()
+	const backlog = 500
+	for _, shape := range []struct {
+		name string
+		fill backlogFill
+	}{{"one transaction", benchenv.FillBacklog}, {"one event per transaction", benchenv.FillBacklogOneEventPerTransaction}} {
+		conn, slot, err := openFloorSlot(ctx, dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool, err := pgxpool.New(ctx, dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = shape.fill(ctx, pool, backlog)
+		pool.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		readCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		got, err := readInserts(readCtx, conn, slot, backlog)
+		cancel()
+		_ = conn.Close(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", shape.name, err)
+		}
+		if got != backlog {
+			t.Errorf("%s: read %d inserts, want %d", shape.name, got, backlog)
+		}
 	}
 }
