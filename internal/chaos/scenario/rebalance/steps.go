@@ -1,6 +1,7 @@
 package rebalance
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -174,20 +175,23 @@ func (r *rebalancing) freezeFor(ctx context.Context, rn *harness.Run, client *kg
 	return r.Freeze - sessionTimeout + session
 }
 
+// kafkaSessionDefault is group.consumer.session.timeout.ms when a broker does not set it.
+const kafkaSessionDefault = 45 * time.Second
+
 // brokerSessionTimeout is the longest group.consumer.session.timeout.ms of the
-// brokers, or Kafka's default of 45 s when no broker answers with it.
+// brokers, or Kafka's default when no broker answers with it.
 func brokerSessionTimeout(ctx context.Context, adm *kadm.Client) time.Duration {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	session := time.Duration(0)
 	brokers, err := adm.ListBrokers(ctx)
 	if err != nil {
-		return 45 * time.Second
+		return kafkaSessionDefault
 	}
 	configs, err := adm.DescribeBrokerConfigs(ctx, brokers.NodeIDs()...)
 	if err != nil {
-		return 45 * time.Second
+		return kafkaSessionDefault
 	}
+	session := time.Duration(0)
 	for _, rc := range configs {
 		for _, c := range rc.Configs {
 			if ms, err := strconv.Atoi(c.MaybeValue()); c.Key == "group.consumer.session.timeout.ms" && err == nil {
@@ -195,10 +199,7 @@ func brokerSessionTimeout(ctx context.Context, adm *kadm.Client) time.Duration {
 			}
 		}
 	}
-	if session == 0 {
-		return 45 * time.Second
-	}
-	return session
+	return cmp.Or(session, kafkaSessionDefault)
 }
 
 // waitStable waits, up to Settle, until the view has shown the group rebalancing
