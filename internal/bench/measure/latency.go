@@ -78,12 +78,10 @@ func MeasureLatency(ctx context.Context, relay Relay, s LatencySetup) (LatencyRe
 		return LatencyResult{}, err
 	}
 
-	// On a small machine the database commits barely more durable transactions per
-	// second than the target rate (db_ceiling_tx_per_s in docs/bench.md), so the
-	// generator's own commits skip waiting for the WAL flush (synchronous_commit=off,
-	// on its own pool). The rows are visible to the relay at the same moment either way,
-	// and the relay's statements stay fully durable.
-	genCfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	// The generator's commits wait for the WAL flush, as the API's do. A relay that
+	// reads the WAL sees a commit only once it is flushed, whereas a claim sees it as
+	// soon as it is visible; with commits that skip the flush (synchronous_commit off),
+	// the CDC relay would wait for whoever flushes next, which the API never makes it do.
 	genPool, err := pgxpool.NewWithConfig(ctx, genCfg)
 	if err != nil {
 		return LatencyResult{}, fmt.Errorf("open generator pool: %w", err)
