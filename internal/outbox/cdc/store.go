@@ -11,6 +11,7 @@ import (
 
 	"github.com/dscourse/payments-outbox/internal/outbox"
 	"github.com/dscourse/payments-outbox/internal/outbox/internal/delivery"
+	"github.com/dscourse/payments-outbox/internal/pguuid"
 )
 
 // The CDC relay's SQL on the ordinary pool, in one place. The stream tells the relay
@@ -24,13 +25,13 @@ type store struct {
 }
 
 // MarkPublishedSQL moves the events $1 (their ids), which Kafka acknowledged, to
-// outbox_published: the statement this relay marks with (delivery.MarkPublished). The
+// outbox_published: the statement this relay marks with. The
 // polling relay marks the rows its transaction holds by TID instead
 // (poll.MarkClaimedSQL); cmd/bench prices the two against each other.
 const MarkPublishedSQL = delivery.MarkByIDSQL
 
 // markPublished moves acknowledged events to outbox_published, as the polling relay
-// does (delivery.MarkPublished). A row already moved (a republish after a restart) or
+// does. A row already moved (a republish after a restart) or
 // failed is left alone.
 //
 // The stream can carry a transaction a moment before other sessions see it: the server
@@ -39,37 +40,74 @@ const MarkPublishedSQL = delivery.MarkByIDSQL
 // and the event would stay pending for good although Kafka has it (the
 // long-transaction chaos scenario with RELAY_MODE=cdc hits that moment for a few
 // events in a thousand on a busy machine).
-// So the events the move missed and that are neither moved nor failed are moved again
-// every markRetryInterval until ctx ends; those still unmarked then are returned (an
-// event published again after the cleaner deleted its history is one of them).
+// So the events the move missed are moved again every markRetryInterval until ctx
+// ends; those still unmarked then are returned (an event published again after the
+// cleaner deleted its history is one of them).
+//
+// A missed row is nearly always that moment, over after a retry or two. Only events
+// still missed after quickMarkRetries are looked up (notMarked) to leave out those
+// moved already or failed, which no retry would move: the lookup reads the whole
+// history table, which has no index on id (migration 00009), and beside a history of
+// a million rows one lookup took a second, during which this marker, and the
+// publishers waiting on it, stood still (docs/bench.md, "How both relays scale").
 func (s store) markPublished(ctx context.Context, ids []uuid.UUID) (unmarked []uuid.UUID, err error) {
-	moved, err := delivery.MarkPublished(ctx, s.pool, ids)
-	for err == nil && moved < int64(len(ids)) {
-		var left []uuid.UUID
-		if left, err = s.notMarked(ctx, ids); err != nil {
-			if ctx.Err() != nil {
-				return ids, nil
+	missed, err := s.move(ctx, ids)
+	for try := 1; err == nil && len(missed) > 0; try++ {
+		if try == quickMarkRetries+1 {
+			if missed, err = s.notMarked(ctx, missed); err != nil {
+				if ctx.Err() != nil {
+					return missed, nil
+				}
+				break
 			}
-			break
-		}
-		if ids = left; len(ids) == 0 {
-			return nil, nil
+			if len(missed) == 0 {
+				return nil, nil
+			}
 		}
 		select {
 		case <-ctx.Done():
-			return ids, nil
+			return missed, nil
 		case <-time.After(markRetryInterval):
 		}
-		if moved, err = delivery.MarkPublished(ctx, s.pool, ids); err != nil && ctx.Err() != nil {
-			return ids, nil // ctx ended during a retry: the first move did its part
+		left, err := s.move(ctx, missed)
+		if err != nil {
+			if ctx.Err() != nil {
+				return missed, nil // ctx ended during a retry: the first move did its part
+			}
+			return nil, err
 		}
+		missed = left
 	}
 	return nil, err
 }
 
-// markRetryInterval is the wait before an event the move did not find is moved again:
-// the moment a commit takes to become visible is far shorter.
-const markRetryInterval = 10 * time.Millisecond
+// markRetryInterval is the wait before an event the move did not find is moved again,
+// and quickMarkRetries how many such retries come before the lookup of the events
+// still missed: the moment a commit takes to become visible is far shorter.
+const (
+	markRetryInterval = 10 * time.Millisecond
+	quickMarkRetries  = 5
+)
+
+// move moves the pending rows of ids to the history and returns the ids it did not
+// find pending: not visible yet, moved already, or failed.
+func (s store) move(ctx context.Context, ids []uuid.UUID) (missed []uuid.UUID, err error) {
+	rows, _ := s.pool.Query(ctx, MarkPublishedSQL+` RETURNING id`, pguuid.Arrays(ids))
+	moved := make(map[uuid.UUID]bool, len(ids))
+	var id uuid.UUID
+	if _, err := pgx.ForEachRow(rows, []any{(*[16]byte)(&id)}, func() error {
+		moved[id] = true
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("mark outbox events published: %w", err)
+	}
+	for _, id := range ids {
+		if !moved[id] {
+			missed = append(missed, id)
+		}
+	}
+	return missed, nil
+}
 
 // notMarked returns the ids that are neither in outbox_published nor failed: still
 // pending, or not visible to this session yet.

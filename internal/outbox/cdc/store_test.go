@@ -2,10 +2,15 @@ package cdc
 
 import (
 	"context"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // The stream can carry a commit a moment before other sessions see it. An uncommitted
@@ -56,4 +61,78 @@ func TestMarkPublishedWaitsForACommitNotYetVisible(t *testing.T) {
 	if len(unmarked) != 1 || unmarked[0] != missing {
 		t.Errorf("unmarked = %v, want only the missing event %s (the other is moved already)", unmarked, missing)
 	}
+}
+
+// The lookup of missed events reads the whole history table, so the mark must not
+// make it for the moment a commit takes to show: here the commit lands right after
+// the first move, which misses it, and the retries alone must move the event.
+func TestMarkPublishedLooksUpTheHistoryOnlyAfterTheMoment(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after the commit, a no-op
+	id := uuid.New()
+	if _, err := tx.Exec(ctx, `INSERT INTO outbox_events (id, event_type, aggregate_id, payload) VALUES ($1, 'TestEvent', 'agg', '{}')`, id); err != nil {
+		t.Fatal(err)
+	}
+	committed := make(chan error, 1)
+	rec := &statementRecorder{afterFirst: func() { committed <- tx.Commit(ctx) }}
+	cfg, err := pgxpool.ParseConfig(b.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = rec
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+
+	markCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	unmarked, err := store{pool: pool}.markPublished(markCtx, []uuid.UUID{id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+	if len(unmarked) != 0 || b.count(t, `SELECT count(*) FROM outbox_published WHERE id = $1`, id) != 1 {
+		t.Fatalf("unmarked = %v, want the event moved", unmarked)
+	}
+	for _, sql := range rec.statements() {
+		if strings.Contains(sql, "NOT EXISTS (SELECT 1 FROM outbox_published") {
+			t.Errorf("the mark looked the event up in the history for a commit that showed at the next retry:\n%s", sql)
+		}
+	}
+}
+
+// statementRecorder is a pgx tracer that keeps every statement's text and calls
+// afterFirst once the first statement has ended.
+type statementRecorder struct {
+	afterFirst func()
+	once       sync.Once
+	mu         sync.Mutex
+	sqls       []string
+}
+
+func (r *statementRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sqls = append(r.sqls, data.SQL)
+	return ctx
+}
+
+func (r *statementRecorder) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {
+	r.once.Do(r.afterFirst)
+}
+
+func (r *statementRecorder) statements() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.sqls)
 }

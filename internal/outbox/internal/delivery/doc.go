@@ -7,7 +7,7 @@
 //     must not hold the others' events;
 //   - the producer options (ClientOpts) and the publish timeout's back-off
 //     (PublishTimeouts);
-//   - the mark that moves acknowledged events to outbox_published (MarkPublished) and
+//   - the mark that moves acknowledged events to outbox_published (MarkByIDSQL, MarkByTIDSQL) and
 //     the backlog's figures (PendingMonitor);
 //   - the dead-letter alert (Alerter), signed as Standard Webhooks does when given a
 //     secret (package webhooksig), and the metrics both relays report (Metrics).

@@ -1,21 +1,11 @@
 package delivery
 
-import (
-	"context"
-	"fmt"
-
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/dscourse/payments-outbox/internal/pguuid"
-)
-
 // Both relays move what Kafka acknowledged from outbox_events to outbox_published with
 // the same statement: GET /payments/{id}, the cleaner and operators' queries see one
 // layout in both modes.
 
 // MarkByIDSQL moves the events $1, which the broker acknowledged, from the outbox to
-// its history, in one statement (MarkPublished). Only pending rows move: a row that is
+// its history, in one statement. Only pending rows move: a row that is
 // failed stays in the outbox (the CDC relay marks rows it does not lock).
 const MarkByIDSQL = `
 		WITH moved AS (
@@ -35,19 +25,3 @@ const moveToHistorySQL = `RETURNING id, seq, event_type, aggregate_id, payload, 
 		)
 		INSERT INTO outbox_published (id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at, traceparent)
 		SELECT id, seq, event_type, aggregate_id, payload, attempts, rejections, created_at, traceparent FROM moved`
-
-// Execer is a pool, a connection or a transaction.
-type Execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
-// MarkPublished moves the events ids, which the broker acknowledged, to
-// outbox_published (MarkByIDSQL). A row that is not pending (failed, or moved already
-// by an earlier publish) stays as it is. It returns how many events it moved.
-func MarkPublished(ctx context.Context, q Execer, ids []uuid.UUID) (int64, error) {
-	tag, err := q.Exec(ctx, MarkByIDSQL, pguuid.Arrays(ids))
-	if err != nil {
-		return 0, fmt.Errorf("mark outbox events published: %w", err)
-	}
-	return tag.RowsAffected(), nil
-}
