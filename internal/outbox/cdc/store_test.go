@@ -21,15 +21,7 @@ func TestMarkPublishedWaitsForACommitNotYetVisible(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	tx, err := b.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // after the commit, a no-op
-	id := uuid.New()
-	if _, err := tx.Exec(ctx, `INSERT INTO outbox_events (id, event_type, aggregate_id, payload) VALUES ($1, 'TestEvent', 'agg', '{}')`, id); err != nil {
-		t.Fatal(err)
-	}
+	tx, id := b.insertUncommitted(t)
 	// Later than the first move, which then finds nothing; the wait is the test's
 	// stand-in for the server's moment, not a wait for the code under test.
 	committed := make(chan error, 1)
@@ -70,15 +62,7 @@ func TestMarkPublishedLooksUpTheHistoryOnlyAfterTheMoment(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	tx, err := b.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // after the commit, a no-op
-	id := uuid.New()
-	if _, err := tx.Exec(ctx, `INSERT INTO outbox_events (id, event_type, aggregate_id, payload) VALUES ($1, 'TestEvent', 'agg', '{}')`, id); err != nil {
-		t.Fatal(err)
-	}
+	tx, id := b.insertUncommitted(t)
 	committed := make(chan error, 1)
 	rec := &statementRecorder{afterFirst: func() { committed <- tx.Commit(ctx) }}
 	cfg, err := pgxpool.ParseConfig(b.dbURL)
@@ -135,4 +119,21 @@ func (r *statementRecorder) statements() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.sqls)
+}
+
+// insertUncommitted inserts a pending event in a transaction it leaves open (rolled back
+// at the test's end unless the test commits it): a row no other session sees yet.
+func (b *testBundle) insertUncommitted(t *testing.T) (pgx.Tx, uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(ctx) }) //nolint:errcheck // after a commit, a no-op
+	id := uuid.New()
+	if _, err := tx.Exec(ctx, `INSERT INTO outbox_events (id, event_type, aggregate_id, payload) VALUES ($1, 'TestEvent', 'agg', '{}')`, id); err != nil {
+		t.Fatal(err)
+	}
+	return tx, id
 }
