@@ -121,11 +121,11 @@ func (c *Consumer) processSlice(ctx context.Context, s batchSlice) (batchResult,
 	// key would absorb a redelivery anyway, and the running totals, which would count it
 	// again. This guard is what makes the totals exact. Of those, only the events that
 	// follow their payment's last applied one are applied (order.go).
-	applied, err := c.applyInOrder(ctx, tx, firstTime, &res)
+	applied, advanced, err := c.applyInOrder(ctx, tx, firstTime, &res)
 	if err != nil {
 		return res, err
 	}
-	if err := c.applyEffects(ctx, tx, applied, &res); err != nil {
+	if err := c.applyEffects(ctx, tx, applied, advanced, &res); err != nil {
 		return res, err
 	}
 	if len(s.poison) > 0 {
@@ -139,9 +139,10 @@ func (c *Consumer) processSlice(ctx context.Context, s batchSlice) (batchResult,
 	return res, nil
 }
 
-// applyEffects decides the applied creations and moves the running totals of every
-// applied event.
-func (c *Consumer) applyEffects(ctx context.Context, tx pgx.Tx, applied []paymentEvent, res *batchResult) error {
+// applyEffects decides the applied creations, saves the progress of the payments the
+// applied events advanced (in the decision rows, hence after inserting them) and moves
+// the running totals of every applied event.
+func (c *Consumer) applyEffects(ctx context.Context, tx pgx.Tx, applied []paymentEvent, advanced map[uuid.UUID]progress, res *batchResult) error {
 	if created := creations(applied); len(created) > 0 {
 		decisions, err := c.decide(ctx, tx, created)
 		if err != nil {
@@ -152,13 +153,19 @@ func (c *Consumer) applyEffects(ctx context.Context, tx pgx.Tx, applied []paymen
 			return err
 		}
 		if inserted != int64(len(decisions)) {
-			// The order check lets one creation per payment through, so this means a
-			// decision the database had before payment_progress existed.
+			// The order check lets one creation per payment through, and a payment
+			// with a decision has progress, so this means another consumer decided the
+			// payment meanwhile from a second creation event (a producer bug).
 			c.logger.Warn("payment already had a decision, kept the first one",
 				slog.Int("decisions", len(decisions)), slog.Int64("inserted", inserted))
 		}
 		for _, d := range decisions {
 			res.verdicts[d.decision.Verdict]++
+		}
+	}
+	if moved := beyondCreation(advanced); len(moved) > 0 {
+		if err := saveProgress(ctx, tx, moved); err != nil {
+			return err
 		}
 	}
 	return moveTotals(ctx, tx, applied)
