@@ -131,11 +131,7 @@ func creations(events []paymentEvent) []paymentEvent {
 func (c *Consumer) decide(ctx context.Context, tx pgx.Tx, events []paymentEvent) ([]decisionRow, error) {
 	rules := c.cfg.Rules
 	payments := paymentsOf(events)
-	recent, err := countRecent(ctx, tx, payments, rules.VelocityWindow)
-	if err != nil {
-		return nil, err
-	}
-	totals, err := selectTotals(ctx, tx, payments)
+	recent, totals, err := selectHistory(ctx, tx, payments, rules.VelocityWindow)
 	if err != nil {
 		return nil, err
 	}

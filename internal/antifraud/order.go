@@ -113,8 +113,9 @@ func selectProgress(ctx context.Context, tx pgx.Tx, events []paymentEvent) (map[
 		ids[i] = ev.payload.PaymentID
 	}
 	rows, err := tx.Query(ctx, `
-		SELECT payment_id, last_sequence, state, coalesce(last_event_id, event_id) FROM decisions
-		WHERE payment_id = ANY($1) ORDER BY payment_id FOR UPDATE`, pguuid.Arrays(ids))
+		SELECT payment_id, coalesce(last_sequence, 1), coalesce(state, $2), coalesce(last_event_id, event_id)
+		FROM decisions WHERE payment_id = ANY($1) ORDER BY payment_id FOR UPDATE`,
+		pguuid.Arrays(ids), event.TypePaymentCreated)
 	if err != nil {
 		return nil, fmt.Errorf("select payment progress: %w", err)
 	}

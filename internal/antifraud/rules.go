@@ -147,7 +147,7 @@ type Decision struct {
 // Because the window is measured in event time and ends just before p, the count does not
 // depend on when the event is processed, nor on how often it is delivered: only on which
 // earlier payments are known (see the package documentation for the small order dependence
-// that remains). The consumer's SQL count of committed decisions (store.go, countRecent)
+// that remains). The consumer's SQL count of committed decisions (store.go, selectHistory)
 // uses the same bounds.
 func (r Rules) inVelocityWindow(p, other Payment) bool {
 	r = r.withDefaults()

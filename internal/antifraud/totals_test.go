@@ -232,11 +232,11 @@ func TestCountRecentBounds(t *testing.T) {
 		t.Fatalf("begin: %v", err)
 	}
 	defer tx.Rollback(context.Background())
-	got, err := countRecent(context.Background(), tx, []Payment{{ID: self.PaymentID, UserID: "u-w", OccurredAt: at}}, window)
+	got, _, err := selectHistory(context.Background(), tx, []Payment{{ID: self.PaymentID, UserID: "u-w", Currency: "EUR", OccurredAt: at}}, window)
 	if err != nil {
-		t.Fatalf("countRecent: %v", err)
+		t.Fatalf("selectHistory: %v", err)
 	}
 	if diff := cmp.Diff([]int{1}, got); diff != "" {
-		t.Errorf("countRecent mismatch (-want +got):\n%s", diff)
+		t.Errorf("selectHistory's velocity count mismatch (-want +got):\n%s", diff)
 	}
 }

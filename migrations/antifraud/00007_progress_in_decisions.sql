@@ -9,13 +9,18 @@
 -- SELECT ... FOR UPDATE (internal/antifraud/order.go), so a consumer taking over a partition
 -- in a rebalance waits for the one still at work on the payment, and then reads what it
 -- committed. A payment with no decision has applied nothing, not even its PaymentCreated.
+-- The three columns stay NULL while the last event applied is the creation (sequence 1,
+-- PaymentCreated, event_id): the decision is inserted as it always was, without a byte more,
+-- and only a payment's later events write them.
 ALTER TABLE decisions
-    -- The sequence of the last event of the payment the consumer applied: 1 is its creation.
-    ADD COLUMN last_sequence integer NOT NULL DEFAULT 1 CHECK (last_sequence >= 1),
-    -- The type of that event, the payment's state for the order check.
-    ADD COLUMN state         text    NOT NULL DEFAULT 'PaymentCreated',
-    -- The id of that event; NULL while it is the creation, whose id is event_id.
-    ADD COLUMN last_event_id uuid;
+    -- The sequence of the last event of the payment the consumer applied, beyond 1.
+    ADD COLUMN last_sequence integer CHECK (last_sequence > 1),
+    -- The type of that event: the payment's state for the order check.
+    ADD COLUMN state         text,
+    -- The id of that event.
+    ADD COLUMN last_event_id uuid,
+    ADD CONSTRAINT decisions_progress_check
+        CHECK ((last_sequence IS NULL) = (state IS NULL) AND (state IS NULL) = (last_event_id IS NULL));
 
 UPDATE decisions d
 SET last_sequence = p.last_sequence, state = p.state, last_event_id = p.last_event_id
@@ -33,5 +38,7 @@ CREATE TABLE payment_progress (
     updated_at    timestamptz NOT NULL DEFAULT now()
 );
 INSERT INTO payment_progress (payment_id, last_sequence, state, last_event_id)
-SELECT payment_id, last_sequence, state, coalesce(last_event_id, event_id) FROM decisions;
-ALTER TABLE decisions DROP COLUMN last_event_id, DROP COLUMN state, DROP COLUMN last_sequence;
+SELECT payment_id, coalesce(last_sequence, 1), coalesce(state, 'PaymentCreated'), coalesce(last_event_id, event_id)
+FROM decisions;
+ALTER TABLE decisions DROP CONSTRAINT decisions_progress_check,
+    DROP COLUMN last_event_id, DROP COLUMN state, DROP COLUMN last_sequence;
