@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"sync"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -42,10 +43,10 @@ type batchSlice struct {
 func (c *Consumer) sliceBatch(records []*kgo.Record) []batchSlice {
 	slices := make([]batchSlice, c.cfg.Parallelism)
 	type place struct{ slice, index int }
-	seen := map[uuid.UUID]place{}   // event id -> where its first copy went
-	payments := map[uuid.UUID]int{} // payment id -> slice
-	for _, r := range records {
-		ev, poison := decodeRecord(r)
+	seen := make(map[uuid.UUID]place, len(records))   // event id -> where its first copy went
+	payments := make(map[uuid.UUID]int, len(records)) // payment id -> slice
+	for i, d := range decodeAll(records, c.cfg.Parallelism) {
+		r, ev, poison := records[i], d.ev, d.poison
 		if poison != nil {
 			slices[0].poison = append(slices[0].poison, newDeadLetter(r, poison))
 			continue
@@ -74,6 +75,32 @@ func (c *Consumer) sliceBatch(records []*kgo.Record) []batchSlice {
 			out = append(out, s)
 		}
 	}
+	return out
+}
+
+// A decoded record is what decodeRecord made of it.
+type decoded struct {
+	ev     paymentEvent
+	poison *PoisonError
+}
+
+// decodeAll decodes the records on n goroutines, each a contiguous share. Decoding is CPU
+// work for the consumer alone, done while PostgreSQL waits for the poll's statements
+// (docs/bench.md, "The consumer"); each record decodes on its own, so the shares are
+// independent and out[i] is records[i]'s, as one loop would make it.
+func decodeAll(records []*kgo.Record, n int) []decoded {
+	out := make([]decoded, len(records))
+	share := (len(records) + n - 1) / max(n, 1)
+	var wg sync.WaitGroup
+	for from := 0; from < len(records); from += share {
+		to := min(from+share, len(records))
+		wg.Go(func() {
+			for i := from; i < to; i++ {
+				out[i].ev, out[i].poison = decodeRecord(records[i])
+			}
+		})
+	}
+	wg.Wait()
 	return out
 }
 
