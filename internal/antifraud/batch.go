@@ -131,7 +131,7 @@ func creations(events []paymentEvent) []paymentEvent {
 func (c *Consumer) decide(ctx context.Context, tx pgx.Tx, events []paymentEvent) ([]decisionRow, error) {
 	rules := c.cfg.Rules
 	payments := paymentsOf(events)
-	recent, totals, err := selectHistory(ctx, tx, payments, rules.VelocityWindow)
+	recent, totals, err := selectHistory(ctx, tx, payments, rules.VelocityWindow, rules.VelocityBlock)
 	if err != nil {
 		return nil, err
 	}

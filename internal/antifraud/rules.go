@@ -110,7 +110,8 @@ type Payment struct {
 // out: the database's view plus the earlier events of the same batch.
 type History struct {
 	// Recent counts the user's other payments in the velocity window before the payment
-	// (see Rules.inVelocityWindow).
+	// (see Rules.inVelocityWindow). The database's part of it stops at VelocityBlock:
+	// beyond, the verdict is Block whatever the number.
 	Recent int
 	// Total is the user's running total in the payment's currency before the payment.
 	Total Total

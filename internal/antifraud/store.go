@@ -103,12 +103,14 @@ type totalKey struct {
 //   - recent[i], how many committed decisions of payments[i]'s user, for another payment,
 //     occurred in the velocity window before it: the bounds of Rules.inVelocityWindow,
 //     [occurred_at - window, occurred_at). The database counts through
-//     decisions_user_occurred_idx and sends one number per payment, so a busy user costs
-//     an index range scan, not thousands of rows;
+//     decisions_user_occurred_idx and sends one number per payment, and stops at
+//     maxRecent: each decision counted is a visit to its heap row, and past
+//     Rules.VelocityBlock more of them cannot change a verdict (the rules only compare the
+//     count with thresholds), so a busy user costs at most maxRecent visits;
 //   - totals, the running totals of the payments' users in the payments' currencies. A
 //     user the consumer has never seen in a currency has no row, hence no entry: the
 //     zero Total. Amounts above math.MaxInt64 come back capped (see Total.Amount).
-func selectHistory(ctx context.Context, tx pgx.Tx, payments []Payment, window time.Duration) (recent []int, totals map[totalKey]Total, err error) {
+func selectHistory(ctx context.Context, tx pgx.Tx, payments []Payment, window time.Duration, maxRecent int) (recent []int, totals map[totalKey]Total, err error) {
 	n := len(payments)
 	ids, users, currencies := make([]uuid.UUID, n), make([]string, n), make([]string, n)
 	froms, tos := make([]time.Time, n), make([]time.Time, n)
@@ -117,15 +119,17 @@ func selectHistory(ctx context.Context, tx pgx.Tx, payments []Payment, window ti
 		froms[i], tos[i] = p.OccurredAt.Add(-window), p.OccurredAt
 	}
 	rows, err := tx.Query(ctx, `
-		SELECT (SELECT count(*) FROM decisions d
-		        WHERE d.user_id = w.user_id AND d.occurred_at >= w.from_t AND d.occurred_at < w.to_t
-		          AND d.payment_id <> w.payment_id),
+		SELECT (SELECT count(*) FROM (
+		            SELECT FROM decisions d
+		            WHERE d.user_id = w.user_id AND d.occurred_at >= w.from_t AND d.occurred_at < w.to_t
+		              AND d.payment_id <> w.payment_id
+		            LIMIT $6) AS capped),
 		       t.payment_count, least(t.amount_total, 9223372036854775807)::bigint
 		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[])
 		     WITH ORDINALITY AS w(payment_id, user_id, currency, from_t, to_t, i)
 		LEFT JOIN user_totals t ON t.user_id = w.user_id AND t.currency = w.currency
 		ORDER BY w.i`,
-		pguuid.Arrays(ids), users, currencies, froms, tos)
+		pguuid.Arrays(ids), users, currencies, froms, tos, maxRecent)
 	if err != nil {
 		return nil, nil, fmt.Errorf("select history: %w", err)
 	}
