@@ -84,10 +84,10 @@ type decoded struct {
 	poison *PoisonError
 }
 
-// decodeAll decodes the records on n goroutines, each a contiguous share. Decoding is CPU
-// work for the consumer alone, done while PostgreSQL waits for the poll's statements
-// (docs/bench.md, "The consumer"); each record decodes on its own, so the shares are
-// independent and out[i] is records[i]'s, as one loop would make it.
+// decodeAll decodes the records on n goroutines, each a contiguous share. Decoding is the
+// consumer's own CPU work, done before the poll's statements while PostgreSQL has nothing
+// to do, so it uses both cores (docs/bench.md, "The consumer"); each record decodes on its
+// own, so the shares are independent and out[i] is records[i]'s, as one loop makes it.
 func decodeAll(records []*kgo.Record, n int) []decoded {
 	out := make([]decoded, len(records))
 	share := (len(records) + n - 1) / max(n, 1)
