@@ -46,8 +46,8 @@ type config struct {
 	// HTTPAddr (HTTP_ADDR, default 127.0.0.1:8081) serves /healthz and /metrics; port 0
 	// picks a free port, which run logs.
 	HTTPAddr string
-	// MaxPollRecords (ANTIFRAUD_MAX_POLL_RECORDS, default 1000) bounds one batch, hence
-	// one database transaction.
+	// MaxPollRecords (ANTIFRAUD_MAX_POLL_RECORDS, default antifraud.DefaultMaxPollRecords,
+	// 16000) bounds one batch, hence its database transactions.
 	MaxPollRecords int
 	// Rules are the fraud thresholds:
 	//   ANTIFRAUD_REVIEW_AMOUNT   (default 100000 minor units) amount above it: review
@@ -82,7 +82,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		// Checked by Validate, with the list of names.
 		KafkaRebalanceProtocol: antifraud.RebalanceProtocol(env.String("KAFKA_REBALANCE_PROTOCOL", string(antifraud.DefaultRebalanceProtocol))),
 		HTTPAddr:               env.String("HTTP_ADDR", "127.0.0.1:8081"),
-		MaxPollRecords:         env.Int("ANTIFRAUD_MAX_POLL_RECORDS", 1000),
+		MaxPollRecords:         env.Int("ANTIFRAUD_MAX_POLL_RECORDS", antifraud.DefaultMaxPollRecords),
 		Rules: antifraud.Rules{
 			ReviewAmount:   int64(env.Int("ANTIFRAUD_REVIEW_AMOUNT", 100_000)),
 			VelocityWindow: env.Duration("ANTIFRAUD_VELOCITY_WINDOW", 10*time.Minute),

@@ -23,7 +23,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		KafkaTopic:             "payments.events",
 		KafkaGroup:             "antifraud",
 		HTTPAddr:               "127.0.0.1:8081",
-		MaxPollRecords:         1000,
+		MaxPollRecords:         16_000,
 		KafkaSessionTimeout:    45 * time.Second,
 		KafkaRebalanceProtocol: antifraud.RebalanceCooperativeSticky,
 		DedupRetention:         90 * 24 * time.Hour,

@@ -73,14 +73,16 @@ func (c *Consumer) processBatch(ctx context.Context, records []*kgo.Record) (bat
 }
 
 // applyInOrder checks the first-time events against their payments' progress, records
-// the progress they make and the violations, and returns the events to apply.
-func (c *Consumer) applyInOrder(ctx context.Context, tx pgx.Tx, firstTime []paymentEvent, res *batchResult) ([]paymentEvent, error) {
+// the violations, and returns the events to apply and the progress of each payment they
+// advance. The progress is saved by applyEffects, once the decision rows that keep it
+// exist (slice.go).
+func (c *Consumer) applyInOrder(ctx context.Context, tx pgx.Tx, firstTime []paymentEvent, res *batchResult) ([]paymentEvent, map[uuid.UUID]progress, error) {
 	if len(firstTime) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	known, err := selectProgress(ctx, tx, firstTime)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	applied, refused, advanced := inOrder(known, firstTime)
 	var violations []violation
@@ -94,25 +96,20 @@ func (c *Consumer) applyInOrder(ctx context.Context, tx pgx.Tx, firstTime []paym
 	}
 	unparked, more, counts, err := c.unpark(ctx, tx, parked, applied, advanced)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	applied, violations = append(applied, unparked...), append(violations, more...)
 	res.parked = counts
 	// The parked events of the batch have no dedup row; those unparked (of this batch or
 	// an earlier one) have one now.
 	res.processed += len(unparked) + len(more) - len(parked)
-	if len(advanced) > 0 {
-		if err := saveProgress(ctx, tx, advanced); err != nil {
-			return nil, err
-		}
-	}
 	if len(violations) > 0 {
 		if err := insertViolations(ctx, tx, violations); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	res.violations = violations
-	return applied, nil
+	return applied, advanced, nil
 }
 
 // creations returns the PaymentCreated events of events, in order.
@@ -134,11 +131,7 @@ func creations(events []paymentEvent) []paymentEvent {
 func (c *Consumer) decide(ctx context.Context, tx pgx.Tx, events []paymentEvent) ([]decisionRow, error) {
 	rules := c.cfg.Rules
 	payments := paymentsOf(events)
-	recent, err := countRecent(ctx, tx, payments, rules.VelocityWindow)
-	if err != nil {
-		return nil, err
-	}
-	totals, err := selectTotals(ctx, tx, payments)
+	recent, totals, err := selectHistory(ctx, tx, payments, rules.VelocityWindow, rules.VelocityBlock)
 	if err != nil {
 		return nil, err
 	}

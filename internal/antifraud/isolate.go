@@ -15,8 +15,8 @@ import (
 // refuses fails every attempt at its whole batch, and with BlockRebalanceOnPoll the partition stalls
 // for this member and for the next owner alike. decodeRecord is meant to refuse such a
 // record first; isolation is the last line of defence for a check it misses: when a batch
-// fails with an error about the data, its records are processed again one transaction
-// each, and the one that fails alone is dead-lettered as PoisonStoreFailed. The rules:
+// fails with an error about the data, its records are processed again in smaller
+// transactions, and the one that fails alone is dead-lettered as PoisonStoreFailed. The rules:
 //
 //   - Only an error about the data leads here (isDataError). The database being down,
 //     restarting or too busy fails every record alike and is retried by handle, with
@@ -24,7 +24,7 @@ import (
 //   - A record is dead-lettered only if it fails on its own, so its batch-mates are never
 //     charged with its fault.
 //   - Any other error during the isolation ends it, and handle retries the whole batch:
-//     records that committed alone meanwhile come back as counted duplicates.
+//     records that committed in a part meanwhile come back as counted duplicates.
 
 // isDataError reports whether err is PostgreSQL refusing the data of a statement, which
 // fails the same way on every attempt, rather than a failure of the connection or of the
@@ -47,18 +47,38 @@ func isDataError(err error) bool {
 	return false
 }
 
-// isolate processes records one transaction each, after their batch failed with the data
-// error batchErr, and returns what they did together.
+// isolate processes records again after their batch failed with the data error batchErr,
+// and returns what they did together. It splits them in halves, in order, and processes
+// each half as a batch; a half that fails on its data is split again, down to the one
+// record that fails alone. A batch of n records with one such record costs about
+// 2·log2(n) transactions instead of n, which keeps the partition (and, with
+// BlockRebalanceOnPoll, any rebalance) waiting for a poll of thousands of records a
+// fraction of a second rather than seconds. A half that committed before a later one failed
+// comes back, when its records are processed again, as counted duplicates.
 func (c *Consumer) isolate(ctx context.Context, records []*kgo.Record, batchErr error) (batchResult, error) {
-	c.logger.Warn("batch refused by the database, processing its records one by one",
+	c.logger.Warn("batch refused by the database, splitting it to find the records it refuses",
 		slog.Int("records", len(records)), slog.Any("err", batchErr))
+	return c.bisect(ctx, records)
+}
+
+// bisect processes the two halves of records, a batch that failed on its data.
+func (c *Consumer) bisect(ctx context.Context, records []*kgo.Record) (batchResult, error) {
+	if len(records) == 1 {
+		return c.processAlone(ctx, records[0])
+	}
 	total := batchResult{verdicts: map[Verdict]int{}}
-	for _, r := range records {
+	mid := len(records) / 2
+	for _, half := range [][]*kgo.Record{records[:mid], records[mid:]} {
 		if err := ctx.Err(); err != nil {
 			// Shutting down: handle leaves the rest for the next owner.
 			return total, err
 		}
-		res, err := c.processAlone(ctx, r)
+		halfCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.BatchTimeout)
+		res, err := c.processBatch(halfCtx, half)
+		cancel()
+		if isDataError(err) {
+			res, err = c.bisect(ctx, half)
+		}
 		if err != nil {
 			return total, err
 		}

@@ -134,3 +134,48 @@ func TestIsDataError(t *testing.T) {
 		}
 	}
 }
+
+// TestIsolationHalvesTheBatch: a poll of 64 records, one of which the database refuses, is
+// split in halves down to that record, in about 2·log2(64) batches of at most two
+// transactions (Parallelism): far fewer than one transaction per record. A statement
+// trigger counts the dedup inserts (one per transaction) in a sequence, which keeps
+// counting in the transactions that roll back.
+func TestIsolationHalvesTheBatch(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	b.exec(t, `ALTER TABLE decisions ADD CONSTRAINT test_refuses_u_evil CHECK (user_id <> 'u-evil')`)
+	b.exec(t, `CREATE SEQUENCE test_dedup_inserts`)
+	b.exec(t, `CREATE FUNCTION test_count_insert() RETURNS trigger LANGUAGE plpgsql AS
+		$$ BEGIN PERFORM nextval('test_dedup_inserts'); RETURN NULL; END $$`)
+	b.exec(t, `CREATE TRIGGER test_count_insert AFTER INSERT ON processed_events
+		FOR EACH STATEMENT EXECUTE FUNCTION test_count_insert()`)
+	records := make([]*kgo.Record, 64)
+	for i := range records {
+		user := fmt.Sprintf("u-%d", i)
+		if i == 41 {
+			user = "u-evil"
+		}
+		records[i] = eventRecord(t, uuid.New(), newPayment(user, 100, time.Now()))
+	}
+	c := b.newConsumer(t, b.config())
+	ctx := context.Background()
+	_, err := c.processBatch(ctx, b.positioned(records...))
+	if !isDataError(err) {
+		t.Fatalf("processBatch of the whole poll = %v, want a data error", err)
+	}
+	res, err := c.isolate(ctx, records, err)
+	if err != nil {
+		t.Fatalf("isolate: %v", err)
+	}
+	if len(res.poison) != 1 || res.poison[0].offset != 41 {
+		t.Errorf("dead letters = %+v, want the record at offset 41 alone", res.poison)
+	}
+	if n := b.count(t, "SELECT count(*) FROM decisions"); n != 63 {
+		t.Errorf("decisions = %d, want the 63 others", n)
+	}
+	// 1 batch of 2 transactions, then 2 batches per level of 6 halvings, each of at most
+	// 2: 26 at most, and one by one would be 64.
+	if n := b.count(t, "SELECT last_value FROM test_dedup_inserts"); n > 26 {
+		t.Errorf("dedup inserts = %d, want at most 26 (halving), not one per record", n)
+	}
+}

@@ -52,8 +52,9 @@ var allowedAfter = map[string][]string{
 	event.TypePaymentRefunded:  {event.TypePaymentCaptured, event.TypePaymentRefunded},
 }
 
-// progress is how far the consumer has applied a payment: a row of payment_progress. The
-// zero value is a payment it has not seen.
+// progress is how far the consumer has applied a payment: the progress columns of its
+// decision row (migrations/antifraud/00007_progress_in_decisions.sql). The zero value is a
+// payment it has not seen: no decision, not even its PaymentCreated applied.
 type progress struct {
 	sequence int
 	lastType string
@@ -101,16 +102,20 @@ func inOrder(known map[uuid.UUID]progress, events []paymentEvent) (applied []pay
 	return applied, violations, advanced
 }
 
-// selectProgress reads and locks the progress rows of the events' payments, so that a
-// consumer taking over a partition in a rebalance waits for the one still at work.
+// selectProgress reads and locks the decision rows of the events' payments, where their
+// progress is kept, so that a consumer taking over a partition in a rebalance waits for
+// the one still at work. The progress is read from the locked row itself: after such a
+// wait, PostgreSQL returns the row as the other consumer committed it (a column of
+// another table, joined, would be read as it was before the wait).
 func selectProgress(ctx context.Context, tx pgx.Tx, events []paymentEvent) (map[uuid.UUID]progress, error) {
 	ids := make([]uuid.UUID, len(events))
 	for i, ev := range events {
 		ids[i] = ev.payload.PaymentID
 	}
 	rows, err := tx.Query(ctx, `
-		SELECT payment_id, last_sequence, state, last_event_id FROM payment_progress
-		WHERE payment_id = ANY($1) ORDER BY payment_id FOR UPDATE`, pguuid.Arrays(ids))
+		SELECT payment_id, coalesce(last_sequence, 1), coalesce(state, $2), coalesce(last_event_id, event_id)
+		FROM decisions WHERE payment_id = ANY($1) ORDER BY payment_id FOR UPDATE`,
+		pguuid.Arrays(ids), event.TypePaymentCreated)
 	if err != nil {
 		return nil, fmt.Errorf("select payment progress: %w", err)
 	}
@@ -127,7 +132,21 @@ func selectProgress(ctx context.Context, tx pgx.Tx, events []paymentEvent) (map[
 	return known, nil
 }
 
-// saveProgress writes the progress of each payment the batch advanced: one row each.
+// beyondCreation returns the progress of the payments in advanced that moved past their
+// creation: the only ones saveProgress has to write, as a decision row is inserted with
+// the progress of its creation (the columns' defaults).
+func beyondCreation(advanced map[uuid.UUID]progress) map[uuid.UUID]progress {
+	out := map[uuid.UUID]progress{}
+	for id, p := range advanced {
+		if p.sequence > 1 {
+			out[id] = p
+		}
+	}
+	return out
+}
+
+// saveProgress writes the progress of each payment in advanced into its decision row,
+// which exists: it was locked by selectProgress, or inserted by this transaction.
 func saveProgress(ctx context.Context, tx pgx.Tx, advanced map[uuid.UUID]progress) error {
 	var ids, events []uuid.UUID
 	var sequences []int32
@@ -137,11 +156,10 @@ func saveProgress(ctx context.Context, tx pgx.Tx, advanced map[uuid.UUID]progres
 		sequences, states = append(sequences, int32(p.sequence)), append(states, p.lastType)
 	}
 	_, err := tx.Exec(ctx, `
-		INSERT INTO payment_progress (payment_id, last_sequence, state, last_event_id)
-		SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::uuid[])
-		ON CONFLICT (payment_id) DO UPDATE
-		SET last_sequence = excluded.last_sequence, state = excluded.state,
-		    last_event_id = excluded.last_event_id, updated_at = now()`,
+		UPDATE decisions d
+		SET last_sequence = u.last_sequence, state = u.state, last_event_id = u.last_event_id
+		FROM unnest($1::uuid[], $2::int[], $3::text[], $4::uuid[]) AS u(payment_id, last_sequence, state, last_event_id)
+		WHERE d.payment_id = u.payment_id`,
 		pguuid.Arrays(ids), sequences, states, pguuid.Arrays(events))
 	if err != nil {
 		return fmt.Errorf("save payment progress: %w", err)

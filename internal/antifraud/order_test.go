@@ -104,7 +104,7 @@ func TestLifecycleAdjustsTotalsExactlyOnce(t *testing.T) {
 	if diff := cmp.Diff(want, b.totals(t), cmp.AllowUnexported(totalKey{})); diff != "" {
 		t.Errorf("user totals mismatch (-want +got):\n%s", diff)
 	}
-	if n := b.count(t, "SELECT last_sequence FROM payment_progress WHERE payment_id = $1", kept.PaymentID); n != 4 {
+	if n := b.count(t, "SELECT coalesce(last_sequence, 1) FROM decisions WHERE payment_id = $1", kept.PaymentID); n != 4 {
 		t.Errorf("progress of the refunded payment = %d, want 4", n)
 	}
 	if n := b.count(t, "SELECT count(*) FROM order_violations"); n != 0 {
@@ -183,7 +183,7 @@ func TestOutOfOrderEventsAreRecordedNotApplied(t *testing.T) {
 	if diff := cmp.Diff(wantTotals, b.totals(t), cmp.AllowUnexported(totalKey{})); diff != "" {
 		t.Errorf("user totals mismatch (-want +got):\n%s", diff)
 	}
-	if n := b.count(t, "SELECT last_sequence FROM payment_progress WHERE payment_id = $1", early.PaymentID); n != 2 {
+	if n := b.count(t, "SELECT coalesce(last_sequence, 1) FROM decisions WHERE payment_id = $1", early.PaymentID); n != 2 {
 		t.Errorf("progress of the payment captured too early = %d, want 2 (the capture applied after its creation)", n)
 	}
 	if n := b.count(t, "SELECT count(*) FROM parked_events"); n != 1 {

@@ -47,7 +47,7 @@ func TestEventParkedUntilItsPredecessorArrives(t *testing.T) {
 	if diff := cmp.Diff(want, b.totals(t), cmp.AllowUnexported(totalKey{})); diff != "" {
 		t.Errorf("user totals (-want +got):\n%s", diff)
 	}
-	if n := b.count(t, "SELECT last_sequence FROM payment_progress WHERE payment_id = $1", p.PaymentID); n != 4 {
+	if n := b.count(t, "SELECT coalesce(last_sequence, 1) FROM decisions WHERE payment_id = $1", p.PaymentID); n != 4 {
 		t.Errorf("progress = %d, want 4: the parked refunds applied after the capture", n)
 	}
 	if n := b.count(t, "SELECT count(*) FROM order_violations"); n != 0 {
@@ -95,7 +95,7 @@ func TestParkedEventRedeliveredWithItsPredecessor(t *testing.T) {
 	if n := b.count(t, "SELECT count(*) FROM parked_events"); n != 0 {
 		t.Errorf("parked events left = %d, want 0", n)
 	}
-	if n := b.count(t, "SELECT last_sequence FROM payment_progress WHERE payment_id = $1", p.PaymentID); n != 3 {
+	if n := b.count(t, "SELECT coalesce(last_sequence, 1) FROM decisions WHERE payment_id = $1", p.PaymentID); n != 3 {
 		t.Errorf("progress = %d, want 3", n)
 	}
 	want := map[totalKey]Total{{"u-1", "EUR"}: {Payments: 1, Amount: 2000 - 500}}

@@ -110,7 +110,8 @@ type Payment struct {
 // out: the database's view plus the earlier events of the same batch.
 type History struct {
 	// Recent counts the user's other payments in the velocity window before the payment
-	// (see Rules.inVelocityWindow).
+	// (see Rules.inVelocityWindow). The database's part of it stops at VelocityBlock:
+	// beyond, the verdict is Block whatever the number.
 	Recent int
 	// Total is the user's running total in the payment's currency before the payment.
 	Total Total
@@ -147,7 +148,7 @@ type Decision struct {
 // Because the window is measured in event time and ends just before p, the count does not
 // depend on when the event is processed, nor on how often it is delivered: only on which
 // earlier payments are known (see the package documentation for the small order dependence
-// that remains). The consumer's SQL count of committed decisions (store.go, countRecent)
+// that remains). The consumer's SQL count of committed decisions (store.go, selectHistory)
 // uses the same bounds.
 func (r Rules) inVelocityWindow(p, other Payment) bool {
 	r = r.withDefaults()

@@ -90,75 +90,67 @@ func countRedeliveries(ctx context.Context, tx pgx.Tx, rows []processedRow) erro
 	return nil
 }
 
-// countRecent returns, for each payment, how many committed decisions of the same user,
-// for another payment, occurred in the velocity window before it: the bounds of
-// Rules.inVelocityWindow, [occurred_at - window, occurred_at). The database counts
-// through decisions_user_occurred_idx and sends one number per payment, so a busy user
-// costs an index range scan, not thousands of rows. counts[i] is the count of payments[i].
-func countRecent(ctx context.Context, tx pgx.Tx, payments []Payment, window time.Duration) ([]int, error) {
-	n := len(payments)
-	ids, users := make([]uuid.UUID, n), make([]string, n)
-	froms, tos := make([]time.Time, n), make([]time.Time, n)
-	for i, p := range payments {
-		ids[i], users[i] = p.ID, p.UserID
-		froms[i], tos[i] = p.OccurredAt.Add(-window), p.OccurredAt
-	}
-	rows, err := tx.Query(ctx, `
-		SELECT (SELECT count(*) FROM decisions d
-		        WHERE d.user_id = w.user_id AND d.occurred_at >= w.from_t AND d.occurred_at < w.to_t
-		          AND d.payment_id <> w.payment_id)
-		FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[])
-		     WITH ORDINALITY AS w(payment_id, user_id, from_t, to_t, i)
-		ORDER BY w.i`,
-		pguuid.Arrays(ids), users, froms, tos)
-	if err != nil {
-		return nil, fmt.Errorf("count recent decisions: %w", err)
-	}
-	counts, err := pgx.CollectRows(rows, pgx.RowTo[int])
-	if err != nil {
-		return nil, fmt.Errorf("count recent decisions: %w", err)
-	}
-	return counts, nil
-}
-
 // A totalKey names a row of user_totals.
 type totalKey struct {
 	userID   string
 	currency string
 }
 
-// selectTotals returns the running totals of the payments' users in the payments'
-// currencies. A user the consumer has never seen in a currency has no row, hence no entry:
-// the zero Total. Amounts above math.MaxInt64 come back capped (see Total.Amount).
-func selectTotals(ctx context.Context, tx pgx.Tx, payments []Payment) (map[totalKey]Total, error) {
-	var users, currencies []string
-	seen := map[totalKey]bool{}
-	for _, p := range payments {
-		k := totalKey{p.UserID, p.Currency}
-		if !seen[k] {
-			seen[k] = true
-			users, currencies = append(users, k.userID), append(currencies, k.currency)
-		}
+// selectHistory reads what the rules need to know of each payment's user from the
+// database, in one statement (each statement is one more round trip and one more
+// execution per slice, docs/bench.md "The consumer"):
+//
+//   - recent[i], how many committed decisions of payments[i]'s user, for another payment,
+//     occurred in the velocity window before it: the bounds of Rules.inVelocityWindow,
+//     [occurred_at - window, occurred_at). The database counts through
+//     decisions_user_occurred_idx and sends one number per payment, and stops at
+//     maxRecent: each decision counted is a visit to its heap row, and past
+//     Rules.VelocityBlock more of them cannot change a verdict (the rules only compare the
+//     count with thresholds), so a busy user costs at most maxRecent visits;
+//   - totals, the running totals of the payments' users in the payments' currencies. A
+//     user the consumer has never seen in a currency has no row, hence no entry: the
+//     zero Total. Amounts above math.MaxInt64 come back capped (see Total.Amount).
+func selectHistory(ctx context.Context, tx pgx.Tx, payments []Payment, window time.Duration, maxRecent int) (recent []int, totals map[totalKey]Total, err error) {
+	n := len(payments)
+	ids, users, currencies := make([]uuid.UUID, n), make([]string, n), make([]string, n)
+	froms, tos := make([]time.Time, n), make([]time.Time, n)
+	for i, p := range payments {
+		ids[i], users[i], currencies[i] = p.ID, p.UserID, p.Currency
+		froms[i], tos[i] = p.OccurredAt.Add(-window), p.OccurredAt
 	}
 	rows, err := tx.Query(ctx, `
-		SELECT t.user_id, t.currency, t.payment_count, least(t.amount_total, 9223372036854775807)::bigint
-		FROM unnest($1::text[], $2::text[]) AS k(user_id, currency)
-		JOIN user_totals t USING (user_id, currency)`,
-		users, currencies)
+		SELECT (SELECT count(*) FROM (
+		            SELECT FROM decisions d
+		            WHERE d.user_id = w.user_id AND d.occurred_at >= w.from_t AND d.occurred_at < w.to_t
+		              AND d.payment_id <> w.payment_id
+		            LIMIT $6) AS capped),
+		       t.payment_count, least(t.amount_total, 9223372036854775807)::bigint
+		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[])
+		     WITH ORDINALITY AS w(payment_id, user_id, currency, from_t, to_t, i)
+		LEFT JOIN user_totals t ON t.user_id = w.user_id AND t.currency = w.currency
+		ORDER BY w.i`,
+		pguuid.Arrays(ids), users, currencies, froms, tos, maxRecent)
 	if err != nil {
-		return nil, fmt.Errorf("select user totals: %w", err)
+		return nil, nil, fmt.Errorf("select history: %w", err)
 	}
-	totals := map[totalKey]Total{}
-	var k totalKey
-	var t Total
-	_, err = pgx.ForEachRow(rows, []any{&k.userID, &k.currency, &t.Payments, &t.Amount}, func() error {
-		totals[k] = t
+	recent, totals = make([]int, 0, n), map[totalKey]Total{}
+	var count int
+	var payments64, amount *int64 // NULL: no totals row
+	_, err = pgx.ForEachRow(rows, []any{&count, &payments64, &amount}, func() error {
+		p := payments[len(recent)]
+		recent = append(recent, count)
+		if payments64 != nil {
+			totals[totalKey{p.UserID, p.Currency}] = Total{Payments: *payments64, Amount: *amount}
+		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("select user totals: %w", err)
+		return nil, nil, fmt.Errorf("select history: %w", err)
 	}
-	return totals, nil
+	if len(recent) != n {
+		return nil, nil, fmt.Errorf("select history: %d rows for %d payments", len(recent), n)
+	}
+	return recent, totals, nil
 }
 
 // A decisionRow is a row of decisions.

@@ -77,7 +77,7 @@ func lockTotals(ctx context.Context, tx pgx.Tx, payments []Payment) error {
 // pass only events seen for the first time, in the transaction that inserted their dedup
 // rows. The payments are grouped in SQL, where sum(bigint) is numeric and cannot
 // overflow, because one statement must not upsert the same key twice; rows are taken in
-// key order.
+// key order, the columns' collation "C" (lockTotals' order).
 func addToTotals(ctx context.Context, tx pgx.Tx, payments []Payment) error {
 	n := len(payments)
 	users, currencies, amounts := make([]string, n), make([]string, n), make([]int64, n)
@@ -86,10 +86,10 @@ func addToTotals(ctx context.Context, tx pgx.Tx, payments []Payment) error {
 	}
 	_, err := tx.Exec(ctx, `
 		INSERT INTO user_totals (user_id, currency, payment_count, amount_total)
-		SELECT p.user_id, p.currency, count(*), sum(p.amount)
+		SELECT p.user_id COLLATE "C", p.currency COLLATE "C", count(*), sum(p.amount)
 		FROM unnest($1::text[], $2::text[], $3::bigint[]) AS p(user_id, currency, amount)
-		GROUP BY p.user_id, p.currency
-		ORDER BY p.user_id, p.currency
+		GROUP BY 1, 2
+		ORDER BY 1, 2
 		ON CONFLICT (user_id, currency) DO UPDATE
 		SET payment_count = user_totals.payment_count + excluded.payment_count,
 		    amount_total  = user_totals.amount_total + excluded.amount_total,

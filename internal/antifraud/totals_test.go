@@ -232,11 +232,42 @@ func TestCountRecentBounds(t *testing.T) {
 		t.Fatalf("begin: %v", err)
 	}
 	defer tx.Rollback(context.Background())
-	got, err := countRecent(context.Background(), tx, []Payment{{ID: self.PaymentID, UserID: "u-w", OccurredAt: at}}, window)
+	got, _, err := selectHistory(context.Background(), tx, []Payment{{ID: self.PaymentID, UserID: "u-w", Currency: "EUR", OccurredAt: at}}, window, 10)
 	if err != nil {
-		t.Fatalf("countRecent: %v", err)
+		t.Fatalf("selectHistory: %v", err)
 	}
 	if diff := cmp.Diff([]int{1}, got); diff != "" {
-		t.Errorf("countRecent mismatch (-want +got):\n%s", diff)
+		t.Errorf("selectHistory's velocity count mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestSelectHistoryCapsTheVelocityCount: the count stops at the cap it is given (the
+// consumer gives Rules.VelocityBlock, past which the verdict cannot change), and below the
+// cap it is exact.
+func TestSelectHistoryCapsTheVelocityCount(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	ctx := context.Background()
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for i := range 3 {
+		if _, err := b.pool.Exec(ctx, `INSERT INTO decisions (payment_id, event_id, user_id, amount, currency, decision, occurred_at)
+			VALUES ($1, $2, 'u-c', 100, 'EUR', 'approve', $3)`, uuid.New(), uuid.New(), at.Add(-time.Duration(i+1)*time.Minute)); err != nil {
+			t.Fatalf("insert decision: %v", err)
+		}
+	}
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	defer tx.Rollback(ctx)
+	p := Payment{ID: uuid.New(), UserID: "u-c", Currency: "EUR", OccurredAt: at}
+	for _, tt := range []struct{ limit, want int }{{2, 2}, {3, 3}, {10, 3}} {
+		got, _, err := selectHistory(ctx, tx, []Payment{p}, time.Hour, tt.limit)
+		if err != nil {
+			t.Fatalf("selectHistory: %v", err)
+		}
+		if got[0] != tt.want {
+			t.Errorf("velocity count capped at %d = %d, want %d", tt.limit, got[0], tt.want)
+		}
 	}
 }

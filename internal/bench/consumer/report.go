@@ -5,8 +5,10 @@ package consumer
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
+	"github.com/dscourse/payments-outbox/internal/antifraud"
 	"github.com/dscourse/payments-outbox/internal/benchreport"
 )
 
@@ -29,7 +31,7 @@ func consumerReport(all []figures, cfg consumerBenchConfig) map[string]any {
 		"consumer_bench_measured_at": time.Now().UTC().Format(time.RFC3339),
 		"consumer_bench_note": "medians of consumer_bench_reps repetitions (_min, _max: the spread); events (once) or deliveries (twice) per second, " +
 			"from the consumers' start in a fresh group (group join included) until every record is in the database; fresh topic of 3 partitions and fresh database each drain; " +
-			"max poll 1000; relay = internal/outbox/poll with 4 workers of 1000, draining as many events in the same repetition; ratios are per repetition",
+			"max poll " + strconv.Itoa(antifraud.DefaultMaxPollRecords) + " split by user into 2 transactions; relay = internal/outbox/poll with 4 workers of 1000, draining as many events in the same repetition; ratios are per repetition",
 	}
 	figures := []struct {
 		key   string
