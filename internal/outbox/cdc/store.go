@@ -170,8 +170,8 @@ func (s store) recordHeldBack(ctx context.Context, ids []uuid.UUID, lastError st
 // ctx ends with the row still not found: the stream stops before that event, and the
 // next session streams it again.
 func (s store) deadLetter(ctx context.Context, id uuid.UUID, reason string) (*outbox.DeadLetter, error) {
-	for {
-		dead, found, err := s.deadLetterOnce(ctx, id, reason)
+	for try := 1; ; try++ {
+		dead, found, err := s.deadLetterOnce(ctx, id, reason, try > quickMarkRetries)
 		if err != nil || found {
 			return dead, err
 		}
@@ -184,17 +184,21 @@ func (s store) deadLetter(ctx context.Context, id uuid.UUID, reason string) (*ou
 }
 
 // deadLetterOnce is one try of deadLetter; found is false when the event's row is
-// nowhere to be seen, in the outbox or its history.
+// nowhere to be seen, in the outbox or, when inHistory is set, its history. As the mark
+// does (markPublished), the history, which it reads whole, is asked only once the
+// moment a commit takes to show is past.
 //
 // It looks for the row before it moves it. A row that a statement saw stays visible to
 // every later statement, so an UPDATE that then touches nothing means the row is no
 // longer pending. In the other order, a commit that becomes visible between the two
 // statements would make an UPDATE of nothing look like "already moved".
-func (s store) deadLetterOnce(ctx context.Context, id uuid.UUID, reason string) (dead *outbox.DeadLetter, found bool, err error) {
+func (s store) deadLetterOnce(ctx context.Context, id uuid.UUID, reason string, inHistory bool) (dead *outbox.DeadLetter, found bool, err error) {
+	lookup := `SELECT EXISTS (SELECT 1 FROM outbox_events WHERE id = $1)`
+	if inHistory {
+		lookup += ` OR EXISTS (SELECT 1 FROM outbox_published WHERE id = $1)`
+	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `
-			SELECT EXISTS (SELECT 1 FROM outbox_events WHERE id = $1)
-			    OR EXISTS (SELECT 1 FROM outbox_published WHERE id = $1)`, id).Scan(&found); err != nil || !found {
+		if err := tx.QueryRow(ctx, lookup, id).Scan(&found); err != nil || !found {
 			return err
 		}
 		tag, err := tx.Exec(ctx, `

@@ -64,17 +64,7 @@ func TestMarkPublishedLooksUpTheHistoryOnlyAfterTheMoment(t *testing.T) {
 	ctx := context.Background()
 	tx, id := b.insertUncommitted(t)
 	committed := make(chan error, 1)
-	rec := &statementRecorder{afterFirst: func() { committed <- tx.Commit(ctx) }}
-	cfg, err := pgxpool.ParseConfig(b.dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Tracer = rec
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool, rec := b.recordedPool(t, func() { committed <- tx.Commit(ctx) })
 
 	markCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -88,6 +78,9 @@ func TestMarkPublishedLooksUpTheHistoryOnlyAfterTheMoment(t *testing.T) {
 	if len(unmarked) != 0 || b.count(t, `SELECT count(*) FROM outbox_published WHERE id = $1`, id) != 1 {
 		t.Fatalf("unmarked = %v, want the event moved", unmarked)
 	}
+	if n := rec.count("DELETE FROM outbox_events"); n < 2 {
+		t.Fatalf("the event was moved in %d tries, want at least 2: the test's commit came before the first move", n)
+	}
 	for _, sql := range rec.statements() {
 		if strings.Contains(sql, "NOT EXISTS (SELECT 1 FROM outbox_published") {
 			t.Errorf("the mark looked the event up in the history for a commit that showed at the next retry:\n%s", sql)
@@ -95,8 +88,57 @@ func TestMarkPublishedLooksUpTheHistoryOnlyAfterTheMoment(t *testing.T) {
 	}
 }
 
+// The dead-letter move asks the history only once the moment is past, as the mark does.
+func TestDeadLetterLooksUpTheHistoryOnlyAfterTheMoment(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	tx, id := b.insertUncommitted(t)
+	committed := make(chan error, 1)
+	pool, rec := b.recordedPool(t, func() { committed <- tx.Commit(ctx) })
+
+	deadCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	dead, err := store{pool: pool}.deadLetter(deadCtx, id, "poison")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+	if dead == nil || b.count(t, `SELECT count(*) FROM outbox_dlq WHERE event_id = $1`, id) != 1 {
+		t.Fatalf("dead letter = %v, want the event moved to the DLQ", dead)
+	}
+	if n := rec.count("SELECT EXISTS (SELECT 1 FROM outbox_events"); n < 2 {
+		t.Fatalf("the row was looked for %d times, want at least 2: the test's commit came before the first look", n)
+	}
+	for _, sql := range rec.statements() {
+		if strings.Contains(sql, "FROM outbox_published") {
+			t.Errorf("the dead-letter move looked the event up in the history for a commit that showed at the next retry:\n%s", sql)
+		}
+	}
+}
+
+// recordedPool opens a pool on the test's database whose statements rec keeps, calling
+// afterFirst once the first one has ended.
+func (b *testBundle) recordedPool(t *testing.T, afterFirst func()) (*pgxpool.Pool, *statementRecorder) {
+	t.Helper()
+	rec := &statementRecorder{afterFirst: afterFirst}
+	cfg, err := pgxpool.ParseConfig(b.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = rec
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, rec
+}
+
 // statementRecorder is a pgx tracer that keeps every statement's text and calls
-// afterFirst once the first statement has ended.
+// afterFirst once the first statement other than a BEGIN has ended.
 type statementRecorder struct {
 	afterFirst func()
 	once       sync.Once
@@ -108,12 +150,19 @@ func (r *statementRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, da
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sqls = append(r.sqls, data.SQL)
-	return ctx
+	return context.WithValue(ctx, isBegin{}, strings.EqualFold(strings.TrimSpace(data.SQL), "begin"))
 }
 
-func (r *statementRecorder) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {
-	r.once.Do(r.afterFirst)
+// A transaction's BEGIN does not count as the first statement: the test's commit must
+// come after the first look at the row.
+func (r *statementRecorder) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	if begin, _ := ctx.Value(isBegin{}).(bool); !begin {
+		r.once.Do(r.afterFirst)
+	}
 }
+
+// isBegin is the context key under which TraceQueryStart says the statement is a BEGIN.
+type isBegin struct{}
 
 func (r *statementRecorder) statements() []string {
 	r.mu.Lock()
@@ -136,4 +185,15 @@ func (b *testBundle) insertUncommitted(t *testing.T) (pgx.Tx, uuid.UUID) {
 		t.Fatal(err)
 	}
 	return tx, id
+}
+
+// count returns how many statements contain part.
+func (r *statementRecorder) count(part string) int {
+	n := 0
+	for _, sql := range r.statements() {
+		if strings.Contains(sql, part) {
+			n++
+		}
+	}
+	return n
 }
