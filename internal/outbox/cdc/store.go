@@ -25,14 +25,13 @@ type store struct {
 }
 
 // MarkPublishedSQL moves the events $1 (their ids), which Kafka acknowledged, to
-// outbox_published: the statement this relay marks with. The
-// polling relay marks the rows its transaction holds by TID instead
-// (poll.MarkClaimedSQL); cmd/bench prices the two against each other.
+// outbox_published: the statement this relay marks with. The polling relay marks the
+// rows its transaction holds by TID instead (poll.MarkClaimedSQL); cmd/bench prices the
+// two against each other.
 const MarkPublishedSQL = delivery.MarkByIDSQL
 
 // markPublished moves acknowledged events to outbox_published, as the polling relay
-// does. A row already moved (a republish after a restart) or
-// failed is left alone.
+// does. A row already moved (a republish after a restart) or failed is left alone.
 //
 // The stream can carry a transaction a moment before other sessions see it: the server
 // sends WAL once the commit record is flushed, and the committing backend leaves the

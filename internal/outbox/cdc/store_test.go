@@ -2,6 +2,8 @@ package cdc
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -55,67 +57,77 @@ func TestMarkPublishedWaitsForACommitNotYetVisible(t *testing.T) {
 	}
 }
 
-// The lookup of missed events reads the whole history table, so the mark must not
-// make it for the moment a commit takes to show: here the commit lands right after
-// the first move, which misses it, and the retries alone must move the event.
-func TestMarkPublishedLooksUpTheHistoryOnlyAfterTheMoment(t *testing.T) {
+// The lookup of a missed event in the history reads the whole history table, so
+// neither the mark nor the dead-letter move may make it for the moment a commit takes
+// to show: here the commit lands right after the first look at the row, which misses
+// it, and the retries alone must move the event.
+func TestHistoryLookedUpOnlyAfterTheMoment(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	ctx := context.Background()
-	tx, id := b.insertUncommitted(t)
-	committed := make(chan error, 1)
-	pool, rec := b.recordedPool(t, func() { committed <- tx.Commit(ctx) })
+	tests := []struct {
+		name string
+		// act moves the event; moved counts where it must be afterwards.
+		act   func(ctx context.Context, s store, id uuid.UUID) error
+		moved string
+		// look is part of each statement that looks for the row, history part of the
+		// history lookup only.
+		look, history string
+	}{
+		{
+			name: "mark",
+			act: func(ctx context.Context, s store, id uuid.UUID) error {
+				unmarked, err := s.markPublished(ctx, []uuid.UUID{id})
+				if err == nil && len(unmarked) > 0 {
+					err = fmt.Errorf("unmarked = %v, want none", unmarked)
+				}
+				return err
+			},
+			moved:   `SELECT count(*) FROM outbox_published WHERE id = $1`,
+			look:    "DELETE FROM outbox_events",
+			history: "NOT EXISTS (SELECT 1 FROM outbox_published",
+		},
+		{
+			name: "dead letter",
+			act: func(ctx context.Context, s store, id uuid.UUID) error {
+				dead, err := s.deadLetter(ctx, id, "poison")
+				if err == nil && dead == nil {
+					err = errors.New("no dead letter, want the event moved to the DLQ")
+				}
+				return err
+			},
+			moved:   `SELECT count(*) FROM outbox_dlq WHERE event_id = $1`,
+			look:    "SELECT EXISTS (SELECT 1 FROM outbox_events",
+			history: "FROM outbox_published",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			ctx := context.Background()
+			tx, id := b.insertUncommitted(t)
+			committed := make(chan error, 1)
+			pool, rec := b.recordedPool(t, func() { committed <- tx.Commit(ctx) })
 
-	markCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	unmarked, err := store{pool: pool}.markPublished(markCtx, []uuid.UUID{id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := <-committed; err != nil {
-		t.Fatal(err)
-	}
-	if len(unmarked) != 0 || b.count(t, `SELECT count(*) FROM outbox_published WHERE id = $1`, id) != 1 {
-		t.Fatalf("unmarked = %v, want the event moved", unmarked)
-	}
-	if n := rec.count("DELETE FROM outbox_events"); n < 2 {
-		t.Fatalf("the event was moved in %d tries, want at least 2: the test's commit came before the first move", n)
-	}
-	for _, sql := range rec.statements() {
-		if strings.Contains(sql, "NOT EXISTS (SELECT 1 FROM outbox_published") {
-			t.Errorf("the mark looked the event up in the history for a commit that showed at the next retry:\n%s", sql)
-		}
-	}
-}
-
-// The dead-letter move asks the history only once the moment is past, as the mark does.
-func TestDeadLetterLooksUpTheHistoryOnlyAfterTheMoment(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	ctx := context.Background()
-	tx, id := b.insertUncommitted(t)
-	committed := make(chan error, 1)
-	pool, rec := b.recordedPool(t, func() { committed <- tx.Commit(ctx) })
-
-	deadCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	dead, err := store{pool: pool}.deadLetter(deadCtx, id, "poison")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := <-committed; err != nil {
-		t.Fatal(err)
-	}
-	if dead == nil || b.count(t, `SELECT count(*) FROM outbox_dlq WHERE event_id = $1`, id) != 1 {
-		t.Fatalf("dead letter = %v, want the event moved to the DLQ", dead)
-	}
-	if n := rec.count("SELECT EXISTS (SELECT 1 FROM outbox_events"); n < 2 {
-		t.Fatalf("the row was looked for %d times, want at least 2: the test's commit came before the first look", n)
-	}
-	for _, sql := range rec.statements() {
-		if strings.Contains(sql, "FROM outbox_published") {
-			t.Errorf("the dead-letter move looked the event up in the history for a commit that showed at the next retry:\n%s", sql)
-		}
+			actCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if err := tt.act(actCtx, store{pool: pool}, id); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-committed; err != nil {
+				t.Fatal(err)
+			}
+			if got := b.count(t, tt.moved, id); got != 1 {
+				t.Fatalf("%s: %d rows, want 1", tt.moved, got)
+			}
+			if n := rec.count(tt.look); n < 2 {
+				t.Fatalf("the row was looked for %d times, want at least 2: the test's commit came before the first look", n)
+			}
+			for _, sql := range rec.statements() {
+				if strings.Contains(sql, tt.history) {
+					t.Errorf("looked the event up in the history for a commit that showed at the next retry:\n%s", sql)
+				}
+			}
+		})
 	}
 }
 
